@@ -1,0 +1,79 @@
+/**
+ * The ingest HTTP app: `createApp(deps)` returns a Hono app; server.ts owns listen and
+ * SIGTERM; tests call it over real HTTP or with `app.request()`.
+ *
+ * Routes
+ *   POST /webhooks/:provider   receive a delivery (see receive-webhook.ts)
+ *   GET  /healthz              the process is up
+ *   GET  /readyz               Postgres and Redis answer
+ */
+import { Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import { withTimeout, type EventJobData, type Faults, type Logger, type Pool, type WebhookSource } from '@oncehook/shared';
+import type { Queue } from 'bullmq';
+import { receiveWebhook } from './receive-webhook';
+
+export interface IngestDeps {
+  pool: Pool;
+  queue: Queue<EventJobData>;
+  /** Answers when Redis is reachable; used by /readyz. */
+  pingRedis: () => Promise<unknown>;
+  sources: ReadonlyMap<string, WebhookSource>;
+  log: Logger;
+  faults: Faults;
+  settings: IngestSettings;
+  now?: () => Date;
+}
+
+export interface IngestSettings {
+  bodyLimitBytes: number;
+  duplicateReenqueueAfterMs: number;
+  retryAfterSeconds: number;
+  enqueueTimeoutMs: number;
+}
+
+export function createApp(deps: IngestDeps): Hono {
+  const app = new Hono();
+
+  app.get('/healthz', (c) => c.json({ status: 'ok' }));
+
+  app.get('/readyz', async (c) => {
+    const [postgres, redis] = await Promise.allSettled([withTimeout(deps.pool.query('SELECT 1'), 2_000, 'postgres ping'), withTimeout(deps.pingRedis(), 2_000, 'redis ping')]);
+    const checks = { postgres: postgres.status === 'fulfilled' ? 'ok' : 'unavailable', redis: redis.status === 'fulfilled' ? 'ok' : 'unavailable' };
+    const ready = postgres.status === 'fulfilled' && redis.status === 'fulfilled';
+    return c.json({ status: ready ? 'ready' : 'not_ready', checks }, ready ? 200 : 503);
+  });
+
+  app.post(
+    '/webhooks/:provider',
+    // Unknown source: answer before reading a byte of the body.
+    async (c, next) => {
+      const name = c.req.param('provider');
+      if (!deps.sources.has(name)) {
+        return c.json({ error: 'unknown_provider', message: `no webhook source named "${name}" is configured` }, 404);
+      }
+      await next();
+    },
+    // Content-Length over the limit is refused up front; a chunked body is counted as it streams.
+    bodyLimit({
+      maxSize: deps.settings.bodyLimitBytes,
+      onError: (c) =>
+        c.json({ error: 'payload_too_large', message: `request body exceeds ${deps.settings.bodyLimitBytes} bytes (BODY_LIMIT_BYTES)` }, 413),
+    }),
+    (c) => receiveWebhook(c, deps),
+  );
+
+  app.all('/webhooks/:provider', (c) => {
+    c.header('Allow', 'POST');
+    return c.json({ error: 'method_not_allowed', message: 'webhooks are delivered with POST' }, 405);
+  });
+
+  app.notFound((c) => c.json({ error: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` }, 404));
+
+  app.onError((error, c) => {
+    deps.log.error({ err: error, path: c.req.path }, 'unhandled error');
+    return c.json({ error: 'internal_error', message: 'unexpected error; retry later' }, 500);
+  });
+
+  return app;
+}

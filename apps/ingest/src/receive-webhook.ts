@@ -1,0 +1,102 @@
+/**
+ * One delivery, start to answer:
+ *
+ *   raw body -> verify signature (provider) -> stable event id -> claim (INSERT ... ON
+ *   CONFLICT DO NOTHING RETURNING) -> enqueue (jobId from the event key) -> answer
+ *
+ * Answers
+ *   202 accepted   first delivery of this event; committed, work happens asynchronously
+ *   200 duplicate  the event was already claimed; no new work (a stale `received` row is
+ *                  re-enqueued, idempotently)
+ *   400 / 401      not verifiable or malformed: nothing stored, nothing enqueued
+ *   503            Postgres unavailable: nothing stored; Retry-After tells the provider when
+ *   500            anything unexpected; the provider retries
+ *
+ * The 2xx is sent only after the claim has committed. An enqueue failure after the commit
+ * does not fail the delivery: the row is durable and the reconciler will enqueue it.
+ */
+import type { Context } from 'hono';
+import {
+  enqueueEvent,
+  isDatabaseUnavailableError,
+  isUnstorablePayloadError,
+  queries,
+  VerificationError,
+  withTimeout,
+  type VerifiedEvent,
+} from '@oncehook/shared';
+import type { IngestDeps } from './app';
+
+export async function receiveWebhook(c: Context, deps: IngestDeps): Promise<Response> {
+  const source = deps.sources.get(c.req.param('provider') ?? '');
+  if (!source) throw new Error('receiveWebhook reached without a known source'); // guarded by the route
+
+  const rawBody = Buffer.from(await c.req.arrayBuffer());
+
+  // 1. Verify, THEN deduplicate: an unverified request must never reach the unique index,
+  //    or anyone could pre-consume the id of a future real event.
+  let event: VerifiedEvent;
+  try {
+    event = source.verify({ rawBody, header: (name) => c.req.header(name) ?? null, now: deps.now?.() ?? new Date() });
+  } catch (error) {
+    if (!(error instanceof VerificationError)) throw error;
+    deps.log.warn({ provider: source.name, reason: error.reason, status: error.status }, `rejected delivery: ${error.message}`);
+    return c.json({ error: error.reason, message: error.message }, error.status);
+  }
+  const log = deps.log.child({ provider: event.provider, eventId: event.eventId, type: event.type });
+
+  // 2. Claim. A single statement: it commits on its own before we answer.
+  let claim: Awaited<ReturnType<typeof queries.claimEvent>>;
+  try {
+    claim = await queries.claimEvent(deps.pool, event);
+  } catch (error) {
+    if (isUnstorablePayloadError(error)) {
+      log.warn({ err: error }, 'rejected delivery: payload cannot be stored');
+      return c.json({ error: 'unstorable_payload', message: `payload cannot be stored: ${(error as Error).message}` }, 400);
+    }
+    const unavailable = isDatabaseUnavailableError(error);
+    log.error({ err: error }, unavailable ? 'database unavailable; asking the provider to retry' : 'claim failed');
+    c.header('Retry-After', String(deps.settings.retryAfterSeconds));
+    return c.json(
+      { error: 'unavailable', message: 'the event could not be recorded; nothing was stored, retry later' },
+      unavailable ? 503 : 500,
+    );
+  }
+
+  if (claim.outcome === 'new') {
+    log.info({ rowId: claim.rowId }, 'claimed new event');
+    await deps.faults.hit('ingest.after-claim');
+    await enqueue(deps, { rowId: claim.rowId, provider: event.provider, eventId: event.eventId }, false, log);
+    return c.json({ status: 'accepted', provider: event.provider, eventId: event.eventId }, 202);
+  }
+
+  // Duplicate: counted as such, never as an error.
+  if (claim.outcome === 'duplicate') {
+    log.info({ rowId: claim.rowId, state: claim.state }, 'duplicate delivery');
+    const idleMs = Date.now() - claim.updatedAt.getTime();
+    if (claim.state === 'received' && idleMs >= deps.settings.duplicateReenqueueAfterMs) {
+      // Still waiting after the grace period: the original enqueue may have been lost. Safe
+      // to repeat: the jobId dedupes a queued job and the worker's guarded claim the rest.
+      log.info({ rowId: claim.rowId, idleMs }, 'duplicate found the event still received; re-enqueueing');
+      await enqueue(deps, { rowId: claim.rowId, provider: event.provider, eventId: event.eventId }, true, log);
+    }
+  } else {
+    log.info('duplicate delivery (concurrent with the first)');
+  }
+  return c.json({ status: 'duplicate', provider: event.provider, eventId: event.eventId }, 200);
+}
+
+async function enqueue(
+  deps: IngestDeps,
+  data: { rowId: number; provider: string; eventId: string },
+  replaceFinished: boolean,
+  log: IngestDeps['log'],
+): Promise<void> {
+  try {
+    await withTimeout(enqueueEvent(deps.queue, data, { replaceFinished }), deps.settings.enqueueTimeoutMs, 'enqueue');
+  } catch (error) {
+    // The claim is committed: the reconciler re-enqueues `received` rows, so the provider
+    // still gets its 2xx.
+    log.warn({ err: error, rowId: data.rowId }, 'enqueue failed after commit; the reconciler will enqueue the event');
+  }
+}

@@ -1,0 +1,65 @@
+/**
+ * Worker entry point: parse config, connect, run the queue worker and the reconciler; on
+ * SIGTERM stop taking jobs, let the ones in flight finish (their leases cover the rest if
+ * the timeout hits), then close connections.
+ */
+import {
+  createEventQueue,
+  createFaults,
+  createLogger,
+  createPool,
+  createRedis,
+  loadWorkerConfig,
+  onShutdownSignal,
+  runMain,
+} from '@oncehook/shared';
+import { registerLedgerExample } from './example/ledger';
+import { HandlerRegistry } from './handlers';
+import { createEventWorker } from './worker';
+
+runMain(async () => {
+  const config = loadWorkerConfig();
+  const log = createLogger('worker', config.LOG_LEVEL);
+  const pool = createPool(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, applicationName: 'oncehook-worker' });
+  const connection = createRedis(config.REDIS_URL, 'worker');
+  const producer = createRedis(config.REDIS_URL, 'producer');
+  const queue = createEventQueue(producer, config.QUEUE_PREFIX);
+
+  const registry = new HandlerRegistry();
+  registerLedgerExample(registry);
+
+  const eventWorker = createEventWorker({
+    pool,
+    connection,
+    queue,
+    registry,
+    log,
+    faults: createFaults(config.ONCEHOOK_FAULTS),
+    settings: {
+      concurrency: config.WORKER_CONCURRENCY,
+      leaseMs: config.LEASE_MS,
+      maxAttempts: config.MAX_ATTEMPTS,
+      retryBackoffMs: config.RETRY_BACKOFF_MS,
+      queuePrefix: config.QUEUE_PREFIX,
+      reconciler: {
+        intervalMs: config.RECONCILE_INTERVAL_MS,
+        requeueAfterMs: config.REQUEUE_AFTER_MS,
+        batchSize: config.RECONCILE_BATCH_SIZE,
+      },
+    },
+  });
+  eventWorker.reconciler.run();
+  await eventWorker.worker.waitUntilReady();
+  // Tests and scripts wait for this line.
+  log.info({ concurrency: config.WORKER_CONCURRENCY }, 'worker ready');
+
+  onShutdownSignal(async (signal) => {
+    log.info({ signal }, 'shutting down: no new jobs, finishing in-flight ones');
+    await eventWorker.close();
+    await queue.close();
+    connection.disconnect();
+    producer.disconnect();
+    await pool.end();
+    log.info('worker stopped');
+  }, config.SHUTDOWN_TIMEOUT_MS);
+});

@@ -1,0 +1,99 @@
+/**
+ * The reconciler: makes Postgres and Redis agree again after either side lost something.
+ *
+ * Each pass (one leader at a time across all worker processes):
+ *   1. processing rows whose lease expired (worker killed or hung) -> received (fences the
+ *      old holder out), then re-enqueued;
+ *   2. received rows untouched for REQUEUE_AFTER_MS (Redis flushed or failed over, ingest
+ *      died between commit and enqueue) -> re-enqueued.
+ *
+ * Leadership: the pass runs its UPDATEs in one transaction that first takes
+ * pg_try_advisory_xact_lock; a process that does not get it skips the pass. No long-lived
+ * leader connection to lose, and no two passes at once. Jobs are enqueued only after that
+ * transaction commits; a failed enqueue is retried by a later pass.
+ *
+ * `runOnce()` for tests (returns the counts), `run()` for the loop, `stop()` to end it.
+ */
+import { enqueueEvent, queries, withTransaction, type EventJobData, type EventRef, type Logger, type Pool } from '@oncehook/shared';
+import type { Queue } from 'bullmq';
+
+/** Arbitrary constant shared by every worker process: the reconciler's leadership lock. */
+const RECONCILER_LOCK_KEY = 7_245_002;
+
+export interface ReconcilerSettings {
+  intervalMs: number;
+  requeueAfterMs: number;
+  batchSize: number;
+}
+
+export interface ReconcileCounts {
+  /** False when another process held the leadership lock: this pass did nothing. */
+  leader: boolean;
+  /** processing rows with an expired lease, released and re-enqueued. */
+  reclaimed: number;
+  /** received rows re-enqueued. */
+  requeued: number;
+  /** Rows whose enqueue failed (Redis down); retried by a later pass. */
+  enqueueFailed: number;
+}
+
+export interface Reconciler {
+  runOnce(): Promise<ReconcileCounts>;
+  run(): void;
+  stop(): Promise<void>;
+}
+
+export function createReconciler(deps: { pool: Pool; queue: Queue<EventJobData>; log: Logger; settings: ReconcilerSettings }): Reconciler {
+  const { pool, queue, log, settings } = deps;
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<unknown> | undefined;
+  let stopped = false;
+
+  async function runOnce(): Promise<ReconcileCounts> {
+    const taken = await withTransaction(pool, async (tx) => {
+      const { rows } = await tx.query<{ leader: boolean }>('SELECT pg_try_advisory_xact_lock($1::bigint) AS leader', [RECONCILER_LOCK_KEY]);
+      if (!rows[0]?.leader) return null;
+      const reclaimed = await queries.releaseExpiredLeases(tx, settings.batchSize);
+      const requeued = await queries.takeStaleReceived(tx, settings.requeueAfterMs, settings.batchSize);
+      return { reclaimed, requeued };
+    });
+    if (!taken) return { leader: false, reclaimed: 0, requeued: 0, enqueueFailed: 0 };
+
+    let enqueueFailed = 0;
+    const enqueueAll = async (refs: EventRef[], why: string) => {
+      for (const ref of refs) {
+        try {
+          await enqueueEvent(queue, ref, { replaceFinished: true });
+          log.info({ rowId: ref.rowId, provider: ref.provider, eventId: ref.eventId }, `re-enqueued (${why})`);
+        } catch (error) {
+          enqueueFailed += 1;
+          log.warn({ err: error, rowId: ref.rowId, provider: ref.provider, eventId: ref.eventId }, 're-enqueue failed; a later pass retries');
+        }
+      }
+    };
+    await enqueueAll(taken.reclaimed, 'lease expired');
+    await enqueueAll(taken.requeued, 'received but not picked up');
+    const counts = { leader: true, reclaimed: taken.reclaimed.length, requeued: taken.requeued.length, enqueueFailed };
+    if (counts.reclaimed || counts.requeued || counts.enqueueFailed) log.info(counts, 'reconciler pass');
+    return counts;
+  }
+
+  function schedule() {
+    if (stopped) return;
+    timer = setTimeout(() => {
+      running = runOnce()
+        .catch((error: unknown) => log.error({ err: error }, 'reconciler pass failed; retrying next interval'))
+        .finally(schedule);
+    }, settings.intervalMs);
+  }
+
+  return {
+    runOnce,
+    run: schedule,
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      await running;
+    },
+  };
+}

@@ -1,0 +1,82 @@
+/**
+ * One worker process: a BullMQ Worker that runs processEvent for each job, plus the
+ * reconciler loop. `createEventWorker(deps)` wires them; `close()` stops taking jobs, waits
+ * for the ones in flight, and stops the reconciler.
+ */
+import { Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { EVENT_QUEUE_NAME, type EventJobData, type Faults, type Logger, type Pool } from '@oncehook/shared';
+import type { Queue } from 'bullmq';
+import type { HandlerRegistry } from './handlers';
+import { processEvent, type ProcessOutcome } from './process-event';
+import { createReconciler, type Reconciler, type ReconcilerSettings } from './reconciler';
+
+export interface WorkerSettings {
+  concurrency: number;
+  leaseMs: number;
+  maxAttempts: number;
+  retryBackoffMs: number;
+  queuePrefix: string;
+  reconciler: ReconcilerSettings;
+}
+
+export interface EventWorkerDeps {
+  pool: Pool;
+  /** Blocking connection for the BullMQ Worker (maxRetriesPerRequest: null). */
+  connection: Redis;
+  /** Producer queue the reconciler re-enqueues into. */
+  queue: Queue<EventJobData>;
+  registry: HandlerRegistry;
+  log: Logger;
+  faults: Faults;
+  settings: WorkerSettings;
+}
+
+export interface EventWorker {
+  worker: Worker<EventJobData, ProcessOutcome['kind']>;
+  reconciler: Reconciler;
+  close(): Promise<void>;
+}
+
+/** Exponential backoff with jitter, capped at 10 minutes: attempt n waits ~base * 2^(n-1). */
+export function retryDelayMs(attemptsMade: number, baseMs: number): number {
+  const exponential = Math.min(baseMs * 2 ** Math.max(0, attemptsMade - 1), 10 * 60_000);
+  return Math.round(exponential * (0.5 + Math.random() * 0.5));
+}
+
+export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: boolean } = {}): EventWorker {
+  const { settings, log } = deps;
+  const processDeps = { pool: deps.pool, registry: deps.registry, log, faults: deps.faults, settings };
+
+  const worker = new Worker<EventJobData, ProcessOutcome['kind']>(
+    EVENT_QUEUE_NAME,
+    async (job) => {
+      const outcome = await processEvent(processDeps, job.data);
+      // A retryable failure is already recorded on the row (state received); throwing makes
+      // BullMQ schedule the retry with our backoff.
+      if (outcome.kind === 'retry') throw new Error(outcome.error);
+      return outcome.kind;
+    },
+    {
+      connection: deps.connection,
+      prefix: settings.queuePrefix,
+      concurrency: settings.concurrency,
+      autorun: options.autorun ?? true,
+      settings: { backoffStrategy: (attemptsMade: number) => retryDelayMs(attemptsMade, settings.retryBackoffMs) },
+    },
+  );
+  // A job that errors is already logged with its event; connection errors are retried by
+  // ioredis. Listening keeps either from becoming an unhandled 'error' event.
+  worker.on('error', (error) => log.warn({ err: error }, 'queue worker error'));
+
+  const reconciler = createReconciler({ pool: deps.pool, queue: deps.queue, log: log.child({ component: 'reconciler' }), settings: settings.reconciler });
+
+  return {
+    worker,
+    reconciler,
+    async close() {
+      await reconciler.stop();
+      await worker.close();
+    },
+  };
+}

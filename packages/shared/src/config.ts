@@ -1,0 +1,126 @@
+/**
+ * Configuration, parsed once at start from the environment.
+ *
+ * Every tuning constant carries the reason for its default. A bad or missing variable stops
+ * the process with one message naming each offending variable (see `ConfigError`), instead
+ * of failing later, mid-request, with something less clear.
+ *
+ * Every variable listed here is documented in README.md ("Configuration").
+ */
+import { z } from 'zod';
+
+const integer = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
+
+/** Settings both apps need. */
+const commonSchema = z.object({
+  DATABASE_URL: z.string().url().default('postgres://postgres@127.0.0.1:5432/oncehook'),
+  REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
+  /**
+   * Redis key prefix of the BullMQ queue. Wrap it in braces (`{oncehook}`) on Redis Cluster so
+   * that all of a queue's keys hash to one slot. Tests give each run its own prefix.
+   */
+  QUEUE_PREFIX: z.string().min(1).default('oncehook'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** Connections per process. Ingest holds one per in-flight claim, a worker one per job step. */
+  DATABASE_POOL_SIZE: integer(1, 1000).default(10),
+  /**
+   * Test-only fault points, e.g. `ingest.after-claim:crash`. See packages/shared/src/faults.ts.
+   * Empty in production.
+   */
+  ONCEHOOK_FAULTS: z.string().default(''),
+});
+
+const ingestSchema = z.object({
+  PORT: integer(0, 65535).default(3000),
+  HOST: z.string().default('0.0.0.0'),
+  /**
+   * Largest accepted request body. 1 MiB covers Stripe, Shopify, Slack, Paddle and Standard
+   * Webhooks payloads with room to spare; raise it for GitHub, whose payloads can reach 25 MB.
+   * Larger bodies get 413 before anything is parsed or stored.
+   */
+  BODY_LIMIT_BYTES: integer(1024, 64 * 1024 * 1024).default(1024 * 1024),
+  /**
+   * A duplicate delivery whose row is still `received` this long after it was last touched
+   * re-enqueues the event (idempotently): the provider's retry doubles as a nudge when our
+   * own enqueue was lost. Shorter than the reconciler threshold, longer than a normal
+   * claim-to-pickup gap so an ordinary concurrent duplicate does not cause queue churn.
+   */
+  DUPLICATE_REENQUEUE_AFTER_MS: integer(0).default(10_000),
+  /** Seconds a 503 asks the provider to wait (`Retry-After`) when the database is unavailable. */
+  RETRY_AFTER_SECONDS: integer(1, 3600).default(5),
+  /** Upper bound on a post-commit enqueue: past it we answer anyway and leave it to the reconciler. */
+  ENQUEUE_TIMEOUT_MS: integer(50, 60_000).default(1_000),
+  /** Stripe webhook signing secrets (`whsec_...`), comma-separated while rotating. Enables /webhooks/stripe. */
+  STRIPE_WEBHOOK_SECRET: z.string().optional(),
+  /**
+   * Stripe signature timestamp tolerance. Stripe's own `constructEvent` uses 300 s; we check
+   * it both ways (too old AND too far in the future).
+   */
+  STRIPE_TOLERANCE_SECONDS: integer(1, 86_400).default(300),
+  /** Seconds SIGTERM waits for in-flight requests before closing anyway. */
+  SHUTDOWN_TIMEOUT_MS: integer(0).default(10_000),
+});
+
+const workerSchema = z.object({
+  /** Jobs one worker process runs at once. Handlers mostly wait on I/O, so more than cores. */
+  WORKER_CONCURRENCY: integer(1, 1000).default(8),
+  /**
+   * How long a claim on an event lasts without renewal. A running handler renews it every
+   * third of this, so it only expires when the worker died or hung: it bounds how long a
+   * crashed worker's event waits before another worker takes it over.
+   */
+  LEASE_MS: integer(500, 24 * 3600 * 1000).default(30_000),
+  /**
+   * Attempts before an event goes to `failed` (the dead letter state). With the backoff
+   * below, 10 attempts span roughly 40 minutes: long enough to ride out a provider outage
+   * of a few minutes, short enough that a real bug reaches a human the same hour.
+   */
+  MAX_ATTEMPTS: integer(1, 1000).default(10),
+  /** First retry delay; doubles per attempt (BullMQ exponential backoff with jitter). */
+  RETRY_BACKOFF_MS: integer(0).default(2_000),
+  /** How often the reconciler runs a pass (only the leader does work). */
+  RECONCILE_INTERVAL_MS: integer(50).default(5_000),
+  /**
+   * A `received` row untouched for this long is assumed lost by Redis (flush, failover,
+   * ingest died between commit and enqueue) and re-enqueued. Re-enqueueing a row that is
+   * still queued is harmless (same jobId), so this only trades Redis round trips for
+   * recovery time.
+   */
+  REQUEUE_AFTER_MS: integer(0).default(30_000),
+  /** Most rows one reconciler pass re-enqueues, so one pass stays short under a big backlog. */
+  RECONCILE_BATCH_SIZE: integer(1, 100_000).default(500),
+  /** Seconds SIGTERM waits for in-flight jobs before closing anyway (their leases then expire). */
+  SHUTDOWN_TIMEOUT_MS: integer(0).default(30_000),
+});
+
+export type CommonConfig = z.infer<typeof commonSchema>;
+export type IngestConfig = CommonConfig & z.infer<typeof ingestSchema>;
+export type WorkerConfig = CommonConfig & z.infer<typeof workerSchema>;
+
+/** Raised when the environment is invalid; the message names every bad variable. */
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+type Env = Record<string, string | undefined>;
+
+function parse<T extends z.ZodType>(schema: T, env: Env): z.infer<T> {
+  // Empty strings mean "unset": docker-compose passes `FOO=` for undefined variables.
+  const cleaned = Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined && value !== ''));
+  const result = schema.safeParse(cleaned);
+  if (result.success) return result.data;
+  const lines = result.error.issues.map((issue) => `  ${issue.path.join('.') || '(root)'}: ${issue.message}`);
+  throw new ConfigError(`Invalid configuration; fix these environment variables:\n${lines.join('\n')}`);
+}
+
+export function loadCommonConfig(env: Env = process.env): CommonConfig {
+  return parse(commonSchema, env);
+}
+
+export function loadIngestConfig(env: Env = process.env): IngestConfig {
+  return parse(commonSchema.extend(ingestSchema.shape), env);
+}
+
+export function loadWorkerConfig(env: Env = process.env): WorkerConfig {
+  return parse(commonSchema.extend(workerSchema.shape), env);
+}

@@ -1,0 +1,50 @@
+import pg from 'pg';
+
+// bigint (int8) columns come back as strings by default; our ids fit in a JS number
+// comfortably (2^53), and numbers are what the rest of the code compares.
+pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number.parseInt(value, 10));
+
+export type Pool = pg.Pool;
+export type PoolClient = pg.PoolClient;
+
+export interface PoolOptions {
+  max?: number;
+  /** Fail fast when Postgres is unreachable instead of queueing requests behind a dead server. */
+  connectionTimeoutMillis?: number;
+  applicationName?: string;
+}
+
+export function createPool(connectionString: string, options: PoolOptions = {}): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString,
+    max: options.max ?? 10,
+    connectionTimeoutMillis: options.connectionTimeoutMillis ?? 2_000,
+    idleTimeoutMillis: 30_000,
+    application_name: options.applicationName ?? 'oncehook',
+  });
+  // An idle client losing its connection (Postgres restarted) emits 'error' on the pool; without
+  // a listener that would crash the process. The next query simply gets a fresh connection.
+  pool.on('error', () => {});
+  return pool;
+}
+
+/** Runs fn inside BEGIN/COMMIT on one client; rolls back and rethrows on error. */
+export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  let broken = false;
+  try {
+    await client.query('BEGIN');
+    const result = await fn(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    // A failed ROLLBACK means the connection is broken: destroy it rather than reuse it.
+    broken = await client.query('ROLLBACK').then(
+      () => false,
+      () => true,
+    );
+    throw error;
+  } finally {
+    client.release(broken);
+  }
+}

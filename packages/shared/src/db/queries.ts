@@ -1,0 +1,270 @@
+/**
+ * Every runtime query against webhook_events and webhook_event_steps, as small parameterised
+ * functions with explicit casts. Each guarded UPDATE documents what a 0-row result means:
+ * that is where the exactly-once logic lives.
+ */
+import type { EventRow, EventState, VerifiedEvent } from '../interfaces';
+
+/** A pool or a client inside a transaction. */
+export interface Queryable {
+  query<R extends object = Record<string, unknown>>(text: string, values?: unknown[]): Promise<{ rows: R[]; rowCount: number | null }>;
+}
+
+const EVENT_COLUMNS = `
+  id, provider, kind, event_id AS "eventId", type, payload, signed_at AS "signedAt", state,
+  attempts, generation, lease_token AS "leaseToken", lease_until AS "leaseUntil",
+  last_error AS "lastError", note, received_at AS "receivedAt", updated_at AS "updatedAt",
+  finished_at AS "finishedAt"`;
+
+// ---------------------------------------------------------------------------------------------
+// The edge: claim.
+
+export type ClaimResult =
+  /** This delivery created the row: it is the one that causes work. */
+  | { outcome: 'new'; rowId: number }
+  /** The row existed; its state and last touch decide whether to nudge the queue. */
+  | { outcome: 'duplicate'; rowId: number; state: EventState; updatedAt: Date }
+  /**
+   * The row was inserted by a transaction that committed after this statement's snapshot:
+   * a concurrent duplicate. ON CONFLICT waited for that commit, so the row is durable; it is
+   * fresh, so there is nothing to nudge.
+   */
+  | { outcome: 'duplicate-concurrent' };
+
+/**
+ * The claim, in one round trip for both outcomes.
+ *
+ * `INSERT ... ON CONFLICT (provider, event_id) DO NOTHING RETURNING` returns a row only for
+ * the delivery that created it. If another transaction holds an uncommitted insert of the
+ * same key, Postgres waits for it: on its commit we do nothing (duplicate), on its abort we
+ * insert. The UNION branch reads the existing row for the duplicate answer; it runs in the
+ * same statement snapshot, so it sees nothing if the winner committed after we started.
+ *
+ * The payload is handed to Postgres as the verified raw text and cast to jsonb there.
+ */
+export async function claimEvent(db: Queryable, event: VerifiedEvent): Promise<ClaimResult> {
+  const { rows } = await db.query<{ id: number; inserted: boolean; state: EventState; updatedAt: Date }>(
+    `WITH inserted AS (
+       INSERT INTO webhook_events (provider, kind, event_id, type, payload, signed_at)
+       VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz)
+       ON CONFLICT (provider, event_id) DO NOTHING
+       RETURNING id, state, updated_at
+     )
+     SELECT id, true AS inserted, state, updated_at AS "updatedAt" FROM inserted
+     UNION ALL
+     SELECT id, false AS inserted, state, updated_at AS "updatedAt"
+       FROM webhook_events
+      WHERE provider = $1::text AND event_id = $3::text
+        AND NOT EXISTS (SELECT 1 FROM inserted)`,
+    [event.provider, event.kind, event.eventId, event.type, event.rawBody, event.signedAt],
+  );
+  const row = rows[0];
+  if (!row) return { outcome: 'duplicate-concurrent' };
+  if (row.inserted) return { outcome: 'new', rowId: row.id };
+  return { outcome: 'duplicate', rowId: row.id, state: row.state, updatedAt: row.updatedAt };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The worker: lease, fence, transitions.
+
+/**
+ * The guarded claim: received -> processing, or take over a processing row whose lease has
+ * expired. Sets a fresh lease token (which fences out the previous holder) and counts the
+ * attempt.
+ *
+ * Returns null (0 rows) when the event is not ours to run: it is done or failed, another
+ * worker holds a live lease, or the row no longer exists. The caller acknowledges the job
+ * and does nothing else.
+ */
+export async function acquireLease(db: Queryable, rowId: number, leaseToken: string, leaseMs: number): Promise<EventRow | null> {
+  const { rows } = await db.query<EventRow>(
+    `UPDATE webhook_events
+        SET state = 'processing', lease_token = $2::uuid,
+            lease_until = now() + $3::int * interval '1 millisecond',
+            attempts = attempts + 1, updated_at = now()
+      WHERE id = $1::bigint
+        AND (state = 'received' OR (state = 'processing' AND lease_until < now()))
+      RETURNING ${EVENT_COLUMNS}`,
+    [rowId, leaseToken, leaseMs],
+  );
+  return rows[0] ?? null;
+}
+
+/**
+ * Extends our lease while the handler runs. false (0 rows) = the lease is no longer ours
+ * (it expired and was taken over, or the reconciler released it): stop and commit nothing.
+ */
+export async function renewLease(db: Queryable, rowId: number, leaseToken: string, leaseMs: number): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `UPDATE webhook_events
+        SET lease_until = now() + $3::int * interval '1 millisecond'
+      WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
+    [rowId, leaseToken, leaseMs],
+  );
+  return rowCount === 1;
+}
+
+/**
+ * The fence, taken as the first statement of every step transaction: locks the event row
+ * (FOR NO KEY UPDATE, the same lock an UPDATE of it takes) and proves we still hold the
+ * lease. While we hold this lock no one can take the lease over; if someone already did,
+ * 0 rows: roll back, commit nothing. Returns the generation the steps belong to.
+ */
+export async function lockLeasedEvent(db: Queryable, rowId: number, leaseToken: string): Promise<{ generation: number } | null> {
+  const { rows } = await db.query<{ generation: number }>(
+    `SELECT generation FROM webhook_events
+      WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
+      FOR NO KEY UPDATE`,
+    [rowId, leaseToken],
+  );
+  return rows[0] ?? null;
+}
+
+/**
+ * processing -> done, fenced. false (0 rows) = our lease was taken over: another worker owns
+ * the event now, and nothing we did may be reported as its outcome.
+ */
+export async function markDone(db: Queryable, rowId: number, leaseToken: string, note: string | null = null): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `UPDATE webhook_events
+        SET state = 'done', lease_token = NULL, lease_until = NULL, finished_at = now(),
+            updated_at = now(), note = coalesce($3::text, note)
+      WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
+    [rowId, leaseToken, note],
+  );
+  return rowCount === 1;
+}
+
+/**
+ * processing -> received after a retryable error, fenced; the queue retries it after a
+ * backoff. false (0 rows) = lease lost; the new owner decides what happens next.
+ */
+export async function releaseForRetry(db: Queryable, rowId: number, leaseToken: string, error: string): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `UPDATE webhook_events
+        SET state = 'received', lease_token = NULL, lease_until = NULL,
+            last_error = $3::text, updated_at = now()
+      WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
+    [rowId, leaseToken, error],
+  );
+  return rowCount === 1;
+}
+
+/**
+ * processing -> failed (the dead letter state), fenced. false (0 rows) = lease lost.
+ */
+export async function markFailed(db: Queryable, rowId: number, leaseToken: string, error: string): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `UPDATE webhook_events
+        SET state = 'failed', lease_token = NULL, lease_until = NULL, finished_at = now(),
+            last_error = $3::text, updated_at = now()
+      WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
+    [rowId, leaseToken, error],
+  );
+  return rowCount === 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Steps (recovery points). Always called inside a transaction that holds the fence.
+
+export async function findStep(db: Queryable, rowId: number, generation: number, name: string): Promise<{ result: unknown } | null> {
+  const { rows } = await db.query<{ result: unknown }>(
+    `SELECT result FROM webhook_event_steps
+      WHERE event_row_id = $1::bigint AND generation = $2::int AND name = $3::text`,
+    [rowId, generation, name],
+  );
+  return rows[0] ?? null;
+}
+
+/**
+ * Records a completed step. The primary key (event, generation, name) makes a second record
+ * of the same step a unique violation: it cannot happen under the fence, and if it ever
+ * did, the transaction (with its domain writes) rolls back instead of applying twice.
+ */
+export async function recordStep(db: Queryable, rowId: number, generation: number, name: string, result: unknown): Promise<void> {
+  await db.query(
+    `INSERT INTO webhook_event_steps (event_row_id, generation, name, result)
+     VALUES ($1::bigint, $2::int, $3::text, $4::jsonb)`,
+    [rowId, generation, name, JSON.stringify(result ?? null)],
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The reconciler.
+
+export interface EventRef {
+  rowId: number;
+  provider: string;
+  eventId: string;
+}
+
+/**
+ * `received` rows untouched for `olderThanMs`: their job was lost (Redis flushed or failed
+ * over, ingest died between commit and enqueue) or is sitting behind a backlog. Touches
+ * updated_at on the rows it returns, so the same row is re-enqueued at most once per
+ * `olderThanMs`, not on every pass. SKIP LOCKED: never wait behind a worker's claim.
+ */
+export async function takeStaleReceived(db: Queryable, olderThanMs: number, limit: number): Promise<EventRef[]> {
+  const { rows } = await db.query<EventRef>(
+    `UPDATE webhook_events SET updated_at = now()
+      WHERE id IN (
+        SELECT id FROM webhook_events
+         WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 millisecond'
+         ORDER BY updated_at
+         LIMIT $2::int
+         FOR UPDATE SKIP LOCKED)
+        AND state = 'received'
+      RETURNING id AS "rowId", provider, event_id AS "eventId"`,
+    [olderThanMs, limit],
+  );
+  return rows;
+}
+
+/**
+ * processing -> received for rows whose lease expired: the worker died or hung. Clearing
+ * the token fences the old holder out; the caller re-enqueues the rows. The attempt the
+ * dead worker started stays counted, so an event that kills its worker every time still
+ * reaches `failed`.
+ */
+export async function releaseExpiredLeases(db: Queryable, limit: number): Promise<EventRef[]> {
+  const { rows } = await db.query<EventRef>(
+    `UPDATE webhook_events
+        SET state = 'received', lease_token = NULL, lease_until = NULL, updated_at = now(),
+            last_error = 'lease expired during attempt ' || attempts || ' (worker crashed or hung)'
+      WHERE id IN (
+        SELECT id FROM webhook_events
+         WHERE state = 'processing' AND lease_until < now()
+         ORDER BY lease_until
+         LIMIT $1::int
+         FOR UPDATE SKIP LOCKED)
+        AND state = 'processing' AND lease_until < now()
+      RETURNING id AS "rowId", provider, event_id AS "eventId"`,
+    [limit],
+  );
+  return rows;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reads.
+
+export async function getEvent(db: Queryable, rowId: number): Promise<EventRow | null> {
+  const { rows } = await db.query<EventRow>(`SELECT ${EVENT_COLUMNS} FROM webhook_events WHERE id = $1::bigint`, [rowId]);
+  return rows[0] ?? null;
+}
+
+export async function getEventByKey(db: Queryable, provider: string, eventId: string): Promise<EventRow | null> {
+  const { rows } = await db.query<EventRow>(
+    `SELECT ${EVENT_COLUMNS} FROM webhook_events WHERE provider = $1::text AND event_id = $2::text`,
+    [provider, eventId],
+  );
+  return rows[0] ?? null;
+}
+
+export async function countEventsByState(db: Queryable): Promise<Record<EventState, number>> {
+  const { rows } = await db.query<{ state: EventState; count: number }>(
+    `SELECT state, count(*)::int AS count FROM webhook_events GROUP BY state`,
+  );
+  const counts: Record<EventState, number> = { received: 0, processing: 0, done: 0, failed: 0 };
+  for (const row of rows) counts[row.state] = row.count;
+  return counts;
+}

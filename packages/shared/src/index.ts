@@ -1,0 +1,17 @@
+export * from './config';
+export * from './errors';
+export * from './faults';
+export * from './interfaces';
+export * from './logger';
+export * from './queue';
+export * from './db/pool';
+export * from './db/pg-errors';
+export * from './db/migrate';
+export * as queries from './db/queries';
+export type { ClaimResult, EventRef, Queryable } from './db/queries';
+export * from './providers/types';
+export * from './providers/hmac';
+export * from './providers/stripe';
+export * from './providers/sources';
+export * from './process';
+export * from './timeout';

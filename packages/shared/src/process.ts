@@ -1,0 +1,42 @@
+/**
+ * Process plumbing shared by the entry points: run main, turn a ConfigError into a readable
+ * message and exit code 1, and wire SIGTERM/SIGINT to a graceful shutdown.
+ */
+import { ConfigError } from './config';
+
+export function runMain(main: () => Promise<void>): void {
+  main().catch((error: unknown) => {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+    } else {
+      process.stderr.write(`fatal: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    }
+    process.exit(1);
+  });
+}
+
+/**
+ * Calls shutdown once on the first SIGTERM/SIGINT; a second signal exits at once. The
+ * process exits 0 when shutdown resolves, 1 when it throws or exceeds timeoutMs.
+ */
+export function onShutdownSignal(shutdown: (signal: string) => Promise<void>, timeoutMs: number): void {
+  let stopping = false;
+  const handle = (signal: NodeJS.Signals) => {
+    if (stopping) process.exit(1);
+    stopping = true;
+    const timer = setTimeout(() => {
+      process.stderr.write(`shutdown did not finish within ${timeoutMs}ms; exiting\n`);
+      process.exit(1);
+    }, timeoutMs);
+    timer.unref();
+    shutdown(signal).then(
+      () => process.exit(0),
+      (error: unknown) => {
+        process.stderr.write(`shutdown failed: ${String(error)}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', handle);
+  process.on('SIGINT', handle);
+}

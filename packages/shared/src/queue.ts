@@ -1,0 +1,91 @@
+/**
+ * The queue contract between ingest, the reconciler and the workers.
+ *
+ * Redis is a delivery mechanism, not a record: Postgres holds every event, and the worker's
+ * guarded claim (acquireLease) is what really prevents double processing. The jobId derived
+ * from the event key only saves work: while a job with that id exists, adding it again is a
+ * no-op in BullMQ. Once a job is removed (completed and cleaned, or Redis lost it) the same
+ * id can be added again, which is exactly what recovery needs.
+ */
+import { createHash } from 'node:crypto';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import type { EventJobData } from './interfaces';
+
+export const EVENT_QUEUE_NAME = 'webhook-events';
+
+/** Name of the job (shown in Bull Board). */
+export const EVENT_JOB_NAME = 'event';
+
+/**
+ * BullMQ jobId for an event key. BullMQ rejects custom ids that look like integers or contain
+ * ':' (its key separator), and provider ids may contain anything, so we hash the key:
+ * `evt-` + the first 32 hex digits (128 bits) of sha256(provider NUL eventId).
+ */
+export function jobIdFor(provider: string, eventId: string): string {
+  return `evt-${createHash('sha256').update(provider).update('\0').update(eventId).digest('hex').slice(0, 32)}`;
+}
+
+/**
+ * Job options for every event job. The row counts attempts and decides when an event is
+ * `failed` (see MAX_ATTEMPTS); BullMQ only schedules the retries, with the worker's
+ * backoff strategy ('oncehook'), so its own attempt limit is set out of the way.
+ */
+export const EVENT_JOB_OPTIONS = {
+  attempts: 1_000_000,
+  backoff: { type: 'oncehook' },
+  // Keep a window of finished jobs for Bull Board; the event rows are the real history.
+  removeOnComplete: { age: 3600, count: 1000 },
+  removeOnFail: { age: 24 * 3600, count: 5000 },
+} as const;
+
+export type RedisRole = 'producer' | 'worker';
+
+/**
+ * ioredis connection for BullMQ.
+ * - producer (ingest, reconciler): enableOfflineQueue=false so an add fails at once while Redis
+ *   is down instead of hanging the webhook response; the reconciler re-enqueues later.
+ * - worker: maxRetriesPerRequest=null, as BullMQ requires for blocking connections; it waits
+ *   for Redis to come back rather than failing jobs.
+ */
+export function createRedis(url: string, role: RedisRole): Redis {
+  const redis = new Redis(url, {
+    maxRetriesPerRequest: role === 'worker' ? null : 1,
+    enableOfflineQueue: role === 'worker',
+    // Reconnect quickly after a Redis restart; capped so a long outage does not spin.
+    retryStrategy: (times) => Math.min(times * 200, 2_000),
+    connectionName: `oncehook-${role}`,
+  });
+  // Connection errors are reported through readiness and failed commands; an unhandled
+  // 'error' event would crash the process.
+  redis.on('error', () => {});
+  return redis;
+}
+
+export function createEventQueue(connection: Redis, prefix: string): Queue<EventJobData> {
+  const queue = new Queue<EventJobData>(EVENT_QUEUE_NAME, { connection, prefix, defaultJobOptions: EVENT_JOB_OPTIONS });
+  queue.on('error', () => {});
+  return queue;
+}
+
+export interface EnqueueOptions {
+  /**
+   * Recovery mode (reconciler): if a finished job with this id is still kept in Redis, it
+   * would swallow the add; remove it first. A waiting, delayed or active job is left alone
+   * (the event is already queued). Ingest leaves this off: its add is a best-effort nudge.
+   */
+  replaceFinished?: boolean;
+}
+
+/** Adds the job for an event. Idempotent per event key while the job exists. */
+export async function enqueueEvent(queue: Queue<EventJobData>, data: EventJobData, options: EnqueueOptions = {}): Promise<void> {
+  const jobId = jobIdFor(data.provider, data.eventId);
+  if (options.replaceFinished) {
+    const existing = await queue.getJob(jobId);
+    if (existing) {
+      const state = await existing.getState();
+      if (state === 'completed' || state === 'failed') await existing.remove().catch(() => {});
+    }
+  }
+  await queue.add(EVENT_JOB_NAME, data, { jobId });
+}
