@@ -1,0 +1,65 @@
+/**
+ * 100 concurrent deliveries of the same signed event, with two worker processes running:
+ * exactly one row, one job processed, one ledger credit, 100 answers of 2xx.
+ */
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { EVENT_QUEUE_NAME, queries } from '@oncehook/shared';
+import { createTestDatabase, type TestDatabase } from './helpers/db';
+import { REDIS_URL } from './helpers/db-urls';
+import { killAllServices, spawnService, type Service } from './helpers/processes';
+import { ledgerSummary, serviceEnv, startIngest, testPrefix, type IngestHandle } from './helpers/stack';
+import { deliver, paymentSucceeded, signStripe } from './helpers/stripe';
+import { waitFor } from './helpers/wait';
+
+let db: TestDatabase;
+let ingest: IngestHandle;
+let workers: Service[];
+const prefix = testPrefix();
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  ingest = await startIngest({ pool: db.pool, prefix });
+  workers = [1, 2].map(() => spawnService('worker', serviceEnv({ databaseUrl: db.url, prefix })));
+  await Promise.all(workers.map((w) => w.waitFor(/worker ready/)));
+});
+afterAll(async () => {
+  await killAllServices();
+  await ingest.close();
+  await db.drop();
+});
+
+it('100 concurrent deliveries of one event -> one row, one job, one credit, 100 x 2xx', async () => {
+  const event = paymentSucceeded('evt_concurrent_100', { account: 'cus_conc', amount: 4200 });
+  const now = Math.floor(Date.now() / 1000);
+  // Each delivery is signed separately, as a provider's retries are (timestamps vary).
+  const deliveries = Array.from({ length: 100 }, (_, i) => signStripe(event, { timestamp: now - (i % 5) }));
+  const answers = await Promise.all(deliveries.map((d) => deliver(ingest.url, d)));
+
+  const statuses = answers.map((a) => a.status);
+  expect(statuses.every((s) => s >= 200 && s < 300)).toBe(true);
+  expect(statuses.filter((s) => s === 202)).toHaveLength(1);
+  expect(answers.filter((a) => a.json.status === 'duplicate')).toHaveLength(99);
+
+  const row = await waitFor(async () => {
+    const r = await queries.getEventByKey(db.pool, 'stripe', 'evt_concurrent_100');
+    return r?.state === 'done' ? r : null;
+  }, { what: 'event done' });
+  expect(row.attempts).toBe(1); // claimed by a worker exactly once
+
+  const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM webhook_events`);
+  expect(rows[0]).toEqual({ n: 1 });
+
+  const ledger = await ledgerSummary(db.pool);
+  expect(ledger.entries).toBe(1);
+  expect(ledger.balance).toBe(4200);
+
+  // One job was ever processed: the queue holds exactly one completed job and nothing else.
+  const connection = new Redis(REDIS_URL, { maxRetriesPerRequest: null });
+  const queue = new Queue(EVENT_QUEUE_NAME, { connection, prefix });
+  const counts = await queue.getJobCounts('completed', 'failed', 'wait', 'active', 'delayed');
+  await queue.close();
+  connection.disconnect();
+  expect(counts).toEqual({ completed: 1, failed: 0, wait: 0, active: 0, delayed: 0 });
+});

@@ -1,0 +1,119 @@
+/**
+ * Real child processes for crash tests: ingest, worker and migrate run as
+ * `node --import tsx <entry>` (a single process, so kill -9 hits the process that does the
+ * work, not a wrapper).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+const ENTRIES = {
+  ingest: 'apps/ingest/src/server.ts',
+  worker: 'apps/worker/src/main.ts',
+  migrate: 'packages/shared/src/db/migrate-cli.ts',
+} as const;
+
+export type ServiceKind = keyof typeof ENTRIES;
+
+export interface Service {
+  readonly kind: ServiceKind;
+  readonly proc: ChildProcess;
+  readonly pid: number;
+  /** Every line printed so far (stdout and stderr). */
+  readonly lines: string[];
+  /** Resolves with the first line (past or future) matching the pattern. */
+  waitFor(pattern: RegExp, timeoutMs?: number): Promise<string>;
+  /** Resolves when the process has exited. */
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** kill -9, and wait until it is gone. */
+  kill9(): Promise<void>;
+  /** SIGTERM and wait; returns the exit code. */
+  stop(timeoutMs?: number): Promise<number | null>;
+}
+
+const running = new Set<Service>();
+
+export function spawnService(kind: ServiceKind, env: Record<string, string>): Service {
+  const proc = spawn(process.execPath, ['--import', 'tsx', ENTRIES[kind]], {
+    cwd: ROOT,
+    env: { ...process.env, LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: string[] = [];
+  const waiters: { pattern: RegExp; resolve: (line: string) => void }[] = [];
+  const onData = (chunk: Buffer, carry: { rest: string }) => {
+    const text = carry.rest + chunk.toString('utf8');
+    const parts = text.split('\n');
+    carry.rest = parts.pop() ?? '';
+    for (const line of parts) {
+      lines.push(line);
+      if (process.env.TEST_SHOW_LOGS) process.stderr.write(`[${kind} ${proc.pid}] ${line}\n`);
+      for (const waiter of [...waiters]) {
+        if (waiter.pattern.test(line)) {
+          waiters.splice(waiters.indexOf(waiter), 1);
+          waiter.resolve(line);
+        }
+      }
+    }
+  };
+  const outCarry = { rest: '' };
+  const errCarry = { rest: '' };
+  proc.stdout?.on('data', (chunk: Buffer) => onData(chunk, outCarry));
+  proc.stderr?.on('data', (chunk: Buffer) => onData(chunk, errCarry));
+
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    proc.on('exit', (code, signal) => resolve({ code, signal }));
+  });
+
+  const service: Service = {
+    kind,
+    proc,
+    pid: proc.pid ?? -1,
+    lines,
+    exited,
+    waitFor(pattern, timeoutMs = 30_000) {
+      const seen = lines.find((line) => pattern.test(line));
+      if (seen) return Promise.resolve(seen);
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => {
+          reject(new Error(`${kind} (pid ${proc.pid}) printed no line matching ${pattern} within ${timeoutMs}ms. Last lines:\n${lines.slice(-15).join('\n')}`));
+        }, timeoutMs);
+        const waiter = {
+          pattern,
+          resolve: (line: string) => {
+            clearTimeout(timer);
+            resolve(line);
+          },
+        };
+        waiters.push(waiter);
+        void exited.then(() => {
+          if (!waiters.includes(waiter)) return;
+          clearTimeout(timer);
+          reject(new Error(`${kind} (pid ${proc.pid}) exited before printing ${pattern}. Last lines:\n${lines.slice(-15).join('\n')}`));
+        });
+      });
+    },
+    async kill9() {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+      await exited;
+      running.delete(service);
+    },
+    async stop(timeoutMs = 20_000) {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
+      const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
+      const { code } = await exited;
+      clearTimeout(timer);
+      running.delete(service);
+      return code;
+    },
+  };
+  running.add(service);
+  return service;
+}
+
+/** For afterAll: kill -9 everything a test file spawned and did not stop itself. */
+export async function killAllServices(): Promise<void> {
+  await Promise.all([...running].map((service) => service.kill9()));
+}

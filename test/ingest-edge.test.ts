@@ -1,0 +1,135 @@
+/**
+ * The edge: verify, claim, enqueue, answer. Real HTTP into an in-process ingest over real
+ * Postgres and Redis. Every rejection must leave no row and no job behind.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { jobIdFor, queries } from '@oncehook/shared';
+import { createTestDatabase, type TestDatabase } from './helpers/db';
+import { startIngest, testPrefix, type IngestHandle } from './helpers/stack';
+import { deliver, paymentSucceeded, signStripe } from './helpers/stripe';
+
+let db: TestDatabase;
+let ingest: IngestHandle;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  ingest = await startIngest({ pool: db.pool, prefix: testPrefix(), settings: { bodyLimitBytes: 64 * 1024, duplicateReenqueueAfterMs: 0 } });
+});
+afterAll(async () => {
+  await ingest.close();
+  await db.drop();
+});
+beforeEach(async () => {
+  await db.pool.query('TRUNCATE webhook_events CASCADE');
+  await ingest.queue.obliterate({ force: true });
+});
+
+async function nothingStored() {
+  const rows = await db.pool.query('SELECT count(*)::int AS n FROM webhook_events');
+  const jobs = await ingest.queue.getJobCounts('wait', 'active', 'delayed', 'completed', 'failed');
+  expect(rows.rows[0]).toEqual({ n: 0 });
+  expect(Object.values(jobs).reduce((a, b) => a + b, 0)).toBe(0);
+}
+
+describe('POST /webhooks/:provider', () => {
+  it('claims a new signed event: 202, one row in received, one job with the derived id', async () => {
+    const res = await deliver(ingest.url, signStripe(paymentSucceeded('evt_new_1')));
+    expect(res.status).toBe(202);
+    expect(res.json).toMatchObject({ status: 'accepted', eventId: 'evt_new_1' });
+    const row = await queries.getEventByKey(db.pool, 'stripe', 'evt_new_1');
+    expect(row).toMatchObject({ state: 'received', kind: 'stripe', type: 'payment_intent.succeeded', attempts: 0 });
+    expect((row?.payload as { id: string }).id).toBe('evt_new_1');
+    expect(row?.signedAt).toBeInstanceOf(Date);
+    const job = await ingest.queue.getJob(jobIdFor('stripe', 'evt_new_1'));
+    expect(job?.data).toEqual({ rowId: row?.id, provider: 'stripe', eventId: 'evt_new_1' });
+  });
+
+  it('answers a redelivery (new timestamp, new signature) with 200 duplicate and no new row', async () => {
+    const event = paymentSucceeded('evt_dup_1');
+    expect((await deliver(ingest.url, signStripe(event, { timestamp: Math.floor(Date.now() / 1000) - 60 }))).status).toBe(202);
+    const again = await deliver(ingest.url, signStripe(event));
+    expect(again.status).toBe(200);
+    expect(again.json).toMatchObject({ status: 'duplicate', eventId: 'evt_dup_1' });
+    const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM webhook_events`);
+    expect(rows[0]).toEqual({ n: 1 });
+  });
+
+  it('re-enqueues a duplicate whose row is still received after the grace period (its job was lost)', async () => {
+    await deliver(ingest.url, signStripe(paymentSucceeded('evt_lost_job')));
+    await ingest.queue.obliterate({ force: true }); // Redis lost the job
+    expect(await ingest.queue.getJob(jobIdFor('stripe', 'evt_lost_job'))).toBeUndefined();
+    const again = await deliver(ingest.url, signStripe(paymentSucceeded('evt_lost_job')));
+    expect(again.status).toBe(200);
+    expect(await ingest.queue.getJob(jobIdFor('stripe', 'evt_lost_job'))).toBeDefined();
+  });
+
+  it('does not re-enqueue a duplicate of an event that is already done', async () => {
+    await deliver(ingest.url, signStripe(paymentSucceeded('evt_done')));
+    await db.pool.query(`UPDATE webhook_events SET state = 'done', finished_at = now()`);
+    await ingest.queue.obliterate({ force: true });
+    expect((await deliver(ingest.url, signStripe(paymentSucceeded('evt_done')))).status).toBe(200);
+    expect(await ingest.queue.getJob(jobIdFor('stripe', 'evt_done'))).toBeUndefined();
+  });
+
+  it('rejects a bad signature with 401: no row, no job', async () => {
+    const res = await deliver(ingest.url, signStripe(paymentSucceeded('evt_forged'), { secret: 'whsec_wrong' }));
+    expect(res.status).toBe(401);
+    expect(res.json).toMatchObject({ error: 'bad_signature' });
+    await nothingStored();
+  });
+
+  it('rejects a tampered body with 401', async () => {
+    const delivery = signStripe(paymentSucceeded('evt_tamper', { amount: 100 }));
+    delivery.body = delivery.body.replace('"amount_received":100', '"amount_received":100000');
+    expect((await deliver(ingest.url, delivery)).status).toBe(401);
+    await nothingStored();
+  });
+
+  it('rejects a stale and a future timestamp with distinct 401 reasons', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const stale = await deliver(ingest.url, signStripe(paymentSucceeded('evt_stale'), { timestamp: now - 310 }));
+    expect(stale).toMatchObject({ status: 401, json: { error: 'timestamp_too_old' } });
+    const future = await deliver(ingest.url, signStripe(paymentSucceeded('evt_future'), { timestamp: now + 310 }));
+    expect(future).toMatchObject({ status: 401, json: { error: 'timestamp_in_future' } });
+    await nothingStored();
+  });
+
+  it('rejects a missing signature header with 400 naming the header', async () => {
+    const res = await deliver(ingest.url, { body: JSON.stringify(paymentSucceeded('evt_nosig')), headers: { 'content-type': 'application/json' } });
+    expect(res.status).toBe(400);
+    expect(String(res.json.message)).toMatch(/Stripe-Signature/);
+    await nothingStored();
+  });
+
+  it('rejects valid-signature malformed JSON with 400', async () => {
+    const res = await deliver(ingest.url, signStripe('{"id": "evt_x", '));
+    expect(res).toMatchObject({ status: 400, json: { error: 'malformed_payload' } });
+    await nothingStored();
+  });
+
+  it('rejects a body over BODY_LIMIT_BYTES with 413 before verifying', async () => {
+    const huge = signStripe({ ...paymentSucceeded('evt_huge'), pad: 'x'.repeat(70 * 1024) });
+    const res = await deliver(ingest.url, huge);
+    expect(res.status).toBe(413);
+    expect(res.json).toMatchObject({ error: 'payload_too_large' });
+    await nothingStored();
+  });
+
+  it('answers 404 for an unknown provider and 405 for a wrong method', async () => {
+    const unknown = await deliver(ingest.url, signStripe(paymentSucceeded('evt_404')), 'paypal');
+    expect(unknown.status).toBe(404);
+    const get = await fetch(`${ingest.url}/webhooks/stripe`);
+    expect(get.status).toBe(405);
+    expect(get.headers.get('allow')).toBe('POST');
+    await nothingStored();
+  });
+});
+
+describe('health', () => {
+  it('/healthz says the process is up; /readyz checks Postgres and Redis', async () => {
+    expect((await fetch(`${ingest.url}/healthz`)).status).toBe(200);
+    const ready = await fetch(`${ingest.url}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toEqual({ status: 'ready', checks: { postgres: 'ok', redis: 'ok' } });
+  });
+});
