@@ -40,8 +40,8 @@ describe('POST /webhooks/:provider', () => {
     expect(row).toMatchObject({ state: 'received', kind: 'stripe', type: 'payment_intent.succeeded', attempts: 0 });
     expect((row?.payload as { id: string }).id).toBe('evt_new_1');
     expect(row?.signedAt).toBeInstanceOf(Date);
-    const job = await ingest.queue.getJob(jobIdFor('stripe', 'evt_new_1'));
-    expect(job?.data).toEqual({ rowId: row?.id, provider: 'stripe', eventId: 'evt_new_1' });
+    const job = await ingest.queue.getJob(jobIdFor('stripe', 'evt_new_1', 0));
+    expect(job?.data).toEqual({ rowId: row?.id, provider: 'stripe', eventId: 'evt_new_1', attempt: 0 });
   });
 
   it('answers a redelivery (new timestamp, new signature) with 200 duplicate and no new row', async () => {
@@ -57,10 +57,10 @@ describe('POST /webhooks/:provider', () => {
   it('re-enqueues a duplicate whose row is still received after the grace period (its job was lost)', async () => {
     await deliver(ingest.url, signStripe(paymentSucceeded('evt_lost_job')));
     await ingest.queue.obliterate({ force: true }); // Redis lost the job
-    expect(await ingest.queue.getJob(jobIdFor('stripe', 'evt_lost_job'))).toBeUndefined();
+    expect(await ingest.queue.getJob(jobIdFor('stripe', 'evt_lost_job', 0))).toBeUndefined();
     const again = await deliver(ingest.url, signStripe(paymentSucceeded('evt_lost_job')));
     expect(again.status).toBe(200);
-    expect(await ingest.queue.getJob(jobIdFor('stripe', 'evt_lost_job'))).toBeDefined();
+    expect(await ingest.queue.getJob(jobIdFor('stripe', 'evt_lost_job', 0))).toBeDefined();
   });
 
   it('does not re-enqueue a duplicate of an event that is already done', async () => {
@@ -68,7 +68,7 @@ describe('POST /webhooks/:provider', () => {
     await db.pool.query(`UPDATE webhook_events SET state = 'done', finished_at = now()`);
     await ingest.queue.obliterate({ force: true });
     expect((await deliver(ingest.url, signStripe(paymentSucceeded('evt_done')))).status).toBe(200);
-    expect(await ingest.queue.getJob(jobIdFor('stripe', 'evt_done'))).toBeUndefined();
+    expect(await ingest.queue.getJob(jobIdFor('stripe', 'evt_done', 0))).toBeUndefined();
   });
 
   it('rejects a bad signature with 401: no row, no job', async () => {

@@ -66,7 +66,7 @@ describe('the fence', () => {
     });
     // Lease renewal is every leaseMs/3; a long lease keeps A's keeper quiet while we expire it by hand.
     const settings = { leaseMs: 60_000, maxAttempts: 5 };
-    const a = processEvent({ pool: db.pool, registry: slowRegistry, log: testLog, faults: noFaults, settings }, { rowId, provider: 'stripe', eventId: 'evt_fence' });
+    const a = processEvent({ pool: db.pool, registry: slowRegistry, log: testLog, faults: noFaults, settings }, { rowId, provider: 'stripe', eventId: 'evt_fence', attempt: 0 });
     await inside;
     const leaseA = (await row(rowId)).leaseToken;
 
@@ -74,7 +74,7 @@ describe('the fence', () => {
     await db.pool.query(`UPDATE webhook_events SET lease_until = now() - interval '1 second' WHERE id = $1`, [rowId]);
     const ledgerRegistry = new HandlerRegistry();
     registerLedgerExample(ledgerRegistry);
-    const b = await processEvent({ pool: db.pool, registry: ledgerRegistry, log: testLog, faults: noFaults, settings }, { rowId, provider: 'stripe', eventId: 'evt_fence' });
+    const b = await processEvent({ pool: db.pool, registry: ledgerRegistry, log: testLog, faults: noFaults, settings }, { rowId, provider: 'stripe', eventId: 'evt_fence', attempt: 0 });
     expect(b.kind).toBe('done');
     const afterB = await row(rowId);
     expect(afterB).toMatchObject({ state: 'done', attempts: 2, leaseToken: null });

@@ -23,6 +23,7 @@ import {
   queries,
   VerificationError,
   withTimeout,
+  type EventJobData,
   type VerifiedEvent,
 } from '@oncehook/shared';
 import type { IngestDeps } from './app';
@@ -66,7 +67,7 @@ export async function receiveWebhook(c: Context, deps: IngestDeps): Promise<Resp
   if (claim.outcome === 'new') {
     log.info({ rowId: claim.rowId }, 'claimed new event');
     await deps.faults.hit('ingest.after-claim');
-    await enqueue(deps, { rowId: claim.rowId, provider: event.provider, eventId: event.eventId }, false, log);
+    await enqueue(deps, { rowId: claim.rowId, provider: event.provider, eventId: event.eventId, attempt: 0 }, false, log);
     return c.json({ status: 'accepted', provider: event.provider, eventId: event.eventId }, 202);
   }
 
@@ -78,7 +79,7 @@ export async function receiveWebhook(c: Context, deps: IngestDeps): Promise<Resp
       // Still waiting after the grace period: the original enqueue may have been lost. Safe
       // to repeat: the jobId dedupes a queued job and the worker's guarded claim the rest.
       log.info({ rowId: claim.rowId, idleMs }, 'duplicate found the event still received; re-enqueueing');
-      await enqueue(deps, { rowId: claim.rowId, provider: event.provider, eventId: event.eventId }, true, log);
+      await enqueue(deps, { rowId: claim.rowId, provider: event.provider, eventId: event.eventId, attempt: claim.attempts }, true, log);
     }
   } else {
     log.info('duplicate delivery (concurrent with the first)');
@@ -88,7 +89,7 @@ export async function receiveWebhook(c: Context, deps: IngestDeps): Promise<Resp
 
 async function enqueue(
   deps: IngestDeps,
-  data: { rowId: number; provider: string; eventId: string },
+  data: EventJobData,
   replaceFinished: boolean,
   log: IngestDeps['log'],
 ): Promise<void> {

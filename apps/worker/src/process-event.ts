@@ -28,7 +28,8 @@ export type ProcessOutcome =
   | { kind: 'done'; rowId: number }
   | { kind: 'no-handler'; rowId: number }
   | { kind: 'failed'; rowId: number; error: string }
-  | { kind: 'retry'; rowId: number; error: string }
+  /** Recorded on the row (state received); the caller schedules attempt `attempt + 1`. */
+  | { kind: 'retry'; rowId: number; error: string; attempt: number }
   | { kind: 'skipped'; rowId: number }
   | { kind: 'lease-lost'; rowId: number };
 
@@ -111,7 +112,7 @@ export async function processEvent(deps: ProcessDeps, job: EventJobData): Promis
     }
     if (!(await queries.releaseForRetry(pool, row.id, token, message))) return { kind: 'lease-lost', rowId: row.id };
     log.warn({ err: error }, 'handler failed; will retry');
-    return { kind: 'retry', rowId: row.id, error: message };
+    return { kind: 'retry', rowId: row.id, error: message, attempt: row.attempts };
   } finally {
     clearInterval(keeper);
   }

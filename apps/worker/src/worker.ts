@@ -5,7 +5,7 @@
  */
 import { Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { EVENT_QUEUE_NAME, type EventJobData, type Faults, type Logger, type Pool } from '@oncehook/shared';
+import { enqueueEvent, EVENT_QUEUE_NAME, type EventJobData, type Faults, type Logger, type Pool } from '@oncehook/shared';
 import type { Queue } from 'bullmq';
 import type { HandlerRegistry } from './handlers';
 import { processEvent, type ProcessOutcome } from './process-event';
@@ -38,9 +38,9 @@ export interface EventWorker {
   close(): Promise<void>;
 }
 
-/** Exponential backoff with jitter, capped at 10 minutes: attempt n waits ~base * 2^(n-1). */
-export function retryDelayMs(attemptsMade: number, baseMs: number): number {
-  const exponential = Math.min(baseMs * 2 ** Math.max(0, attemptsMade - 1), 10 * 60_000);
+/** Exponential backoff with jitter, capped at 10 minutes: after failed attempt n, wait ~base * 2^(n-1). */
+export function retryDelayMs(failedAttempt: number, baseMs: number): number {
+  const exponential = Math.min(baseMs * 2 ** Math.max(0, failedAttempt - 1), 10 * 60_000);
   return Math.round(exponential * (0.5 + Math.random() * 0.5));
 }
 
@@ -52,9 +52,15 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
     EVENT_QUEUE_NAME,
     async (job) => {
       const outcome = await processEvent(processDeps, job.data);
-      // A retryable failure is already recorded on the row (state received); throwing makes
-      // BullMQ schedule the retry with our backoff.
-      if (outcome.kind === 'retry') throw new Error(outcome.error);
+      if (outcome.kind === 'retry') {
+        // The failure is recorded on the row (state received). The next attempt is a job of
+        // its own (jobIdFor(..., attempt)), delayed by the backoff. If this add is lost, the
+        // reconciler re-enqueues the row after REQUEUE_AFTER_MS.
+        const delayMs = retryDelayMs(outcome.attempt, settings.retryBackoffMs);
+        await enqueueEvent(deps.queue, { ...job.data, attempt: outcome.attempt }, { delayMs }).catch((error: unknown) =>
+          log.warn({ err: error, rowId: outcome.rowId }, 'could not schedule the retry; the reconciler will re-enqueue it'),
+        );
+      }
       return outcome.kind;
     },
     {
@@ -62,7 +68,6 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
       prefix: settings.queuePrefix,
       concurrency: settings.concurrency,
       autorun: options.autorun ?? true,
-      settings: { backoffStrategy: (attemptsMade: number) => retryDelayMs(attemptsMade, settings.retryBackoffMs) },
     },
   );
   // A job that errors is already logged with its event; connection errors are retried by

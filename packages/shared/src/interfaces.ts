@@ -74,4 +74,6 @@ export interface EventJobData {
   rowId: number;
   provider: string;
   eventId: string;
+  /** The row's attempt count when the job was enqueued: the job runs attempt + 1. */
+  attempt: number;
 }

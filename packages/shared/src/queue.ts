@@ -18,22 +18,32 @@ export const EVENT_QUEUE_NAME = 'webhook-events';
 export const EVENT_JOB_NAME = 'event';
 
 /**
- * BullMQ jobId for an event key. BullMQ rejects custom ids that look like integers or contain
- * ':' (its key separator), and provider ids may contain anything, so we hash the key:
- * `evt-` + the first 32 hex digits (128 bits) of sha256(provider NUL eventId).
+ * BullMQ jobId for an event key and the attempt it is for: one job per (event, attempt).
+ *
+ * - Every enqueue for the same attempt (ingest, a duplicate delivery's nudge, the reconciler)
+ *   collapses into one job while that job exists.
+ * - A retry or a recovery after a crash is a new attempt, hence a new job id: it never
+ *   collides with the old job, which may still sit `active` on a dead worker until BullMQ's
+ *   stalled check notices (when that old job runs again, its guarded claim finds nothing to do).
+ *
+ * BullMQ rejects custom ids that look like integers or contain ':' (its key separator), and
+ * provider ids may contain anything, so the key is hashed: `evt-` + the first 32 hex digits
+ * (128 bits) of sha256(provider NUL eventId), then `-<attempt>`.
  */
-export function jobIdFor(provider: string, eventId: string): string {
-  return `evt-${createHash('sha256').update(provider).update('\0').update(eventId).digest('hex').slice(0, 32)}`;
+export function jobIdFor(provider: string, eventId: string, attempt: number): string {
+  const key = createHash('sha256').update(provider).update('\0').update(eventId).digest('hex').slice(0, 32);
+  return `evt-${key}-${attempt}`;
 }
 
 /**
- * Job options for every event job. The row counts attempts and decides when an event is
- * `failed` (see MAX_ATTEMPTS); BullMQ only schedules the retries, with the worker's
- * backoff strategy ('oncehook'), so its own attempt limit is set out of the way.
+ * Job options for every event job. Handler failures are not BullMQ retries: the worker
+ * records them on the row and enqueues the next attempt itself, delayed by the backoff (see
+ * apps/worker/src/worker.ts). BullMQ's own retries only cover a processor that threw before
+ * reaching a verdict (Postgres unreachable): a few quick tries, then the reconciler.
  */
 export const EVENT_JOB_OPTIONS = {
-  attempts: 1_000_000,
-  backoff: { type: 'oncehook' },
+  attempts: 5,
+  backoff: { type: 'exponential', delay: 1_000 },
   // Keep a window of finished jobs for Bull Board; the event rows are the real history.
   removeOnComplete: { age: 3600, count: 1000 },
   removeOnFail: { age: 24 * 3600, count: 5000 },
@@ -75,11 +85,13 @@ export interface EnqueueOptions {
    * (the event is already queued). Ingest leaves this off: its add is a best-effort nudge.
    */
   replaceFinished?: boolean;
+  /** Run no earlier than this many ms from now (retry backoff). */
+  delayMs?: number;
 }
 
-/** Adds the job for an event. Idempotent per event key while the job exists. */
+/** Adds the job for an event's next attempt. Idempotent per (event key, attempt) while the job exists. */
 export async function enqueueEvent(queue: Queue<EventJobData>, data: EventJobData, options: EnqueueOptions = {}): Promise<void> {
-  const jobId = jobIdFor(data.provider, data.eventId);
+  const jobId = jobIdFor(data.provider, data.eventId, data.attempt);
   if (options.replaceFinished) {
     const existing = await queue.getJob(jobId);
     if (existing) {
@@ -87,5 +99,5 @@ export async function enqueueEvent(queue: Queue<EventJobData>, data: EventJobDat
       if (state === 'completed' || state === 'failed') await existing.remove().catch(() => {});
     }
   }
-  await queue.add(EVENT_JOB_NAME, data, { jobId });
+  await queue.add(EVENT_JOB_NAME, data, options.delayMs ? { jobId, delay: options.delayMs } : { jobId });
 }

@@ -23,7 +23,7 @@ export type ClaimResult =
   /** This delivery created the row: it is the one that causes work. */
   | { outcome: 'new'; rowId: number }
   /** The row existed; its state and last touch decide whether to nudge the queue. */
-  | { outcome: 'duplicate'; rowId: number; state: EventState; updatedAt: Date }
+  | { outcome: 'duplicate'; rowId: number; state: EventState; updatedAt: Date; attempts: number }
   /**
    * The row was inserted by a transaction that committed after this statement's snapshot:
    * a concurrent duplicate. ON CONFLICT waited for that commit, so the row is durable; it is
@@ -43,16 +43,16 @@ export type ClaimResult =
  * The payload is handed to Postgres as the verified raw text and cast to jsonb there.
  */
 export async function claimEvent(db: Queryable, event: VerifiedEvent): Promise<ClaimResult> {
-  const { rows } = await db.query<{ id: number; inserted: boolean; state: EventState; updatedAt: Date }>(
+  const { rows } = await db.query<{ id: number; inserted: boolean; state: EventState; updatedAt: Date; attempts: number }>(
     `WITH inserted AS (
        INSERT INTO webhook_events (provider, kind, event_id, type, payload, signed_at)
        VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz)
        ON CONFLICT (provider, event_id) DO NOTHING
-       RETURNING id, state, updated_at
+       RETURNING id, state, updated_at, attempts
      )
-     SELECT id, true AS inserted, state, updated_at AS "updatedAt" FROM inserted
+     SELECT id, true AS inserted, state, updated_at AS "updatedAt", attempts FROM inserted
      UNION ALL
-     SELECT id, false AS inserted, state, updated_at AS "updatedAt"
+     SELECT id, false AS inserted, state, updated_at AS "updatedAt", attempts
        FROM webhook_events
       WHERE provider = $1::text AND event_id = $3::text
         AND NOT EXISTS (SELECT 1 FROM inserted)`,
@@ -61,7 +61,7 @@ export async function claimEvent(db: Queryable, event: VerifiedEvent): Promise<C
   const row = rows[0];
   if (!row) return { outcome: 'duplicate-concurrent' };
   if (row.inserted) return { outcome: 'new', rowId: row.id };
-  return { outcome: 'duplicate', rowId: row.id, state: row.state, updatedAt: row.updatedAt };
+  return { outcome: 'duplicate', rowId: row.id, state: row.state, updatedAt: row.updatedAt, attempts: row.attempts };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -196,6 +196,8 @@ export interface EventRef {
   rowId: number;
   provider: string;
   eventId: string;
+  /** Attempts so far: the next job is for attempt + 1 (see jobIdFor). */
+  attempt: number;
 }
 
 /**
@@ -214,7 +216,7 @@ export async function takeStaleReceived(db: Queryable, olderThanMs: number, limi
          LIMIT $2::int
          FOR UPDATE SKIP LOCKED)
         AND state = 'received'
-      RETURNING id AS "rowId", provider, event_id AS "eventId"`,
+      RETURNING id AS "rowId", provider, event_id AS "eventId", attempts AS attempt`,
     [olderThanMs, limit],
   );
   return rows;
@@ -238,7 +240,7 @@ export async function releaseExpiredLeases(db: Queryable, limit: number): Promis
          LIMIT $1::int
          FOR UPDATE SKIP LOCKED)
         AND state = 'processing' AND lease_until < now()
-      RETURNING id AS "rowId", provider, event_id AS "eventId"`,
+      RETURNING id AS "rowId", provider, event_id AS "eventId", attempts AS attempt`,
     [limit],
   );
   return rows;

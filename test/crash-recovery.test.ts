@@ -1,0 +1,105 @@
+/**
+ * Real crashes at the points that matter, with real processes:
+ * - kill -9 of a worker in the middle of a handler (inside the step transaction, before
+ *   COMMIT): another worker finishes the event after the lease expires; credited once.
+ * - ingest killed between the claim's commit and the enqueue: the reconciler enqueues it.
+ * - SIGTERM during a handler: the worker finishes the job, then exits 0.
+ * Recovery times are printed (`[figure] ...`) for the issue notes.
+ */
+import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
+import { queries } from '@oncehook/shared';
+import { createTestDatabase, type TestDatabase } from './helpers/db';
+import { killAllServices, spawnService } from './helpers/processes';
+import { ingestUrl, ledgerSummary, serviceEnv, startIngest, testPrefix } from './helpers/stack';
+import { deliver, paymentSucceeded, signStripe } from './helpers/stripe';
+import { waitFor } from './helpers/wait';
+
+let db: TestDatabase;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await killAllServices();
+  await db.drop();
+});
+beforeEach(async () => {
+  await db.pool.query('TRUNCATE webhook_events, ledger_entries, ledger_accounts CASCADE');
+});
+
+async function doneRow(eventId: string, timeoutMs = 30_000) {
+  return waitFor(async () => {
+    const r = await queries.getEventByKey(db.pool, 'stripe', eventId);
+    return r?.state === 'done' ? r : null;
+  }, { timeoutMs, what: `${eventId} done` });
+}
+
+it('kill -9 of a worker mid-handler: another worker finishes after the lease expires, credited once', async () => {
+  const prefix = testPrefix();
+  const ingest = await startIngest({ pool: db.pool, prefix });
+  try {
+    // Worker A stalls inside the step transaction (domain writes done, not committed).
+    const a = spawnService('worker', serviceEnv({ databaseUrl: db.url, prefix, extra: { ONCEHOOK_FAULTS: 'worker.step-before-commit:delay=60000' } }));
+    await a.waitFor(/worker ready/);
+    expect((await deliver(ingest.url, signStripe(paymentSucceeded('evt_kill9', { account: 'cus_k', amount: 1234 })))).status).toBe(202);
+    await a.waitFor(/oncehook-fault worker.step-before-commit/);
+
+    // Worker B is up and idle; A holds the lease.
+    const b = spawnService('worker', serviceEnv({ databaseUrl: db.url, prefix }));
+    await b.waitFor(/worker ready/);
+    expect((await queries.getEventByKey(db.pool, 'stripe', 'evt_kill9'))?.state).toBe('processing');
+
+    const killedAt = Date.now();
+    await a.kill9();
+    const row = await doneRow('evt_kill9');
+    const recoveryMs = Date.now() - killedAt;
+    console.log(`[figure] kill -9 mid-handler -> done by another worker in ${recoveryMs} ms (LEASE_MS=2000, RECONCILE_INTERVAL_MS=200)`);
+
+    expect(row.attempts).toBe(2);
+    const ledger = await ledgerSummary(db.pool);
+    expect(ledger.entries).toBe(1);
+    expect(ledger.balance).toBe(1234);
+    expect(b.lines.some((line) => line.includes('"eventId":"evt_kill9"') && line.includes('event done'))).toBe(true);
+    await b.stop();
+  } finally {
+    await ingest.close();
+  }
+});
+
+it('ingest killed between commit and enqueue: the event still finishes via the reconciler', async () => {
+  const prefix = testPrefix();
+  const ingest = spawnService('ingest', serviceEnv({ databaseUrl: db.url, prefix, extra: { ONCEHOOK_FAULTS: 'ingest.after-claim:crash' } }));
+  const url = await ingestUrl(ingest);
+  // The process dies before answering: the provider sees a dropped connection and would retry.
+  await expect(deliver(url, signStripe(paymentSucceeded('evt_ingest_crash', { account: 'cus_i', amount: 99 })))).rejects.toThrow();
+  const { signal } = await ingest.exited;
+  expect(signal).toBe('SIGKILL');
+  const stored = await queries.getEventByKey(db.pool, 'stripe', 'evt_ingest_crash');
+  expect(stored?.state).toBe('received'); // committed, never enqueued
+
+  const startedAt = Date.now();
+  const worker = spawnService('worker', serviceEnv({ databaseUrl: db.url, prefix }));
+  await doneRow('evt_ingest_crash');
+  console.log(`[figure] ingest crash after commit -> done via reconciler in ${Date.now() - startedAt} ms from worker start (REQUEUE_AFTER_MS=500)`);
+  expect(worker.lines.some((line) => line.includes('re-enqueued (received but not picked up)'))).toBe(true);
+  expect((await ledgerSummary(db.pool)).perEvent.get('evt_ingest_crash')).toBe(1);
+  await worker.stop();
+});
+
+it('SIGTERM during a handler: the worker finishes the in-flight job, then exits 0', async () => {
+  const prefix = testPrefix();
+  const ingest = await startIngest({ pool: db.pool, prefix });
+  try {
+    const worker = spawnService('worker', serviceEnv({ databaseUrl: db.url, prefix, extra: { ONCEHOOK_FAULTS: 'worker.in-handler:delay=1500' } }));
+    await worker.waitFor(/worker ready/);
+    await deliver(ingest.url, signStripe(paymentSucceeded('evt_sigterm', { account: 'cus_t', amount: 5 })));
+    await worker.waitFor(/oncehook-fault worker.in-handler/);
+    const code = await worker.stop();
+    expect(code).toBe(0);
+    const row = await queries.getEventByKey(db.pool, 'stripe', 'evt_sigterm');
+    expect(row).toMatchObject({ state: 'done', attempts: 1 });
+    expect((await ledgerSummary(db.pool)).entries).toBe(1);
+  } finally {
+    await ingest.close();
+  }
+});
