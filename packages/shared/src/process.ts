@@ -16,13 +16,14 @@ export function runMain(main: () => Promise<void>): void {
 }
 
 /**
- * Calls shutdown once on the first SIGTERM/SIGINT; a second signal exits at once. The
+ * Calls shutdown once on the first SIGTERM/SIGINT; later signals are ignored (Ctrl-C in a
+ * terminal reaches every process of the group, and a supervisor may send TERM as well). The
  * process exits 0 when shutdown resolves, 1 when it throws or exceeds timeoutMs.
  */
 export function onShutdownSignal(shutdown: (signal: string) => Promise<void>, timeoutMs: number): void {
   let stopping = false;
   const handle = (signal: NodeJS.Signals) => {
-    if (stopping) process.exit(1);
+    if (stopping) return;
     stopping = true;
     const timer = setTimeout(() => {
       process.stderr.write(`shutdown did not finish within ${timeoutMs}ms; exiting\n`);

@@ -1,0 +1,38 @@
+/**
+ * Config is parsed once, with a readable failure naming each bad variable; a process started
+ * with bad config exits 1 with that message instead of a stack trace.
+ */
+import { expect, it } from 'vitest';
+import { ConfigError, loadIngestConfig, loadWorkerConfig, sourcesFromConfig } from '@oncehook/shared';
+import { spawnService } from './helpers/processes';
+
+it('applies documented defaults', () => {
+  const config = loadWorkerConfig({});
+  expect(config).toMatchObject({ WORKER_CONCURRENCY: 8, LEASE_MS: 30_000, MAX_ATTEMPTS: 10, QUEUE_PREFIX: 'oncehook' });
+});
+
+it('names every invalid variable in one message', () => {
+  expect(() => loadWorkerConfig({ LEASE_MS: 'soon', WORKER_CONCURRENCY: '0', DATABASE_URL: 'not a url' })).toThrow(ConfigError);
+  try {
+    loadWorkerConfig({ LEASE_MS: 'soon', WORKER_CONCURRENCY: '0', DATABASE_URL: 'not a url' });
+  } catch (error) {
+    const message = (error as Error).message;
+    expect(message).toContain('LEASE_MS');
+    expect(message).toContain('WORKER_CONCURRENCY');
+    expect(message).toContain('DATABASE_URL');
+  }
+});
+
+it('ingest refuses to start without any webhook source', () => {
+  expect(() => sourcesFromConfig(loadIngestConfig({}))).toThrow(/STRIPE_WEBHOOK_SECRET/);
+  const sources = sourcesFromConfig(loadIngestConfig({ STRIPE_WEBHOOK_SECRET: 'whsec_a, whsec_b' }));
+  expect([...sources.keys()]).toEqual(['stripe']);
+});
+
+it('a process with bad config exits 1 with the readable message', async () => {
+  const worker = spawnService('worker', { LEASE_MS: 'soon' });
+  const { code } = await worker.exited;
+  expect(code).toBe(1);
+  expect(worker.lines.join('\n')).toMatch(/Invalid configuration; fix these environment variables:\n\s+LEASE_MS:/);
+  expect(worker.lines.join('\n')).not.toMatch(/\bat .*\.ts:\d+/); // no stack trace
+});
