@@ -103,3 +103,15 @@ it('SIGTERM during a handler: the worker finishes the in-flight job, then exits 
     await ingest.close();
   }
 });
+
+it('SIGTERM during a delivery: ingest answers it (202), then exits 0', async () => {
+  const prefix = testPrefix();
+  const ingest = spawnService('ingest', serviceEnv({ databaseUrl: db.url, prefix, extra: { ONCEHOOK_FAULTS: 'ingest.after-claim:delay=1000' } }));
+  const url = await ingestUrl(ingest);
+  const pending = deliver(url, signStripe(paymentSucceeded('evt_ingest_sigterm')));
+  await ingest.waitFor(/oncehook-fault ingest.after-claim/);
+  ingest.proc.kill('SIGTERM');
+  expect((await pending).status).toBe(202);
+  expect((await ingest.exited).code).toBe(0);
+  expect((await queries.getEventByKey(db.pool, 'stripe', 'evt_ingest_sigterm'))?.state).toBe('received');
+});

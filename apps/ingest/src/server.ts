@@ -50,6 +50,10 @@ runMain(async () => {
     log.info({ signal }, 'shutting down: no new connections, finishing in-flight deliveries');
     await new Promise<void>((resolve) => {
       server.close(() => resolve());
+      // Keep-alive connections become idle once their response is sent; close them as they
+      // do, instead of waiting out the keep-alive timeout.
+      const sweep = setInterval(() => server.closeIdleConnections(), 100);
+      server.once('close', () => clearInterval(sweep));
       server.closeIdleConnections();
     });
     await queue.close();
