@@ -32,7 +32,7 @@ beforeEach(async () => {
 });
 
 async function insert(eventId: string): Promise<number> {
-  const r = await queries.claimEvent(db.pool, { provider: 'stripe', kind: 'stripe', eventId, type: 't', signedAt: null, rawBody: '{}', payload: {} });
+  const r = await queries.claimEvent(db.pool, { provider: 'stripe', kind: 'stripe', eventId, type: 't', signedAt: null, rawBody: '{}', payload: {}, meta: {} });
   if (r.outcome !== 'new') throw new Error('expected new');
   return r.rowId;
 }

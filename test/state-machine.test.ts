@@ -34,6 +34,7 @@ async function claim(eventId: string, type = 'payment_intent.succeeded', extra: 
     signedAt: new Date(),
     rawBody: JSON.stringify(payload),
     payload,
+    meta: {},
   });
   if (result.outcome !== 'new') throw new Error('expected a new claim');
   return result.rowId;

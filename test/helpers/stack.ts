@@ -9,12 +9,14 @@ import { serve } from '@hono/node-server';
 import type { Queue } from 'bullmq';
 import {
   createEventQueue,
+  createIngestMetrics,
   createLogger,
   createRedis,
   createStripeSource,
   noFaults,
   type EventJobData,
   type Faults,
+  type IngestMetrics,
   type Pool,
   type WebhookSource,
 } from '@oncehook/shared';
@@ -49,6 +51,7 @@ export async function startIngest(opts: {
   sources?: Map<string, WebhookSource>;
   settings?: Partial<IngestSettings>;
   faults?: Faults;
+  metrics?: IngestMetrics;
 }): Promise<IngestHandle> {
   const redis = createRedis(opts.redisUrl ?? REDIS_URL, 'producer');
   const queue = createEventQueue(redis, opts.prefix);
@@ -59,6 +62,7 @@ export async function startIngest(opts: {
     sources: opts.sources ?? defaultSources(),
     log: testLog,
     faults: opts.faults ?? noFaults,
+    metrics: opts.metrics ?? createIngestMetrics({ defaultMetrics: false }),
     settings: { bodyLimitBytes: 1024 * 1024, duplicateReenqueueAfterMs: 10_000, retryAfterSeconds: 5, enqueueTimeoutMs: 1_000, ...opts.settings },
   });
   const server = await new Promise<Server>((resolve) => {

@@ -6,10 +6,11 @@
  *   POST /webhooks/:provider   receive a delivery (see receive-webhook.ts)
  *   GET  /healthz              the process is up
  *   GET  /readyz               Postgres and Redis answer
+ *   GET  /metrics              Prometheus metrics
  */
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
-import { withTimeout, type EventJobData, type Faults, type Logger, type Pool, type WebhookSource } from '@oncehook/shared';
+import { withTimeout, type EventJobData, type Faults, type IngestMetrics, type Logger, type Pool, type WebhookSource } from '@oncehook/shared';
 import type { Queue } from 'bullmq';
 import { receiveWebhook } from './receive-webhook';
 
@@ -21,6 +22,7 @@ export interface IngestDeps {
   sources: ReadonlyMap<string, WebhookSource>;
   log: Logger;
   faults: Faults;
+  metrics: IngestMetrics;
   settings: IngestSettings;
   now?: () => Date;
 }
@@ -36,6 +38,11 @@ export function createApp(deps: IngestDeps): Hono {
   const app = new Hono();
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
+
+  app.get('/metrics', async (c) => {
+    c.header('Content-Type', deps.metrics.registry.contentType);
+    return c.body(await deps.metrics.registry.metrics());
+  });
 
   app.get('/readyz', async (c) => {
     const [postgres, redis] = await Promise.allSettled([withTimeout(deps.pool.query('SELECT 1'), 2_000, 'postgres ping'), withTimeout(deps.pingRedis(), 2_000, 'redis ping')]);

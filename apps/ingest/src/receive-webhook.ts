@@ -8,6 +8,7 @@
  *   202 accepted   first delivery of this event; committed, work happens asynchronously
  *   200 duplicate  the event was already claimed; no new work (a stale `received` row is
  *                  re-enqueued, idempotently)
+ *   200 reply      a verified request answered directly, nothing stored (Slack's challenge)
  *   400 / 401      not verifiable or malformed: nothing stored, nothing enqueued
  *   503            Postgres unavailable: nothing stored; Retry-After tells the provider when
  *   500            anything unexpected; the provider retries
@@ -23,44 +24,60 @@ import {
   queries,
   VerificationError,
   withTimeout,
+  type EdgeResult,
   type EventJobData,
-  type VerifiedEvent,
+  type Verified,
 } from '@oncehook/shared';
 import type { IngestDeps } from './app';
 
 export async function receiveWebhook(c: Context, deps: IngestDeps): Promise<Response> {
+  const started = process.hrtime.bigint();
   const source = deps.sources.get(c.req.param('provider') ?? '');
   if (!source) throw new Error('receiveWebhook reached without a known source'); // guarded by the route
+  const { metrics } = deps;
+  const answer = (result: EdgeResult, type: string, response: Response): Response => {
+    metrics.eventsTotal.inc({ provider: source.name, type, result });
+    metrics.ingestDuration.observe({ result }, Number(process.hrtime.bigint() - started) / 1e9);
+    return response;
+  };
 
   const rawBody = Buffer.from(await c.req.arrayBuffer());
 
   // 1. Verify, THEN deduplicate: an unverified request must never reach the unique index,
   //    or anyone could pre-consume the id of a future real event.
-  let event: VerifiedEvent;
+  let verified: Verified;
   try {
-    event = source.verify({ rawBody, header: (name) => c.req.header(name) ?? null, now: deps.now?.() ?? new Date() });
+    verified = source.verify({ rawBody, header: (name) => c.req.header(name) ?? null, now: deps.now?.() ?? new Date() });
   } catch (error) {
     if (!(error instanceof VerificationError)) throw error;
     deps.log.warn({ provider: source.name, reason: error.reason, status: error.status }, `rejected delivery: ${error.message}`);
-    return c.json({ error: error.reason, message: error.message }, error.status);
+    metrics.rejectionsTotal.inc({ provider: source.name, reason: error.reason });
+    return answer('rejected', 'unknown', c.json({ error: error.reason, message: error.message }, error.status));
   }
+  if ('reply' in verified) {
+    deps.log.info({ provider: source.name }, verified.reply.note);
+    return c.json(verified.reply.body, 200);
+  }
+  const { event } = verified;
   const log = deps.log.child({ provider: event.provider, eventId: event.eventId, type: event.type });
 
   // 2. Claim. A single statement: it commits on its own before we answer.
-  let claim: Awaited<ReturnType<typeof queries.claimEvent>>;
+  let claim: queries.ClaimResult;
   try {
     claim = await queries.claimEvent(deps.pool, event);
   } catch (error) {
     if (isUnstorablePayloadError(error)) {
       log.warn({ err: error }, 'rejected delivery: payload cannot be stored');
-      return c.json({ error: 'unstorable_payload', message: `payload cannot be stored: ${(error as Error).message}` }, 400);
+      metrics.rejectionsTotal.inc({ provider: source.name, reason: 'unstorable_payload' });
+      return answer('rejected', event.type, c.json({ error: 'unstorable_payload', message: `payload cannot be stored: ${(error as Error).message}` }, 400));
     }
     const unavailable = isDatabaseUnavailableError(error);
     log.error({ err: error }, unavailable ? 'database unavailable; asking the provider to retry' : 'claim failed');
     c.header('Retry-After', String(deps.settings.retryAfterSeconds));
-    return c.json(
-      { error: 'unavailable', message: 'the event could not be recorded; nothing was stored, retry later' },
-      unavailable ? 503 : 500,
+    return answer(
+      'error',
+      event.type,
+      c.json({ error: 'unavailable', message: 'the event could not be recorded; nothing was stored, retry later' }, unavailable ? 503 : 500),
     );
   }
 
@@ -68,7 +85,7 @@ export async function receiveWebhook(c: Context, deps: IngestDeps): Promise<Resp
     log.info({ rowId: claim.rowId }, 'claimed new event');
     await deps.faults.hit('ingest.after-claim');
     await enqueue(deps, { rowId: claim.rowId, provider: event.provider, eventId: event.eventId, attempt: 0 }, false, log);
-    return c.json({ status: 'accepted', provider: event.provider, eventId: event.eventId }, 202);
+    return answer('new', event.type, c.json({ status: 'accepted', provider: event.provider, eventId: event.eventId }, 202));
   }
 
   // Duplicate: counted as such, never as an error.
@@ -84,15 +101,10 @@ export async function receiveWebhook(c: Context, deps: IngestDeps): Promise<Resp
   } else {
     log.info('duplicate delivery (concurrent with the first)');
   }
-  return c.json({ status: 'duplicate', provider: event.provider, eventId: event.eventId }, 200);
+  return answer('duplicate', event.type, c.json({ status: 'duplicate', provider: event.provider, eventId: event.eventId }, 200));
 }
 
-async function enqueue(
-  deps: IngestDeps,
-  data: EventJobData,
-  replaceFinished: boolean,
-  log: IngestDeps['log'],
-): Promise<void> {
+async function enqueue(deps: IngestDeps, data: EventJobData, replaceFinished: boolean, log: IngestDeps['log']): Promise<void> {
   try {
     await withTimeout(enqueueEvent(deps.queue, data, { replaceFinished }), deps.settings.enqueueTimeoutMs, 'enqueue');
   } catch (error) {

@@ -7,6 +7,7 @@ import { serve } from '@hono/node-server';
 import type { Server } from 'node:http';
 import {
   createEventQueue,
+  createIngestMetrics,
   createFaults,
   createLogger,
   createPool,
@@ -33,6 +34,7 @@ runMain(async () => {
     sources,
     log,
     faults: createFaults(config.ONCEHOOK_FAULTS),
+    metrics: createIngestMetrics(),
     settings: {
       bodyLimitBytes: config.BODY_LIMIT_BYTES,
       duplicateReenqueueAfterMs: config.DUPLICATE_REENQUEUE_AFTER_MS,

@@ -57,6 +57,24 @@ const ingestSchema = z.object({
    * it both ways (too old AND too far in the future).
    */
   STRIPE_TOLERANCE_SECONDS: integer(1, 86_400).default(300),
+  /** GitHub webhook secret(s), comma-separated. Enables /webhooks/github. */
+  GITHUB_WEBHOOK_SECRET: z.string().optional(),
+  /** Shopify app client secret(s), comma-separated (keep the old one for an hour after rotating). Enables /webhooks/shopify. */
+  SHOPIFY_WEBHOOK_SECRET: z.string().optional(),
+  /** Standard Webhooks / Svix secret(s) (`whsec_<base64>`), comma-separated. Enables /webhooks/standard-webhooks. */
+  STANDARD_WEBHOOKS_SECRET: z.string().optional(),
+  /** The spec's reference libraries use 5 minutes. */
+  STANDARD_WEBHOOKS_TOLERANCE_SECONDS: integer(1, 86_400).default(300),
+  /** Slack signing secret(s), comma-separated. Enables /webhooks/slack. */
+  SLACK_SIGNING_SECRET: z.string().optional(),
+  /** Slack's documentation asks for 5 minutes. */
+  SLACK_TOLERANCE_SECONDS: integer(1, 86_400).default(300),
+  /** Paddle notification destination secret(s), comma-separated. Enables /webhooks/paddle. */
+  PADDLE_WEBHOOK_SECRET: z.string().optional(),
+  /** Paddle's SDK uses 5 s (past only), which rejects real deliveries behind slow proxies; see docs/providers.md. */
+  PADDLE_TOLERANCE_SECONDS: integer(1, 86_400).default(60),
+  /** JSON file declaring any number of named sources (docs/providers.md, "Many sources"). */
+  ONCEHOOK_SOURCES_FILE: z.string().optional(),
   /** Seconds SIGTERM waits for in-flight requests before closing anyway. */
   SHUTDOWN_TIMEOUT_MS: integer(0).default(10_000),
 });

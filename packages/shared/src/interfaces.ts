@@ -42,6 +42,8 @@ export interface VerifiedEvent {
   rawBody: string;
   /** The parsed body. */
   payload: unknown;
+  /** Provider-specific facts about the delivery worth keeping (stored as jsonb). */
+  meta: Record<string, string>;
 }
 
 export type EventState = 'received' | 'processing' | 'done' | 'failed';
@@ -57,6 +59,7 @@ export interface EventRow {
   type: string;
   payload: unknown;
   signedAt: Date | null;
+  meta: Record<string, string>;
   state: EventState;
   attempts: number;
   generation: number;

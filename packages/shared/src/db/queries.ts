@@ -11,7 +11,7 @@ export interface Queryable {
 }
 
 const EVENT_COLUMNS = `
-  id, provider, kind, event_id AS "eventId", type, payload, signed_at AS "signedAt", state,
+  id, provider, kind, event_id AS "eventId", type, payload, signed_at AS "signedAt", meta, state,
   attempts, generation, lease_token AS "leaseToken", lease_until AS "leaseUntil",
   last_error AS "lastError", note, received_at AS "receivedAt", updated_at AS "updatedAt",
   finished_at AS "finishedAt"`;
@@ -45,8 +45,8 @@ export type ClaimResult =
 export async function claimEvent(db: Queryable, event: VerifiedEvent): Promise<ClaimResult> {
   const { rows } = await db.query<{ id: number; inserted: boolean; state: EventState; updatedAt: Date; attempts: number }>(
     `WITH inserted AS (
-       INSERT INTO webhook_events (provider, kind, event_id, type, payload, signed_at)
-       VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz)
+       INSERT INTO webhook_events (provider, kind, event_id, type, payload, signed_at, meta)
+       VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb)
        ON CONFLICT (provider, event_id) DO NOTHING
        RETURNING id, state, updated_at, attempts
      )
@@ -56,7 +56,7 @@ export async function claimEvent(db: Queryable, event: VerifiedEvent): Promise<C
        FROM webhook_events
       WHERE provider = $1::text AND event_id = $3::text
         AND NOT EXISTS (SELECT 1 FROM inserted)`,
-    [event.provider, event.kind, event.eventId, event.type, event.rawBody, event.signedAt],
+    [event.provider, event.kind, event.eventId, event.type, event.rawBody, event.signedAt, JSON.stringify(event.meta)],
   );
   const row = rows[0];
   if (!row) return { outcome: 'duplicate-concurrent' };

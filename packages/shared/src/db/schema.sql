@@ -46,6 +46,7 @@ CREATE TABLE public.webhook_events (
     type text NOT NULL,
     payload jsonb NOT NULL,
     signed_at timestamp with time zone,
+    meta jsonb DEFAULT '{}'::jsonb NOT NULL,
     state text DEFAULT 'received'::text NOT NULL,
     attempts integer DEFAULT 0 NOT NULL,
     generation integer DEFAULT 0 NOT NULL,

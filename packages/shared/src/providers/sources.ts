@@ -1,28 +1,173 @@
 /**
- * Builds the configured sources (provider name -> WebhookSource) from config.
+ * Builds the configured sources (name -> WebhookSource), once at start.
+ *
+ * Two ways to declare them, usable together:
+ * - environment variables for the common case: one source per provider, named after it
+ *   (STRIPE_WEBHOOK_SECRET -> /webhooks/stripe, GITHUB_WEBHOOK_SECRET -> /webhooks/github, ...);
+ * - ONCEHOOK_SOURCES_FILE, a JSON file for many named sources (two Stripe accounts, several
+ *   Standard Webhooks senders, in-house HMAC senders), each its own dedupe namespace.
+ * Secrets are comma-separated lists: during a rotation, any listed secret verifies.
  */
-import type { IngestConfig } from '../config';
-import { ConfigError } from '../config';
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { ConfigError, type IngestConfig } from '../config';
+import { createGenericHmacSource } from './generic-hmac';
+import { createGitHubSource } from './github';
+import { createPaddleSource } from './paddle';
+import { createShopifySource } from './shopify';
+import { createSlackSource } from './slack';
+import { createStandardWebhooksSource } from './standard-webhooks';
 import { createStripeSource } from './stripe';
 import type { WebhookSource } from './types';
 
-function splitSecrets(value: string): string[] {
+export const PROVIDER_KINDS = ['stripe', 'github', 'shopify', 'standard-webhooks', 'slack', 'paddle', 'hmac'] as const;
+
+export function splitSecrets(value: string): string[] {
   return value
     .split(',')
     .map((secret) => secret.trim())
     .filter(Boolean);
 }
 
-export function sourcesFromConfig(config: IngestConfig): Map<string, WebhookSource> {
+const sourceName = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9_-]{0,62}$/, 'a source name is 1-63 characters of a-z 0-9 _ - (it is the URL segment and the dedupe namespace)');
+const tolerance = z.number().int().min(1).max(86_400).optional();
+const location = z.union([z.object({ header: z.string().min(1) }).strict(), z.object({ field: z.string().min(1) }).strict()]);
+const common = {
+  name: sourceName,
+  /** Secrets inline (fine for tests; prefer secretsEnv). */
+  secrets: z.array(z.string().min(1)).optional(),
+  /** Name of an environment variable holding comma-separated secrets. */
+  secretsEnv: z.string().optional(),
+};
+
+const fileSchema = z.object({
+  sources: z.array(
+    z.discriminatedUnion('kind', [
+      z.object({ ...common, kind: z.literal('stripe'), toleranceSeconds: tolerance }).strict(),
+      z.object({ ...common, kind: z.literal('github') }).strict(),
+      z.object({ ...common, kind: z.literal('shopify') }).strict(),
+      z.object({ ...common, kind: z.literal('standard-webhooks'), toleranceSeconds: tolerance }).strict(),
+      z.object({ ...common, kind: z.literal('slack'), toleranceSeconds: tolerance }).strict(),
+      z.object({ ...common, kind: z.literal('paddle'), toleranceSeconds: tolerance }).strict(),
+      z
+        .object({
+          ...common,
+          kind: z.literal('hmac'),
+          signatureHeader: z.string().min(1),
+          encoding: z.enum(['hex', 'base64']),
+          signaturePrefix: z.string().optional(),
+          timestampHeader: z.string().optional(),
+          toleranceSeconds: tolerance,
+          id: location,
+          type: z.union([location, z.object({ value: z.string().min(1) }).strict()]).optional(),
+        })
+        .strict(),
+    ]),
+  ),
+});
+
+export type SourceDeclaration = z.infer<typeof fileSchema>['sources'][number];
+
+type Env = Record<string, string | undefined>;
+
+function secretsOf(declaration: SourceDeclaration, env: Env): string[] {
+  if (declaration.secrets && declaration.secretsEnv) throw new ConfigError(`source ${declaration.name}: give secrets or secretsEnv, not both`);
+  if (declaration.secretsEnv) {
+    const value = env[declaration.secretsEnv];
+    if (!value) throw new ConfigError(`source ${declaration.name}: environment variable ${declaration.secretsEnv} (secretsEnv) is not set`);
+    return splitSecrets(value);
+  }
+  if (!declaration.secrets?.length) throw new ConfigError(`source ${declaration.name}: no secrets (set secrets or secretsEnv)`);
+  return declaration.secrets;
+}
+
+/** Builds one source from its declaration. */
+export function createSource(declaration: SourceDeclaration, env: Env = process.env): WebhookSource {
+  const secrets = secretsOf(declaration, env);
+  const { name } = declaration;
+  try {
+    switch (declaration.kind) {
+      case 'stripe':
+        return createStripeSource({ name, secrets, toleranceSeconds: declaration.toleranceSeconds });
+      case 'github':
+        return createGitHubSource({ name, secrets });
+      case 'shopify':
+        return createShopifySource({ name, secrets });
+      case 'standard-webhooks':
+        return createStandardWebhooksSource({ name, secrets, toleranceSeconds: declaration.toleranceSeconds });
+      case 'slack':
+        return createSlackSource({ name, secrets, toleranceSeconds: declaration.toleranceSeconds });
+      case 'paddle':
+        return createPaddleSource({ name, secrets, toleranceSeconds: declaration.toleranceSeconds });
+      case 'hmac':
+        return createGenericHmacSource({ ...declaration, secrets });
+    }
+  } catch (error) {
+    if (error instanceof ConfigError) throw error;
+    throw new ConfigError((error as Error).message);
+  }
+}
+
+/** Parses a sources file's JSON text; the error names the file and every bad field. */
+export function parseSourcesFile(text: string, where: string): SourceDeclaration[] {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    throw new ConfigError(`${where} is not valid JSON: ${(error as Error).message}`);
+  }
+  const result = fileSchema.safeParse(json);
+  if (!result.success) {
+    const lines = result.error.issues.map((issue) => `  ${issue.path.join('.') || '(root)'}: ${issue.message}`);
+    throw new ConfigError(`${where} is invalid:\n${lines.join('\n')}`);
+  }
+  return result.data.sources;
+}
+
+/** Sources declared by the provider-named environment variables. */
+function envDeclarations(config: IngestConfig): SourceDeclaration[] {
+  const declarations: SourceDeclaration[] = [];
+  const add = (value: string | undefined, declare: (secrets: string[]) => SourceDeclaration) => {
+    if (value) declarations.push(declare(splitSecrets(value)));
+  };
+  add(config.STRIPE_WEBHOOK_SECRET, (secrets) => ({ name: 'stripe', kind: 'stripe', secrets, toleranceSeconds: config.STRIPE_TOLERANCE_SECONDS }));
+  add(config.GITHUB_WEBHOOK_SECRET, (secrets) => ({ name: 'github', kind: 'github', secrets }));
+  add(config.SHOPIFY_WEBHOOK_SECRET, (secrets) => ({ name: 'shopify', kind: 'shopify', secrets }));
+  add(config.STANDARD_WEBHOOKS_SECRET, (secrets) => ({
+    name: 'standard-webhooks',
+    kind: 'standard-webhooks',
+    secrets,
+    toleranceSeconds: config.STANDARD_WEBHOOKS_TOLERANCE_SECONDS,
+  }));
+  add(config.SLACK_SIGNING_SECRET, (secrets) => ({ name: 'slack', kind: 'slack', secrets, toleranceSeconds: config.SLACK_TOLERANCE_SECONDS }));
+  add(config.PADDLE_WEBHOOK_SECRET, (secrets) => ({ name: 'paddle', kind: 'paddle', secrets, toleranceSeconds: config.PADDLE_TOLERANCE_SECONDS }));
+  return declarations;
+}
+
+export function sourcesFromConfig(config: IngestConfig, env: Env = process.env): Map<string, WebhookSource> {
+  const declarations = envDeclarations(config);
+  if (config.ONCEHOOK_SOURCES_FILE) {
+    let text: string;
+    try {
+      text = readFileSync(config.ONCEHOOK_SOURCES_FILE, 'utf8');
+    } catch (error) {
+      throw new ConfigError(`ONCEHOOK_SOURCES_FILE: cannot read ${config.ONCEHOOK_SOURCES_FILE}: ${(error as Error).message}`);
+    }
+    declarations.push(...parseSourcesFile(text, `ONCEHOOK_SOURCES_FILE (${config.ONCEHOOK_SOURCES_FILE})`));
+  }
   const sources = new Map<string, WebhookSource>();
-  if (config.STRIPE_WEBHOOK_SECRET) {
-    sources.set(
-      'stripe',
-      createStripeSource({ secrets: splitSecrets(config.STRIPE_WEBHOOK_SECRET), toleranceSeconds: config.STRIPE_TOLERANCE_SECONDS }),
-    );
+  for (const declaration of declarations) {
+    if (sources.has(declaration.name)) {
+      throw new ConfigError(`source "${declaration.name}" is declared twice (environment and/or ONCEHOOK_SOURCES_FILE); names must be unique`);
+    }
+    sources.set(declaration.name, createSource(declaration, env));
   }
   if (sources.size === 0) {
-    throw new ConfigError('No webhook source is configured: set STRIPE_WEBHOOK_SECRET (see README "Configuration").');
+    throw new ConfigError(
+      'No webhook source is configured: set STRIPE_WEBHOOK_SECRET, GITHUB_WEBHOOK_SECRET, SHOPIFY_WEBHOOK_SECRET, STANDARD_WEBHOOKS_SECRET, SLACK_SIGNING_SECRET, PADDLE_WEBHOOK_SECRET or ONCEHOOK_SOURCES_FILE (see docs/providers.md).',
+    );
   }
   return sources;
 }

@@ -1,6 +1,7 @@
 /**
  * The provider interface: verify a delivery's raw bytes and headers, and only then read the
  * stable event id out of it. Nothing is parsed as JSON before the signature checks out.
+ * One file per provider beside this one; `sources.ts` builds the configured sources.
  */
 import type { VerifiedEvent } from '../interfaces';
 
@@ -39,28 +40,71 @@ export class VerificationError extends Error {
   }
 }
 
+/**
+ * A verified delivery is either an event to claim, or (rarely) a request the provider wants
+ * answered directly with nothing stored: Slack's url_verification challenge, Slack's
+ * app_rate_limited notice.
+ */
+export type Verified = { event: VerifiedEvent } | { reply: { body: Record<string, unknown>; note: string } };
+
 /** A configured source: one provider scheme, its secrets, its dedupe namespace (its name). */
 export interface WebhookSource {
   /** Route segment and dedupe namespace. */
   readonly name: string;
   /** Scheme / provider family. */
   readonly kind: string;
-  /** Throws VerificationError; returns the verified event otherwise. */
-  verify(request: DeliveryRequest): VerifiedEvent;
+  /** Throws VerificationError; returns the verified delivery otherwise. */
+  verify(request: DeliveryRequest): Verified;
 }
 
 /**
- * Event ids we accept: 1 to 255 printable ASCII characters. Every supported provider's ids
- * fit (evt_..., msg_..., GUIDs, numeric ids); anything else is a malformed or hostile request,
- * refused before it can reach the unique index.
+ * Event ids we accept: 1 to 255 characters from a conservative set (letters, digits and
+ * `. _ - : @ / + = ~`). Every supported provider's ids fit (evt_..., msg_..., GUIDs, numeric
+ * ids, GitHub's hook:delivery); quotes, spaces, control characters and non-ASCII never
+ * occur in real ids, so an id carrying them is refused (400) before it reaches the index.
  */
-const EVENT_ID_PATTERN = /^[\x21-\x7e]{1,255}$/;
+const EVENT_ID_PATTERN = /^[A-Za-z0-9._:@/+=~-]{1,255}$/;
 
 export function checkEventId(value: unknown, where: string): string {
   if (typeof value !== 'string' || !EVENT_ID_PATTERN.test(value)) {
-    throw new VerificationError(400, 'invalid_event_id', `${where} must be 1-255 printable ASCII characters`);
+    throw new VerificationError(400, 'invalid_event_id', `${where} must be 1-255 characters of A-Z a-z 0-9 . _ - : @ / + = ~`);
   }
   return value;
+}
+
+/** Event types: non-empty, at most 255 printable ASCII characters. */
+export function checkEventType(value: unknown, where: string): string {
+  if (typeof value !== 'string' || !/^[\x21-\x7e]{1,255}$/.test(value)) {
+    throw new VerificationError(400, 'malformed_payload', `${where} must be a non-empty string of at most 255 printable ASCII characters`);
+  }
+  return value;
+}
+
+/** A required header, or 400 naming it. */
+export function requireHeader(request: DeliveryRequest, name: string): string {
+  const value = request.header(name);
+  if (value === null || value === '') throw new VerificationError(400, 'missing_header', `missing ${name} header`);
+  return value;
+}
+
+/** Unix seconds in a header or signature element, or 400. */
+export function parseUnixSeconds(value: string, where: string): number {
+  if (!/^\d{1,12}$/.test(value)) throw new VerificationError(400, 'malformed_header', `${where} must be a Unix timestamp in seconds`);
+  return Number.parseInt(value, 10);
+}
+
+/**
+ * Checks a signed timestamp both ways: older than the tolerance is a replay; further in the
+ * future than the tolerance is a forgery or a badly skewed clock. Two distinct 401 reasons.
+ */
+export function checkTimestamp(timestamp: number, now: Date, toleranceSeconds: number, where: string): void {
+  const age = Math.floor(now.getTime() / 1000) - timestamp;
+  if (age > toleranceSeconds) {
+    throw new VerificationError(401, 'timestamp_too_old', `${where} is ${age}s old (tolerance ${toleranceSeconds}s)`);
+  }
+  if (-age > toleranceSeconds) {
+    throw new VerificationError(401, 'timestamp_in_future', `${where} is ${-age}s in the future (tolerance ${toleranceSeconds}s)`);
+  }
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -80,6 +124,28 @@ export function parseJsonBody(rawBody: Buffer): { text: string; json: unknown } 
   }
 }
 
+/** parseJsonBody, requiring a JSON object. */
+export function parseJsonObject(rawBody: Buffer, what: string): { text: string; json: Record<string, unknown> } {
+  const { text, json } = parseJsonBody(rawBody);
+  if (!isRecord(json)) throw new VerificationError(400, 'malformed_payload', `${what} body must be a JSON object`);
+  return { text, json };
+}
+
 export function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Keeps the string-valued entries (for `meta`). */
+export function compactMeta(entries: Record<string, string | null | undefined>): Record<string, string> {
+  return Object.fromEntries(Object.entries(entries).filter((entry): entry is [string, string] => typeof entry[1] === 'string' && entry[1] !== ''));
+}
+
+/** Seconds since the epoch, or an ISO string, to a Date; null when absent or not a time. */
+export function toDate(value: unknown): Date | null {
+  if (typeof value === 'number' && Number.isFinite(value)) return new Date(value * 1000);
+  if (typeof value === 'string') {
+    const parsed = new Date(value);
+    return Number.isNaN(parsed.getTime()) ? null : parsed;
+  }
+  return null;
 }

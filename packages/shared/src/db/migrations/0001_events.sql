@@ -17,6 +17,9 @@ create table webhook_events (
   payload      jsonb not null,
   -- Creation time the provider signed, where the scheme has one (for stale-update checks).
   signed_at    timestamptz,
+  -- Provider-specific facts about the first delivery worth keeping (Shopify's event id,
+  -- GitHub's hook id and delivery GUID, Paddle's notification id, ...).
+  meta         jsonb not null default '{}',
   state        text not null default 'received'
                check (state in ('received', 'processing', 'done', 'failed')),
   -- Claims so far (a crash mid-handler counts: it is how a poison event reaches `failed`).

@@ -1,0 +1,88 @@
+/**
+ * Paddle Billing: `Paddle-Signature: ts=<unix>;h1=<hex>` = HMAC-SHA256 of `<ts>:<raw body>`
+ * with the notification destination's secret. Several `h1` entries are accepted (rotation
+ * behaviour is unconfirmed, so we are permissive in what matches, strict in format).
+ *
+ * Tolerance: Paddle's SDK allows only 5 s, in the past only. We default to 60 s both ways:
+ * 5 s rejects real deliveries behind a slow proxy or a skewed clock, and a replay inside the
+ * window is a duplicate of an event we already hold anyway.
+ *
+ * Stable id: body `event_id` (`evt_...`); `notification_id` is per destination and new on
+ * replay, recorded in meta only.
+ */
+import { hmacSha256, signaturesEqual } from './hmac';
+import {
+  checkEventId,
+  checkEventType,
+  checkTimestamp,
+  compactMeta,
+  parseJsonObject,
+  parseUnixSeconds,
+  requireHeader,
+  toDate,
+  VerificationError,
+  type DeliveryRequest,
+  type Verified,
+  type WebhookSource,
+} from './types';
+
+export interface PaddleSourceOptions {
+  name?: string;
+  secrets: string[];
+  toleranceSeconds?: number;
+}
+
+export function parsePaddleSignature(header: string): { timestamp: number; h1: string[] } {
+  let timestamp: number | null = null;
+  const h1: string[] = [];
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq <= 0) continue;
+    const key = part.slice(0, eq).trim();
+    const value = part.slice(eq + 1).trim();
+    if (key === 'ts') {
+      if (timestamp !== null) throw new VerificationError(400, 'malformed_header', 'Paddle-Signature must carry exactly one ts= element');
+      timestamp = parseUnixSeconds(value, 'Paddle-Signature ts=');
+    } else if (key === 'h1') {
+      h1.push(value);
+    }
+  }
+  if (timestamp === null) throw new VerificationError(400, 'malformed_header', 'Paddle-Signature has no ts= element');
+  if (h1.length === 0) throw new VerificationError(400, 'malformed_header', 'Paddle-Signature has no h1= signature');
+  return { timestamp, h1 };
+}
+
+export function createPaddleSource(options: PaddleSourceOptions): WebhookSource {
+  const name = options.name ?? 'paddle';
+  const tolerance = options.toleranceSeconds ?? 60;
+  if (options.secrets.length === 0) throw new Error(`source ${name}: at least one Paddle webhook secret is required`);
+  return {
+    name,
+    kind: 'paddle',
+    verify(request: DeliveryRequest): Verified {
+      const { timestamp, h1 } = parsePaddleSignature(requireHeader(request, 'Paddle-Signature'));
+      const valid = options.secrets.some((secret) => {
+        const expected = hmacSha256(secret, `${timestamp}:`, request.rawBody).toString('hex');
+        return h1.some((candidate) => signaturesEqual(expected, candidate));
+      });
+      if (!valid) throw new VerificationError(401, 'bad_signature', 'no Paddle-Signature h1 signature matches the body with any configured secret');
+      checkTimestamp(timestamp, request.now, tolerance, 'Paddle-Signature timestamp');
+
+      const { text, json } = parseJsonObject(request.rawBody, 'Paddle event');
+      const eventId = checkEventId(json.event_id, 'Paddle "event_id"');
+      const type = checkEventType(json.event_type, 'Paddle "event_type"');
+      return {
+        event: {
+          provider: name,
+          kind: 'paddle',
+          eventId,
+          type,
+          signedAt: toDate(json.occurred_at),
+          rawBody: text,
+          payload: json,
+          meta: compactMeta({ notificationId: typeof json.notification_id === 'string' ? json.notification_id : null }),
+        },
+      };
+    },
+  };
+}

@@ -1,0 +1,78 @@
+/**
+ * Slack Events API: `X-Slack-Signature: v0=<hex>` = HMAC-SHA256 of
+ * `v0:<X-Slack-Request-Timestamp>:<raw body>` with the app's signing secret; timestamp
+ * tolerance 5 minutes both ways.
+ *
+ * - `url_verification`: answered with `{"challenge": ...}` only AFTER the signature is
+ *   verified; nothing is stored.
+ * - `event_callback`: stable id `event_id` (`Ev...`); type = the inner `event.type`.
+ *   `X-Slack-Retry-Num` / `X-Slack-Retry-Reason` and the timestamp change per attempt and are
+ *   never part of the key.
+ * - `app_rate_limited` and other envelope types without an event: acknowledged, not stored.
+ */
+import { hmacSha256, signaturesEqual } from './hmac';
+import {
+  checkEventId,
+  checkEventType,
+  checkTimestamp,
+  compactMeta,
+  isRecord,
+  parseJsonObject,
+  parseUnixSeconds,
+  requireHeader,
+  toDate,
+  VerificationError,
+  type DeliveryRequest,
+  type Verified,
+  type WebhookSource,
+} from './types';
+
+export interface SlackSourceOptions {
+  name?: string;
+  secrets: string[];
+  toleranceSeconds?: number;
+}
+
+export function createSlackSource(options: SlackSourceOptions): WebhookSource {
+  const name = options.name ?? 'slack';
+  const tolerance = options.toleranceSeconds ?? 300;
+  if (options.secrets.length === 0) throw new Error(`source ${name}: at least one Slack signing secret is required`);
+  return {
+    name,
+    kind: 'slack',
+    verify(request: DeliveryRequest): Verified {
+      const signature = requireHeader(request, 'X-Slack-Signature');
+      const timestamp = parseUnixSeconds(requireHeader(request, 'X-Slack-Request-Timestamp'), 'X-Slack-Request-Timestamp');
+      if (!/^v0=[0-9a-f]{64}$/.test(signature)) throw new VerificationError(400, 'malformed_header', 'X-Slack-Signature must be v0=<64 lowercase hex digits>');
+      const valid = options.secrets.some((secret) =>
+        signaturesEqual(`v0=${hmacSha256(secret, `v0:${timestamp}:`, request.rawBody).toString('hex')}`, signature),
+      );
+      if (!valid) throw new VerificationError(401, 'bad_signature', 'X-Slack-Signature does not match the body with any configured signing secret');
+      checkTimestamp(timestamp, request.now, tolerance, 'X-Slack-Request-Timestamp');
+
+      const { text, json } = parseJsonObject(request.rawBody, 'Slack Events API');
+      if (json.type === 'url_verification') {
+        if (typeof json.challenge !== 'string') throw new VerificationError(400, 'malformed_payload', 'url_verification needs a "challenge" string');
+        return { reply: { body: { challenge: json.challenge }, note: 'url_verification challenge answered' } };
+      }
+      if (json.type !== 'event_callback') {
+        return { reply: { body: { ok: true }, note: `Slack ${String(json.type)} notice acknowledged, not stored` } };
+      }
+      const eventId = checkEventId(json.event_id, 'Slack "event_id"');
+      const inner = isRecord(json.event) ? json.event : {};
+      const type = checkEventType(inner.type ?? 'event_callback', 'Slack "event.type"');
+      return {
+        event: {
+          provider: name,
+          kind: 'slack',
+          eventId,
+          type,
+          signedAt: toDate(json.event_time),
+          rawBody: text,
+          payload: json,
+          meta: compactMeta({ teamId: typeof json.team_id === 'string' ? json.team_id : null, apiAppId: typeof json.api_app_id === 'string' ? json.api_app_id : null }),
+        },
+      };
+    },
+  };
+}

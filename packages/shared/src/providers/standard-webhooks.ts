@@ -1,0 +1,94 @@
+/**
+ * Standard Webhooks (https://www.standardwebhooks.com): Svix, Resend, Clerk and every sender
+ * following the spec. Headers `webhook-id`, `webhook-timestamp`, `webhook-signature`, or the
+ * same with the `svix-` prefix (Svix's own). Signed content: `<id>.<timestamp>.<raw body>`,
+ * HMAC-SHA256, base64. The signature header is a space-separated list of `v1,<base64>`
+ * entries (one per active secret while rotating); `v1a,` (ed25519) entries are ignored.
+ *
+ * Secrets are `whsec_` + base64 of the key: the prefix is stripped and the rest DECODED
+ * (unlike Stripe, whose whole `whsec_` string is the key).
+ *
+ * Stable id: `webhook-id` (`msg_...`); the timestamp and signature change per attempt.
+ * Timestamp tolerance: 5 minutes both ways by default, as the spec's reference libraries.
+ */
+import { hmacSha256, signaturesEqual } from './hmac';
+import {
+  checkEventId,
+  checkEventType,
+  checkTimestamp,
+  compactMeta,
+  parseJsonObject,
+  parseUnixSeconds,
+  VerificationError,
+  type DeliveryRequest,
+  type Verified,
+  type WebhookSource,
+} from './types';
+
+export interface StandardWebhooksSourceOptions {
+  name?: string;
+  /** `whsec_<base64>` (or bare base64) secrets. */
+  secrets: string[];
+  toleranceSeconds?: number;
+}
+
+/** Decodes a `whsec_<base64>` secret to the HMAC key; throws (at config time) if it is not one. */
+export function decodeStandardWebhooksSecret(secret: string): Buffer {
+  const encoded = secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : secret;
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded)) throw new Error('a Standard Webhooks secret must be whsec_ followed by base64');
+  const key = Buffer.from(encoded, 'base64');
+  if (key.length < 16) throw new Error('a Standard Webhooks secret must decode to at least 16 bytes');
+  return key;
+}
+
+function headerSet(request: DeliveryRequest): { prefix: 'webhook' | 'svix'; id: string; timestamp: string; signature: string } {
+  const prefix = request.header('webhook-id') !== null || request.header('svix-id') === null ? 'webhook' : 'svix';
+  const get = (suffix: string) => {
+    const value = request.header(`${prefix}-${suffix}`);
+    if (!value) throw new VerificationError(400, 'missing_header', `missing ${prefix}-${suffix} header`);
+    return value;
+  };
+  return { prefix, id: get('id'), timestamp: get('timestamp'), signature: get('signature') };
+}
+
+export function createStandardWebhooksSource(options: StandardWebhooksSourceOptions): WebhookSource {
+  const name = options.name ?? 'standard-webhooks';
+  const tolerance = options.toleranceSeconds ?? 300;
+  if (options.secrets.length === 0) throw new Error(`source ${name}: at least one Standard Webhooks secret is required`);
+  const keys = options.secrets.map((secret) => {
+    try {
+      return decodeStandardWebhooksSecret(secret);
+    } catch (error) {
+      throw new Error(`source ${name}: ${(error as Error).message}`, { cause: error });
+    }
+  });
+  return {
+    name,
+    kind: 'standard-webhooks',
+    verify(request: DeliveryRequest): Verified {
+      const headers = headerSet(request);
+      const timestamp = parseUnixSeconds(headers.timestamp, `${headers.prefix}-timestamp`);
+      const candidates = headers.signature
+        .split(' ')
+        .filter((entry) => entry.startsWith('v1,'))
+        .map((entry) => entry.slice(3));
+      if (candidates.length === 0) {
+        throw new VerificationError(400, 'malformed_header', `${headers.prefix}-signature has no v1,<base64> entry`);
+      }
+      const valid = keys.some((key) => {
+        const expected = hmacSha256(key, `${headers.id}.${timestamp}.`, request.rawBody).toString('base64');
+        return candidates.some((candidate) => signaturesEqual(expected, candidate));
+      });
+      if (!valid) throw new VerificationError(401, 'bad_signature', `no ${headers.prefix}-signature v1 signature matches with any configured secret`);
+      checkTimestamp(timestamp, request.now, tolerance, `${headers.prefix}-timestamp`);
+
+      const eventId = checkEventId(headers.id, `${headers.prefix}-id`);
+      const { text, json } = parseJsonObject(request.rawBody, 'Standard Webhooks');
+      // The spec's payload carries `type`; a sender without one gets the catch-all type.
+      const type = json.type === undefined ? 'webhook' : checkEventType(json.type, 'payload "type"');
+      return {
+        event: { provider: name, kind: 'standard-webhooks', eventId, type, signedAt: new Date(timestamp * 1000), rawBody: text, payload: json, meta: compactMeta({ headers: headers.prefix }) },
+      };
+    },
+  };
+}

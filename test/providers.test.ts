@@ -1,0 +1,191 @@
+/**
+ * Every built-in provider, end to end over real HTTP into ingest and real Postgres: requests
+ * signed by the provider's official SDK are accepted; a tampered body, a wrong secret, a stale
+ * and a future timestamp are rejected (nothing stored); a redelivery that differs only in
+ * attempt fields is a duplicate.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createMetricsProbe } from './helpers/metrics';
+import { queries } from '@oncehook/shared';
+import { createTestDatabase, type TestDatabase } from './helpers/db';
+import { allSources, PROVIDER_CASES, SECRETS, send } from './helpers/providers';
+import { startIngest, testPrefix, type IngestHandle } from './helpers/stack';
+
+let db: TestDatabase;
+let ingest: IngestHandle;
+const metrics = createMetricsProbe();
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  ingest = await startIngest({ pool: db.pool, prefix: testPrefix(), sources: allSources(), metrics: metrics.metrics });
+});
+afterAll(async () => {
+  await ingest.close();
+  await db.drop();
+});
+beforeEach(async () => {
+  await db.pool.query('TRUNCATE webhook_events CASCADE');
+  await ingest.queue.obliterate({ force: true });
+});
+
+async function rowCount(): Promise<number> {
+  const { rows } = await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM webhook_events');
+  return rows[0]?.n ?? -1;
+}
+
+const now = () => Math.floor(Date.now() / 1000);
+
+describe.each(PROVIDER_CASES)('$source', (p) => {
+  it('accepts an officially signed delivery and stores the stable id and type', async () => {
+    const id = `${p.source}-evt-1`;
+    const res = await send(ingest.url, p.source, await p.sign(p.body(id), { id }));
+    expect(res).toMatchObject({ status: 202, json: { status: 'accepted', eventId: p.storedId(id) } });
+    const row = await queries.getEventByKey(db.pool, p.source, p.storedId(id));
+    expect(row).toMatchObject({ state: 'received', type: p.type, attempts: 0 });
+    expect(await ingest.queue.count()).toBe(1);
+  });
+
+  it('answers a redelivery that differs only in attempt fields as a duplicate', async () => {
+    const id = `${p.source}-evt-redeliver`;
+    const body = p.body(id);
+    expect((await send(ingest.url, p.source, await p.sign(body, { id, timestamp: now() - 30 }))).status).toBe(202);
+    const again = await send(ingest.url, p.source, await p.sign(body, { id, timestamp: now(), attempt: 2 }));
+    expect(again).toMatchObject({ status: 200, json: { status: 'duplicate' } });
+    expect(await rowCount()).toBe(1);
+  });
+
+  it('rejects a tampered body (401), storing nothing', async () => {
+    const id = `${p.source}-evt-tampered`;
+    const signed = await p.sign(p.body(id), { id });
+    const tampered = { ...signed, body: signed.body.toString().replace('}', ',"extra":1}') };
+    expect(await send(ingest.url, p.source, tampered)).toMatchObject({ status: 401, json: { error: 'bad_signature' } });
+    expect(await rowCount()).toBe(0);
+  });
+
+  it('rejects a wrong secret (401), storing nothing', async () => {
+    const id = `${p.source}-evt-wrong-secret`;
+    const secret = p.source === 'standard-webhooks' || p.source === 'svix' ? `whsec_${Buffer.from('an-attacker-guessed-key-32-bytes').toString('base64')}` : 'not-the-secret';
+    expect(await send(ingest.url, p.source, await p.sign(p.body(id), { id, secret }))).toMatchObject({ status: 401, json: { error: 'bad_signature' } });
+    expect(await rowCount()).toBe(0);
+  });
+});
+
+// GitHub and Shopify sign no timestamp: the dedupe key is their only replay protection.
+describe.each(PROVIDER_CASES.filter((c) => c.timestamped))('$source timestamps', (p) => {
+  it('rejects a stale and a future timestamp with distinct reasons', async () => {
+    const id = `${p.source}-evt-time`;
+    const tolerance = p.source === 'paddle' ? 60 : 300;
+    const stale = await send(ingest.url, p.source, await p.sign(p.body(id), { id, timestamp: now() - tolerance - 30 }));
+    expect(stale).toMatchObject({ status: 401, json: { error: 'timestamp_too_old' } });
+    const future = await send(ingest.url, p.source, await p.sign(p.body(id), { id, timestamp: now() + tolerance + 30 }));
+    expect(future).toMatchObject({ status: 401, json: { error: 'timestamp_in_future' } });
+    expect(await rowCount()).toBe(0);
+  });
+});
+
+describe('provider specifics', () => {
+  it('never accepts Stripe v0 signatures', async () => {
+    const body = JSON.stringify({ id: 'evt_v0', type: 'x', created: now() });
+    const t = now();
+    const { createHmac } = await import('node:crypto');
+    const v0 = createHmac('sha256', SECRETS.stripe).update(`${t}.${body}`).digest('hex');
+    const res = await send(ingest.url, 'stripe', { body, headers: { 'stripe-signature': `t=${t},v0=${v0}` } });
+    expect(res).toMatchObject({ status: 400, json: { error: 'malformed_header' } });
+    expect(await rowCount()).toBe(0);
+  });
+
+  it('accepts any of several Stripe v1 signatures while a secret rolls', async () => {
+    const body = PROVIDER_CASES[0]!.body('evt_rolling');
+    const t = now();
+    const { createHmac } = await import('node:crypto');
+    const other = createHmac('sha256', 'whsec_the_other_secret').update(`${t}.${body}`).digest('hex');
+    const ours = createHmac('sha256', SECRETS.stripe).update(`${t}.${body}`).digest('hex');
+    const res = await send(ingest.url, 'stripe', { body, headers: { 'stripe-signature': `t=${t},v1=${other},v1=${ours}` } });
+    expect(res.status).toBe(202);
+  });
+
+  it('refuses GitHub deliveries signed only with the legacy SHA-1 header', async () => {
+    const { createHmac } = await import('node:crypto');
+    const body = '{"zen":"hi"}';
+    const res = await send(ingest.url, 'github', {
+      body,
+      headers: { 'x-hub-signature': `sha1=${createHmac('sha1', SECRETS.github).update(body).digest('hex')}`, 'x-github-delivery': 'd1', 'x-github-hook-id': '1', 'x-github-event': 'ping' },
+    });
+    expect(res.status).toBe(400);
+    expect(String(res.json.message)).toMatch(/X-Hub-Signature-256.*legacy SHA-1/);
+  });
+
+  it('keys GitHub on hook id + delivery: two hooks receiving one delivery are two events', async () => {
+    const github = PROVIDER_CASES.find((c) => c.source === 'github')!;
+    const signed = await github.sign(github.body('x'), { id: 'shared-delivery-guid' });
+    expect((await send(ingest.url, 'github', signed)).status).toBe(202);
+    expect((await send(ingest.url, 'github', { ...signed, headers: { ...signed.headers, 'x-github-hook-id': '777' } })).status).toBe(202);
+    expect(await rowCount()).toBe(2);
+  });
+
+  it('records Shopify metadata (event id, shop) beside the webhook id', async () => {
+    const shopify = PROVIDER_CASES.find((c) => c.source === 'shopify')!;
+    await send(ingest.url, 'shopify', await shopify.sign(shopify.body('w1'), { id: 'b54557e4-bdd9-4b37-8a5f-bf7d70bcd043' }));
+    const row = await queries.getEventByKey(db.pool, 'shopify', 'b54557e4-bdd9-4b37-8a5f-bf7d70bcd043');
+    expect(row?.meta).toMatchObject({ eventId: 'event-b54557e4-bdd9-4b37-8a5f-bf7d70bcd043', shopDomain: 'acme.myshopify.com' });
+  });
+
+  it("answers Slack's url_verification challenge only after verifying, storing nothing", async () => {
+    const slack = PROVIDER_CASES.find((c) => c.source === 'slack')!;
+    const body = JSON.stringify({ type: 'url_verification', token: 'x', challenge: 'c-123' });
+    const ok = await send(ingest.url, 'slack', await slack.sign(body, { id: 'n/a' }));
+    expect(ok).toEqual({ status: 200, json: { challenge: 'c-123' } });
+    const forged = await send(ingest.url, 'slack', await slack.sign(body, { id: 'n/a', secret: 'wrong' }));
+    expect(forged.status).toBe(401);
+    expect(await rowCount()).toBe(0);
+  });
+
+  it('rotation: a source with two secrets accepts either', async () => {
+    const { createSource } = await import('@oncehook/shared');
+    const rotating = new Map([['rotating', createSource({ name: 'rotating', kind: 'stripe', secrets: ['whsec_old', 'whsec_new'] }, {})]]);
+    const local = await startIngest({ pool: db.pool, prefix: testPrefix(), sources: rotating });
+    try {
+      const { signStripe } = await import('./helpers/stripe');
+      expect((await send(local.url, 'rotating', signStripe({ id: 'evt_old', type: 't', created: now() }, { secret: 'whsec_old' }))).status).toBe(202);
+      expect((await send(local.url, 'rotating', signStripe({ id: 'evt_new', type: 't', created: now() }, { secret: 'whsec_new' }))).status).toBe(202);
+      expect((await send(local.url, 'rotating', signStripe({ id: 'evt_bad', type: 't', created: now() }, { secret: 'whsec_other' }))).status).toBe(401);
+    } finally {
+      await local.close();
+    }
+  });
+});
+
+describe('dedupe namespaces and the pre-consumption attack', () => {
+  it('two sources whose providers use the same event id do not collide', async () => {
+    const { signStripe } = await import('./helpers/stripe');
+    const event = { id: 'evt_same_everywhere', type: 'charge.succeeded', created: now() };
+    expect((await send(ingest.url, 'stripe', signStripe(event, { secret: SECRETS.stripe }))).status).toBe(202);
+    expect((await send(ingest.url, 'stripe-eu', signStripe(event, { secret: SECRETS.stripeEu }))).status).toBe(202);
+    expect(await queries.getEventByKey(db.pool, 'stripe', 'evt_same_everywhere')).not.toBeNull();
+    expect(await queries.getEventByKey(db.pool, 'stripe-eu', 'evt_same_everywhere')).not.toBeNull();
+  });
+
+  it.each(PROVIDER_CASES)('$source: a forged delivery carrying a future event id cannot pre-consume it', async (p) => {
+    const id = `${p.source}-future-evt-42`;
+    // The attacker knows (or guesses) the id but not the secret: unsigned, then wrongly signed.
+    const real = await p.sign(p.body(id), { id });
+    const unsigned = { body: real.body, headers: { 'content-type': 'application/json' } };
+    expect((await send(ingest.url, p.source, unsigned)).status).toBe(400);
+    const secret = p.source === 'standard-webhooks' || p.source === 'svix' ? `whsec_${Buffer.from('attacker-key-attacker-key-32byte').toString('base64')}` : 'attacker';
+    expect((await send(ingest.url, p.source, await p.sign(p.body(id), { id, secret }))).status).toBe(401);
+    expect(await rowCount()).toBe(0);
+    // The real event arrives, signed: it is new, and processed.
+    expect(await send(ingest.url, p.source, real)).toMatchObject({ status: 202, json: { status: 'accepted' } });
+  });
+});
+
+describe('counted', () => {
+  it('counts rejections by reason and malformed JSON after a valid signature', async () => {
+    const { signStripe } = await import('./helpers/stripe');
+    const before = await metrics.value('webhook_rejections_total', { provider: 'stripe', reason: 'malformed_payload' });
+    const res = await send(ingest.url, 'stripe', signStripe('{"id": "evt_broken", '));
+    expect(res).toMatchObject({ status: 400, json: { error: 'malformed_payload' } });
+    expect(await metrics.value('webhook_rejections_total', { provider: 'stripe', reason: 'malformed_payload' })).toBe(before + 1);
+    expect(await metrics.value('webhook_events_total', { provider: 'stripe', type: 'unknown', result: 'rejected' })).toBeGreaterThanOrEqual(1);
+  });
+});
