@@ -43,7 +43,7 @@ it('docker-compose config accepts the file and wires the stack as designed', asy
 });
 
 it('passes every provider secret through to ingest, empty when unset', async () => {
-  const env = { ...process.env, GITHUB_WEBHOOK_SECRET: 'gh_from_env' };
+  const env: NodeJS.ProcessEnv = { ...process.env, GITHUB_WEBHOOK_SECRET: 'gh_from_env' };
   delete env.STRIPE_WEBHOOK_SECRET;
   const { stdout } = await run('docker-compose', ['config'], { cwd: ROOT, env });
   const environment = (parse(stdout) as { services: Record<string, ComposeService> }).services.ingest?.environment ?? {};
