@@ -4,10 +4,9 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { noFaults, PermanentError, queries, type EventRow } from '@oncehook/shared';
 import { HandlerRegistry } from '../apps/worker/src/handlers';
-import { registerLedgerExample } from '../apps/worker/src/example/ledger';
 import { processEvent } from '../apps/worker/src/process-event';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { ledgerSummary, startIngest, startWorker, testLog, testPrefix, type IngestHandle, type WorkerHandle } from './helpers/stack';
+import { exampleRegistry, ledgerSummary, startIngest, startWorker, testLog, testPrefix, type IngestHandle, type WorkerHandle } from './helpers/stack';
 import { deliver, paymentSucceeded, signStripe } from './helpers/stripe';
 import { waitFor } from './helpers/wait';
 
@@ -73,8 +72,7 @@ describe('the fence', () => {
 
     // A's lease expires; worker B takes the event over and finishes it.
     await db.pool.query(`UPDATE webhook_events SET lease_until = now() - interval '1 second' WHERE id = $1`, [rowId]);
-    const ledgerRegistry = new HandlerRegistry();
-    registerLedgerExample(ledgerRegistry);
+    const ledgerRegistry = exampleRegistry();
     const b = await processEvent({ pool: db.pool, registry: ledgerRegistry, log: testLog, faults: noFaults, settings }, { rowId, provider: 'stripe', eventId: 'evt_fence', attempt: 0 });
     expect(b.kind).toBe('done');
     const afterB = await row(rowId);
@@ -129,8 +127,7 @@ describe('handler outcomes', () => {
 
   beforeAll(async () => {
     const prefix = testPrefix();
-    const registry = new HandlerRegistry();
-    registerLedgerExample(registry);
+    const registry = exampleRegistry();
     registry.on('stripe', 'test.flaky', async (event, ctx) => {
       const n = (calls.get(event.eventId) ?? 0) + 1;
       calls.set(event.eventId, n);

@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import type { Queue } from 'bullmq';
 import {
+  createEffectClients,
   createEventQueue,
   createIngestMetrics,
   createLogger,
@@ -21,7 +22,7 @@ import {
   type WebhookSource,
 } from '@oncehook/shared';
 import { createApp, type IngestSettings } from '../../apps/ingest/src/app';
-import { registerLedgerExample } from '../../apps/worker/src/example/ledger';
+import { registerExampleHandlers } from '../../apps/worker/src/example';
 import { HandlerRegistry } from '../../apps/worker/src/handlers';
 import { createEventWorker, type EventWorker, type WorkerSettings } from '../../apps/worker/src/worker';
 import { REDIS_URL } from './db-urls';
@@ -81,6 +82,22 @@ export async function startIngest(opts: {
   };
 }
 
+/** Effect clients against a sandbox; without one they point at a closed port (top-up flows need none). */
+export function testClients(sandboxUrl = 'http://127.0.0.1:9') {
+  return createEffectClients({
+    paymentUrl: `${sandboxUrl}/payment`,
+    emailUrl: `${sandboxUrl}/email`,
+    fulfilmentUrl: `${sandboxUrl}/fulfilment`,
+    timeoutMs: 1_000,
+    maxTries: 3,
+    baseDelayMs: 20,
+  });
+}
+
+export function exampleRegistry(sandboxUrl?: string): HandlerRegistry {
+  return registerExampleHandlers(new HandlerRegistry(), testClients(sandboxUrl));
+}
+
 export const FAST_WORKER_SETTINGS = {
   concurrency: 8,
   leaseMs: 2_000,
@@ -102,15 +119,13 @@ export function startWorker(opts: {
   settings?: Partial<Omit<WorkerSettings, 'queuePrefix'>>;
   faults?: Faults;
   autorun?: boolean;
+  /** Base URL of a sandbox (effect APIs) for the example handlers. */
+  sandboxUrl?: string;
 }): WorkerHandle {
   const connection = createRedis(opts.redisUrl ?? REDIS_URL, 'worker');
   const producer = createRedis(opts.redisUrl ?? REDIS_URL, 'producer');
   const queue = createEventQueue(producer, opts.prefix);
-  let registry = opts.registry;
-  if (!registry) {
-    registry = new HandlerRegistry();
-    registerLedgerExample(registry);
-  }
+  const registry = opts.registry ?? exampleRegistry(opts.sandboxUrl);
   const eventWorker = createEventWorker(
     {
       pool: opts.pool,
@@ -136,8 +151,17 @@ export function startWorker(opts: {
 }
 
 /** Environment for a spawned ingest or worker process. */
-export function serviceEnv(opts: { databaseUrl: string; prefix: string; redisUrl?: string; extra?: Record<string, string> }): Record<string, string> {
+export function serviceEnv(opts: { databaseUrl: string; prefix: string; redisUrl?: string; sandboxUrl?: string; extra?: Record<string, string> }): Record<string, string> {
   return {
+    ...(opts.sandboxUrl
+      ? {
+          PAYMENT_API_URL: `${opts.sandboxUrl}/payment`,
+          EMAIL_API_URL: `${opts.sandboxUrl}/email`,
+          FULFILMENT_API_URL: `${opts.sandboxUrl}/fulfilment`,
+          OUTBOUND_TIMEOUT_MS: '1000',
+          OUTBOUND_RETRY_DELAY_MS: '20',
+        }
+      : {}),
     DATABASE_URL: opts.databaseUrl,
     REDIS_URL: opts.redisUrl ?? REDIS_URL,
     QUEUE_PREFIX: opts.prefix,

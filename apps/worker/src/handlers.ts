@@ -2,7 +2,8 @@
  * The handler API: plain async functions registered per (provider, event type).
  *
  *   registry.on('stripe', 'payment_intent.succeeded', async (event, ctx) => {
- *     await ctx.transaction('credit-ledger', async (tx) => { ... }, { completesEvent: true });
+ *     const receipt = await ctx.step('send-receipt', ({ idempotencyKey }) => email.send(..., idempotencyKey));
+ *     await ctx.transaction('record', async (tx) => { ... }, { completesEvent: true });
  *   });
  *
  * `provider` may be a source name (`stripe-eu`) or a kind (`stripe`, matching every Stripe
@@ -44,6 +45,29 @@ export interface HandlerContext {
    * The result is stored as JSON, so return plain data.
    */
   transaction<T>(step: string, fn: (tx: PoolClient) => Promise<T>, options?: TransactionOptions): Promise<T>;
+  /**
+   * An external step: calls `fn` with the step's idempotency key, outside any transaction,
+   * then records its result (fenced). Once recorded it is never called again for this
+   * generation; if the worker dies after the call and before the record, the next attempt
+   * calls again with the SAME key, so an idempotent API applies nothing new. Effects are
+   * exactly once only when the API honours the key; see docs/handlers.md.
+   *
+   * The result is stored as JSON, so return plain data.
+   */
+  step<T>(step: string, fn: (input: ExternalStepInput) => Promise<T>): Promise<T>;
+}
+
+/** What an external step's function receives. */
+export interface ExternalStepInput {
+  /**
+   * Deterministic in (provider, event id, step name, generation): the same on every attempt
+   * of this step. Send it as the downstream API's idempotency key or dedupe field.
+   */
+  idempotencyKey: string;
+  /** Aborted when the lease is lost; pass it to fetch. */
+  signal: AbortSignal;
+  /** The event's attempt number (1 on the first). */
+  attempt: number;
 }
 
 export type Handler<P = unknown> = (event: HandledEvent<P>, ctx: HandlerContext) => Promise<void>;

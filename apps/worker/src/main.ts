@@ -4,6 +4,7 @@
  * the timeout hits), then close connections.
  */
 import {
+  createEffectClients,
   createEventQueue,
   createFaults,
   createLogger,
@@ -13,7 +14,7 @@ import {
   onShutdownSignal,
   runMain,
 } from '@oncehook/shared';
-import { registerLedgerExample } from './example/ledger';
+import { registerExampleHandlers } from './example';
 import { HandlerRegistry } from './handlers';
 import { createEventWorker } from './worker';
 
@@ -25,8 +26,15 @@ runMain(async () => {
   const producer = createRedis(config.REDIS_URL, 'producer');
   const queue = createEventQueue(producer, config.QUEUE_PREFIX);
 
-  const registry = new HandlerRegistry();
-  registerLedgerExample(registry);
+  const clients = createEffectClients({
+    paymentUrl: config.PAYMENT_API_URL,
+    emailUrl: config.EMAIL_API_URL,
+    fulfilmentUrl: config.FULFILMENT_API_URL,
+    timeoutMs: config.OUTBOUND_TIMEOUT_MS,
+    maxTries: config.OUTBOUND_MAX_TRIES,
+    baseDelayMs: config.OUTBOUND_RETRY_DELAY_MS,
+  });
+  const registry = registerExampleHandlers(new HandlerRegistry(), clients);
 
   const eventWorker = createEventWorker({
     pool,

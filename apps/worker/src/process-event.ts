@@ -77,7 +77,7 @@ export async function processEvent(deps: ProcessDeps, job: EventJobData): Promis
     );
   }, Math.max(100, Math.floor(settings.leaseMs / 3)));
 
-  const ctx = createHandlerContext(deps, { rowId: row.id, token }, log, abort.signal);
+  const ctx = createHandlerContext(deps, { rowId: row.id, token, provider: row.provider, eventId: row.eventId, attempt: row.attempts }, log, abort.signal);
   const event: HandledEvent = {
     rowId: row.id,
     provider: row.provider,

@@ -109,6 +109,19 @@ const workerSchema = z.object({
   RECONCILE_BATCH_SIZE: integer(1, 100_000).default(500),
   /** Seconds SIGTERM waits for in-flight jobs before closing anyway (their leases then expire). */
   SHUTDOWN_TIMEOUT_MS: integer(0).default(30_000),
+  /** The example domain's effect APIs; the defaults are the sandbox (`npm run start:sandbox`). */
+  PAYMENT_API_URL: z.string().url().default('http://127.0.0.1:4010/payment'),
+  EMAIL_API_URL: z.string().url().default('http://127.0.0.1:4010/email'),
+  FULFILMENT_API_URL: z.string().url().default('http://127.0.0.1:4010/fulfilment'),
+  /**
+   * Per-try timeout of an outbound call. Shorter than LEASE_MS so a hung API cannot outlive
+   * our lease; long enough for a payment API's slow path.
+   */
+  OUTBOUND_TIMEOUT_MS: integer(100, 120_000).default(10_000),
+  /** Tries per outbound call (first included) before the step fails and the event retries later. */
+  OUTBOUND_MAX_TRIES: integer(1, 20).default(4),
+  /** First delay between outbound tries; doubles, full jitter, capped at 5 s; Retry-After honoured. */
+  OUTBOUND_RETRY_DELAY_MS: integer(0, 60_000).default(200),
 });
 
 export type CommonConfig = z.infer<typeof commonSchema>;

@@ -22,3 +22,6 @@ export * from './providers/sources';
 export * from './process';
 export * from './timeout';
 export * from './metrics';
+export * from './outbound/http-client';
+export * from './outbound/effects';
+export * from './idempotency-key';
