@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # `npm start`: the whole stack on this machine's Postgres and Redis, in the foreground.
-# Migrates (creating the database if missing), then runs ingest and WORKERS worker
-# processes (default 2). Ctrl-C (or SIGTERM) stops them all gracefully.
+# Migrates (creating the database if missing), then runs the sandbox effect APIs (:4010),
+# ingest and WORKERS worker processes (default 2). Ctrl-C (or SIGTERM) stops them all gracefully.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export STRIPE_WEBHOOK_SECRET="${STRIPE_WEBHOOK_SECRET:-whsec_local_development_secret}"
 WORKERS="${WORKERS:-2}"
+export SANDBOX_PORT="${SANDBOX_PORT:-4010}"
+export PAYMENT_API_URL="${PAYMENT_API_URL:-http://127.0.0.1:${SANDBOX_PORT}/payment}"
+export EMAIL_API_URL="${EMAIL_API_URL:-http://127.0.0.1:${SANDBOX_PORT}/email}"
+export FULFILMENT_API_URL="${FULFILMENT_API_URL:-http://127.0.0.1:${SANDBOX_PORT}/fulfilment}"
 
 bash scripts/ensure-services.sh >/dev/null
 node --import tsx packages/shared/src/db/migrate-cli.ts
 
 pids=()
+node --import tsx apps/sandbox/src/server.ts &
+pids+=($!)
 node --import tsx apps/ingest/src/server.ts &
 pids+=($!)
 for _ in $(seq 1 "$WORKERS"); do
@@ -21,6 +27,6 @@ done
 
 stop() { kill -TERM "${pids[@]}" 2>/dev/null || true; wait "${pids[@]}" 2>/dev/null || true; }
 trap stop INT TERM
-echo "oncehook: ingest on :${PORT:-3000}, ${WORKERS} worker(s). Ctrl-C to stop." >&2
+echo "oncehook: ingest on :${PORT:-3000}, ${WORKERS} worker(s), sandbox APIs on :${SANDBOX_PORT:-4010}. Ctrl-C to stop." >&2
 wait -n "${pids[@]}" || true
 stop

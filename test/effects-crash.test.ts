@@ -1,0 +1,64 @@
+/**
+ * kill -9 of the worker right after an external call returned and before its step was
+ * recorded: the resumed attempt re-sends with the same key and the API applies nothing new.
+ */
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { queries } from '@oncehook/shared';
+import { createTestDatabase, type TestDatabase } from './helpers/db';
+import { shopifyOrder } from './helpers/orders';
+import { killAllServices, spawnService } from './helpers/processes';
+import { allSources, send } from './helpers/providers';
+import { startSandbox, type SandboxHandle } from './helpers/sandbox';
+import { serviceEnv, startIngest, testPrefix, type IngestHandle } from './helpers/stack';
+import { waitFor } from './helpers/wait';
+
+let db: TestDatabase;
+let sandbox: SandboxHandle;
+let ingest: IngestHandle;
+const prefix = testPrefix();
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  sandbox = await startSandbox();
+  ingest = await startIngest({ pool: db.pool, prefix, sources: allSources() });
+});
+afterAll(async () => {
+  await killAllServices();
+  await ingest.close();
+  await sandbox.close();
+  await db.drop();
+});
+
+it('resumes with the same idempotency key: charged, emailed and shipped once', async () => {
+  const env = (extra: Record<string, string> = {}) => serviceEnv({ databaseUrl: db.url, prefix, sandboxUrl: sandbox.url, extra });
+  const a = spawnService('worker', env({ ONCEHOOK_FAULTS: 'worker.after-external-call:delay=60000', LOG_LEVEL: 'info' }));
+  await a.waitFor(/worker ready/);
+  expect((await send(ingest.url, 'shopify', await shopifyOrder(1))).status).toBe(202);
+
+  // The charge went through at the payment API; A stalls before recording it.
+  await a.waitFor(/oncehook-fault worker.after-external-call/);
+  expect(sandbox.stats().payment.applied).toBe(1);
+  const chargeKey = Object.keys(sandbox.stats().payment.appliedByKey)[0];
+  const sentKey = a.lines.map((l) => /"idempotencyKey":"([^"]+)"/.exec(l)?.[1]).find(Boolean);
+  expect(sentKey).toBe(chargeKey);
+
+  const b = spawnService('worker', env());
+  await b.waitFor(/worker ready/);
+  const killedAt = Date.now();
+  await a.kill9();
+
+  const row = await waitFor(async () => {
+    const r = await queries.getEventByKey(db.pool, 'shopify', 'wh-order-1');
+    return r?.state === 'done' ? r : null;
+  }, { what: 'order event done by worker B' });
+  console.log(`[figure] kill -9 after an external call -> done by another worker in ${Date.now() - killedAt} ms (LEASE_MS=2000)`);
+
+  expect(row.attempts).toBe(2);
+  const stats = sandbox.stats();
+  expect(stats.payment.applied).toBe(1); // nothing new
+  expect(stats.payment.replays).toBe(1); // B re-sent the charge with the same key
+  expect(Object.keys(stats.payment.appliedByKey)).toEqual([chargeKey]);
+  expect(stats.email.applied).toBe(1);
+  expect(stats.fulfilment.applied).toBe(1);
+  expect(b.lines.some((l) => l.includes(`"idempotencyKey":"${chargeKey}"`))).toBe(true);
+});
