@@ -68,6 +68,13 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
       prefix: settings.queuePrefix,
       concurrency: settings.concurrency,
       autorun: options.autorun ?? true,
+      // BullMQ's job lock is its own lease on the job. Tied to ours: when a worker dies, its
+      // active jobs are declared stalled and re-run about when its event leases expire,
+      // instead of after BullMQ's 30 s default (a stalled job still holds its job id, which
+      // blocks the reconciler's re-enqueue of an event that was never claimed).
+      lockDuration: settings.leaseMs,
+      stalledInterval: settings.leaseMs,
+      maxStalledCount: 2,
     },
   );
   // A job that errors is already logged with its event; connection errors are retried by

@@ -1,0 +1,330 @@
+/**
+ * `npm run chaos -- [--events N] [--workers W] [--concurrency C]`
+ *
+ * Oncehook's promise under failure, as a command. On a Postgres and a Redis of its own (own
+ * ports; the machine's shared servers are never touched), with ingest and W worker processes
+ * and the sandbox effect APIs injecting faults, it delivers N events (Stripe order payments,
+ * Standard Webhooks renewals, GitHub events) a mean of 3 times each, with concurrent
+ * duplicates, retries, late redeliveries and forged copies, while it:
+ *   - kill -9s random workers at random moments (and starts replacements),
+ *   - kill -9s ingest once (and restarts it),
+ *   - restarts Redis without persistence once (the queue is lost),
+ *   - restarts Postgres once (immediate shutdown: connections cut mid-transaction).
+ * Then it waits for the system to drain and checks:
+ *   - every event whose delivery got a 2xx is `done`;
+ *   - each event's effects were applied exactly once (ledger rows, charges, emails, shipments
+ *     from the sandbox counters), and no key was applied twice;
+ *   - no row and no effect for events that were only ever forged (never acknowledged).
+ * It prints the figures and exits non-zero on any violation.
+ */
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import { createPool, migrate, type Pool } from '../packages/shared/src/index';
+import { createEmptyDatabase } from '../test/helpers/db';
+import { freePort } from '../test/helpers/net';
+import { startOwnPostgres } from '../test/helpers/own-postgres';
+import { startOwnRedis } from '../test/helpers/own-redis';
+import { spawnService, type Service } from '../test/helpers/processes';
+import { SECRETS } from '../test/helpers/providers';
+import { maxAppliedPerKey, startSandbox } from '../test/helpers/sandbox';
+import { copiesFor, makeEvent, pool, ProviderSimulator, storedIdOf, type SimEvent, type SimSource } from './simulator';
+
+export interface ChaosOptions {
+  events: number;
+  workers: number;
+  concurrency: number;
+  /** Longest wait for the system to drain after the last delivery. */
+  drainTimeoutMs?: number;
+  log?: (line: string) => void;
+}
+
+export interface ChaosReport {
+  events: number;
+  acknowledged: number;
+  forgedOnly: number;
+  deliveries: { total: number; ok2xx: number; client4xx: number; server5xx: number; network: number; invalidSent: number; invalidRejected: number };
+  kills: { workers: number; ingest: number; redisRestarts: number; postgresRestarts: number };
+  recoveries: { reenqueued: number };
+  effects: { charges: number; emails: number; shipments: number; ledgerEntries: number; sandboxFaults: number; sandboxReplays: number };
+  sendMs: number;
+  drainMs: number;
+  violations: string[];
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
+  const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
+  const run = Math.random().toString(36).slice(2, 8);
+  const violations: string[] = [];
+
+  log(`chaos ${run}: ${options.events} events, ${options.workers} workers, concurrency ${options.concurrency}`);
+  const redis = await startOwnRedis();
+  const postgres = await startOwnPostgres();
+  const sandbox = await startSandbox();
+  const services = new Set<Service>();
+  let dbPool: Pool | undefined;
+  try {
+    const database = await createEmptyDatabase(postgres.baseUrl);
+    dbPool = createPool(database.url, { max: 4, connectionTimeoutMillis: 2_000 });
+    await migrate(dbPool);
+    const db = dbPool;
+
+    // Transient faults only: every one of them must be survived without a double effect.
+    sandbox.faults([
+      { service: 'payment', mode: 'apply_then_fail', probability: 0.05 },
+      { service: 'payment', mode: 'delay', delayMs: 1_500, probability: 0.02 },
+      { service: 'payment', mode: 'fail_before', probability: 0.03 },
+      { service: 'email', mode: 'apply_then_fail', probability: 0.05 },
+      { service: 'email', mode: 'status', status: 503, probability: 0.03 },
+      { service: 'fulfilment', mode: 'apply_then_fail', probability: 0.05 },
+      { service: 'fulfilment', mode: 'fail_before', probability: 0.03 },
+    ]);
+
+    const ingestPort = await freePort();
+    const common = {
+      DATABASE_URL: database.url,
+      REDIS_URL: redis.url,
+      QUEUE_PREFIX: `chaos-${run}`,
+      LOG_LEVEL: 'info',
+      DATABASE_POOL_SIZE: '10',
+    };
+    const ingestEnv = {
+      ...common,
+      PORT: String(ingestPort),
+      HOST: '127.0.0.1',
+      STRIPE_WEBHOOK_SECRET: SECRETS.stripe,
+      GITHUB_WEBHOOK_SECRET: SECRETS.github,
+      STANDARD_WEBHOOKS_SECRET: SECRETS.standard,
+      DUPLICATE_REENQUEUE_AFTER_MS: '2000',
+      ENQUEUE_TIMEOUT_MS: '500',
+    };
+    const workerEnv = {
+      ...common,
+      WORKER_CONCURRENCY: '16',
+      LEASE_MS: '3000',
+      RECONCILE_INTERVAL_MS: '500',
+      REQUEUE_AFTER_MS: '2000',
+      MAX_ATTEMPTS: '200',
+      RETRY_BACKOFF_MS: '100',
+      PAYMENT_API_URL: `${sandbox.url}/payment`,
+      EMAIL_API_URL: `${sandbox.url}/email`,
+      FULFILMENT_API_URL: `${sandbox.url}/fulfilment`,
+      OUTBOUND_TIMEOUT_MS: '1000',
+      OUTBOUND_RETRY_DELAY_MS: '50',
+    };
+    const spawn = (kind: 'ingest' | 'worker') => {
+      const service = spawnService(kind, kind === 'ingest' ? ingestEnv : workerEnv);
+      services.add(service);
+      return service;
+    };
+    const reenqueuedLines = () => [...services].reduce((n, s) => n + s.lines.filter((l) => l.includes('re-enqueued (')).length, 0);
+
+    let ingest = spawn('ingest');
+    await ingest.waitFor(/ingest listening/);
+    const workers: Service[] = [];
+    for (let i = 0; i < options.workers; i += 1) workers.push(spawn('worker'));
+    await Promise.all(workers.map((w) => w.waitFor(/worker ready/)));
+
+    // The events: 40% Stripe order payments, 40% Standard Webhooks renewals, 20% GitHub; plus
+    // forged-only events (2%, at least 3) that must never leave a trace.
+    const sources: SimSource[] = ['stripe', 'stripe', 'standard-webhooks', 'standard-webhooks', 'github'];
+    const events: SimEvent[] = Array.from({ length: options.events }, (_, n) => makeEvent(sources[n % sources.length]!, n, run));
+    const forgedCount = Math.max(3, Math.floor(options.events * 0.02));
+    for (let n = 0; n < forgedCount; n += 1) events.splice(Math.floor(Math.random() * events.length), 0, makeEvent(sources[n % 3]!, 1_000_000 + n, run, true));
+
+    const simulator = new ProviderSimulator({ baseUrl: `http://127.0.0.1:${ingestPort}`, timeoutMs: 5_000, maxTries: 40, retryBaseMs: 100, retryMaxMs: 2_000 });
+    const kills = { workers: 0, ingest: 0, redisRestarts: 0, postgresRestarts: 0 };
+    let started = 0;
+    let sending = true;
+
+    // The chaos monkey: random worker kills throughout; each big fault once, at a point of progress.
+    const monkey = (async () => {
+      const milestones: [number, string][] = [
+        [0.25, 'ingest'],
+        [0.5, 'redis'],
+        [0.75, 'postgres'],
+      ];
+      let nextWorkerKill = performance.now() + 1_000 + Math.random() * 2_000;
+      while (sending) {
+        await sleep(100);
+        const progress = started / events.length;
+        const due = milestones[0];
+        if (due && progress >= due[0]) {
+          milestones.shift();
+          if (due[1] === 'ingest') {
+            log('  kill -9 ingest');
+            await ingest.kill9();
+            kills.ingest += 1;
+            ingest = spawn('ingest');
+            await ingest.waitFor(/ingest listening/);
+          } else if (due[1] === 'redis') {
+            log('  kill -9 redis (no persistence), restart empty');
+            await redis.kill9();
+            await redis.start();
+            kills.redisRestarts += 1;
+          } else {
+            log('  stop postgres (immediate), start again');
+            await postgres.stop('immediate');
+            await sleep(500);
+            await postgres.start();
+            kills.postgresRestarts += 1;
+          }
+        }
+        if (performance.now() >= nextWorkerKill) {
+          const victim = workers.splice(Math.floor(Math.random() * workers.length), 1)[0]!;
+          await victim.kill9();
+          kills.workers += 1;
+          workers.push(spawn('worker'));
+          nextWorkerKill = performance.now() + 1_000 + Math.random() * 3_000;
+        }
+      }
+    })();
+
+    const sendStarted = performance.now();
+    await pool(events, options.concurrency, async (event) => {
+      started += 1;
+      await simulator.deliverEvent(event, event.forged ? 1 : copiesFor());
+    });
+    // Late redeliveries: a tenth of the events again, after everything else.
+    const late = events.filter((e) => !e.forged && Math.random() < 0.1);
+    await pool(late, options.concurrency, (event) => simulator.deliverOnce(event).then(() => {}));
+    const sendMs = performance.now() - sendStarted;
+    sending = false;
+    await monkey;
+    log(`  sent in ${(sendMs / 1000).toFixed(1)} s; waiting for the drain`);
+
+    // Drain: no row left received or processing.
+    const drainStarted = performance.now();
+    const drainTimeout = options.drainTimeoutMs ?? 180_000;
+    for (;;) {
+      const { rows } = await db.query<{ pending: number }>(`SELECT count(*)::int AS pending FROM webhook_events WHERE state IN ('received', 'processing')`).catch(() => ({ rows: [{ pending: -1 }] }));
+      if (rows[0]?.pending === 0) break;
+      if (performance.now() - drainStarted > drainTimeout) {
+        violations.push(`not drained after ${drainTimeout} ms: ${rows[0]?.pending} events still received/processing`);
+        break;
+      }
+      await sleep(250);
+    }
+    const drainMs = performance.now() - drainStarted;
+
+    // ---- checks -------------------------------------------------------------------------
+    const outcomes = [...simulator.outcomes.values()];
+    const { rows: eventRows } = await db.query<{ provider: string; event_id: string; state: string }>(`SELECT provider, event_id, state FROM webhook_events`);
+    const rowByKey = new Map(eventRows.map((r) => [`${r.provider}/${r.event_id}`, r]));
+    const stats = sandbox.stats();
+    const chargesBySubscription = new Map<string, number>();
+    for (const e of stats.payment.effects) {
+      const description = String((e as { description?: unknown }).description ?? '');
+      chargesBySubscription.set(description, (chargesBySubscription.get(description) ?? 0) + 1);
+    }
+    const count = (list: Record<string, unknown>[], field: string) => {
+      const map = new Map<string, number>();
+      for (const e of list) map.set(String(e[field]), (map.get(String(e[field])) ?? 0) + 1);
+      return map;
+    };
+    const emailsTo = count(stats.email.effects, 'to');
+    const shipmentsFor = count(stats.fulfilment.effects, 'order_id');
+    const { rows: ledgerRows } = await db.query<{ source_event_id: string; n: number }>(`SELECT source_event_id, count(*)::int AS n FROM ledger_entries GROUP BY source_event_id`);
+    const ledgerBySource = new Map(ledgerRows.map((r) => [r.source_event_id, r.n]));
+
+    for (const [name, service] of Object.entries(stats)) {
+      if (maxAppliedPerKey(service) > 1) violations.push(`${name}: an idempotency key was applied ${maxAppliedPerKey(service)} times`);
+    }
+
+    let acknowledged = 0;
+    for (const outcome of outcomes) {
+      const { event } = outcome;
+      const row = rowByKey.get(`${event.source}/${storedIdOf(event)}`);
+      if (event.forged) {
+        if (row) violations.push(`${event.key}: forged-only event has a row`);
+        if (outcome.invalidAnswers.some((a) => typeof a === 'number' && a < 300)) violations.push(`${event.key}: a forged delivery got a 2xx`);
+      }
+      if (outcome.acknowledged) acknowledged += 1;
+      if (outcome.acknowledged && row?.state !== 'done') violations.push(`${event.key}: acknowledged but ${row ? row.state : 'has no row'}`);
+      if (!event.forged && outcome.invalidAnswers.some((a) => typeof a === 'number' && a < 300)) violations.push(`${event.key}: an invalid delivery got a 2xx`);
+
+      // Effects: exactly once for events that exist and are done, none for those with no row.
+      const body = JSON.parse(event.body) as { data?: { object?: { receipt_email?: string; metadata?: { order_id?: string } }; subscription_id?: string } };
+      const expected = row?.state === 'done' ? 1 : row ? -1 : 0; // -1: not finished (already a violation if acknowledged)
+      if (expected < 0) continue;
+      if (event.source === 'stripe') {
+        const orderId = body.data?.object?.metadata?.order_id ?? '';
+        const email = body.data?.object?.receipt_email ?? '';
+        if ((emailsTo.get(email) ?? 0) !== expected) violations.push(`${event.key}: ${emailsTo.get(email) ?? 0} receipts (expected ${expected})`);
+        if ((shipmentsFor.get(orderId) ?? 0) !== expected) violations.push(`${event.key}: ${shipmentsFor.get(orderId) ?? 0} shipments (expected ${expected})`);
+        if ((ledgerBySource.get(orderId) ?? 0) !== expected) violations.push(`${event.key}: ${ledgerBySource.get(orderId) ?? 0} ledger entries (expected ${expected})`);
+      } else if (event.source === 'standard-webhooks') {
+        const subscription = body.data?.subscription_id ?? '';
+        const charges = chargesBySubscription.get(`Renewal of ${subscription}`) ?? 0;
+        if (charges !== expected) violations.push(`${event.key}: ${charges} charges (expected ${expected})`);
+        const entries = ledgerBySource.get(`renewal:${subscription}:${event.id}`) ?? 0;
+        if (entries !== expected) violations.push(`${event.key}: ${entries} ledger entries (expected ${expected})`);
+      }
+    }
+
+    const answers = outcomes.flatMap((o) => o.answers);
+    const invalid = outcomes.flatMap((o) => o.invalidAnswers);
+    const report: ChaosReport = {
+      events: options.events,
+      acknowledged,
+      forgedOnly: forgedCount,
+      deliveries: {
+        total: answers.length,
+        ok2xx: answers.filter((a) => typeof a === 'number' && a < 300).length,
+        client4xx: answers.filter((a) => typeof a === 'number' && a >= 400 && a < 500).length,
+        server5xx: answers.filter((a) => typeof a === 'number' && a >= 500).length,
+        network: answers.filter((a) => typeof a !== 'number').length,
+        invalidSent: invalid.length,
+        invalidRejected: invalid.filter((a) => typeof a === 'number' && (a === 400 || a === 401)).length,
+      },
+      kills,
+      recoveries: { reenqueued: reenqueuedLines() },
+      effects: {
+        charges: stats.payment.applied,
+        emails: stats.email.applied,
+        shipments: stats.fulfilment.applied,
+        ledgerEntries: ledgerRows.reduce((n, r) => n + r.n, 0),
+        sandboxFaults: stats.payment.faults + stats.email.faults + stats.fulfilment.faults,
+        sandboxReplays: stats.payment.replays + stats.email.replays + stats.fulfilment.replays,
+      },
+      sendMs: Math.round(sendMs),
+      drainMs: Math.round(drainMs),
+      violations,
+    };
+    return report;
+  } finally {
+    await Promise.all([...services].map((s) => s.kill9()));
+    await dbPool?.end().catch(() => {});
+    await sandbox.close();
+    await redis.kill9();
+    await postgres.destroy();
+  }
+}
+
+export function formatReport(report: ChaosReport): string {
+  const d = report.deliveries;
+  return [
+    `events: ${report.events} (+${report.forgedOnly} forged-only), acknowledged: ${report.acknowledged}`,
+    `deliveries (valid): ${d.total} = ${d.ok2xx} x 2xx, ${d.client4xx} x 4xx, ${d.server5xx} x 5xx, ${d.network} network errors/timeouts`,
+    `deliveries (forged): ${d.invalidSent}, rejected with 400/401: ${d.invalidRejected}`,
+    `kills: ${report.kills.workers} workers (kill -9), ${report.kills.ingest} ingest (kill -9), ${report.kills.redisRestarts} Redis restart, ${report.kills.postgresRestarts} Postgres restart`,
+    `recoveries: ${report.recoveries.reenqueued} re-enqueues by the reconciler`,
+    `effects applied: ${report.effects.charges} charges, ${report.effects.emails} emails, ${report.effects.shipments} shipments, ${report.effects.ledgerEntries} ledger entries (sandbox faults injected: ${report.effects.sandboxFaults}, answered from idempotency stores: ${report.effects.sandboxReplays})`,
+    `time: sending ${(report.sendMs / 1000).toFixed(1)} s, drain after the last delivery ${(report.drainMs / 1000).toFixed(1)} s`,
+    report.violations.length === 0 ? 'violations: none' : `VIOLATIONS (${report.violations.length}):\n  ${report.violations.slice(0, 50).join('\n  ')}`,
+  ].join('\n');
+}
+
+if (process.argv[1]?.endsWith('chaos.ts')) {
+  const { values } = parseArgs({
+    options: {
+      events: { type: 'string', default: '2000' },
+      workers: { type: 'string', default: '3' },
+      concurrency: { type: 'string', default: '50' },
+    },
+  });
+  const report = await runChaos({ events: Number(values.events), workers: Number(values.workers), concurrency: Number(values.concurrency) });
+  process.stdout.write(`${formatReport(report)}\n`);
+  process.exit(report.violations.length === 0 ? 0 : 1);
+}
