@@ -12,6 +12,7 @@ import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { withTimeout, type EventJobData, type Faults, type IngestMetrics, type Logger, type Pool, type WebhookSource } from '@oncehook/shared';
 import type { Queue } from 'bullmq';
+import { createClaimBatcher } from './claim-batcher';
 import { receiveWebhook } from './receive-webhook';
 
 export interface IngestDeps {
@@ -36,6 +37,7 @@ export interface IngestSettings {
 
 export function createApp(deps: IngestDeps): Hono {
   const app = new Hono();
+  const claims = createClaimBatcher({ pool: deps.pool, queue: deps.queue, log: deps.log, faults: deps.faults, enqueueTimeoutMs: deps.settings.enqueueTimeoutMs });
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
 
@@ -67,7 +69,7 @@ export function createApp(deps: IngestDeps): Hono {
       onError: (c) =>
         c.json({ error: 'payload_too_large', message: `request body exceeds ${deps.settings.bodyLimitBytes} bytes (BODY_LIMIT_BYTES)` }, 413),
     }),
-    (c) => receiveWebhook(c, deps),
+    (c) => receiveWebhook(c, deps, claims),
   );
 
   app.all('/webhooks/:provider', (c) => {

@@ -2,7 +2,8 @@
  * One delivery, start to answer:
  *
  *   raw body -> verify signature (provider) -> stable event id -> claim (INSERT ... ON
- *   CONFLICT DO NOTHING RETURNING) -> enqueue (jobId from the event key) -> answer
+ *   CONFLICT DO NOTHING RETURNING, batched with concurrent deliveries) -> enqueue (jobId from
+ *   the event key, in bulk) -> answer
  *
  * Answers
  *   202 accepted   first delivery of this event; committed, work happens asynchronously
@@ -29,8 +30,9 @@ import {
   type Verified,
 } from '@oncehook/shared';
 import type { IngestDeps } from './app';
+import type { ClaimBatcher } from './claim-batcher';
 
-export async function receiveWebhook(c: Context, deps: IngestDeps): Promise<Response> {
+export async function receiveWebhook(c: Context, deps: IngestDeps, claims: ClaimBatcher): Promise<Response> {
   const started = process.hrtime.bigint();
   const source = deps.sources.get(c.req.param('provider') ?? '');
   if (!source) throw new Error('receiveWebhook reached without a known source'); // guarded by the route
@@ -61,10 +63,11 @@ export async function receiveWebhook(c: Context, deps: IngestDeps): Promise<Resp
   const { event } = verified;
   const log = deps.log.child({ provider: event.provider, eventId: event.eventId, type: event.type });
 
-  // 2. Claim. A single statement: it commits on its own before we answer.
+  // 2. Claim (and, if new, enqueue), grouped with concurrent deliveries into one statement
+  //    and one Redis round trip (claim-batcher.ts). Resolves after the claim has committed.
   let claim: queries.ClaimResult;
   try {
-    claim = await queries.claimEvent(deps.pool, event);
+    claim = await claims.claim(event);
   } catch (error) {
     if (isUnstorablePayloadError(error)) {
       log.warn({ err: error }, 'rejected delivery: payload cannot be stored');
@@ -83,8 +86,6 @@ export async function receiveWebhook(c: Context, deps: IngestDeps): Promise<Resp
 
   if (claim.outcome === 'new') {
     log.info({ rowId: claim.rowId }, 'claimed new event');
-    await deps.faults.hit('ingest.after-claim');
-    await enqueue(deps, { rowId: claim.rowId, provider: event.provider, eventId: event.eventId, attempt: 0 }, false, log);
     return answer('new', event.type, c.json({ status: 'accepted', provider: event.provider, eventId: event.eventId }, 202));
   }
 

@@ -4,6 +4,7 @@
  * that is where the exactly-once logic lives.
  */
 import type { EventRow, EventState, VerifiedEvent } from '../interfaces';
+import type { Pool } from './pool';
 
 /** A pool or a client inside a transaction. */
 export interface Queryable {
@@ -62,6 +63,52 @@ export async function claimEvent(db: Queryable, event: VerifiedEvent): Promise<C
   if (!row) return { outcome: 'duplicate-concurrent' };
   if (row.inserted) return { outcome: 'new', rowId: row.id };
   return { outcome: 'duplicate', rowId: row.id, state: row.state, updatedAt: row.updatedAt, attempts: row.attempts };
+}
+
+/**
+ * The claim for a batch of deliveries, in ONE round trip (ingest's group commit, see
+ * apps/ingest/src/claim-batcher.ts). Same semantics as claimEvent, per event:
+ * `INSERT ... SELECT FROM unnest(...) ON CONFLICT (provider, event_id) DO NOTHING RETURNING`
+ * returns the rows this statement created; the UNION branch reads the existing rows for the
+ * rest. Keys must be unique within the batch (the caller folds repeats). Results come back in
+ * input order. A prepared statement (named), parsed once per connection.
+ */
+export async function claimEvents(db: Pool, events: VerifiedEvent[]): Promise<ClaimResult[]> {
+  const columns = {
+    provider: events.map((e) => e.provider),
+    kind: events.map((e) => e.kind),
+    eventId: events.map((e) => e.eventId),
+    type: events.map((e) => e.type),
+    payload: events.map((e) => e.rawBody),
+    signedAt: events.map((e) => e.signedAt),
+    meta: events.map((e) => JSON.stringify(e.meta)),
+  };
+  const { rows } = await db.query<{ provider: string; eventId: string; id: number; inserted: boolean; state: EventState; updatedAt: Date; attempts: number }>({
+    name: 'oncehook-claim-events',
+    text: `WITH input AS (
+             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::text[])
+               AS t(provider, kind, event_id, type, payload, signed_at, meta)
+           ), inserted AS (
+             INSERT INTO webhook_events (provider, kind, event_id, type, payload, signed_at, meta)
+             SELECT provider, kind, event_id, type, payload::jsonb, signed_at, meta::jsonb FROM input
+             ON CONFLICT (provider, event_id) DO NOTHING
+             RETURNING id, provider, event_id, state, updated_at, attempts
+           )
+           SELECT provider, event_id AS "eventId", id, true AS inserted, state, updated_at AS "updatedAt", attempts FROM inserted
+           UNION ALL
+           SELECT e.provider, e.event_id, e.id, false, e.state, e.updated_at, e.attempts
+             FROM input i
+             JOIN webhook_events e ON e.provider = i.provider AND e.event_id = i.event_id
+            WHERE NOT EXISTS (SELECT 1 FROM inserted x WHERE x.provider = i.provider AND x.event_id = i.event_id)`,
+    values: [columns.provider, columns.kind, columns.eventId, columns.type, columns.payload, columns.signedAt, columns.meta],
+  });
+  const byKey = new Map(rows.map((row) => [`${row.provider}\0${row.eventId}`, row]));
+  return events.map((event): ClaimResult => {
+    const row = byKey.get(`${event.provider}\0${event.eventId}`);
+    if (!row) return { outcome: 'duplicate-concurrent' };
+    if (row.inserted) return { outcome: 'new', rowId: row.id };
+    return { outcome: 'duplicate', rowId: row.id, state: row.state, updatedAt: row.updatedAt, attempts: row.attempts };
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

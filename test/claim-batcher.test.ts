@@ -1,0 +1,56 @@
+/**
+ * Group commit at the edge: concurrent claims share one statement and one Redis round trip,
+ * and every delivery still gets its exact answer.
+ */
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { createEventQueue, createRedis, isUnstorablePayloadError, jobIdFor, noFaults, type ClaimResult, type VerifiedEvent } from '@oncehook/shared';
+import { createClaimBatcher } from '../apps/ingest/src/claim-batcher';
+import { createTestDatabase, type TestDatabase } from './helpers/db';
+import { REDIS_URL } from './helpers/db-urls';
+import { testLog, testPrefix } from './helpers/stack';
+
+let db: TestDatabase;
+const redis = createRedis(REDIS_URL, 'producer');
+const queue = createEventQueue(redis, testPrefix());
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await queue.obliterate({ force: true });
+  await queue.close();
+  redis.disconnect();
+  await db.drop();
+});
+
+const event = (eventId: string, rawBody = '{"ok":true}'): VerifiedEvent => ({ provider: 'stripe', kind: 'stripe', eventId, type: 't', signedAt: null, rawBody, payload: {}, meta: {} });
+
+it('claims a burst in few statements; repeats answer duplicate; one bad payload fails alone', async () => {
+  const sizes: number[] = [];
+  const batcher = createClaimBatcher({ pool: db.pool, queue, log: testLog, faults: noFaults, enqueueTimeoutMs: 1_000, maxConcurrentBatches: 1, onBatch: (n) => sizes.push(n) });
+  // Already claimed before the burst.
+  expect(await batcher.claim(event('evt_pre'))).toMatchObject({ outcome: 'new' });
+
+  const burst = [
+    ...Array.from({ length: 40 }, (_, i) => event(`evt_b_${i}`)),
+    ...Array.from({ length: 10 }, (_, i) => event(`evt_b_${i}`)), // repeats inside the burst
+    event('evt_pre'), // a duplicate of a committed event
+    event('evt_bad', '{"note":"a\\u0000b"}'), // jsonb refuses it
+  ];
+  const settled = await Promise.allSettled(burst.map((e) => batcher.claim(e)));
+  const results = settled.map((s) => (s.status === 'fulfilled' ? s.value : s.reason)) as (ClaimResult | Error)[];
+
+  expect(results.slice(0, 40).every((r) => 'outcome' in r && r.outcome === 'new')).toBe(true);
+  expect(results.slice(40, 50).every((r) => 'outcome' in r && r.outcome === 'duplicate-concurrent')).toBe(true);
+  expect(results[50]).toMatchObject({ outcome: 'duplicate', state: 'received' });
+  expect(isUnstorablePayloadError(results[51])).toBe(true);
+
+  // The burst went out as far fewer statements than deliveries.
+  expect(sizes.slice(1).reduce((a, b) => a + b, 0)).toBe(burst.length);
+  expect(sizes.length - 1).toBeLessThanOrEqual(3);
+
+  const { rows } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM webhook_events`);
+  expect(rows[0]?.n).toBe(41);
+  expect(await queue.getJob(jobIdFor('stripe', 'evt_b_7', 0))).toBeDefined();
+  expect(await queue.count()).toBe(41);
+});
