@@ -13,6 +13,9 @@ const ENTRIES = {
   ingest: 'apps/ingest/src/server.ts',
   worker: 'apps/worker/src/main.ts',
   migrate: 'packages/shared/src/db/migrate-cli.ts',
+  sandbox: 'apps/sandbox/src/server.ts',
+  'naive-baseline': 'scripts/bench/naive-server.ts',
+  'verify-only': 'scripts/bench/verify-only-server.ts',
 } as const;
 
 export type ServiceKind = keyof typeof ENTRIES;

@@ -6,6 +6,7 @@
 import { serve } from '@hono/node-server';
 import type { Server } from 'node:http';
 import {
+  announce,
   createEventQueue,
   createIngestMetrics,
   createFaults,
@@ -46,6 +47,7 @@ runMain(async () => {
   const server = serve({ fetch: app.fetch, port: config.PORT, hostname: config.HOST }, (info) => {
     // Tests and scripts wait for this line (and read the port when PORT=0).
     log.info({ port: info.port, sources: [...sources.keys()] }, `ingest listening on ${info.port}`);
+    announce(`ingest listening on ${info.port}`);
   }) as Server;
 
   onShutdownSignal(async (signal) => {

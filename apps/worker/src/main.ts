@@ -4,6 +4,7 @@
  * the timeout hits), then close connections.
  */
 import {
+  announce,
   createEffectClients,
   createEventQueue,
   createFaults,
@@ -60,6 +61,7 @@ runMain(async () => {
   await eventWorker.worker.waitUntilReady();
   // Tests and scripts wait for this line.
   log.info({ concurrency: config.WORKER_CONCURRENCY }, 'worker ready');
+  announce(`worker ready (pid ${process.pid})`);
 
   onShutdownSignal(async (signal) => {
     log.info({ signal }, 'shutting down: no new jobs, finishing in-flight ones');

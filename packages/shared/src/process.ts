@@ -4,6 +4,14 @@
  */
 import { ConfigError } from './config';
 
+/**
+ * A plain line on stdout for supervisors and scripts ("ingest listening on 3000", "worker
+ * ready"), printed whatever LOG_LEVEL is, so readiness can be detected with logging turned down.
+ */
+export function announce(line: string): void {
+  process.stdout.write(`oncehook: ${line}\n`);
+}
+
 export function runMain(main: () => Promise<void>): void {
   main().catch((error: unknown) => {
     if (error instanceof ConfigError) {

@@ -1,0 +1,245 @@
+/**
+ * `npm run bench -- [--duration S] [--connections 10,50,100] [--e2e-events N] [--workers 1,2,4]`
+ *
+ * Side by side, in one process tree, on this machine's Postgres and Redis:
+ *
+ * 1. Ingest throughput and latency (autocannon) for signed ~1 KB Stripe events, 20% of them
+ *    duplicates, at several concurrencies, against
+ *      (a) naive: Hono + one INSERT ... ON CONFLICT DO NOTHING per request (no verification,
+ *          no enqueue),
+ *      (b) ceiling: Hono + signature verification + JSON parse (no database),
+ *      (c) oncehook ingest (verification, group-committed claims, bulk enqueue).
+ *    Printed as requests/s, p50 and p99, and oncehook's ratios to both.
+ * 2. End to end (delivery to `done`) with 1, 2 and 4 worker processes, as events/s and the
+ *    ratio to 1 worker.
+ * 3. Resident memory of every server process.
+ *
+ * All servers log at `warn`. Numbers are only comparable within one run (noisy machines):
+ * read the ratios.
+ */
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import autocannon from 'autocannon';
+import { createPool, type Pool } from '../packages/shared/src/index';
+import { createTestDatabaseOn, dropDatabase } from './bench/databases';
+import { spawnService, type Service } from '../test/helpers/processes';
+import { signStripe, STRIPE_SECRET } from '../test/helpers/stripe';
+import { copiesFor, pool as promisePool } from './simulator';
+
+export interface BenchOptions {
+  durationSeconds: number;
+  connections: number[];
+  e2eEvents: number;
+  workers: number[];
+  log?: (line: string) => void;
+}
+
+export interface IngestRow {
+  server: 'naive' | 'ceiling' | 'oncehook';
+  connections: number;
+  requestsPerSecond: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+  errors: number;
+  rssMb: number;
+}
+
+export interface E2eRow {
+  workers: number;
+  events: number;
+  deliveries: number;
+  seconds: number;
+  eventsPerSecond: number;
+  workerRssMb: number[];
+}
+
+const PAD = 'x'.repeat(760); // brings each event to ~1 KB
+
+/** Signed requests, 20% of them duplicates of an earlier event (as provider retries are). */
+function makeRequests(count: number, run: string): { body: string; headers: Record<string, string> }[] {
+  const requests: { body: string; headers: Record<string, string> }[] = [];
+  let unique = 0;
+  for (let i = 0; i < count; i += 1) {
+    const duplicate = unique > 0 && Math.random() < 0.2;
+    const n = duplicate ? Math.floor(Math.random() * unique) : unique++;
+    const event = {
+      id: `evt_${run}_${n}`,
+      object: 'event',
+      type: 'payment_intent.succeeded',
+      created: Math.floor(Date.now() / 1000),
+      data: { object: { id: `pi_${n}`, amount: 1000, amount_received: 1000, currency: 'usd', customer: `cus_${n % 100}`, description: PAD } },
+    };
+    requests.push(signStripe(event));
+  }
+  return requests;
+}
+
+function rssMb(pid: number): number {
+  try {
+    const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match ? Math.round(Number(match[1]) / 1024) : 0;
+  } catch {
+    return 0;
+  }
+}
+
+async function listeningUrl(service: Service): Promise<string> {
+  const line = await service.waitFor(/listening on \d+/);
+  return `http://127.0.0.1:${/listening on (\d+)/.exec(line)?.[1]}`;
+}
+
+async function load(url: string, connections: number, durationSeconds: number, requests: { body: string; headers: Record<string, string> }[]) {
+  let next = 0;
+  const result = await autocannon({
+    url,
+    connections,
+    duration: durationSeconds,
+    requests: [
+      {
+        method: 'POST',
+        path: '/webhooks/stripe',
+        setupRequest: (request) => {
+          const r = requests[next % requests.length]!;
+          next += 1;
+          return { ...request, body: r.body, headers: { ...r.headers } };
+        },
+      },
+    ],
+  });
+  return result;
+}
+
+export async function runBench(options: BenchOptions): Promise<{ ingest: IngestRow[]; e2e: E2eRow[] }> {
+  const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
+  const run = Math.random().toString(36).slice(2, 8);
+  const services: Service[] = [];
+  const databases: string[] = [];
+  const pools: Pool[] = [];
+  try {
+    // ---- 1. ingest side by side --------------------------------------------------------
+    const naiveDb = await createTestDatabaseOn(`oncehook_bench_naive_${run}`);
+    const onceDb = await createTestDatabaseOn(`oncehook_bench_ingest_${run}`);
+    databases.push(naiveDb.name, onceDb.name);
+    const env = { LOG_LEVEL: 'warn', STRIPE_WEBHOOK_SECRET: STRIPE_SECRET, PORT: '0', HOST: '127.0.0.1', DATABASE_POOL_SIZE: '10' };
+    const naive = spawnService('naive-baseline', { ...env, DATABASE_URL: naiveDb.url });
+    const ceiling = spawnService('verify-only', env);
+    const oncehook = spawnService('ingest', { ...env, DATABASE_URL: onceDb.url, QUEUE_PREFIX: `bench-${run}` });
+    services.push(naive, ceiling, oncehook);
+    const urls = { naive: await listeningUrl(naive), ceiling: await listeningUrl(ceiling), oncehook: await listeningUrl(oncehook) };
+    const procs = { naive, ceiling, oncehook };
+    const naivePool = createPool(naiveDb.url, { max: 1 });
+    const oncePool = createPool(onceDb.url, { max: 1 });
+    pools.push(naivePool, oncePool);
+
+    const ingest: IngestRow[] = [];
+    for (const connections of options.connections) {
+      for (const server of ['naive', 'ceiling', 'oncehook'] as const) {
+        await naivePool.query('TRUNCATE webhook_events CASCADE');
+        await oncePool.query('TRUNCATE webhook_events CASCADE');
+        // Fresh signatures each round (Stripe's 300 s tolerance), 20% duplicates.
+        const requests = makeRequests(Math.max(20_000, connections * 400), `${run}_${server}_${connections}`);
+        const result = await load(urls[server], connections, options.durationSeconds, requests);
+        const row: IngestRow = {
+          server,
+          connections,
+          requestsPerSecond: Math.round(result.requests.average),
+          p50: result.latency.p50,
+          p99: result.latency.p99,
+          non2xx: result.non2xx,
+          errors: result.errors + result.timeouts,
+          rssMb: rssMb(procs[server].pid),
+        };
+        ingest.push(row);
+        log(`  ${server.padEnd(8)} c=${String(connections).padEnd(4)} ${String(row.requestsPerSecond).padStart(6)} req/s  p50 ${row.p50} ms  p99 ${row.p99} ms  non-2xx ${row.non2xx}  errors ${row.errors}  rss ${row.rssMb} MB`);
+      }
+    }
+
+    // ---- 2. end to end ---------------------------------------------------------------------
+    const e2e: E2eRow[] = [];
+    for (const workerCount of options.workers) {
+      const db = await createTestDatabaseOn(`oncehook_bench_e2e_${workerCount}_${run}`);
+      databases.push(db.name);
+      const prefix = `bench-e2e-${workerCount}-${run}`;
+      const ingestProc = spawnService('ingest', { ...env, DATABASE_URL: db.url, QUEUE_PREFIX: prefix });
+      services.push(ingestProc);
+      const url = await listeningUrl(ingestProc);
+      const workers = Array.from({ length: workerCount }, () =>
+        spawnService('worker', { LOG_LEVEL: 'warn', DATABASE_URL: db.url, QUEUE_PREFIX: prefix, WORKER_CONCURRENCY: '16', DATABASE_POOL_SIZE: '10' }),
+      );
+      services.push(...workers);
+      await Promise.all(workers.map((w) => w.waitFor(/worker ready/)));
+      const dbPool = createPool(db.url, { max: 2 });
+      pools.push(dbPool);
+
+      // Wallet top-ups (one local step each), each delivered a mean of 3 times.
+      const deliveries: { body: string; headers: Record<string, string> }[] = [];
+      for (let n = 0; n < options.e2eEvents; n += 1) {
+        const event = { id: `evt_e2e_${run}_${workerCount}_${n}`, object: 'event', type: 'payment_intent.succeeded', created: Math.floor(Date.now() / 1000), data: { object: { amount: 100, amount_received: 100, currency: 'usd', customer: `cus_${n % 100}` } } };
+        for (let k = copiesFor(); k > 0; k -= 1) deliveries.push(signStripe(event));
+      }
+      const started = performance.now();
+      await promisePool(deliveries, 50, async (d) => {
+        const res = await fetch(`${url}/webhooks/stripe`, { method: 'POST', body: d.body, headers: d.headers });
+        await res.arrayBuffer();
+      });
+      for (;;) {
+        const { rows } = await dbPool.query<{ done: number }>(`SELECT count(*) FILTER (WHERE state = 'done')::int AS done FROM webhook_events`);
+        if ((rows[0]?.done ?? 0) >= options.e2eEvents) break;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      const seconds = (performance.now() - started) / 1000;
+      const row: E2eRow = {
+        workers: workerCount,
+        events: options.e2eEvents,
+        deliveries: deliveries.length,
+        seconds: Number(seconds.toFixed(2)),
+        eventsPerSecond: Math.round(options.e2eEvents / seconds),
+        workerRssMb: workers.map((w) => rssMb(w.pid)),
+      };
+      e2e.push(row);
+      log(`  e2e workers=${workerCount}: ${row.events} events (${row.deliveries} deliveries) done in ${row.seconds} s = ${row.eventsPerSecond} events/s; worker rss ${row.workerRssMb.join(', ')} MB; ingest rss ${rssMb(ingestProc.pid)} MB`);
+      await Promise.all([ingestProc, ...workers].map((s) => s.stop()));
+    }
+    return { ingest, e2e };
+  } finally {
+    await Promise.all(services.map((s) => s.kill9()));
+    await Promise.all(pools.map((p) => p.end().catch(() => {})));
+    for (const name of databases) await dropDatabase(name).catch(() => {});
+  }
+}
+
+export function formatBench(result: { ingest: IngestRow[]; e2e: E2eRow[] }): string {
+  const lines = ['', 'Ingest (signed ~1 KB Stripe events, 20% duplicates)', 'conns | naive req/s p99 | ceiling req/s p99 | oncehook req/s p99 | oncehook/naive thr, p99 | oncehook/ceiling thr'];
+  const connections = [...new Set(result.ingest.map((r) => r.connections))];
+  for (const c of connections) {
+    const get = (s: IngestRow['server']) => result.ingest.find((r) => r.connections === c && r.server === s)!;
+    const [n, v, o] = [get('naive'), get('ceiling'), get('oncehook')];
+    lines.push(
+      `${String(c).padStart(5)} | ${String(n.requestsPerSecond).padStart(6)} ${String(n.p99).padStart(4)} ms | ${String(v.requestsPerSecond).padStart(7)} ${String(v.p99).padStart(4)} ms | ${String(o.requestsPerSecond).padStart(7)} ${String(o.p99).padStart(4)} ms | ${(o.requestsPerSecond / n.requestsPerSecond).toFixed(2)}x, ${(o.p99 / Math.max(1, n.p99)).toFixed(2)}x | ${(o.requestsPerSecond / v.requestsPerSecond).toFixed(2)}x`,
+    );
+  }
+  lines.push('', 'End to end (delivery -> done, wallet top-ups, mean 3 deliveries per event)', 'workers | events/s | vs 1 worker');
+  const base = result.e2e[0]?.eventsPerSecond ?? 1;
+  for (const row of result.e2e) lines.push(`${String(row.workers).padStart(7)} | ${String(row.eventsPerSecond).padStart(8)} | ${(row.eventsPerSecond / base).toFixed(2)}x`);
+  return lines.join('\n');
+}
+
+if (process.argv[1]?.endsWith('bench.ts')) {
+  const { values } = parseArgs({
+    options: {
+      duration: { type: 'string', default: '8' },
+      connections: { type: 'string', default: '10,50,100' },
+      'e2e-events': { type: 'string', default: '2000' },
+      workers: { type: 'string', default: '1,2,4' },
+    },
+  });
+  const result = await runBench({
+    durationSeconds: Number(values.duration),
+    connections: values.connections.split(',').map(Number),
+    e2eEvents: Number(values['e2e-events']),
+    workers: values.workers.split(',').map(Number),
+  });
+  process.stdout.write(`${formatBench(result)}\n`);
+  process.exit(0);
+}
