@@ -294,6 +294,127 @@ export async function releaseExpiredLeases(db: Queryable, limit: number): Promis
 }
 
 // ---------------------------------------------------------------------------------------------
+// Operator actions. Both are guarded UPDATEs that never touch an event a worker holds a live
+// lease on: 0 rows = the event is not in a state the action applies to (or is leased).
+
+export type OperatorMode = 'redrive' | 'replay';
+
+/**
+ * Re-drive: finish what was started, with the SAME generation (same outbound keys, committed
+ * steps skipped). Applies to `failed`, to `received`, and to `processing` whose lease expired.
+ * Attempts restart from 0. Returns the previous state, or null (0 rows: done, or leased).
+ */
+export async function redriveEvent(db: Queryable, rowId: number, actor: string, reason: string): Promise<{ fromState: EventState; ref: EventRef } | null> {
+  const { rows } = await db.query<{ fromState: EventState; rowId: number; provider: string; eventId: string; generation: number }>(
+    `WITH target AS (
+       SELECT id, state FROM webhook_events
+        WHERE id = $1::bigint
+          AND (state IN ('failed', 'received') OR (state = 'processing' AND lease_until < now()))
+        FOR UPDATE
+     ), moved AS (
+       UPDATE webhook_events e
+          SET state = 'received', attempts = 0, lease_token = NULL, lease_until = NULL,
+              finished_at = NULL, updated_at = now()
+         FROM target t WHERE e.id = t.id
+       RETURNING e.id, e.provider, e.event_id, e.generation, t.state AS from_state
+     ), audit AS (
+       INSERT INTO webhook_event_replays (event_row_id, mode, from_state, generation, actor, reason)
+       SELECT id, 'redrive', from_state, generation, $2::text, $3::text FROM moved
+     )
+     SELECT from_state AS "fromState", id AS "rowId", provider, event_id AS "eventId", generation FROM moved`,
+    [rowId, actor, reason],
+  );
+  const row = rows[0];
+  return row ? { fromState: row.fromState, ref: { rowId: row.rowId, provider: row.provider, eventId: row.eventId, attempt: 0 } } : null;
+}
+
+/**
+ * Replay: do it all again on purpose, as a NEW generation (new outbound idempotency keys, no
+ * step skipped). Applies to `done` and `failed` only, never to an event in flight. Returns the
+ * previous state and the new generation, or null (0 rows: not finished).
+ */
+export async function replayEvent(db: Queryable, rowId: number, actor: string, reason: string): Promise<{ fromState: EventState; generation: number; ref: EventRef } | null> {
+  const { rows } = await db.query<{ fromState: EventState; rowId: number; provider: string; eventId: string; generation: number }>(
+    `WITH target AS (
+       SELECT id, state FROM webhook_events WHERE id = $1::bigint AND state IN ('done', 'failed') FOR UPDATE
+     ), moved AS (
+       UPDATE webhook_events e
+          SET state = 'received', generation = e.generation + 1, attempts = 0, last_error = NULL,
+              note = NULL, finished_at = NULL, updated_at = now()
+         FROM target t WHERE e.id = t.id
+       RETURNING e.id, e.provider, e.event_id, e.generation, t.state AS from_state
+     ), audit AS (
+       INSERT INTO webhook_event_replays (event_row_id, mode, from_state, generation, actor, reason)
+       SELECT id, 'replay', from_state, generation, $2::text, $3::text FROM moved
+     )
+     SELECT from_state AS "fromState", id AS "rowId", provider, event_id AS "eventId", generation FROM moved`,
+    [rowId, actor, reason],
+  );
+  const row = rows[0];
+  return row ? { fromState: row.fromState, generation: row.generation, ref: { rowId: row.rowId, provider: row.provider, eventId: row.eventId, attempt: 0 } } : null;
+}
+
+export interface EventFilter {
+  state?: EventState;
+  provider?: string;
+  type?: string;
+  /** Only events received at least this many seconds ago. */
+  olderThanSeconds?: number;
+  limit?: number;
+}
+
+export interface EventSummary {
+  id: number;
+  provider: string;
+  eventId: string;
+  type: string;
+  state: EventState;
+  attempts: number;
+  generation: number;
+  lastError: string | null;
+  receivedAt: Date;
+  updatedAt: Date;
+}
+
+export async function listEvents(db: Queryable, filter: EventFilter): Promise<EventSummary[]> {
+  const { rows } = await db.query<EventSummary>(
+    `SELECT id, provider, event_id AS "eventId", type, state, attempts, generation, last_error AS "lastError",
+            received_at AS "receivedAt", updated_at AS "updatedAt"
+       FROM webhook_events
+      WHERE ($1::text IS NULL OR state = $1::text)
+        AND ($2::text IS NULL OR provider = $2::text)
+        AND ($3::text IS NULL OR type = $3::text)
+        AND ($4::int IS NULL OR received_at < now() - $4::int * interval '1 second')
+      ORDER BY updated_at DESC
+      LIMIT $5::int`,
+    [filter.state ?? null, filter.provider ?? null, filter.type ?? null, filter.olderThanSeconds ?? null, filter.limit ?? 50],
+  );
+  return rows;
+}
+
+export interface EventDetail {
+  event: EventRow;
+  steps: { generation: number; name: string; result: unknown; completedAt: Date }[];
+  operatorActions: { mode: OperatorMode; fromState: string; generation: number; actor: string; reason: string; createdAt: Date }[];
+}
+
+export async function showEvent(db: Queryable, rowId: number): Promise<EventDetail | null> {
+  const event = await getEvent(db, rowId);
+  if (!event) return null;
+  const steps = await db.query<EventDetail['steps'][number]>(
+    `SELECT generation, name, result, completed_at AS "completedAt" FROM webhook_event_steps
+      WHERE event_row_id = $1::bigint ORDER BY completed_at`,
+    [rowId],
+  );
+  const actions = await db.query<EventDetail['operatorActions'][number]>(
+    `SELECT mode, from_state AS "fromState", generation, actor, reason, created_at AS "createdAt"
+       FROM webhook_event_replays WHERE event_row_id = $1::bigint ORDER BY created_at`,
+    [rowId],
+  );
+  return { event, steps: steps.rows, operatorActions: actions.rows };
+}
+
+// ---------------------------------------------------------------------------------------------
 // Reads.
 
 export async function getEvent(db: Queryable, rowId: number): Promise<EventRow | null> {

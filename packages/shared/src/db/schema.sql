@@ -55,6 +55,27 @@ CREATE TABLE public.oncehook_migrations (
     applied_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+CREATE TABLE public.webhook_event_replays (
+    id bigint NOT NULL,
+    event_row_id bigint NOT NULL,
+    mode text NOT NULL,
+    from_state text NOT NULL,
+    generation integer NOT NULL,
+    actor text NOT NULL,
+    reason text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT webhook_event_replays_mode_check CHECK ((mode = ANY (ARRAY['redrive'::text, 'replay'::text])))
+);
+
+ALTER TABLE public.webhook_event_replays ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.webhook_event_replays_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 CREATE TABLE public.webhook_event_steps (
     event_row_id bigint NOT NULL,
     generation integer NOT NULL,
@@ -110,6 +131,9 @@ ALTER TABLE ONLY public.ledger_entries
 ALTER TABLE ONLY public.oncehook_migrations
     ADD CONSTRAINT oncehook_migrations_pkey PRIMARY KEY (version);
 
+ALTER TABLE ONLY public.webhook_event_replays
+    ADD CONSTRAINT webhook_event_replays_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY public.webhook_event_steps
     ADD CONSTRAINT webhook_event_steps_pkey PRIMARY KEY (event_row_id, generation, name);
 
@@ -121,12 +145,21 @@ ALTER TABLE ONLY public.webhook_events
 
 CREATE INDEX ledger_entries_source_idx ON public.ledger_entries USING btree (source_provider, source_event_id);
 
+CREATE INDEX webhook_event_replays_event_idx ON public.webhook_event_replays USING btree (event_row_id);
+
+CREATE INDEX webhook_events_failed_idx ON public.webhook_events USING btree (updated_at) WHERE (state = 'failed'::text);
+
 CREATE INDEX webhook_events_processing_idx ON public.webhook_events USING btree (lease_until) WHERE (state = 'processing'::text);
+
+CREATE INDEX webhook_events_provider_received_idx ON public.webhook_events USING btree (provider, received_at);
 
 CREATE INDEX webhook_events_received_idx ON public.webhook_events USING btree (updated_at) WHERE (state = 'received'::text);
 
 ALTER TABLE ONLY public.ledger_entries
     ADD CONSTRAINT ledger_entries_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.ledger_accounts(id);
+
+ALTER TABLE ONLY public.webhook_event_replays
+    ADD CONSTRAINT webhook_event_replays_event_row_id_fkey FOREIGN KEY (event_row_id) REFERENCES public.webhook_events(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.webhook_event_steps
     ADD CONSTRAINT webhook_event_steps_event_row_id_fkey FOREIGN KEY (event_row_id) REFERENCES public.webhook_events(id) ON DELETE CASCADE;
