@@ -21,6 +21,7 @@ import {
   type Pool,
   type WebhookSource,
 } from '@oncehook/shared';
+import type { AdminSettings } from '../../apps/ingest/src/admin';
 import { createApp, type IngestSettings } from '../../apps/ingest/src/app';
 import { registerExampleHandlers } from '../../apps/worker/src/example';
 import { HandlerRegistry } from '../../apps/worker/src/handlers';
@@ -53,6 +54,7 @@ export async function startIngest(opts: {
   settings?: Partial<IngestSettings>;
   faults?: Faults;
   metrics?: IngestMetrics;
+  admin?: AdminSettings;
 }): Promise<IngestHandle> {
   const redis = createRedis(opts.redisUrl ?? REDIS_URL, 'producer');
   const queue = createEventQueue(redis, opts.prefix);
@@ -64,6 +66,7 @@ export async function startIngest(opts: {
     log: testLog,
     faults: opts.faults ?? noFaults,
     metrics: opts.metrics ?? createIngestMetrics({ defaultMetrics: false }),
+    admin: opts.admin,
     settings: { bodyLimitBytes: 1024 * 1024, duplicateReenqueueAfterMs: 10_000, retryAfterSeconds: 5, enqueueTimeoutMs: 1_000, ...opts.settings },
   });
   const server = await new Promise<Server>((resolve) => {

@@ -7,11 +7,13 @@
  *   GET  /healthz              the process is up
  *   GET  /readyz               Postgres and Redis answer
  *   GET  /metrics              Prometheus metrics
+ *   /admin/...                 Bull Board, events view, admin API (admin.ts; only with credentials)
  */
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { withTimeout, type EventJobData, type Faults, type IngestMetrics, type Logger, type Pool, type WebhookSource } from '@oncehook/shared';
 import type { Queue } from 'bullmq';
+import { mountAdmin, type AdminSettings } from './admin';
 import { createClaimBatcher } from './claim-batcher';
 import { receiveWebhook } from './receive-webhook';
 
@@ -25,6 +27,8 @@ export interface IngestDeps {
   faults: Faults;
   metrics: IngestMetrics;
   settings: IngestSettings;
+  /** Admin credentials; without them no admin route is mounted. */
+  admin?: AdminSettings;
   now?: () => Date;
 }
 
@@ -76,6 +80,8 @@ export function createApp(deps: IngestDeps): Hono {
     c.header('Allow', 'POST');
     return c.json({ error: 'method_not_allowed', message: 'webhooks are delivered with POST' }, 405);
   });
+
+  if (deps.admin && mountAdmin(app, deps, deps.admin)) deps.log.info({ readOnly: deps.admin.readOnly }, 'admin mounted at /admin');
 
   app.notFound((c) => c.json({ error: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` }, 404));
 

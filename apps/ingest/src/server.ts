@@ -36,6 +36,7 @@ runMain(async () => {
     log,
     faults: createFaults(config.ONCEHOOK_FAULTS),
     metrics: createIngestMetrics(),
+    admin: { token: config.ADMIN_TOKEN, username: config.ADMIN_USERNAME, password: config.ADMIN_PASSWORD, readOnly: config.ADMIN_READ_ONLY },
     settings: {
       bodyLimitBytes: config.BODY_LIMIT_BYTES,
       duplicateReenqueueAfterMs: config.DUPLICATE_REENQUEUE_AFTER_MS,

@@ -75,6 +75,15 @@ const ingestSchema = z.object({
   PADDLE_TOLERANCE_SECONDS: integer(1, 86_400).default(60),
   /** JSON file declaring any number of named sources (docs/providers.md, "Many sources"). */
   ONCEHOOK_SOURCES_FILE: z.string().optional(),
+  /**
+   * Admin (Bull Board, the events view, the admin API) is mounted only when credentials are
+   * set: a bearer token, and/or a basic-auth user and password. Unset = no admin route exists.
+   */
+  ADMIN_TOKEN: z.string().min(16, 'ADMIN_TOKEN must be at least 16 characters').optional(),
+  ADMIN_USERNAME: z.string().optional(),
+  ADMIN_PASSWORD: z.string().min(12, 'ADMIN_PASSWORD must be at least 12 characters').optional(),
+  /** Read-only admin: views work, re-drive/replay and Bull Board actions are refused. */
+  ADMIN_READ_ONLY: z.enum(['true', 'false']).default('false').transform((value) => value === 'true'),
   /** Seconds SIGTERM waits for in-flight requests before closing anyway. */
   SHUTDOWN_TIMEOUT_MS: integer(0).default(10_000),
 });

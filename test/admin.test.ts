@@ -1,0 +1,112 @@
+/**
+ * Admin: Bull Board, the events view and the admin API exist only with credentials, and only
+ * behind them. Checked over HTTP and in a real headless Chromium (Debian's, driven by
+ * playwright-core), with screenshots in test/artifacts/.
+ */
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { chromium, type Browser } from 'playwright-core';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { queries } from '@oncehook/shared';
+import { createTestDatabase, type TestDatabase } from './helpers/db';
+import { ROOT } from './helpers/processes';
+import { startIngest, testPrefix, type IngestHandle } from './helpers/stack';
+import { deliver, paymentSucceeded, signStripe } from './helpers/stripe';
+
+const TOKEN = 'admin-token-0123456789abcdef';
+const USER = 'operator';
+const PASSWORD = 'correct horse battery';
+const basic = `Basic ${Buffer.from(`${USER}:${PASSWORD}`).toString('base64')}`;
+const ARTIFACTS = path.join(ROOT, 'test/artifacts');
+
+let db: TestDatabase;
+let ingest: IngestHandle;
+let readOnly: IngestHandle;
+let noAdmin: IngestHandle;
+let browser: Browser;
+let failedId: number;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  const prefix = testPrefix();
+  ingest = await startIngest({ pool: db.pool, prefix, admin: { token: TOKEN, username: USER, password: PASSWORD, readOnly: false } });
+  readOnly = await startIngest({ pool: db.pool, prefix, admin: { token: TOKEN, readOnly: true } });
+  noAdmin = await startIngest({ pool: db.pool, prefix });
+  // A dead letter to look at.
+  await deliver(ingest.url, signStripe(paymentSucceeded('evt_admin_failed')));
+  const row = await queries.getEventByKey(db.pool, 'stripe', 'evt_admin_failed');
+  await db.pool.query(`UPDATE webhook_events SET state = 'failed', attempts = 3, last_error = 'PermanentError: card declined', finished_at = now() WHERE id = $1`, [row!.id]);
+  failedId = row!.id;
+  await mkdir(ARTIFACTS, { recursive: true });
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+});
+afterAll(async () => {
+  await browser?.close();
+  await Promise.all([ingest, readOnly, noAdmin].map((i) => i?.close()));
+  await db.drop();
+});
+
+it('refuses every admin route without credentials (401) and with wrong ones', async () => {
+  for (const route of ['/admin/events', `/admin/events/${failedId}`, '/admin/queues', '/admin/queues/api/queues', '/admin/api/events', `/admin/api/events/${failedId}`]) {
+    const none = await fetch(`${ingest.url}${route}`);
+    expect(none.status, route).toBe(401);
+    expect(none.headers.get('www-authenticate')).toMatch(/^Basic/);
+    expect((await fetch(`${ingest.url}${route}`, { headers: { authorization: 'Bearer wrong-token-wrong-token' } })).status, route).toBe(401);
+    expect((await fetch(`${ingest.url}${route}`, { headers: { authorization: `Basic ${Buffer.from(`${USER}:nope`).toString('base64')}` } })).status, route).toBe(401);
+  }
+  const post = await fetch(`${ingest.url}/admin/api/events/${failedId}/redrive`, { method: 'POST', body: '{"reason":"x"}' });
+  expect(post.status).toBe(401);
+  expect((await queries.getEvent(db.pool, failedId))?.state).toBe('failed');
+});
+
+it('mounts no admin route at all without configured credentials', async () => {
+  expect((await fetch(`${noAdmin.url}/admin/events`)).status).toBe(404);
+  expect((await fetch(`${noAdmin.url}/admin/queues`)).status).toBe(404);
+});
+
+it('serves the admin API with a token or basic auth; read-only refuses actions', async () => {
+  const list = await fetch(`${ingest.url}/admin/api/events?state=failed`, { headers: { authorization: `Bearer ${TOKEN}` } });
+  expect(list.status).toBe(200);
+  expect(((await list.json()) as { events: unknown[] }).events).toEqual([expect.objectContaining({ id: failedId, state: 'failed' })]);
+  expect((await fetch(`${ingest.url}/admin/api/events?state=bogus`, { headers: { authorization: basic } })).status).toBe(400);
+
+  const ro = await fetch(`${readOnly.url}/admin/api/events/${failedId}/replay`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` }, body: '{"reason":"x"}' });
+  expect(ro.status).toBe(403);
+  const noReason = await fetch(`${ingest.url}/admin/api/events/${failedId}/redrive`, { method: 'POST', headers: { authorization: basic }, body: '{}' });
+  expect(noReason.status).toBe(400);
+  const dry = await fetch(`${ingest.url}/admin/api/redrive`, { method: 'POST', headers: { authorization: basic }, body: '{"state":"failed","dry_run":true}' });
+  expect(await dry.json()).toMatchObject({ dryRun: true, matched: 1 });
+  expect((await queries.getEvent(db.pool, failedId))?.state).toBe('failed');
+});
+
+it('renders the events view and Bull Board in a real browser behind basic auth', async () => {
+  // Without credentials the browser is refused: the navigation fails on the 401 challenge,
+  // and the same request from the browser context gets the 401 itself.
+  const anonymous = await browser.newContext();
+  await expect((await anonymous.newPage()).goto(`${ingest.url}/admin/events`)).rejects.toThrow(/ERR_INVALID_AUTH_CREDENTIALS/);
+  expect((await anonymous.request.get(`${ingest.url}/admin/events`)).status()).toBe(401);
+  expect((await anonymous.request.get(`${ingest.url}/admin/queues`)).status()).toBe(401);
+  await anonymous.close();
+
+  const context = await browser.newContext({ httpCredentials: { username: USER, password: PASSWORD }, viewport: { width: 1280, height: 900 } });
+  const page = await context.newPage();
+  const events = await page.goto(`${ingest.url}/admin/events`);
+  expect(events?.status()).toBe(200);
+  await expect.poll(() => page.textContent('body')).toContain('Dead letters (1)');
+  expect(await page.textContent('body')).toContain('stripe/evt_admin_failed');
+  await page.screenshot({ path: path.join(ARTIFACTS, 'admin-events.png'), fullPage: true });
+
+  await page.click(`a[href="/admin/events/${failedId}"]`);
+  await expect.poll(() => page.textContent('h1')).toBe(`Event ${failedId}`);
+  expect(await page.textContent('body')).toContain('PermanentError: card declined');
+  await page.screenshot({ path: path.join(ARTIFACTS, 'admin-event.png'), fullPage: true });
+
+  const board = await page.goto(`${ingest.url}/admin/queues`);
+  expect(board?.status()).toBe(200);
+  await page.waitForSelector('text=webhook-events', { timeout: 15_000 });
+  await page.screenshot({ path: path.join(ARTIFACTS, 'admin-bull-board.png'), fullPage: true });
+  await context.close();
+});
