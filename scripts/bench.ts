@@ -165,7 +165,7 @@ export async function runBench(options: BenchOptions): Promise<{ ingest: IngestR
       services.push(ingestProc);
       const url = await listeningUrl(ingestProc);
       const workers = Array.from({ length: workerCount }, () =>
-        spawnService('worker', { LOG_LEVEL: 'warn', DATABASE_URL: db.url, QUEUE_PREFIX: prefix, WORKER_CONCURRENCY: '16', DATABASE_POOL_SIZE: '10' }),
+        spawnService('worker', { LOG_LEVEL: 'warn', METRICS_PORT: '0', DATABASE_URL: db.url, QUEUE_PREFIX: prefix, WORKER_CONCURRENCY: '16', DATABASE_POOL_SIZE: '10' }),
       );
       services.push(...workers);
       await Promise.all(workers.map((w) => w.waitFor(/worker ready/)));

@@ -102,6 +102,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const workerEnv = {
       ...common,
       WORKER_CONCURRENCY: '16',
+      METRICS_PORT: '0',
       LEASE_MS: '3000',
       RECONCILE_INTERVAL_MS: '500',
       REQUEUE_AFTER_MS: '2000',

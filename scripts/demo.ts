@@ -48,7 +48,7 @@ try {
   });
   services.push(ingest);
   const workers = [1, 2].map(() =>
-    spawnService('worker', { ...common, PAYMENT_API_URL: `${sandboxUrl}/payment`, EMAIL_API_URL: `${sandboxUrl}/email`, FULFILMENT_API_URL: `${sandboxUrl}/fulfilment` }),
+    spawnService('worker', { ...common, METRICS_PORT: '0', PAYMENT_API_URL: `${sandboxUrl}/payment`, EMAIL_API_URL: `${sandboxUrl}/email`, FULFILMENT_API_URL: `${sandboxUrl}/fulfilment` }),
   );
   services.push(...workers);
   await Promise.all([ingest.waitFor(/ingest listening/), ...workers.map((w) => w.waitFor(/worker ready/))]);

@@ -20,8 +20,9 @@ node --import tsx apps/sandbox/src/server.ts &
 pids+=($!)
 node --import tsx apps/ingest/src/server.ts &
 pids+=($!)
-for _ in $(seq 1 "$WORKERS"); do
-  node --import tsx apps/worker/src/main.ts &
+for i in $(seq 1 "$WORKERS"); do
+  # Each worker serves its /metrics on its own port: 9464, 9465, ...
+  METRICS_PORT=$((9463 + i)) node --import tsx apps/worker/src/main.ts &
   pids+=($!)
 done
 

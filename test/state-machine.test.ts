@@ -80,7 +80,7 @@ describe('the fence', () => {
 
     // A wakes up: its step must not run, nor its done transition land.
     release();
-    expect(await a).toEqual({ kind: 'lease-lost', rowId });
+    expect(await a).toEqual({ kind: 'lease-lost', rowId, type: 'payment_intent.succeeded' });
     expect(stepRuns).toBe(0);
     expect(await queries.markDone(db.pool, rowId, leaseA!)).toBe(false);
     expect((await ledgerSummary(db.pool)).entries).toBe(1);

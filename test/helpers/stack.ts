@@ -10,6 +10,7 @@ import type { Queue } from 'bullmq';
 import {
   createEffectClients,
   createEventQueue,
+  createWorkerMetrics,
   createIngestMetrics,
   createLogger,
   createRedis,
@@ -18,6 +19,7 @@ import {
   type EventJobData,
   type Faults,
   type IngestMetrics,
+  type WorkerMetrics,
   type Pool,
   type WebhookSource,
 } from '@oncehook/shared';
@@ -124,11 +126,13 @@ export function startWorker(opts: {
   autorun?: boolean;
   /** Base URL of a sandbox (effect APIs) for the example handlers. */
   sandboxUrl?: string;
+  metrics?: WorkerMetrics;
 }): WorkerHandle {
   const connection = createRedis(opts.redisUrl ?? REDIS_URL, 'worker');
   const producer = createRedis(opts.redisUrl ?? REDIS_URL, 'producer');
   const queue = createEventQueue(producer, opts.prefix);
   const registry = opts.registry ?? exampleRegistry(opts.sandboxUrl);
+  const metrics = opts.metrics ?? createWorkerMetrics({ defaultMetrics: false });
   const eventWorker = createEventWorker(
     {
       pool: opts.pool,
@@ -137,6 +141,7 @@ export function startWorker(opts: {
       registry,
       log: testLog,
       faults: opts.faults ?? noFaults,
+      metrics,
       settings: { ...FAST_WORKER_SETTINGS, ...opts.settings, queuePrefix: opts.prefix },
     },
     { autorun: opts.autorun ?? true },
@@ -171,6 +176,8 @@ export function serviceEnv(opts: { databaseUrl: string; prefix: string; redisUrl
     STRIPE_WEBHOOK_SECRET: STRIPE_SECRET,
     PORT: '0',
     HOST: '127.0.0.1',
+    METRICS_PORT: '0',
+    METRICS_HOST: '127.0.0.1',
     LEASE_MS: String(FAST_WORKER_SETTINGS.leaseMs),
     RETRY_BACKOFF_MS: String(FAST_WORKER_SETTINGS.retryBackoffMs),
     RECONCILE_INTERVAL_MS: String(FAST_WORKER_SETTINGS.reconciler.intervalMs),

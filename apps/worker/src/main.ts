@@ -7,6 +7,7 @@ import {
   announce,
   createEffectClients,
   createEventQueue,
+  createWorkerMetrics,
   createFaults,
   createLogger,
   createPool,
@@ -17,6 +18,7 @@ import {
 } from '@oncehook/shared';
 import { registerExampleHandlers } from './example';
 import { HandlerRegistry } from './handlers';
+import { startMetricsServer } from './metrics-server';
 import { createEventWorker } from './worker';
 
 runMain(async () => {
@@ -27,7 +29,9 @@ runMain(async () => {
   const producer = createRedis(config.REDIS_URL, 'producer');
   const queue = createEventQueue(producer, config.QUEUE_PREFIX);
 
+  const metrics = createWorkerMetrics();
   const clients = createEffectClients({
+    onOutcome: (outcome) => metrics.outboundCalls.inc({ api: outcome.name, outcome: outcome.result }),
     paymentUrl: config.PAYMENT_API_URL,
     emailUrl: config.EMAIL_API_URL,
     fulfilmentUrl: config.FULFILMENT_API_URL,
@@ -44,6 +48,7 @@ runMain(async () => {
     registry,
     log,
     faults: createFaults(config.ONCEHOOK_FAULTS),
+    metrics,
     settings: {
       concurrency: config.WORKER_CONCURRENCY,
       leaseMs: config.LEASE_MS,
@@ -57,6 +62,8 @@ runMain(async () => {
       },
     },
   });
+  const metricsServer = await startMetricsServer(metrics.registry, config.METRICS_PORT, config.METRICS_HOST);
+  announce(`worker metrics on ${metricsServer.port}`);
   eventWorker.reconciler.run();
   await eventWorker.worker.waitUntilReady();
   // Tests and scripts wait for this line.
@@ -66,6 +73,7 @@ runMain(async () => {
   onShutdownSignal(async (signal) => {
     log.info({ signal }, 'shutting down: no new jobs, finishing in-flight ones');
     await eventWorker.close();
+    await metricsServer.close();
     await queue.close();
     connection.disconnect();
     producer.disconnect();

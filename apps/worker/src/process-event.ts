@@ -25,13 +25,14 @@ export interface ProcessDeps {
 }
 
 export type ProcessOutcome =
-  | { kind: 'done'; rowId: number }
-  | { kind: 'no-handler'; rowId: number }
-  | { kind: 'failed'; rowId: number; error: string }
+  | { kind: 'done'; rowId: number; type: string }
+  | { kind: 'no-handler'; rowId: number; type: string }
+  | { kind: 'failed'; rowId: number; type: string; error: string }
   /** Recorded on the row (state received); the caller schedules attempt `attempt + 1`. */
-  | { kind: 'retry'; rowId: number; error: string; attempt: number }
+  | { kind: 'retry'; rowId: number; type: string; error: string; attempt: number }
+  /** Not ours to run (finished, or leased by another worker): acknowledged, nothing done. */
   | { kind: 'skipped'; rowId: number }
-  | { kind: 'lease-lost'; rowId: number };
+  | { kind: 'lease-lost'; rowId: number; type: string };
 
 function describe(error: unknown): string {
   return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
@@ -50,9 +51,9 @@ export async function processEvent(deps: ProcessDeps, job: EventJobData): Promis
   if (row.attempts > settings.maxAttempts) {
     // The previous attempts ended without a verdict (crashes or hangs): give up.
     const error = `gave up after ${row.attempts - 1} attempts; last error: ${row.lastError ?? 'none recorded'}`;
-    if (!(await queries.markFailed(pool, row.id, token, error))) return { kind: 'lease-lost', rowId: row.id };
+    if (!(await queries.markFailed(pool, row.id, token, error))) return { kind: 'lease-lost', rowId: row.id, type: row.type };
     log.error({ error }, 'event failed (dead letter)');
-    return { kind: 'failed', rowId: row.id, error };
+    return { kind: 'failed', rowId: row.id, type: row.type, error };
   }
 
   const handler = deps.registry.find(row.provider, row.kind, row.type);
@@ -60,7 +61,7 @@ export async function processEvent(deps: ProcessDeps, job: EventJobData): Promis
     const note = `no handler registered for ${row.kind} "${row.type}"; recorded without effects`;
     const marked = await queries.markDone(pool, row.id, token, note);
     log.info(note);
-    return marked ? { kind: 'no-handler', rowId: row.id } : { kind: 'lease-lost', rowId: row.id };
+    return marked ? { kind: 'no-handler', rowId: row.id, type: row.type } : { kind: 'lease-lost', rowId: row.id, type: row.type };
   }
 
   // Keep the lease alive while the handler runs; losing it aborts the handler's signal.
@@ -96,23 +97,23 @@ export async function processEvent(deps: ProcessDeps, job: EventJobData): Promis
     await deps.faults.hit('worker.before-done');
     if (!ctx.completed && !(await queries.markDone(pool, row.id, token))) throw new LeaseLostError(row.id);
     log.info('event done');
-    return { kind: 'done', rowId: row.id };
+    return { kind: 'done', rowId: row.id, type: row.type };
   } catch (error) {
     if (error instanceof LeaseLostError || abort.signal.reason instanceof LeaseLostError) {
       log.warn({ err: error }, 'lease lost; stopping without committing (the new owner finishes the event)');
-      return { kind: 'lease-lost', rowId: row.id };
+      return { kind: 'lease-lost', rowId: row.id, type: row.type };
     }
     const message = describe(error);
     const permanent = error instanceof PermanentError || error instanceof UnrecoverableError;
     if (permanent || row.attempts >= settings.maxAttempts) {
       const reason = permanent ? message : `attempt ${row.attempts}/${settings.maxAttempts} failed: ${message}`;
-      if (!(await queries.markFailed(pool, row.id, token, reason))) return { kind: 'lease-lost', rowId: row.id };
+      if (!(await queries.markFailed(pool, row.id, token, reason))) return { kind: 'lease-lost', rowId: row.id, type: row.type };
       log.error({ err: error }, 'event failed (dead letter)');
-      return { kind: 'failed', rowId: row.id, error: reason };
+      return { kind: 'failed', rowId: row.id, type: row.type, error: reason };
     }
-    if (!(await queries.releaseForRetry(pool, row.id, token, message))) return { kind: 'lease-lost', rowId: row.id };
+    if (!(await queries.releaseForRetry(pool, row.id, token, message))) return { kind: 'lease-lost', rowId: row.id, type: row.type };
     log.warn({ err: error }, 'handler failed; will retry');
-    return { kind: 'retry', rowId: row.id, error: message, attempt: row.attempts };
+    return { kind: 'retry', rowId: row.id, type: row.type, error: message, attempt: row.attempts };
   } finally {
     clearInterval(keeper);
   }

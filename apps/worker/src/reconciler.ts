@@ -12,9 +12,11 @@
  * leader connection to lose, and no two passes at once. Jobs are enqueued only after that
  * transaction commits; a failed enqueue is retried by a later pass.
  *
+ * After every pass (leader or not) it refreshes this process's gauges (metrics.ts).
+ *
  * `runOnce()` for tests (returns the counts), `run()` for the loop, `stop()` to end it.
  */
-import { enqueueEvent, queries, withTransaction, type EventJobData, type EventRef, type Logger, type Pool } from '@oncehook/shared';
+import { enqueueEvent, queries, withTransaction, type EventJobData, type EventRef, type Logger, type Pool, type WorkerMetrics } from '@oncehook/shared';
 import type { Queue } from 'bullmq';
 
 /** Arbitrary constant shared by every worker process: the reconciler's leadership lock. */
@@ -43,8 +45,24 @@ export interface Reconciler {
   stop(): Promise<void>;
 }
 
-export function createReconciler(deps: { pool: Pool; queue: Queue<EventJobData>; log: Logger; settings: ReconcilerSettings }): Reconciler {
-  const { pool, queue, log, settings } = deps;
+export function createReconciler(deps: { pool: Pool; queue: Queue<EventJobData>; log: Logger; settings: ReconcilerSettings; metrics?: WorkerMetrics }): Reconciler {
+  const { pool, queue, log, settings, metrics } = deps;
+
+  /** The gauges (webhook_events_by_state, _stuck, dead letters, queue depth and age), for this process's /metrics. */
+  async function refreshGauges(): Promise<void> {
+    if (!metrics) return;
+    const counts = await queries.pendingCounts(pool, settings.requeueAfterMs);
+    metrics.eventsByState.set({ state: 'received' }, counts.received);
+    metrics.eventsByState.set({ state: 'processing' }, counts.processing);
+    metrics.eventsByState.set({ state: 'failed' }, counts.failed);
+    metrics.stuck.set({ kind: 'processing_lease_expired' }, counts.processingExpired);
+    metrics.stuck.set({ kind: 'received_not_picked_up' }, counts.receivedStale);
+    metrics.deadLetters.set(counts.failed);
+    const jobs = await queue.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed');
+    for (const [state, n] of Object.entries(jobs)) metrics.queueJobs.set({ state }, n);
+    const [oldest] = await queue.getJobs(['waiting'], 0, 0, true);
+    metrics.oldestWaitingSeconds.set(oldest ? Math.max(0, (Date.now() - oldest.timestamp) / 1000) : 0);
+  }
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<unknown> | undefined;
   let stopped = false;
@@ -57,7 +75,13 @@ export function createReconciler(deps: { pool: Pool; queue: Queue<EventJobData>;
       const requeued = await queries.takeStaleReceived(tx, settings.requeueAfterMs, settings.batchSize);
       return { reclaimed, requeued };
     });
-    if (!taken) return { leader: false, reclaimed: 0, requeued: 0, enqueueFailed: 0 };
+    metrics?.reconcilerLeader.set(taken ? 1 : 0);
+    if (!taken) {
+      await refreshGauges();
+      return { leader: false, reclaimed: 0, requeued: 0, enqueueFailed: 0 };
+    }
+    metrics?.recoveriesTotal.inc({ kind: 'reclaimed' }, taken.reclaimed.length);
+    metrics?.recoveriesTotal.inc({ kind: 'requeued' }, taken.requeued.length);
 
     let enqueueFailed = 0;
     const enqueueAll = async (refs: EventRef[], why: string) => {
@@ -75,6 +99,7 @@ export function createReconciler(deps: { pool: Pool; queue: Queue<EventJobData>;
     await enqueueAll(taken.requeued, 'received but not picked up');
     const counts = { leader: true, reclaimed: taken.reclaimed.length, requeued: taken.requeued.length, enqueueFailed };
     if (counts.reclaimed || counts.requeued || counts.enqueueFailed) log.info(counts, 'reconciler pass');
+    await refreshGauges();
     return counts;
   }
 

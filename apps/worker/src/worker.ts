@@ -5,7 +5,7 @@
  */
 import { Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { enqueueEvent, EVENT_QUEUE_NAME, type EventJobData, type Faults, type Logger, type Pool } from '@oncehook/shared';
+import { enqueueEvent, EVENT_QUEUE_NAME, type EventJobData, type Faults, type Logger, type Pool, type WorkerMetrics } from '@oncehook/shared';
 import type { Queue } from 'bullmq';
 import type { HandlerRegistry } from './handlers';
 import { processEvent, type ProcessOutcome } from './process-event';
@@ -30,6 +30,7 @@ export interface EventWorkerDeps {
   log: Logger;
   faults: Faults;
   settings: WorkerSettings;
+  metrics?: WorkerMetrics;
 }
 
 export interface EventWorker {
@@ -51,7 +52,13 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
   const worker = new Worker<EventJobData, ProcessOutcome['kind']>(
     EVENT_QUEUE_NAME,
     async (job) => {
+      const started = process.hrtime.bigint();
       const outcome = await processEvent(processDeps, job.data);
+      if (deps.metrics && outcome.kind !== 'skipped') {
+        const labels = { provider: job.data.provider, type: outcome.type, outcome: outcome.kind };
+        deps.metrics.processingDuration.observe(labels, Number(process.hrtime.bigint() - started) / 1e9);
+        deps.metrics.processedTotal.inc(labels);
+      }
       if (outcome.kind === 'retry') {
         // The failure is recorded on the row (state received). The next attempt is a job of
         // its own (jobIdFor(..., attempt)), delayed by the backoff. If this add is lost, the
@@ -81,7 +88,7 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
   // ioredis. Listening keeps either from becoming an unhandled 'error' event.
   worker.on('error', (error) => log.warn({ err: error }, 'queue worker error'));
 
-  const reconciler = createReconciler({ pool: deps.pool, queue: deps.queue, log: log.child({ component: 'reconciler' }), settings: settings.reconciler });
+  const reconciler = createReconciler({ pool: deps.pool, queue: deps.queue, log: log.child({ component: 'reconciler' }), settings: settings.reconciler, metrics: deps.metrics });
 
   return {
     worker,

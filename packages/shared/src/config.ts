@@ -131,6 +131,9 @@ const workerSchema = z.object({
   OUTBOUND_MAX_TRIES: integer(1, 20).default(4),
   /** First delay between outbound tries; doubles, full jitter, capped at 5 s; Retry-After honoured. */
   OUTBOUND_RETRY_DELAY_MS: integer(0, 60_000).default(200),
+  /** Port of this worker's GET /metrics and /healthz (0 = any free port, announced on stdout). */
+  METRICS_PORT: integer(0, 65535).default(9464),
+  METRICS_HOST: z.string().default('0.0.0.0'),
 });
 
 export type CommonConfig = z.infer<typeof commonSchema>;

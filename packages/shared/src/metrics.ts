@@ -7,7 +7,7 @@
  *   timestamp_too_old, malformed_payload, ...).
  * webhook_ingest_duration_seconds{result}     time from request to answer.
  */
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 export type EdgeResult = 'new' | 'duplicate' | 'rejected' | 'error';
 
@@ -42,5 +42,59 @@ export function createIngestMetrics(options: { defaultMetrics?: boolean } = {}):
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
       registers: [registry],
     }),
+  };
+}
+
+/**
+ * Worker metrics (GET /metrics on each worker's METRICS_PORT).
+ *
+ * webhook_processing_duration_seconds{provider,type,outcome}  one job's run, lease to verdict
+ * webhook_events_processed_total{provider,type,outcome}       done | failed | retry | no-handler | lease-lost
+ * webhook_events_by_state{state}                              received | processing | failed (done is not counted: it is the whole table)
+ * webhook_events_stuck{kind}                                  processing_lease_expired | received_not_picked_up (older than REQUEUE_AFTER_MS)
+ * webhook_dead_letters                                        events in `failed`
+ * webhook_queue_jobs{state}                                   BullMQ job counts (waiting, active, delayed, failed, completed)
+ * webhook_queue_oldest_waiting_seconds                        age of the oldest waiting job (0 when none)
+ * webhook_reconciler_recoveries_total{kind}                   reclaimed (expired lease) | requeued (lost job)
+ * webhook_reconciler_leader                                   1 if this process ran the last reconciler pass
+ * webhook_outbound_calls_total{api,outcome}                   ok | retryable | permanent | network_error | timeout
+ * The gauges are refreshed by each worker's reconciler loop (every RECONCILE_INTERVAL_MS).
+ */
+export interface WorkerMetrics {
+  registry: Registry;
+  processingDuration: Histogram<'provider' | 'type' | 'outcome'>;
+  processedTotal: Counter<'provider' | 'type' | 'outcome'>;
+  eventsByState: Gauge<'state'>;
+  stuck: Gauge<'kind'>;
+  deadLetters: Gauge;
+  queueJobs: Gauge<'state'>;
+  oldestWaitingSeconds: Gauge;
+  recoveriesTotal: Counter<'kind'>;
+  reconcilerLeader: Gauge;
+  outboundCalls: Counter<'api' | 'outcome'>;
+}
+
+export function createWorkerMetrics(options: { defaultMetrics?: boolean } = {}): WorkerMetrics {
+  const registry = new Registry();
+  if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+  return {
+    registry,
+    processingDuration: new Histogram({
+      name: 'webhook_processing_duration_seconds',
+      help: 'Time one job spends on an event, from lease to verdict',
+      labelNames: ['provider', 'type', 'outcome'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    }),
+    processedTotal: new Counter({ name: 'webhook_events_processed_total', help: 'Job verdicts by outcome', labelNames: ['provider', 'type', 'outcome'], registers }),
+    eventsByState: new Gauge({ name: 'webhook_events_by_state', help: 'Events in received, processing and failed', labelNames: ['state'], registers }),
+    stuck: new Gauge({ name: 'webhook_events_stuck', help: 'Events past their lease (processing) or past the re-enqueue threshold (received)', labelNames: ['kind'], registers }),
+    deadLetters: new Gauge({ name: 'webhook_dead_letters', help: 'Events in failed (dead letters)', registers }),
+    queueJobs: new Gauge({ name: 'webhook_queue_jobs', help: 'BullMQ jobs by state', labelNames: ['state'], registers }),
+    oldestWaitingSeconds: new Gauge({ name: 'webhook_queue_oldest_waiting_seconds', help: 'Age of the oldest waiting job', registers }),
+    recoveriesTotal: new Counter({ name: 'webhook_reconciler_recoveries_total', help: 'Events the reconciler recovered', labelNames: ['kind'], registers }),
+    reconcilerLeader: new Gauge({ name: 'webhook_reconciler_leader', help: '1 if this process ran the last reconciler pass', registers }),
+    outboundCalls: new Counter({ name: 'webhook_outbound_calls_total', help: 'Outbound API tries by API and outcome', labelNames: ['api', 'outcome'], registers }),
   };
 }

@@ -415,6 +415,31 @@ export async function showEvent(db: Queryable, rowId: number): Promise<EventDeta
 }
 
 // ---------------------------------------------------------------------------------------------
+// Gauges. Each count is answered from a partial index (received, processing, failed), so the
+// cost does not grow with the number of done events.
+
+export interface PendingCounts {
+  received: number;
+  receivedStale: number;
+  processing: number;
+  processingExpired: number;
+  failed: number;
+}
+
+export async function pendingCounts(db: Queryable, staleAfterMs: number): Promise<PendingCounts> {
+  const { rows } = await db.query<PendingCounts>(
+    `SELECT
+       (SELECT count(*) FROM webhook_events WHERE state = 'received')::int AS received,
+       (SELECT count(*) FROM webhook_events WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 millisecond')::int AS "receivedStale",
+       (SELECT count(*) FROM webhook_events WHERE state = 'processing')::int AS processing,
+       (SELECT count(*) FROM webhook_events WHERE state = 'processing' AND lease_until < now())::int AS "processingExpired",
+       (SELECT count(*) FROM webhook_events WHERE state = 'failed')::int AS failed`,
+    [staleAfterMs],
+  );
+  return rows[0] ?? { received: 0, receivedStale: 0, processing: 0, processingExpired: 0, failed: 0 };
+}
+
+// ---------------------------------------------------------------------------------------------
 // Reads.
 
 export async function getEvent(db: Queryable, rowId: number): Promise<EventRow | null> {

@@ -1,0 +1,107 @@
+/**
+ * Metrics move as described under a scripted run: new, duplicate and rejected deliveries at
+ * the edge; a stuck event and its recovery, a dead letter and queue depth in
+ * the worker's gauges (served on the worker's own /metrics by a real worker process).
+ */
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { queries } from '@oncehook/shared';
+import { createTestDatabase, type TestDatabase } from './helpers/db';
+import { createMetricsProbe } from './helpers/metrics';
+import { killAllServices, spawnService } from './helpers/processes';
+import { serviceEnv, startIngest, testPrefix, type IngestHandle } from './helpers/stack';
+import { deliver, paymentSucceeded, signStripe } from './helpers/stripe';
+import { waitFor } from './helpers/wait';
+
+let db: TestDatabase;
+let ingest: IngestHandle;
+const probe = createMetricsProbe();
+const prefix = testPrefix();
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  ingest = await startIngest({ pool: db.pool, prefix, metrics: probe.metrics });
+});
+afterAll(async () => {
+  await killAllServices();
+  await ingest.close();
+  await db.drop();
+});
+
+/** One series' value from Prometheus text. */
+function series(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name)) continue;
+    const match = /^([a-z_]+)(\{[^}]*\})? (\S+)$/.exec(line);
+    if (!match || match[1] !== name) continue;
+    const set = match[2] ?? '';
+    if (Object.entries(labels).every(([k, v]) => set.includes(`${k}="${v}"`))) return Number(match[3]);
+  }
+  return undefined;
+}
+
+it('counts new, duplicate and rejected deliveries at the edge; duplicates are not errors', async () => {
+  const event = paymentSucceeded('evt_metrics_1');
+  await deliver(ingest.url, signStripe(event));
+  await deliver(ingest.url, signStripe(event));
+  await deliver(ingest.url, signStripe(event));
+  await deliver(ingest.url, signStripe(paymentSucceeded('evt_metrics_forged'), { secret: 'whsec_wrong' }));
+  const text = await (await fetch(`${ingest.url}/metrics`)).text();
+  const type = 'payment_intent.succeeded';
+  expect(series(text, 'webhook_events_total', { provider: 'stripe', type, result: 'new' })).toBe(1);
+  expect(series(text, 'webhook_events_total', { provider: 'stripe', type, result: 'duplicate' })).toBe(2);
+  expect(series(text, 'webhook_events_total', { provider: 'stripe', result: 'rejected' })).toBe(1);
+  expect(series(text, 'webhook_events_total', { result: 'error' })).toBeUndefined();
+  expect(series(text, 'webhook_rejections_total', { provider: 'stripe', reason: 'bad_signature' })).toBe(1);
+  expect(series(text, 'webhook_ingest_duration_seconds_count', { result: 'duplicate' })).toBe(2);
+});
+
+it("a worker's gauges show a stuck event, its recovery and a dead letter", async () => {
+  // A stuck event: processing with an expired lease (its worker died), and a dead letter.
+  const stuck = await queries.claimEvent(db.pool, { provider: 'stripe', kind: 'stripe', eventId: 'evt_stuck', type: 'payment_intent.succeeded', signedAt: null, rawBody: JSON.stringify(paymentSucceeded('evt_stuck')), payload: {}, meta: {} });
+  if (stuck.outcome !== 'new') throw new Error('expected new');
+  await queries.acquireLease(db.pool, stuck.rowId, '00000000-0000-4000-8000-0000000000bb', 1);
+  await db.pool.query(`UPDATE webhook_events SET state = 'failed', finished_at = now(), last_error = 'x' WHERE event_id = 'evt_metrics_1'`);
+
+  const worker = spawnService('worker', serviceEnv({ databaseUrl: db.url, prefix, extra: { RECONCILE_INTERVAL_MS: '300', LEASE_MS: '2000' } }));
+  const port = /worker metrics on (\d+)/.exec(await worker.waitFor(/worker metrics on \d+/))?.[1];
+  const scrape = async () => (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+
+  // The reconciler reclaims the stuck event and the worker finishes it; the counters say so.
+  await waitFor(async () => (await queries.getEvent(db.pool, stuck.rowId))?.state === 'done', { what: 'stuck event recovered' });
+  const after = await waitFor(async () => {
+    const text = await scrape();
+    return series(text, 'webhook_events_processed_total', { outcome: 'done' }) === 1 && series(text, 'webhook_events_stuck', { kind: 'processing_lease_expired' }) === 0 ? text : null;
+  }, { what: 'gauges refreshed after recovery' });
+  expect(series(after, 'webhook_reconciler_recoveries_total', { kind: 'reclaimed' })).toBe(1);
+  expect(series(after, 'webhook_dead_letters')).toBe(1);
+  expect(series(after, 'webhook_events_by_state', { state: 'failed' })).toBe(1);
+  expect(series(after, 'webhook_queue_jobs', { state: 'waiting' })).toBe(0);
+  expect(series(after, 'webhook_queue_oldest_waiting_seconds')).toBe(0);
+  expect(series(after, 'webhook_processing_duration_seconds_count', { provider: 'stripe', outcome: 'done' })).toBe(1);
+  expect(series(after, 'webhook_reconciler_leader')).toBe(1);
+  await worker.stop();
+});
+
+it('the stuck gauge sees an event stuck in processing before the reconciler takes it', async () => {
+  const probeEvent = await queries.claimEvent(db.pool, { provider: 'stripe', kind: 'stripe', eventId: 'evt_stuck_2', type: 't', signedAt: null, rawBody: '{}', payload: {}, meta: {} });
+  if (probeEvent.outcome !== 'new') throw new Error('expected new');
+  await queries.acquireLease(db.pool, probeEvent.rowId, '00000000-0000-4000-8000-0000000000cc', 1);
+  // A worker whose reconciler is slow to act: its first refresh already shows the stuck event.
+  const worker = spawnService('worker', serviceEnv({ databaseUrl: db.url, prefix: testPrefix(), extra: { RECONCILE_INTERVAL_MS: '200' } }));
+  const port = /worker metrics on (\d+)/.exec(await worker.waitFor(/worker metrics on \d+/))?.[1];
+  // Hold the reconciler's leadership lock so it cannot reclaim: only the gauge moves.
+  const holder = await db.pool.connect();
+  await holder.query('BEGIN');
+  await holder.query('SELECT pg_advisory_xact_lock(7245002)');
+  try {
+    await waitFor(async () => {
+      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      return series(text, 'webhook_events_stuck', { kind: 'processing_lease_expired' }) === 1 && series(text, 'webhook_reconciler_leader') === 0;
+    }, { what: 'stuck gauge at 1' });
+  } finally {
+    await holder.query('COMMIT');
+    holder.release();
+  }
+  await waitFor(async () => (await queries.getEvent(db.pool, probeEvent.rowId))?.state === 'done', { what: 'recovered once the lock is free' });
+  await worker.stop();
+});
