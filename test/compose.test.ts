@@ -17,6 +17,7 @@ async function config(env: Record<string, string>): Promise<string> {
 }
 
 interface ComposeService {
+  profiles?: string[];
   command?: string[];
   deploy?: { replicas?: number };
   depends_on?: Record<string, { condition: string }>;
@@ -27,7 +28,10 @@ interface ComposeService {
 it('docker-compose config accepts the file and wires the stack as designed', async () => {
   const resolved = parse(await config({ STRIPE_WEBHOOK_SECRET: 'whsec_compose_check' })) as { services: Record<string, ComposeService> };
   const { services } = resolved;
-  expect(Object.keys(services).sort()).toEqual(['ingest', 'migrate', 'postgres', 'redis', 'worker']);
+  expect(Object.keys(services).sort()).toEqual(['grafana', 'ingest', 'migrate', 'postgres', 'prometheus', 'redis', 'sandbox', 'worker']);
+  expect(services.prometheus?.profiles).toEqual(['monitoring']);
+  expect(services.grafana?.profiles).toEqual(['monitoring']);
+  expect(services.worker?.environment?.METRICS_PORT).toBe('9464');
   const redisCommand = services.redis?.command?.join(' ') ?? '';
   expect(redisCommand).toContain('--appendonly yes');
   expect(redisCommand).toContain('--maxmemory-policy noeviction');
