@@ -69,7 +69,7 @@ export async function startIngest(opts: {
     faults: opts.faults ?? noFaults,
     metrics: opts.metrics ?? createIngestMetrics({ defaultMetrics: false }),
     admin: opts.admin,
-    settings: { bodyLimitBytes: 1024 * 1024, duplicateReenqueueAfterMs: 10_000, retryAfterSeconds: 5, enqueueTimeoutMs: 1_000, ...opts.settings },
+    settings: { retention: { defaultDays: 35, overrides: {} }, bodyLimitBytes: 1024 * 1024, duplicateReenqueueAfterMs: 10_000, retryAfterSeconds: 5, enqueueTimeoutMs: 1_000, ...opts.settings },
   });
   const server = await new Promise<Server>((resolve) => {
     const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as Server)) as Server;

@@ -11,7 +11,7 @@
  */
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
-import { withTimeout, type EventJobData, type Faults, type IngestMetrics, type Logger, type Pool, type WebhookSource } from '@oncehook/shared';
+import { withTimeout, type RetentionPolicy, type EventJobData, type Faults, type IngestMetrics, type Logger, type Pool, type WebhookSource } from '@oncehook/shared';
 import type { Queue } from 'bullmq';
 import { mountAdmin, type AdminSettings } from './admin';
 import { createClaimBatcher } from './claim-batcher';
@@ -33,6 +33,8 @@ export interface IngestDeps {
 }
 
 export interface IngestSettings {
+  /** Deliveries whose signed creation time is past their source's horizon are answered `expired`. */
+  retention: RetentionPolicy;
   bodyLimitBytes: number;
   duplicateReenqueueAfterMs: number;
   retryAfterSeconds: number;

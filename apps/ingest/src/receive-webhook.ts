@@ -10,6 +10,7 @@
  *   200 duplicate  the event was already claimed; no new work (a stale `received` row is
  *                  re-enqueued, idempotently)
  *   200 reply      a verified request answered directly, nothing stored (Slack's challenge)
+ *   200 expired    signed creation time beyond the retention horizon: not processed
  *   400 / 401      not verifiable or malformed: nothing stored, nothing enqueued
  *   503            Postgres unavailable: nothing stored; Retry-After tells the provider when
  *   500            anything unexpected; the provider retries
@@ -21,6 +22,7 @@ import type { Context } from 'hono';
 import {
   enqueueEvent,
   isDatabaseUnavailableError,
+  retentionDaysFor,
   isUnstorablePayloadError,
   queries,
   VerificationError,
@@ -44,12 +46,13 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
   };
 
   const rawBody = Buffer.from(await c.req.arrayBuffer());
+  const now = deps.now?.() ?? new Date();
 
   // 1. Verify, THEN deduplicate: an unverified request must never reach the unique index,
   //    or anyone could pre-consume the id of a future real event.
   let verified: Verified;
   try {
-    verified = source.verify({ rawBody, header: (name) => c.req.header(name) ?? null, now: deps.now?.() ?? new Date() });
+    verified = source.verify({ rawBody, header: (name) => c.req.header(name) ?? null, now });
   } catch (error) {
     if (!(error instanceof VerificationError)) throw error;
     deps.log.warn({ provider: source.name, reason: error.reason, status: error.status }, `rejected delivery: ${error.message}`);
@@ -62,6 +65,18 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
   }
   const { event } = verified;
   const log = deps.log.child({ provider: event.provider, eventId: event.eventId, type: event.type });
+
+  // Older than the retention horizon: its key may already be deleted, so claiming it could
+  // process a late redelivery as new. Answer 2xx (so the provider stops) and do nothing.
+  const horizonDays = retentionDaysFor(deps.settings.retention, event.provider);
+  if (event.signedAt && now.getTime() - event.signedAt.getTime() > horizonDays * 86_400_000) {
+    log.warn({ signedAt: event.signedAt, horizonDays }, 'delivery older than the retention horizon; not processed');
+    return answer(
+      'expired',
+      event.type,
+      c.json({ status: 'expired', provider: event.provider, eventId: event.eventId, message: `event was created ${event.signedAt.toISOString()}, beyond the ${horizonDays}-day retention horizon; not processed` }, 200),
+    );
+  }
 
   // 2. Claim (and, if new, enqueue), grouped with concurrent deliveries into one statement
   //    and one Redis round trip (claim-batcher.ts). Resolves after the claim has committed.

@@ -38,6 +38,7 @@ runMain(async () => {
     metrics: createIngestMetrics(),
     admin: { token: config.ADMIN_TOKEN, username: config.ADMIN_USERNAME, password: config.ADMIN_PASSWORD, readOnly: config.ADMIN_READ_ONLY },
     settings: {
+      retention: { defaultDays: config.RETENTION_DAYS, overrides: config.RETENTION_OVERRIDES },
       bodyLimitBytes: config.BODY_LIMIT_BYTES,
       duplicateReenqueueAfterMs: config.DUPLICATE_REENQUEUE_AFTER_MS,
       retryAfterSeconds: config.RETRY_AFTER_SECONDS,

@@ -55,6 +55,12 @@ runMain(async () => {
       maxAttempts: config.MAX_ATTEMPTS,
       retryBackoffMs: config.RETRY_BACKOFF_MS,
       queuePrefix: config.QUEUE_PREFIX,
+      retention: {
+        policy: { defaultDays: config.RETENTION_DAYS, overrides: config.RETENTION_OVERRIDES },
+        batchSize: config.RETENTION_BATCH_SIZE,
+        maxBatches: config.RETENTION_MAX_BATCHES,
+        intervalMs: config.RETENTION_INTERVAL_MS,
+      },
       reconciler: {
         intervalMs: config.RECONCILE_INTERVAL_MS,
         requeueAfterMs: config.REQUEUE_AFTER_MS,

@@ -20,7 +20,7 @@ import { enqueueEvent, queries, withTransaction, type EventJobData, type EventRe
 import type { Queue } from 'bullmq';
 
 /** Arbitrary constant shared by every worker process: the reconciler's leadership lock. */
-const RECONCILER_LOCK_KEY = 7_245_002;
+export const RECONCILER_LOCK_KEY = 7_245_002;
 
 export interface ReconcilerSettings {
   intervalMs: number;
@@ -45,8 +45,17 @@ export interface Reconciler {
   stop(): Promise<void>;
 }
 
-export function createReconciler(deps: { pool: Pool; queue: Queue<EventJobData>; log: Logger; settings: ReconcilerSettings; metrics?: WorkerMetrics }): Reconciler {
-  const { pool, queue, log, settings, metrics } = deps;
+export function createReconciler(deps: {
+  pool: Pool;
+  queue: Queue<EventJobData>;
+  log: Logger;
+  settings: ReconcilerSettings;
+  metrics?: WorkerMetrics;
+  /** Run after a pass this process led, at most once per intervalMs. */
+  retention?: { runOnce(): Promise<unknown>; intervalMs: number };
+}): Reconciler {
+  const { pool, queue, log, settings, metrics, retention } = deps;
+  let retentionDueAt = 0;
 
   /** The gauges (webhook_events_by_state, _stuck, dead letters, queue depth and age), for this process's /metrics. */
   async function refreshGauges(): Promise<void> {
@@ -100,6 +109,10 @@ export function createReconciler(deps: { pool: Pool; queue: Queue<EventJobData>;
     const counts = { leader: true, reclaimed: taken.reclaimed.length, requeued: taken.requeued.length, enqueueFailed };
     if (counts.reclaimed || counts.requeued || counts.enqueueFailed) log.info(counts, 'reconciler pass');
     await refreshGauges();
+    if (retention && Date.now() >= retentionDueAt) {
+      retentionDueAt = Date.now() + retention.intervalMs;
+      await retention.runOnce().catch((error: unknown) => log.error({ err: error }, 'retention run failed; retrying next interval'));
+    }
     return counts;
   }
 

@@ -10,8 +10,11 @@ import type { Queue } from 'bullmq';
 import type { HandlerRegistry } from './handlers';
 import { processEvent, type ProcessOutcome } from './process-event';
 import { createReconciler, type Reconciler, type ReconcilerSettings } from './reconciler';
+import { createRetention, type RetentionSettings } from './retention';
 
 export interface WorkerSettings {
+  /** Retention of done events; off when absent (tests that do not need it). */
+  retention?: RetentionSettings & { intervalMs: number };
   concurrency: number;
   leaseMs: number;
   maxAttempts: number;
@@ -88,7 +91,10 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
   // ioredis. Listening keeps either from becoming an unhandled 'error' event.
   worker.on('error', (error) => log.warn({ err: error }, 'queue worker error'));
 
-  const reconciler = createReconciler({ pool: deps.pool, queue: deps.queue, log: log.child({ component: 'reconciler' }), settings: settings.reconciler, metrics: deps.metrics });
+  const retention = settings.retention
+    ? { ...createRetention({ pool: deps.pool, log: log.child({ component: 'retention' }), settings: settings.retention }), intervalMs: settings.retention.intervalMs }
+    : undefined;
+  const reconciler = createReconciler({ pool: deps.pool, queue: deps.queue, log: log.child({ component: 'reconciler' }), settings: settings.reconciler, metrics: deps.metrics, retention });
 
   return {
     worker,

@@ -28,6 +28,29 @@ const commonSchema = z.object({
    * Empty in production.
    */
   ONCEHOOK_FAULTS: z.string().default(''),
+  /**
+   * Days an event's key is kept after it was received: the longest redelivery horizon of the
+   * provider plus a margin (docs/providers.md). 35 covers Stripe's 30-day CLI resend, the
+   * longest of the built-in providers. Ingest answers a delivery older than this as expired;
+   * the worker deletes done events older than this.
+   */
+  RETENTION_DAYS: integer(1, 3650).default(35),
+  /** Per-source overrides, `name=days,name=days` (e.g. `shopify=2,slack=1`). */
+  RETENTION_OVERRIDES: z
+    .string()
+    .default('')
+    .transform((value, ctx) => {
+      const overrides: Record<string, number> = {};
+      for (const entry of value.split(',').map((e) => e.trim()).filter(Boolean)) {
+        const match = /^([a-z0-9][a-z0-9_-]{0,62})=(\d{1,4})$/.exec(entry);
+        if (!match) {
+          ctx.addIssue({ code: 'custom', message: `"${entry}" is not name=days` });
+          return z.NEVER;
+        }
+        overrides[match[1]!] = Number(match[2]);
+      }
+      return overrides;
+    }),
 });
 
 const ingestSchema = z.object({
@@ -116,6 +139,11 @@ const workerSchema = z.object({
   REQUEUE_AFTER_MS: integer(0).default(30_000),
   /** Most rows one reconciler pass re-enqueues, so one pass stays short under a big backlog. */
   RECONCILE_BATCH_SIZE: integer(1, 100_000).default(500),
+  /** Rows one retention batch deletes; small enough that a batch holds its locks for milliseconds. */
+  RETENTION_BATCH_SIZE: integer(1, 100_000).default(1_000),
+  /** Batches per retention run (a run happens at most once per RETENTION_INTERVAL_MS, on the reconciler leader). */
+  RETENTION_MAX_BATCHES: integer(1, 10_000).default(50),
+  RETENTION_INTERVAL_MS: integer(1_000).default(60_000),
   /** Seconds SIGTERM waits for in-flight jobs before closing anyway (their leases then expire). */
   SHUTDOWN_TIMEOUT_MS: integer(0).default(30_000),
   /** The example domain's effect APIs; the defaults are the sandbox (`npm run start:sandbox`). */

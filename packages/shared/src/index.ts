@@ -26,3 +26,4 @@ export * from './outbound/http-client';
 export * from './outbound/effects';
 export * from './idempotency-key';
 export * from './operations';
+export * from './retention';

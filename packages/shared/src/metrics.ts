@@ -2,14 +2,15 @@
  * Prometheus metrics (prom-client). One registry per process, exposed on GET /metrics.
  *
  * webhook_events_total{provider,type,result}  every delivery's outcome at the edge:
- *   new | duplicate | rejected | error. Duplicates are a normal, counted outcome, never an error.
+ *   new | duplicate | rejected | error | expired (older than the retention horizon). Duplicates
+ *   are a normal, counted outcome, never an error.
  * webhook_rejections_total{provider,reason}   why deliveries were refused (bad_signature,
  *   timestamp_too_old, malformed_payload, ...).
  * webhook_ingest_duration_seconds{result}     time from request to answer.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
-export type EdgeResult = 'new' | 'duplicate' | 'rejected' | 'error';
+export type EdgeResult = 'new' | 'duplicate' | 'rejected' | 'error' | 'expired';
 
 export interface IngestMetrics {
   registry: Registry;

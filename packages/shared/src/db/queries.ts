@@ -247,6 +247,17 @@ export interface EventRef {
   attempt: number;
 }
 
+/** SQL of takeStaleReceived ($1 olderThanMs, $2 limit); exported so tests can EXPLAIN it. */
+export const STALE_RECEIVED_SQL = `UPDATE webhook_events SET updated_at = now()
+      WHERE id = ANY(ARRAY(
+        SELECT id FROM webhook_events
+         WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 millisecond'
+         ORDER BY updated_at
+         LIMIT $2::int
+         FOR UPDATE SKIP LOCKED))
+        AND state = 'received'
+      RETURNING id AS "rowId", provider, event_id AS "eventId", attempts AS attempt`;
+
 /**
  * `received` rows untouched for `olderThanMs`: their job was lost (Redis flushed or failed
  * over, ingest died between commit and enqueue) or is sitting behind a backlog. Touches
@@ -255,19 +266,24 @@ export interface EventRef {
  */
 export async function takeStaleReceived(db: Queryable, olderThanMs: number, limit: number): Promise<EventRef[]> {
   const { rows } = await db.query<EventRef>(
-    `UPDATE webhook_events SET updated_at = now()
-      WHERE id IN (
-        SELECT id FROM webhook_events
-         WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 millisecond'
-         ORDER BY updated_at
-         LIMIT $2::int
-         FOR UPDATE SKIP LOCKED)
-        AND state = 'received'
-      RETURNING id AS "rowId", provider, event_id AS "eventId", attempts AS attempt`,
+    STALE_RECEIVED_SQL,
     [olderThanMs, limit],
   );
   return rows;
 }
+
+/** SQL of releaseExpiredLeases ($1 limit); exported so tests can EXPLAIN it. */
+export const EXPIRED_LEASES_SQL = `UPDATE webhook_events
+        SET state = 'received', lease_token = NULL, lease_until = NULL, updated_at = now(),
+            last_error = 'lease expired during attempt ' || attempts || ' (worker crashed or hung)'
+      WHERE id = ANY(ARRAY(
+        SELECT id FROM webhook_events
+         WHERE state = 'processing' AND lease_until < now()
+         ORDER BY lease_until
+         LIMIT $1::int
+         FOR UPDATE SKIP LOCKED))
+        AND state = 'processing' AND lease_until < now()
+      RETURNING id AS "rowId", provider, event_id AS "eventId", attempts AS attempt`;
 
 /**
  * processing -> received for rows whose lease expired: the worker died or hung. Clearing
@@ -277,17 +293,7 @@ export async function takeStaleReceived(db: Queryable, olderThanMs: number, limi
  */
 export async function releaseExpiredLeases(db: Queryable, limit: number): Promise<EventRef[]> {
   const { rows } = await db.query<EventRef>(
-    `UPDATE webhook_events
-        SET state = 'received', lease_token = NULL, lease_until = NULL, updated_at = now(),
-            last_error = 'lease expired during attempt ' || attempts || ' (worker crashed or hung)'
-      WHERE id IN (
-        SELECT id FROM webhook_events
-         WHERE state = 'processing' AND lease_until < now()
-         ORDER BY lease_until
-         LIMIT $1::int
-         FOR UPDATE SKIP LOCKED)
-        AND state = 'processing' AND lease_until < now()
-      RETURNING id AS "rowId", provider, event_id AS "eventId", attempts AS attempt`,
+    EXPIRED_LEASES_SQL,
     [limit],
   );
   return rows;
@@ -437,6 +443,55 @@ export async function pendingCounts(db: Queryable, staleAfterMs: number): Promis
     [staleAfterMs],
   );
   return rows[0] ?? { received: 0, receivedStale: 0, processing: 0, processingExpired: 0, failed: 0 };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Retention.
+
+/**
+ * The providers present in the table, by a loose index scan of (provider, received_at): one
+ * index probe per provider, however many rows there are.
+ */
+export async function distinctProviders(db: Queryable): Promise<string[]> {
+  const { rows } = await db.query<{ provider: string }>(
+    `WITH RECURSIVE p AS (
+       (SELECT provider FROM webhook_events ORDER BY provider LIMIT 1)
+       UNION ALL
+       SELECT (SELECT provider FROM webhook_events WHERE provider > p.provider ORDER BY provider LIMIT 1)
+         FROM p WHERE p.provider IS NOT NULL
+     )
+     SELECT provider FROM p WHERE provider IS NOT NULL`,
+  );
+  return rows.map((row) => row.provider);
+}
+
+/**
+ * SQL of deleteExpiredBatch ($1 provider, $2 days, $3 limit); exported so tests can EXPLAIN it.
+ * Batch statements use `id = ANY(ARRAY(subquery))`, not `id IN (subquery)`: the planner then
+ * touches the batch's rows by primary key instead of hash-joining it against a scan of the
+ * whole table, which would make every batch cost grow with the table.
+ */
+export const RETENTION_DELETE_SQL = `DELETE FROM webhook_events
+      WHERE id = ANY(ARRAY(
+        SELECT id FROM webhook_events
+         WHERE provider = $1::text AND state = 'done'
+           AND received_at < now() - $2::int * interval '1 day'
+         ORDER BY received_at
+         LIMIT $3::int
+         FOR UPDATE SKIP LOCKED))`;
+
+/**
+ * Deletes one batch of one provider's done events received more than `days` ago, oldest first
+ * (index webhook_events_done_retention_idx; steps and operator actions cascade). Failed events
+ * are never deleted: they are dead letters waiting for a human. SKIP LOCKED: never waits
+ * behind anyone. Returns the number deleted (< limit means the provider is caught up).
+ */
+export async function deleteExpiredBatch(db: Queryable, provider: string, days: number, limit: number): Promise<number> {
+  const { rowCount } = await db.query(
+    RETENTION_DELETE_SQL,
+    [provider, days, limit],
+  );
+  return rowCount ?? 0;
 }
 
 // ---------------------------------------------------------------------------------------------

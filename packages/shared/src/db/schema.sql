@@ -147,6 +147,8 @@ CREATE INDEX ledger_entries_source_idx ON public.ledger_entries USING btree (sou
 
 CREATE INDEX webhook_event_replays_event_idx ON public.webhook_event_replays USING btree (event_row_id);
 
+CREATE INDEX webhook_events_done_retention_idx ON public.webhook_events USING btree (provider, received_at) WHERE (state = 'done'::text);
+
 CREATE INDEX webhook_events_failed_idx ON public.webhook_events USING btree (updated_at) WHERE (state = 'failed'::text);
 
 CREATE INDEX webhook_events_processing_idx ON public.webhook_events USING btree (lease_until) WHERE (state = 'processing'::text);

@@ -19,6 +19,7 @@ import {
   compactMeta,
   parseJsonObject,
   parseUnixSeconds,
+  toDate,
   VerificationError,
   type DeliveryRequest,
   type Verified,
@@ -87,7 +88,18 @@ export function createStandardWebhooksSource(options: StandardWebhooksSourceOpti
       // The spec's payload carries `type`; a sender without one gets the catch-all type.
       const type = json.type === undefined ? 'webhook' : checkEventType(json.type, 'payload "type"');
       return {
-        event: { provider: name, kind: 'standard-webhooks', eventId, type, signedAt: new Date(timestamp * 1000), rawBody: text, payload: json, meta: compactMeta({ headers: headers.prefix }) },
+        // The header timestamp is the attempt's; the payload's `timestamp` (signed with the
+        // body) is the event's own time, which is what stale-update and retention checks need.
+        event: {
+          provider: name,
+          kind: 'standard-webhooks',
+          eventId,
+          type,
+          signedAt: toDate(json.timestamp) ?? new Date(timestamp * 1000),
+          rawBody: text,
+          payload: json,
+          meta: compactMeta({ headers: headers.prefix }),
+        },
       };
     },
   };
