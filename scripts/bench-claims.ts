@@ -1,0 +1,66 @@
+/**
+ * `npm run bench:claims -- [--sizes 0,1000000,10000000] [--claims 2000]`
+ *
+ * Claim latency as the event table grows: for each size, fills the table with done events
+ * (spread over 35 days, three providers) and measures single claims (new events, and 20%
+ * duplicates) one at a time on one connection, then one retention batch delete of 1000 rows.
+ * Prints p50/p99 and the ratio to the empty table. Uses a database of its own on this
+ * machine's Postgres and drops it at the end.
+ */
+import { parseArgs } from 'node:util';
+import { createPool, queries } from '../packages/shared/src/index';
+import { createTestDatabaseOn, dropDatabase } from './bench/databases';
+
+const { values } = parseArgs({ options: { sizes: { type: 'string', default: '0,1000000,10000000' }, claims: { type: 'string', default: '2000' } } });
+const sizes = values.sizes.split(',').map(Number);
+const claims = Number(values.claims);
+const name = `oncehook_bench_claims_${Date.now().toString(36)}`;
+const db = await createTestDatabaseOn(name);
+const pool = createPool(db.url, { max: 2 });
+const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(p * xs.length))]!;
+const rows: { size: number; p50: number; p99: number; deleteMs: number }[] = [];
+let filled = 0;
+try {
+  for (const size of sizes) {
+    while (filled < size) {
+      const chunk = Math.min(1_000_000, size - filled);
+      const started = performance.now();
+      await pool.query(
+        `INSERT INTO webhook_events (provider, kind, event_id, type, payload, state, received_at, updated_at, finished_at)
+         SELECT (ARRAY['stripe','github','shopify'])[1 + g % 3], 'x', 'evt_fill_' || g, 't', '{}', 'done',
+                now() - (g % 35) * interval '1 day' - (g % 86400) * interval '1 second', now(), now()
+           FROM generate_series($1::bigint, $2::bigint) g`,
+        [filled + 1, filled + chunk],
+      );
+      filled += chunk;
+      process.stdout.write(`  filled ${filled} rows (+${chunk} in ${((performance.now() - started) / 1000).toFixed(1)} s)\n`);
+    }
+    await pool.query('VACUUM ANALYZE webhook_events');
+    const latencies: number[] = [];
+    for (let i = 0; i < claims; i += 1) {
+      const duplicate = i > 10 && i % 5 === 0;
+      const eventId = duplicate ? `evt_claim_${size}_${i - 5}` : `evt_claim_${size}_${i}`;
+      const started = performance.now();
+      await queries.claimEvent(pool, { provider: 'stripe', kind: 'stripe', eventId, type: 't', signedAt: null, rawBody: '{"id":"x"}', payload: {}, meta: {} });
+      latencies.push(performance.now() - started);
+    }
+    // One retention batch of 1000 of the oldest done rows (20 days is inside the filled range).
+    const started = performance.now();
+    await queries.deleteExpiredBatch(pool, 'stripe', 20, 1000);
+    const deleteMs = performance.now() - started;
+    rows.push({ size, p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99), deleteMs });
+    process.stdout.write(`  size ${size}: claim p50 ${percentile(latencies, 0.5).toFixed(3)} ms, p99 ${percentile(latencies, 0.99).toFixed(3)} ms; retention batch of 1000: ${deleteMs.toFixed(1)} ms\n`);
+  }
+  const base = rows[0]!;
+  // Deletion is compared from the first size that had rows to delete.
+  const deleteBase = rows.find((r) => r.size > 0) ?? base;
+  process.stdout.write(`\nrows in table | claim p50 | claim p99 | vs ${base.size} rows (p50, p99) | 1000-row retention batch | vs ${deleteBase.size} rows\n`);
+  for (const r of rows) {
+    process.stdout.write(
+      `${String(r.size).padStart(13)} | ${r.p50.toFixed(3)} ms | ${r.p99.toFixed(3)} ms | ${(r.p50 / base.p50).toFixed(2)}x, ${(r.p99 / base.p99).toFixed(2)}x | ${r.deleteMs.toFixed(1)} ms | ${r.size > 0 ? `${(r.deleteMs / deleteBase.deleteMs).toFixed(2)}x` : '(nothing to delete)'}\n`,
+    );
+  }
+} finally {
+  await pool.end();
+  await dropDatabase(name);
+}
