@@ -11,6 +11,12 @@ it('applies documented defaults', () => {
   expect(config).toMatchObject({ WORKER_CONCURRENCY: 8, LEASE_MS: 30_000, MAX_ATTEMPTS: 10, QUEUE_PREFIX: 'oncehook' });
 });
 
+it('parses per-source retention overrides and names a bad one', () => {
+  expect(loadWorkerConfig({ RETENTION_OVERRIDES: 'shopify=2, slack=1' }).RETENTION_OVERRIDES).toEqual({ shopify: 2, slack: 1 });
+  expect(loadWorkerConfig({}).RETENTION_DAYS).toBe(35);
+  expect(() => loadWorkerConfig({ RETENTION_OVERRIDES: 'shopify:2' })).toThrow(/RETENTION_OVERRIDES: "shopify:2" is not name=days/);
+});
+
 it('names every invalid variable in one message', () => {
   expect(() => loadWorkerConfig({ LEASE_MS: 'soon', WORKER_CONCURRENCY: '0', DATABASE_URL: 'not a url' })).toThrow(ConfigError);
   try {
