@@ -9,7 +9,7 @@
  * A crash between the call and the record re-runs the call on the next attempt with the SAME
  * key, and the downstream API applies nothing new.
  */
-import { idempotencyKeyFor, LeaseLostError, queries, type Faults, type Logger, type Pool, type PoolClient } from '@oncehook/shared';
+import { idempotencyKeyFor, LeaseLostError, queries, withTransaction, type Faults, type Logger, type Pool, type PoolClient } from '@oncehook/shared';
 import type { ExternalStepInput, HandlerContext, TransactionOptions } from './handlers';
 
 export interface LeaseHandle {
@@ -35,24 +35,11 @@ export function createHandlerContext(deps: { pool: Pool; faults: Faults }, lease
    */
   async function withFence<R>(fn: (tx: PoolClient, generation: number) => Promise<R>): Promise<R> {
     if (signal.aborted) throw signal.reason instanceof Error ? signal.reason : new LeaseLostError(lease.rowId);
-    const client = await deps.pool.connect();
-    let broken = false;
-    try {
-      await client.query('BEGIN');
-      const fence = await queries.lockLeasedEvent(client, lease.rowId, lease.token);
+    return withTransaction(deps.pool, async (tx) => {
+      const fence = await queries.lockLeasedEvent(tx, lease.rowId, lease.token);
       if (!fence) throw new LeaseLostError(lease.rowId);
-      const result = await fn(client, fence.generation);
-      await client.query('COMMIT');
-      return result;
-    } catch (error) {
-      broken = await client.query('ROLLBACK').then(
-        () => false,
-        () => true,
-      );
-      throw error;
-    } finally {
-      client.release(broken);
-    }
+      return fn(tx, fence.generation);
+    });
   }
 
   async function transaction<T>(step: string, fn: (tx: PoolClient) => Promise<T>, options: TransactionOptions = {}): Promise<T> {

@@ -17,7 +17,7 @@ import {
   checkTimestamp,
   compactMeta,
   parseJsonObject,
-  parseUnixSeconds,
+  parseTimestampedSignatures,
   requireHeader,
   toDate,
   VerificationError,
@@ -33,23 +33,8 @@ export interface PaddleSourceOptions {
 }
 
 export function parsePaddleSignature(header: string): { timestamp: number; h1: string[] } {
-  let timestamp: number | null = null;
-  const h1: string[] = [];
-  for (const part of header.split(';')) {
-    const eq = part.indexOf('=');
-    if (eq <= 0) continue;
-    const key = part.slice(0, eq).trim();
-    const value = part.slice(eq + 1).trim();
-    if (key === 'ts') {
-      if (timestamp !== null) throw new VerificationError(400, 'malformed_header', 'Paddle-Signature must carry exactly one ts= element');
-      timestamp = parseUnixSeconds(value, 'Paddle-Signature ts=');
-    } else if (key === 'h1') {
-      h1.push(value);
-    }
-  }
-  if (timestamp === null) throw new VerificationError(400, 'malformed_header', 'Paddle-Signature has no ts= element');
-  if (h1.length === 0) throw new VerificationError(400, 'malformed_header', 'Paddle-Signature has no h1= signature');
-  return { timestamp, h1 };
+  const { timestamp, signatures } = parseTimestampedSignatures(header, { name: 'Paddle-Signature', separator: ';', timestampKey: 'ts', signatureKey: 'h1' });
+  return { timestamp, h1: signatures };
 }
 
 export function createPaddleSource(options: PaddleSourceOptions): WebhookSource {

@@ -14,7 +14,7 @@ import {
   checkTimestamp,
   compactMeta,
   parseJsonObject,
-  parseUnixSeconds,
+  parseTimestampedSignatures,
   requireHeader,
   toDate,
   VerificationError,
@@ -32,23 +32,14 @@ export interface StripeSourceOptions {
 export const STRIPE_SIGNATURE_HEADER = 'Stripe-Signature';
 
 export function parseStripeSignature(header: string): { timestamp: number; v1: string[] } {
-  let timestamp: number | null = null;
-  const v1: string[] = [];
-  for (const part of header.split(',')) {
-    const eq = part.indexOf('=');
-    if (eq <= 0) continue;
-    const key = part.slice(0, eq).trim();
-    const value = part.slice(eq + 1).trim();
-    if (key === 't') {
-      if (timestamp !== null) throw new VerificationError(400, 'malformed_header', 'Stripe-Signature must carry exactly one t= element');
-      timestamp = parseUnixSeconds(value, 'Stripe-Signature t=');
-    } else if (key === 'v1') {
-      v1.push(value);
-    }
-  }
-  if (timestamp === null) throw new VerificationError(400, 'malformed_header', 'Stripe-Signature has no t= element');
-  if (v1.length === 0) throw new VerificationError(400, 'malformed_header', 'Stripe-Signature has no v1= signature (v0 is not accepted)');
-  return { timestamp, v1 };
+  const { timestamp, signatures } = parseTimestampedSignatures(header, {
+    name: STRIPE_SIGNATURE_HEADER,
+    separator: ',',
+    timestampKey: 't',
+    signatureKey: 'v1',
+    note: ' (v0 is not accepted)',
+  });
+  return { timestamp, v1: signatures };
 }
 
 export function createStripeSource(options: StripeSourceOptions): WebhookSource {

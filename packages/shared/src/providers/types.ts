@@ -94,6 +94,34 @@ export function parseUnixSeconds(value: string, where: string): number {
 }
 
 /**
+ * Parses a `key=value` list signature header carrying one timestamp and one or more
+ * signatures (Stripe `t=..,v1=..,v1=..`; Paddle `ts=..;h1=..`). Unknown keys (Stripe's `v0`)
+ * are ignored; a missing or repeated timestamp, or no signature, is a 400 naming the header.
+ */
+export function parseTimestampedSignatures(
+  header: string,
+  format: { name: string; separator: string; timestampKey: string; signatureKey: string; note?: string },
+): { timestamp: number; signatures: string[] } {
+  let timestamp: number | null = null;
+  const signatures: string[] = [];
+  for (const part of header.split(format.separator)) {
+    const eq = part.indexOf('=');
+    if (eq <= 0) continue;
+    const key = part.slice(0, eq).trim();
+    const value = part.slice(eq + 1).trim();
+    if (key === format.timestampKey) {
+      if (timestamp !== null) throw new VerificationError(400, 'malformed_header', `${format.name} must carry exactly one ${format.timestampKey}= element`);
+      timestamp = parseUnixSeconds(value, `${format.name} ${format.timestampKey}=`);
+    } else if (key === format.signatureKey) {
+      signatures.push(value);
+    }
+  }
+  if (timestamp === null) throw new VerificationError(400, 'malformed_header', `${format.name} has no ${format.timestampKey}= element`);
+  if (signatures.length === 0) throw new VerificationError(400, 'malformed_header', `${format.name} has no ${format.signatureKey}= signature${format.note ?? ''}`);
+  return { timestamp, signatures };
+}
+
+/**
  * Checks a signed timestamp both ways: older than the tolerance is a replay; further in the
  * future than the tolerance is a forgery or a badly skewed clock. Two distinct 401 reasons.
  */
