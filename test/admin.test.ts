@@ -32,7 +32,8 @@ beforeAll(async () => {
   ingest = await startIngest({ pool: db.pool, prefix, admin: { token: TOKEN, username: USER, password: PASSWORD, readOnly: false } });
   readOnly = await startIngest({ pool: db.pool, prefix, admin: { token: TOKEN, readOnly: true } });
   noAdmin = await startIngest({ pool: db.pool, prefix });
-  // A dead letter to look at.
+  // A dead letter to look at, and a duplicate delivery of it.
+  await deliver(ingest.url, signStripe(paymentSucceeded('evt_admin_failed')));
   await deliver(ingest.url, signStripe(paymentSucceeded('evt_admin_failed')));
   const row = await queries.getEventByKey(db.pool, 'stripe', 'evt_admin_failed');
   await db.pool.query(`UPDATE webhook_events SET state = 'failed', attempts = 3, last_error = 'PermanentError: card declined', finished_at = now() WHERE id = $1`, [row!.id]);
@@ -97,6 +98,7 @@ it('renders the events view and Bull Board in a real browser behind basic auth',
   expect(events?.status()).toBe(200);
   await expect.poll(() => page.textContent('body')).toContain('Dead letters (1)');
   expect(await page.textContent('body')).toContain('stripe/evt_admin_failed');
+  expect(await page.textContent('body')).toMatch(/Recent duplicates \(seen by this ingest instance\)\s*At/);
   await page.screenshot({ path: path.join(ARTIFACTS, 'admin-events.png'), fullPage: true });
 
   await page.click(`a[href="/admin/events/${failedId}"]`);

@@ -82,26 +82,35 @@ it("a worker's gauges show a stuck event, its recovery and a dead letter", async
   await worker.stop();
 });
 
-it('the stuck gauge sees an event stuck in processing before the reconciler takes it', async () => {
-  const probeEvent = await queries.claimEvent(db.pool, { provider: 'stripe', kind: 'stripe', eventId: 'evt_stuck_2', type: 't', signedAt: null, rawBody: '{}', payload: {}, meta: {} });
-  if (probeEvent.outcome !== 'new') throw new Error('expected new');
-  await queries.acquireLease(db.pool, probeEvent.rowId, '00000000-0000-4000-8000-0000000000cc', 1);
-  // A worker whose reconciler is slow to act: its first refresh already shows the stuck event.
-  const worker = spawnService('worker', serviceEnv({ databaseUrl: db.url, prefix: testPrefix(), extra: { RECONCILE_INTERVAL_MS: '200' } }));
-  const port = /worker metrics on (\d+)/.exec(await worker.waitFor(/worker metrics on \d+/))?.[1];
-  // Hold the reconciler's leadership lock so it cannot reclaim: only the gauge moves.
+it('an event left processing by a killed worker shows in the stuck gauge, then is recovered', async () => {
+  const localPrefix = testPrefix();
+  const localIngest = await startIngest({ pool: db.pool, prefix: localPrefix });
+  // Worker A stalls inside the step transaction; its lease is 2 s.
+  const a = spawnService('worker', serviceEnv({ databaseUrl: db.url, prefix: localPrefix, extra: { ONCEHOOK_FAULTS: 'worker.step-before-commit:delay=60000', LEASE_MS: '2000' } }));
+  await a.waitFor(/worker ready/);
+  await deliver(localIngest.url, signStripe(paymentSucceeded('evt_killed_worker')));
+  await a.waitFor(/oncehook-fault worker.step-before-commit/);
+
+  // Worker B watches. We hold the reconciler's leadership lock so the stuck state lasts long
+  // enough to be seen; B's long lease keeps BullMQ's own stalled check out of the way.
+  const b = spawnService('worker', serviceEnv({ databaseUrl: db.url, prefix: localPrefix, extra: { RECONCILE_INTERVAL_MS: '200', LEASE_MS: '15000' } }));
+  const port = /worker metrics on (\d+)/.exec(await b.waitFor(/worker metrics on \d+/))?.[1];
+  const scrape = async () => (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
   const holder = await db.pool.connect();
   await holder.query('BEGIN');
   await holder.query('SELECT pg_advisory_xact_lock(7245002)');
   try {
-    await waitFor(async () => {
-      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-      return series(text, 'webhook_events_stuck', { kind: 'processing_lease_expired' }) === 1 && series(text, 'webhook_reconciler_leader') === 0;
-    }, { what: 'stuck gauge at 1' });
+    await a.kill9();
+    await waitFor(async () => series(await scrape(), 'webhook_events_stuck', { kind: 'processing_lease_expired' }) === 1, { what: 'stuck gauge at 1', timeoutMs: 15_000 });
   } finally {
     await holder.query('COMMIT');
     holder.release();
   }
-  await waitFor(async () => (await queries.getEvent(db.pool, probeEvent.rowId))?.state === 'done', { what: 'recovered once the lock is free' });
-  await worker.stop();
+  await waitFor(async () => (await queries.getEventByKey(db.pool, 'stripe', 'evt_killed_worker'))?.state === 'done', { what: 'recovered by B' });
+  await waitFor(async () => {
+    const text = await scrape();
+    return series(text, 'webhook_events_stuck', { kind: 'processing_lease_expired' }) === 0 && series(text, 'webhook_reconciler_recoveries_total', { kind: 'reclaimed' }) === 1;
+  }, { what: 'gauge back to 0, one recovery counted' });
+  await b.stop();
+  await localIngest.close();
 });

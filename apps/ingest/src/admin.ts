@@ -3,7 +3,7 @@
  * authentication check (no admin route is reachable without it):
  *
  *   GET  /admin/queues/...                 Bull Board (jobs), read-only when ADMIN_READ_ONLY
- *   GET  /admin/events                     events view: stuck, dead letters, recent
+ *   GET  /admin/events                     events view: stuck, dead letters, recent duplicates, recent
  *   GET  /admin/events/:id                 one event's timeline: attempts, steps, operator actions
  *   GET  /admin/api/events                 list (?state=&provider=&type=&older_than=&limit=)
  *   GET  /admin/api/events/:ref            one event (row id or provider/event_id)
@@ -23,6 +23,7 @@ import type { Context, Hono, Next } from 'hono';
 import { html, raw } from 'hono/html';
 import { createOperations, EVENT_STATES, signaturesEqual, type EventFilter, type EventState, type EventSummary } from '@oncehook/shared';
 import type { IngestDeps } from './app';
+import type { RecentDuplicate } from './recent-duplicates';
 
 export interface AdminSettings {
   token?: string;
@@ -91,6 +92,12 @@ ${events.map(
   (e) => html`<tr><td><a href="/admin/events/${e.id}">${e.id}</a></td><td><code>${e.provider}/${e.eventId}</code></td><td>${e.type}</td>
 <td class="state-${e.state}">${e.state}</td><td>${e.attempts}</td><td>${e.generation}</td><td>${e.updatedAt.toISOString()}</td><td>${e.lastError ?? ''}</td></tr>`,
 )}</table>`;
+}
+
+function duplicatesTable(items: RecentDuplicate[]) {
+  if (items.length === 0) return html`<p class="muted">None since this process started.</p>`;
+  return html`<table><tr><th>At</th><th>Provider / event id</th><th>Row</th><th>State when it arrived</th></tr>
+${items.map((d) => html`<tr><td>${d.at.toISOString()}</td><td><code>${d.provider}/${d.eventId}</code></td><td>${d.rowId === null ? 'concurrent with the first' : html`<a href="/admin/events/${d.rowId}">${d.rowId}</a>`}</td><td>${d.state ?? '-'}</td></tr>`)}</table>`;
 }
 
 export function mountAdmin(app: Hono, deps: IngestDeps, settings: AdminSettings): boolean {
@@ -162,6 +169,7 @@ export function mountAdmin(app: Hono, deps: IngestDeps, settings: AdminSettings)
         html`<p class="muted">Stuck = processing past its lease, or received for over a minute. Dead letters = failed: open one to re-drive or replay it (CLI: <code>npm run oncehook</code>).${settings.readOnly ? ' Read-only mode.' : ''}</p>
 <h2>Stuck (${stuck.length})</h2>${eventTable(stuck)}
 <h2>Dead letters (${failed.length})</h2>${eventTable(failed)}
+<h2>Recent duplicates (seen by this ingest instance)</h2>${duplicatesTable(deps.recentDuplicates?.list(25) ?? [])}
 <h2>Recent</h2>${eventTable(recent)}`,
       ),
     );

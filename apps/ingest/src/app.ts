@@ -15,6 +15,7 @@ import { withTimeout, type RetentionPolicy, type EventJobData, type Faults, type
 import type { Queue } from 'bullmq';
 import { mountAdmin, type AdminSettings } from './admin';
 import { createClaimBatcher } from './claim-batcher';
+import { RecentDuplicates } from './recent-duplicates';
 import { receiveWebhook } from './receive-webhook';
 
 export interface IngestDeps {
@@ -29,6 +30,8 @@ export interface IngestDeps {
   settings: IngestSettings;
   /** Admin credentials; without them no admin route is mounted. */
   admin?: AdminSettings;
+  /** Filled by receive-webhook, shown by the admin events view (created by createApp when absent). */
+  recentDuplicates?: RecentDuplicates;
   now?: () => Date;
 }
 
@@ -43,6 +46,7 @@ export interface IngestSettings {
 
 export function createApp(deps: IngestDeps): Hono {
   const app = new Hono();
+  deps.recentDuplicates ??= new RecentDuplicates();
   const claims = createClaimBatcher({ pool: deps.pool, queue: deps.queue, log: deps.log, faults: deps.faults, enqueueTimeoutMs: deps.settings.enqueueTimeoutMs });
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }));

@@ -105,6 +105,13 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
   }
 
   // Duplicate: counted as such, never as an error.
+  deps.recentDuplicates?.add({
+    at: now,
+    provider: event.provider,
+    eventId: event.eventId,
+    rowId: claim.outcome === 'duplicate' ? claim.rowId : null,
+    state: claim.outcome === 'duplicate' ? claim.state : null,
+  });
   if (claim.outcome === 'duplicate') {
     log.info({ rowId: claim.rowId, state: claim.state }, 'duplicate delivery');
     const idleMs = Date.now() - claim.updatedAt.getTime();
