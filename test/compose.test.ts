@@ -43,7 +43,7 @@ it('docker-compose config accepts the file and wires the stack as designed', asy
   expect(services.migrate?.depends_on?.postgres).toEqual({ condition: 'service_healthy' });
   expect(services.worker?.deploy?.replicas).toBeGreaterThanOrEqual(2);
   expect(services.ingest?.environment?.STRIPE_WEBHOOK_SECRET).toBe('whsec_compose_check');
-  for (const name of ['postgres', 'redis', 'ingest']) expect(services[name]?.healthcheck?.test.length).toBeGreaterThan(0);
+  for (const name of ['postgres', 'redis', 'ingest', 'worker']) expect(services[name]?.healthcheck?.test.length).toBeGreaterThan(0);
 });
 
 it('passes every provider secret through to ingest, empty when unset', async () => {
