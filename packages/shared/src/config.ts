@@ -107,7 +107,7 @@ const ingestSchema = z.object({
   ADMIN_PASSWORD: z.string().min(12, 'ADMIN_PASSWORD must be at least 12 characters').optional(),
   /** Read-only admin: views work, re-drive/replay and Bull Board actions are refused. */
   ADMIN_READ_ONLY: z.enum(['true', 'false']).default('false').transform((value) => value === 'true'),
-  /** Seconds SIGTERM waits for in-flight requests before closing anyway. */
+  /** Milliseconds SIGTERM waits for in-flight requests before closing anyway. */
   SHUTDOWN_TIMEOUT_MS: integer(0).default(10_000),
 });
 
@@ -144,7 +144,7 @@ const workerSchema = z.object({
   /** Batches per retention run (a run happens at most once per RETENTION_INTERVAL_MS, on the reconciler leader). */
   RETENTION_MAX_BATCHES: integer(1, 10_000).default(50),
   RETENTION_INTERVAL_MS: integer(1_000).default(60_000),
-  /** Seconds SIGTERM waits for in-flight jobs before closing anyway (their leases then expire). */
+  /** Milliseconds SIGTERM waits for in-flight jobs before closing anyway (their leases then expire). */
   SHUTDOWN_TIMEOUT_MS: integer(0).default(30_000),
   /** The example domain's effect APIs; the defaults are the sandbox (`npm run start:sandbox`). */
   PAYMENT_API_URL: z.string().url().default('http://127.0.0.1:4010/payment'),

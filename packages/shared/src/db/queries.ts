@@ -509,12 +509,3 @@ export async function getEventByKey(db: Queryable, provider: string, eventId: st
   );
   return rows[0] ?? null;
 }
-
-export async function countEventsByState(db: Queryable): Promise<Record<EventState, number>> {
-  const { rows } = await db.query<{ state: EventState; count: number }>(
-    `SELECT state, count(*)::int AS count FROM webhook_events GROUP BY state`,
-  );
-  const counts: Record<EventState, number> = { received: 0, processing: 0, done: 0, failed: 0 };
-  for (const row of rows) counts[row.state] = row.count;
-  return counts;
-}
