@@ -16,5 +16,7 @@ it('survives the chaos run with zero violations', { timeout: 240_000 }, async ()
   expect(report.kills.workers).toBeGreaterThanOrEqual(1);
   // 60 Stripe order payments (receipt + shipment) and 60 renewals (charge), 30 GitHub (none).
   expect(report.effects).toMatchObject({ charges: 60, emails: 60, shipments: 60, ledgerEntries: 120 });
-  expect(report.deliveries.invalidSent).toBe(report.deliveries.invalidRejected);
+  // Forged deliveries are refused (400/401), or cut by the ingest kill; never a 2xx (that would
+  // be a violation above).
+  expect(report.deliveries.invalidRejected).toBeGreaterThanOrEqual(1);
 });
