@@ -7,6 +7,7 @@ COPY package.json package-lock.json ./
 COPY packages/shared/package.json packages/shared/
 COPY apps/ingest/package.json apps/ingest/
 COPY apps/worker/package.json apps/worker/
+COPY apps/sandbox/package.json apps/sandbox/
 COPY test/package.json test/
 RUN npm ci --omit=dev --no-audit --no-fund
 COPY tsconfig.json ./
