@@ -25,9 +25,8 @@ import { freePort } from '../test/helpers/net';
 import { startOwnPostgres } from '../test/helpers/own-postgres';
 import { startOwnRedis } from '../test/helpers/own-redis';
 import { spawnService, type Service } from '../test/helpers/processes';
-import { SECRETS } from '../test/helpers/providers';
 import { maxAppliedPerKey, startSandbox } from '../test/helpers/sandbox';
-import { copiesFor, makeEvent, pool, ProviderSimulator, storedIdOf, type SimEvent, type SimSource } from './simulator';
+import { copiesFor, makeEvent, pool, ProviderSimulator, simulatorSourcesEnv, storedIdOf, type SimEvent, type SimSource } from './simulator';
 
 export interface ChaosOptions {
   events: number;
@@ -93,9 +92,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       ...common,
       PORT: String(ingestPort),
       HOST: '127.0.0.1',
-      STRIPE_WEBHOOK_SECRET: SECRETS.stripe,
-      GITHUB_WEBHOOK_SECRET: SECRETS.github,
-      STANDARD_WEBHOOKS_SECRET: SECRETS.standard,
+      ...simulatorSourcesEnv(),
       DUPLICATE_REENQUEUE_AFTER_MS: '2000',
       ENQUEUE_TIMEOUT_MS: '500',
     };

@@ -12,8 +12,7 @@ import { createPool } from '../packages/shared/src/index';
 import { dropDatabase, createTestDatabaseOn } from './bench/databases';
 import { freePort } from '../test/helpers/net';
 import { spawnService, type Service } from '../test/helpers/processes';
-import { SECRETS } from '../test/helpers/providers';
-import { makeEvent, pool, ProviderSimulator, type SimEvent, type SimSource } from './simulator';
+import { makeEvent, pool, ProviderSimulator, simulatorSourcesEnv, type SimEvent, type SimSource } from './simulator';
 
 const { values } = parseArgs({ options: { keep: { type: 'boolean', default: false }, events: { type: 'string', default: '60' } } });
 const say = (line = '') => process.stdout.write(`${line}\n`);
@@ -42,9 +41,7 @@ try {
     ...common,
     PORT: String(ingestPort),
     HOST: '127.0.0.1',
-    STRIPE_WEBHOOK_SECRET: SECRETS.stripe,
-    GITHUB_WEBHOOK_SECRET: SECRETS.github,
-    STANDARD_WEBHOOKS_SECRET: SECRETS.standard,
+    ...simulatorSourcesEnv(),
   });
   services.push(ingest);
   const workers = [1, 2].map(() =>

@@ -11,7 +11,7 @@
  * - Mixes in deliveries with invalid signatures (expected: 4xx, never stored), and can send
  *   events that are ONLY ever forged (never acknowledged: they must leave no trace).
  */
-import { PROVIDER_CASES, type ProviderCase, type SignedDelivery } from '../test/helpers/providers';
+import { PROVIDER_CASES, SECRETS, type ProviderCase, type SignedDelivery } from '../test/helpers/providers';
 
 export type SimSource = 'stripe' | 'github' | 'standard-webhooks';
 
@@ -53,6 +53,11 @@ const CASES = new Map<SimSource, ProviderCase>(
 );
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The secrets an ingest process needs to accept the simulator's three sources. */
+export function simulatorSourcesEnv(): Record<string, string> {
+  return { STRIPE_WEBHOOK_SECRET: SECRETS.stripe, GITHUB_WEBHOOK_SECRET: SECRETS.github, STANDARD_WEBHOOKS_SECRET: SECRETS.standard };
+}
 
 /** A realistic payload per source; Stripe and Standard Webhooks events cause effects. */
 export function makeEvent(source: SimSource, n: number, run: string, forged = false): SimEvent {

@@ -140,6 +140,14 @@ describe('provider specifics', () => {
     expect(await rowCount()).toBe(0);
   });
 
+  it('acknowledges a verified Slack envelope without an event (app_rate_limited), storing nothing', async () => {
+    const slack = PROVIDER_CASES.find((c) => c.source === 'slack')!;
+    const body = JSON.stringify({ type: 'app_rate_limited', team_id: 'T1', minute_rate_limited: 1518467820, api_app_id: 'A1' });
+    expect(await send(ingest.url, 'slack', await slack.sign(body, { id: 'n/a' }))).toEqual({ status: 200, json: { ok: true } });
+    expect(await rowCount()).toBe(0);
+    expect(await ingest.queue.count()).toBe(0);
+  });
+
   it('rotation: a source with two secrets accepts either', async () => {
     const { createSource } = await import('@oncehook/shared');
     const rotating = new Map([['rotating', createSource({ name: 'rotating', kind: 'stripe', secrets: ['whsec_old', 'whsec_new'] }, {})]]);

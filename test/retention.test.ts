@@ -7,16 +7,18 @@ import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { queries } from '@oncehook/shared';
 import { createRetention } from '../apps/worker/src/retention';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
+import { createMetricsProbe } from './helpers/metrics';
 import { startIngest, testLog, testPrefix, type IngestHandle } from './helpers/stack';
 import { deliver, paymentSucceeded, signStripe } from './helpers/stripe';
 
 let db: TestDatabase;
 let ingest: IngestHandle;
+const probe = createMetricsProbe();
 const policy = { defaultDays: 3, overrides: { shopify: 1 } };
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  ingest = await startIngest({ pool: db.pool, prefix: testPrefix(), settings: { retention: policy } });
+  ingest = await startIngest({ pool: db.pool, prefix: testPrefix(), settings: { retention: policy }, metrics: probe.metrics });
 });
 afterAll(async () => {
   await ingest.close();
@@ -76,6 +78,7 @@ it('a redelivery inside the horizon is still a duplicate; one past it is answere
   expect(answer).toMatchObject({ status: 200, json: { status: 'expired' } });
   expect(String(answer.json.message)).toMatch(/beyond the 3-day retention horizon/);
   expect(await queries.getEventByKey(db.pool, 'stripe', 'evt_late')).toBeNull();
+  expect(await probe.value('webhook_events_total', { provider: 'stripe', result: 'expired' })).toBe(1);
   expect(await ingest.queue.count()).toBe(0);
 });
 

@@ -15,10 +15,8 @@
  *   503 and nothing was stored.
  */
 import {
-  EVENT_JOB_NAME,
-  EVENT_JOB_OPTIONS,
+  enqueueNewEvents,
   isUnstorablePayloadError,
-  jobIdFor,
   queries,
   withTimeout,
   type ClaimResult,
@@ -117,11 +115,7 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
     if (fresh.length > 0) {
       try {
         await options.faults.hit('ingest.after-claim');
-        await withTimeout(
-          options.queue.addBulk(fresh.map((data) => ({ name: EVENT_JOB_NAME, data, opts: { ...EVENT_JOB_OPTIONS, jobId: jobIdFor(data.provider, data.eventId, 0) } }))),
-          options.enqueueTimeoutMs,
-          'enqueue',
-        );
+        await withTimeout(enqueueNewEvents(options.queue, fresh), options.enqueueTimeoutMs, 'enqueue');
       } catch (error) {
         options.log.warn({ err: error, events: fresh.length }, 'enqueue failed after commit; the reconciler will enqueue these events');
       }

@@ -122,8 +122,9 @@ const workerSchema = z.object({
   LEASE_MS: integer(500, 24 * 3600 * 1000).default(30_000),
   /**
    * Attempts before an event goes to `failed` (the dead letter state). With the backoff
-   * below, 10 attempts span roughly 40 minutes: long enough to ride out a provider outage
-   * of a few minutes, short enough that a real bug reaches a human the same hour.
+   * below (2 s doubling, jitter), 10 attempts span roughly 9-17 minutes: long enough to ride
+   * out a downstream outage of a few minutes, short enough that a real bug reaches a human
+   * within the hour.
    */
   MAX_ATTEMPTS: integer(1, 1000).default(10),
   /** First retry delay; doubles per attempt (BullMQ exponential backoff with jitter). */

@@ -89,6 +89,15 @@ export interface EnqueueOptions {
   delayMs?: number;
 }
 
+/**
+ * Adds the first jobs of many new events in one Redis round trip (ingest's group commit). The
+ * queue's default job options apply, as for enqueueEvent.
+ */
+export async function enqueueNewEvents(queue: Queue<EventJobData>, items: EventJobData[]): Promise<void> {
+  if (items.length === 0) return;
+  await queue.addBulk(items.map((data) => ({ name: EVENT_JOB_NAME, data, opts: { jobId: jobIdFor(data.provider, data.eventId, data.attempt) } })));
+}
+
 /** Adds the job for an event's next attempt. Idempotent per (event key, attempt) while the job exists. */
 export async function enqueueEvent(queue: Queue<EventJobData>, data: EventJobData, options: EnqueueOptions = {}): Promise<void> {
   const jobId = jobIdFor(data.provider, data.eventId, data.attempt);

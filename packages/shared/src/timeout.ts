@@ -10,7 +10,3 @@ export async function withTimeout<T>(promise: Promise<T>, ms: number, what = 'op
     clearTimeout(timer);
   }
 }
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
