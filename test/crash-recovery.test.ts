@@ -6,7 +6,7 @@
  * - SIGTERM during a handler: the worker finishes the job, then exits 0.
  * Recovery times are printed (`[figure] ...`) for the issue notes.
  */
-import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
 import { queries } from '@oncehook/shared';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 import { killAllServices, spawnService } from './helpers/processes';
@@ -19,8 +19,12 @@ let db: TestDatabase;
 beforeAll(async () => {
   db = await createTestDatabase();
 });
-afterAll(async () => {
+// Every process a test started is gone before the next test, even when the test failed: a
+// leftover worker's reconciler shares this file's database and would run the next test's events.
+afterEach(async () => {
   await killAllServices();
+});
+afterAll(async () => {
   await db.drop();
 });
 beforeEach(async () => {
@@ -59,7 +63,8 @@ it('kill -9 of a worker mid-handler: another worker finishes after the lease exp
     const ledger = await ledgerSummary(db.pool);
     expect(ledger.entries).toBe(1);
     expect(ledger.balance).toBe(1234);
-    expect(b.lines.some((line) => line.includes('"eventId":"evt_kill9"') && line.includes('event done'))).toBe(true);
+    // The database says done; B's log line may still be in the pipe: wait for it.
+    await b.waitFor(/"eventId":"evt_kill9".*"msg":"event done"/, 5_000);
     await b.stop();
   } finally {
     await ingest.close();
@@ -81,7 +86,7 @@ it('ingest killed between commit and enqueue: the event still finishes via the r
   const worker = spawnService('worker', serviceEnv({ databaseUrl: db.url, prefix }));
   await doneRow('evt_ingest_crash');
   console.log(`[figure] ingest crash after commit -> done via reconciler in ${Date.now() - startedAt} ms from worker start (REQUEUE_AFTER_MS=500)`);
-  expect(worker.lines.some((line) => line.includes('re-enqueued (received but not picked up)'))).toBe(true);
+  await worker.waitFor(/re-enqueued \(received but not picked up\)/, 5_000);
   expect((await ledgerSummary(db.pool)).perEvent.get('evt_ingest_crash')).toBe(1);
   await worker.stop();
 });

@@ -5,7 +5,7 @@
  * - Postgres unreachable: ingest answers 503 with Retry-After and stores nothing; once it is
  *   back, the provider's retry is claimed.
  */
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { createPool, migrate, queries } from '@oncehook/shared';
 import { createEmptyDatabase, createTestDatabase, type TestDatabase } from './helpers/db';
 import { startOwnPostgres, type OwnPostgres } from './helpers/own-postgres';
@@ -21,8 +21,11 @@ let ownPostgres: OwnPostgres | undefined;
 beforeAll(async () => {
   db = await createTestDatabase();
 });
-afterAll(async () => {
+// Processes of a failed test never outlive it (they would work on the next test's events).
+afterEach(async () => {
   await killAllServices();
+});
+afterAll(async () => {
   await db.drop();
   await ownPostgres?.destroy();
 });

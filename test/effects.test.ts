@@ -98,9 +98,15 @@ it('a transient error outlasting the client retries is retried by the event, wit
   expect(row).toMatchObject({ state: 'done' });
   expect(row?.attempts).toBeGreaterThanOrEqual(2);
   expect(row?.lastError).toMatch(/OutboundUnavailableError: payment API/);
-  expect(sandbox.stats().payment.applied).toBe(1);
-  expect(sandbox.stats().payment.requests).toBe(6);
-  expect(Object.keys(sandbox.stats().payment.appliedByKey)).toHaveLength(1);
+  const payment = sandbox.stats().payment;
+  expect(payment.applied).toBe(1);
+  expect(payment.requests).toBe(6);
+  expect(Object.keys(payment.appliedByKey)).toHaveLength(1);
+  // Every try of both attempts carried the one key that was applied. (Guards key determinism:
+  // with a key that changes per attempt, the first attempt's four 503s applied nothing, so
+  // only this assertion tells the keys apart. Mutant: key-includes-attempt.)
+  expect(payment.requestKeys).toHaveLength(6);
+  expect(new Set(payment.requestKeys)).toEqual(new Set(Object.keys(payment.appliedByKey)));
 });
 
 it('concurrent payments for the same order: serialized per order, no lost update, shipped once', async () => {

@@ -3,7 +3,7 @@
  * the edge; a stuck event and its recovery, a dead letter and queue depth in
  * the worker's gauges (served on the worker's own /metrics by a real worker process).
  */
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { queries } from '@oncehook/shared';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 import { createMetricsProbe } from './helpers/metrics';
@@ -21,8 +21,11 @@ beforeAll(async () => {
   db = await createTestDatabase();
   ingest = await startIngest({ pool: db.pool, prefix, metrics: probe.metrics });
 });
-afterAll(async () => {
+// Processes of a failed test never outlive it (they would work on the next test's events).
+afterEach(async () => {
   await killAllServices();
+});
+afterAll(async () => {
   await ingest.close();
   await db.drop();
 });

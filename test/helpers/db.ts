@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { createPool, migrate, type Pool } from '@oncehook/shared';
-import { ADMIN_URL, TEMPLATE_DB, urlFor } from './db-urls';
+import { inject } from 'vitest';
+import { ADMIN_URL, urlFor } from './db-urls';
 
 export interface TestDatabase {
   name: string;
@@ -23,7 +24,7 @@ async function admin<T>(fn: (client: pg.Client) => Promise<T>, adminUrl = ADMIN_
 /** A fresh database for one test file, cloned from the migrated template. */
 export async function createTestDatabase(): Promise<TestDatabase> {
   const name = `oncehook_test_${randomBytes(6).toString('hex')}`;
-  await admin((c) => c.query(`CREATE DATABASE ${name} TEMPLATE ${TEMPLATE_DB}`));
+  await admin((c) => c.query(`CREATE DATABASE ${name} TEMPLATE ${inject('templateDb')}`));
   const url = urlFor(name);
   const pool = createPool(url, { max: 20 });
   return {

@@ -1,24 +1,42 @@
 /**
  * Once per test run: build a migrated template database. Each test file clones it
  * (CREATE DATABASE ... TEMPLATE), which takes milliseconds and isolates files from each other.
+ * The template's name is per run (handed to test files with provide/inject), so two runs on
+ * one server (a developer's and `npm run mutants`) never drop each other's template.
  */
-import { createPool, migrate } from '@oncehook/shared';
+import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { ADMIN_URL, TEMPLATE_DB, urlFor } from './db-urls';
+import type { TestProject } from 'vitest/node';
+import { createPool, migrate } from '@oncehook/shared';
+import { ADMIN_URL, urlFor } from './db-urls';
 
-export default async function setup(): Promise<void> {
-  const admin = new pg.Client({ connectionString: ADMIN_URL });
-  await admin.connect();
-  try {
-    await admin.query(`DROP DATABASE IF EXISTS ${TEMPLATE_DB} WITH (FORCE)`);
-    await admin.query(`CREATE DATABASE ${TEMPLATE_DB}`);
-  } finally {
-    await admin.end();
+declare module 'vitest' {
+  export interface ProvidedContext {
+    templateDb: string;
   }
-  const pool = createPool(urlFor(TEMPLATE_DB), { max: 1 });
+}
+
+async function admin(sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: ADMIN_URL });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const name = `oncehook_tpl_${process.pid}_${randomBytes(3).toString('hex')}`;
+  await admin(`CREATE DATABASE ${name}`);
+  const pool = createPool(urlFor(name), { max: 1 });
   try {
     await migrate(pool);
   } finally {
     await pool.end();
   }
+  project.provide('templateDb', name);
+  return async () => {
+    await admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  };
 }

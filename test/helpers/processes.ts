@@ -66,8 +66,10 @@ export function spawnService(kind: ServiceKind, env: Record<string, string>): Se
   proc.stdout?.on('data', (chunk: Buffer) => onData(chunk, outCarry));
   proc.stderr?.on('data', (chunk: Buffer) => onData(chunk, errCarry));
 
+  // 'close', not 'exit': 'close' fires once the process has exited AND its stdout/stderr are
+  // drained, so `lines` is complete when `exited` resolves ('exit' can come first).
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    proc.on('exit', (code, signal) => resolve({ code, signal }));
+    proc.on('close', (code, signal) => resolve({ code, signal }));
   });
 
   const service: Service = {

@@ -56,11 +56,17 @@ export interface ServiceStats {
   faults: number;
   /** Applied effects per key: every value must be 1. */
   appliedByKey: Record<string, number>;
+  /**
+   * Every request's idempotency key, in arrival order (null: the request carried none). Lets a
+   * test check that all tries and attempts of one step sent the SAME key, not just that one
+   * key was applied.
+   */
+  requestKeys: (string | null)[];
   effects: Record<string, unknown>[];
 }
 
 function emptyStats(): ServiceStats {
-  return { requests: 0, applied: 0, replays: 0, conflicts: 0, faults: 0, appliedByKey: {}, effects: [] };
+  return { requests: 0, applied: 0, replays: 0, conflicts: 0, faults: 0, appliedByKey: {}, requestKeys: [], effects: [] };
 }
 
 export interface Sandbox {
@@ -107,6 +113,7 @@ export function createSandbox(): Sandbox {
     const s = stats.get(service)!;
     const store = stores.get(service)!;
     s.requests += 1;
+    s.requestKeys.push(key);
     const fp = fingerprint(params);
     if (key !== null) {
       const existing = store.get(key);
