@@ -8,7 +8,9 @@
  * machine's Postgres and drops it at the end.
  */
 import { parseArgs } from 'node:util';
-import { createPool, queries } from '../packages/shared/src/index';
+import { createPool, createQueries, DEFAULT_SCHEMA } from '@oncehook/shared';
+
+const queries = createQueries(DEFAULT_SCHEMA);
 import { createTestDatabaseOn, dropDatabase } from './bench/databases';
 
 const { values } = parseArgs({ options: { sizes: { type: 'string', default: '0,1000000,10000000' }, claims: { type: 'string', default: '2000' } } });
@@ -26,7 +28,7 @@ try {
       const chunk = Math.min(1_000_000, size - filled);
       const started = performance.now();
       await pool.query(
-        `INSERT INTO webhook_events (provider, kind, event_id, type, payload, state, received_at, updated_at, finished_at)
+        `INSERT INTO oncehook.events (provider, kind, event_id, type, payload, state, received_at, updated_at, finished_at)
          SELECT (ARRAY['stripe','github','shopify'])[1 + g % 3], 'x', 'evt_fill_' || g, 't', '{}', 'done',
                 now() - (g % 35) * interval '1 day' - (g % 86400) * interval '1 second', now(), now()
            FROM generate_series($1::bigint, $2::bigint) g`,
@@ -35,7 +37,7 @@ try {
       filled += chunk;
       process.stdout.write(`  filled ${filled} rows (+${chunk} in ${((performance.now() - started) / 1000).toFixed(1)} s)\n`);
     }
-    await pool.query('VACUUM ANALYZE webhook_events');
+    await pool.query('VACUUM ANALYZE oncehook.events');
     const latencies: number[] = [];
     for (let i = 0; i < claims; i += 1) {
       const duplicate = i > 10 && i % 5 === 0;

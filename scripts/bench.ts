@@ -18,13 +18,20 @@
  * read the ratios.
  */
 import { readFileSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
-import { createPool, type Pool } from '../packages/shared/src/index';
+import { copiesFor, pool as promisePool, signStripe, spawnService, STRIPE_SECRET, type Service } from '@oncehook/harness';
+import { createPool, type Pool } from '@oncehook/shared';
 import { createTestDatabaseOn, dropDatabase } from './bench/databases';
-import { spawnService, type Service } from '../test/helpers/processes';
-import { signStripe, STRIPE_SECRET } from '../test/helpers/stripe';
-import { copiesFor, pool as promisePool } from './simulator';
+
+/** The example shop, for the end-to-end top-ups (one local step; its APIs are not called). */
+const SHOP_ENV = {
+  ONCEHOOK_HANDLERS: 'examples/shop',
+  SHOP_PAYMENT_API_URL: 'http://127.0.0.1:9/payment',
+  SHOP_EMAIL_API_URL: 'http://127.0.0.1:9/email',
+  SHOP_FULFILMENT_API_URL: 'http://127.0.0.1:9/fulfilment',
+};
 
 export interface BenchOptions {
   durationSeconds: number;
@@ -135,8 +142,8 @@ export async function runBench(options: BenchOptions): Promise<{ ingest: IngestR
     const ingest: IngestRow[] = [];
     for (const connections of options.connections) {
       for (const server of ['naive', 'ceiling', 'oncehook'] as const) {
-        await naivePool.query('TRUNCATE webhook_events CASCADE');
-        await oncePool.query('TRUNCATE webhook_events CASCADE');
+        await naivePool.query('TRUNCATE oncehook.events CASCADE');
+        await oncePool.query('TRUNCATE oncehook.events CASCADE');
         // Fresh signatures each round (Stripe's 300 s tolerance), 20% duplicates.
         const requests = makeRequests(Math.max(20_000, connections * 400), `${run}_${server}_${connections}`);
         const result = await load(urls[server], connections, options.durationSeconds, requests);
@@ -165,7 +172,7 @@ export async function runBench(options: BenchOptions): Promise<{ ingest: IngestR
       services.push(ingestProc);
       const url = await listeningUrl(ingestProc);
       const workers = Array.from({ length: workerCount }, () =>
-        spawnService('worker', { LOG_LEVEL: 'warn', METRICS_PORT: '0', DATABASE_URL: db.url, QUEUE_PREFIX: prefix, WORKER_CONCURRENCY: '16', DATABASE_POOL_SIZE: '10' }),
+        spawnService('worker', { LOG_LEVEL: 'warn', METRICS_PORT: '0', DATABASE_URL: db.url, QUEUE_PREFIX: prefix, WORKER_CONCURRENCY: '16', DATABASE_POOL_SIZE: '10', ...SHOP_ENV }),
       );
       services.push(...workers);
       await Promise.all(workers.map((w) => w.waitFor(/worker ready/)));
@@ -184,7 +191,7 @@ export async function runBench(options: BenchOptions): Promise<{ ingest: IngestR
         await res.arrayBuffer();
       });
       for (;;) {
-        const { rows } = await dbPool.query<{ done: number }>(`SELECT count(*) FILTER (WHERE state = 'done')::int AS done FROM webhook_events`);
+        const { rows } = await dbPool.query<{ done: number }>(`SELECT count(*) FILTER (WHERE state = 'done')::int AS done FROM oncehook.events`);
         if ((rows[0]?.done ?? 0) >= options.e2eEvents) break;
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
@@ -232,6 +239,8 @@ if (process.argv[1]?.endsWith('bench.ts')) {
       connections: { type: 'string', default: '10,50,100' },
       'e2e-events': { type: 'string', default: '2000' },
       workers: { type: 'string', default: '1,2,4' },
+      /** Also write the result as JSON here (the smoke test reads it). */
+      'report-file': { type: 'string' },
     },
   });
   const result = await runBench({
@@ -241,5 +250,6 @@ if (process.argv[1]?.endsWith('bench.ts')) {
     workers: values.workers.split(',').map(Number),
   });
   process.stdout.write(`${formatBench(result)}\n`);
+  if (values['report-file']) await writeFile(values['report-file'], JSON.stringify(result, null, 2));
   process.exit(0);
 }

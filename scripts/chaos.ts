@@ -17,16 +17,29 @@
  *   - no row and no effect for events that were only ever forged (never acknowledged).
  * It prints the figures and exits non-zero on any violation.
  */
+import { writeFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { createPool, migrate, type Pool } from '../packages/shared/src/index';
-import { createEmptyDatabase } from '../test/helpers/db';
-import { freePort } from '../test/helpers/net';
-import { startOwnPostgres } from '../test/helpers/own-postgres';
-import { startOwnRedis } from '../test/helpers/own-redis';
-import { spawnService, type Service } from '../test/helpers/processes';
-import { maxAppliedPerKey, startSandbox } from '../test/helpers/sandbox';
-import { copiesFor, makeEvent, pool, ProviderSimulator, simulatorSourcesEnv, storedIdOf, type SimEvent, type SimSource } from './simulator';
+import { SHOP_MIGRATIONS } from '@oncehook/example-shop/src/handlers';
+import {
+  copiesFor,
+  createEmptyDatabase,
+  freePort,
+  makeEvent,
+  maxAppliedPerKey,
+  pool,
+  ProviderSimulator,
+  simulatorSourcesEnv,
+  spawnService,
+  startOwnPostgres,
+  startOwnRedis,
+  startSandbox,
+  storedIdOf,
+  type Service,
+  type SimEvent,
+  type SimSource,
+} from '@oncehook/harness';
+import { createPool, migrate, type Pool } from '@oncehook/shared';
 
 export interface ChaosOptions {
   events: number;
@@ -66,7 +79,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   try {
     const database = await createEmptyDatabase(postgres.baseUrl);
     dbPool = createPool(database.url, { max: 4, connectionTimeoutMillis: 2_000 });
-    await migrate(dbPool);
+    await migrate(dbPool, { sets: [{ name: 'shop', dir: SHOP_MIGRATIONS }] });
     const db = dbPool;
 
     // Transient faults only: every one of them must be survived without a double effect.
@@ -105,11 +118,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       REQUEUE_AFTER_MS: '2000',
       MAX_ATTEMPTS: '200',
       RETRY_BACKOFF_MS: '100',
-      PAYMENT_API_URL: `${sandbox.url}/payment`,
-      EMAIL_API_URL: `${sandbox.url}/email`,
-      FULFILMENT_API_URL: `${sandbox.url}/fulfilment`,
-      OUTBOUND_TIMEOUT_MS: '1000',
-      OUTBOUND_RETRY_DELAY_MS: '50',
+      ONCEHOOK_HANDLERS: 'examples/shop',
+      SHOP_PAYMENT_API_URL: `${sandbox.url}/payment`,
+      SHOP_EMAIL_API_URL: `${sandbox.url}/email`,
+      SHOP_FULFILMENT_API_URL: `${sandbox.url}/fulfilment`,
+      SHOP_OUTBOUND_TIMEOUT_MS: '1000',
+      SHOP_OUTBOUND_RETRY_DELAY_MS: '50',
     };
     const spawn = (kind: 'ingest' | 'worker') => {
       const service = spawnService(kind, kind === 'ingest' ? ingestEnv : workerEnv);
@@ -196,7 +210,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const drainStarted = performance.now();
     const drainTimeout = options.drainTimeoutMs ?? 180_000;
     for (;;) {
-      const { rows } = await db.query<{ pending: number }>(`SELECT count(*)::int AS pending FROM webhook_events WHERE state IN ('received', 'processing')`).catch(() => ({ rows: [{ pending: -1 }] }));
+      const { rows } = await db.query<{ pending: number }>(`SELECT count(*)::int AS pending FROM oncehook.events WHERE state IN ('received', 'processing')`).catch(() => ({ rows: [{ pending: -1 }] }));
       if (rows[0]?.pending === 0) break;
       if (performance.now() - drainStarted > drainTimeout) {
         violations.push(`not drained after ${drainTimeout} ms: ${rows[0]?.pending} events still received/processing`);
@@ -208,7 +222,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
 
     // ---- checks -------------------------------------------------------------------------
     const outcomes = [...simulator.outcomes.values()];
-    const { rows: eventRows } = await db.query<{ provider: string; event_id: string; state: string }>(`SELECT provider, event_id, state FROM webhook_events`);
+    const { rows: eventRows } = await db.query<{ provider: string; event_id: string; state: string }>(`SELECT provider, event_id, state FROM oncehook.events`);
     const rowByKey = new Map(eventRows.map((r) => [`${r.provider}/${r.event_id}`, r]));
     const stats = sandbox.stats();
     const chargesBySubscription = new Map<string, number>();
@@ -320,9 +334,18 @@ if (process.argv[1]?.endsWith('chaos.ts')) {
       events: { type: 'string', default: '2000' },
       workers: { type: 'string', default: '3' },
       concurrency: { type: 'string', default: '50' },
+      'drain-timeout-seconds': { type: 'string', default: '180' },
+      /** Also write the report as JSON here (the smoke test reads it). */
+      'report-file': { type: 'string' },
     },
   });
-  const report = await runChaos({ events: Number(values.events), workers: Number(values.workers), concurrency: Number(values.concurrency) });
+  const report = await runChaos({
+    events: Number(values.events),
+    workers: Number(values.workers),
+    concurrency: Number(values.concurrency),
+    drainTimeoutMs: Number(values['drain-timeout-seconds']) * 1000,
+  });
   process.stdout.write(`${formatReport(report)}\n`);
+  if (values['report-file']) await writeFile(values['report-file'], JSON.stringify(report, null, 2));
   process.exit(report.violations.length === 0 ? 0 : 1);
 }

@@ -8,11 +8,9 @@
  * up so you can look around (metrics, the database); Ctrl-C stops them.
  */
 import { parseArgs } from 'node:util';
-import { createPool } from '../packages/shared/src/index';
-import { dropDatabase, createTestDatabaseOn } from './bench/databases';
-import { freePort } from '../test/helpers/net';
-import { spawnService, type Service } from '../test/helpers/processes';
-import { makeEvent, pool, ProviderSimulator, simulatorSourcesEnv, type SimEvent, type SimSource } from './simulator';
+import { freePort, makeEvent, pool, ProviderSimulator, simulatorSourcesEnv, spawnService, type Service, type SimEvent, type SimSource } from '@oncehook/harness';
+import { createPool } from '@oncehook/shared';
+import { createTestDatabaseOn, dropDatabase } from './bench/databases';
 
 const { values } = parseArgs({ options: { keep: { type: 'boolean', default: false }, events: { type: 'string', default: '60' } } });
 const say = (line = '') => process.stdout.write(`${line}\n`);
@@ -45,7 +43,14 @@ try {
   });
   services.push(ingest);
   const workers = [1, 2].map(() =>
-    spawnService('worker', { ...common, METRICS_PORT: '0', PAYMENT_API_URL: `${sandboxUrl}/payment`, EMAIL_API_URL: `${sandboxUrl}/email`, FULFILMENT_API_URL: `${sandboxUrl}/fulfilment` }),
+    spawnService('worker', {
+      ...common,
+      METRICS_PORT: '0',
+      ONCEHOOK_HANDLERS: 'examples/shop',
+      SHOP_PAYMENT_API_URL: `${sandboxUrl}/payment`,
+      SHOP_EMAIL_API_URL: `${sandboxUrl}/email`,
+      SHOP_FULFILMENT_API_URL: `${sandboxUrl}/fulfilment`,
+    }),
   );
   services.push(...workers);
   await Promise.all([ingest.waitFor(/ingest listening/), ...workers.map((w) => w.waitFor(/worker ready/))]);
@@ -66,7 +71,7 @@ try {
   await pool([...events, ...forged], 30, (event) => simulator.deliverEvent(event, event.forged ? 1 : 3 + Math.floor(Math.random() * 2)));
 
   for (;;) {
-    const { rows } = await dbPool.query<{ pending: number }>(`SELECT count(*)::int AS pending FROM webhook_events WHERE state IN ('received','processing')`);
+    const { rows } = await dbPool.query<{ pending: number }>(`SELECT count(*)::int AS pending FROM oncehook.events WHERE state IN ('received','processing')`);
     if (rows[0]?.pending === 0) break;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
@@ -75,7 +80,7 @@ try {
   const outcomes = [...simulator.outcomes.values()];
   const answers = outcomes.flatMap((o) => o.answers);
   const invalid = outcomes.flatMap((o) => o.invalidAnswers);
-  const { rows: states } = await dbPool.query<{ state: string; n: number }>(`SELECT state, count(*)::int AS n FROM webhook_events GROUP BY state ORDER BY state`);
+  const { rows: states } = await dbPool.query<{ state: string; n: number }>(`SELECT state, count(*)::int AS n FROM oncehook.events GROUP BY state ORDER BY state`);
   const stats = (await (await fetch(`${sandboxUrl}/stats`)).json()) as Record<string, { applied: number; replays: number; faults: number; appliedByKey: Record<string, number> }>;
   const maxPerKey = Math.max(0, ...Object.values(stats).flatMap((s) => Object.values(s.appliedByKey)));
   const { rows: ledger } = await dbPool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ledger_entries`);
@@ -97,7 +102,7 @@ try {
   say(`  metrics:   http://127.0.0.1:${ingestPort}/metrics  (webhook_events_total{result="new"|"duplicate"|"rejected"})`);
   say(`  readiness: http://127.0.0.1:${ingestPort}/readyz`);
   say(`  sandbox:   ${sandboxUrl}/stats`);
-  say(`  events:    psql ${name} -c "select provider, event_id, type, state, attempts from webhook_events limit 10"`);
+  say(`  events:    psql ${name} -c "select provider, event_id, type, state, note from oncehook.events limit 10"`);
   say(`  steps:     psql ${name} -c "select event_row_id, name, result from webhook_event_steps limit 10"`);
   await dbPool.end();
 

@@ -8,12 +8,14 @@ cd "$(dirname "$0")/.."
 export STRIPE_WEBHOOK_SECRET="${STRIPE_WEBHOOK_SECRET:-whsec_local_development_secret}"
 WORKERS="${WORKERS:-2}"
 export SANDBOX_PORT="${SANDBOX_PORT:-4010}"
-export PAYMENT_API_URL="${PAYMENT_API_URL:-http://127.0.0.1:${SANDBOX_PORT}/payment}"
-export EMAIL_API_URL="${EMAIL_API_URL:-http://127.0.0.1:${SANDBOX_PORT}/email}"
-export FULFILMENT_API_URL="${FULFILMENT_API_URL:-http://127.0.0.1:${SANDBOX_PORT}/fulfilment}"
+# The example shop is loaded only because this script names it.
+export ONCEHOOK_HANDLERS="${ONCEHOOK_HANDLERS:-examples/shop}"
+export SHOP_PAYMENT_API_URL="${SHOP_PAYMENT_API_URL:-http://127.0.0.1:${SANDBOX_PORT}/payment}"
+export SHOP_EMAIL_API_URL="${SHOP_EMAIL_API_URL:-http://127.0.0.1:${SANDBOX_PORT}/email}"
+export SHOP_FULFILMENT_API_URL="${SHOP_FULFILMENT_API_URL:-http://127.0.0.1:${SANDBOX_PORT}/fulfilment}"
 
 bash scripts/ensure-services.sh >/dev/null
-node --import tsx packages/shared/src/db/migrate-cli.ts
+node --import tsx packages/shared/src/db/migrate-cli.ts --set shop --dir examples/shop/migrations
 
 pids=()
 node --import tsx apps/sandbox/src/server.ts &

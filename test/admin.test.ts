@@ -7,11 +7,10 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { queries } from '@oncehook/shared';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { ROOT } from './helpers/processes';
-import { startIngest, testPrefix, type IngestHandle } from './helpers/stack';
-import { deliver, paymentSucceeded, signStripe } from './helpers/stripe';
+import { ROOT } from '@oncehook/harness';
+import { type IngestHandle, q, startIngest, testPrefix, seedRun } from './helpers/stack';
+import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
 
 const TOKEN = 'admin-token-0123456789abcdef';
 const USER = 'operator';
@@ -29,14 +28,14 @@ let failedId: number;
 beforeAll(async () => {
   db = await createTestDatabase();
   const prefix = testPrefix();
-  ingest = await startIngest({ pool: db.pool, prefix, admin: { token: TOKEN, username: USER, password: PASSWORD, readOnly: false } });
-  readOnly = await startIngest({ pool: db.pool, prefix, admin: { token: TOKEN, readOnly: true } });
-  noAdmin = await startIngest({ pool: db.pool, prefix });
+  ingest = await startIngest({ databaseUrl: db.url, prefix, env: { ADMIN_TOKEN: TOKEN, ADMIN_USERNAME: USER, ADMIN_PASSWORD: PASSWORD } });
+  readOnly = await startIngest({ databaseUrl: db.url, prefix, env: { ADMIN_TOKEN: TOKEN, ADMIN_READ_ONLY: 'true' } });
+  noAdmin = await startIngest({ databaseUrl: db.url, prefix });
   // A dead letter to look at, and a duplicate delivery of it.
   await deliver(ingest.url, signStripe(paymentSucceeded('evt_admin_failed')));
   await deliver(ingest.url, signStripe(paymentSucceeded('evt_admin_failed')));
-  const row = await queries.getEventByKey(db.pool, 'stripe', 'evt_admin_failed');
-  await db.pool.query(`UPDATE webhook_events SET state = 'failed', attempts = 3, last_error = 'PermanentError: card declined', finished_at = now() WHERE id = $1`, [row!.id]);
+  const row = await q.getEventByKey(db.pool, 'stripe', 'evt_admin_failed');
+  await seedRun(db.pool, row!.id, { state: 'failed', attempts: 3, lastError: 'PermanentError: card declined' });
   failedId = row!.id;
   await mkdir(ARTIFACTS, { recursive: true });
   browser = await chromium.launch({
@@ -60,7 +59,7 @@ it('refuses every admin route without credentials (401) and with wrong ones', as
   }
   const post = await fetch(`${ingest.url}/admin/api/events/${failedId}/redrive`, { method: 'POST', body: '{"reason":"x"}' });
   expect(post.status).toBe(401);
-  expect((await queries.getEvent(db.pool, failedId))?.state).toBe('failed');
+  expect((await q.getEvent(db.pool, failedId))?.state).toBe('failed');
 });
 
 it('mounts no admin route at all without configured credentials', async () => {
@@ -80,7 +79,7 @@ it('serves the admin API with a token or basic auth; read-only refuses actions',
   expect(noReason.status).toBe(400);
   const dry = await fetch(`${ingest.url}/admin/api/redrive`, { method: 'POST', headers: { authorization: basic }, body: '{"state":"failed","dry_run":true}' });
   expect(await dry.json()).toMatchObject({ dryRun: true, matched: 1 });
-  expect((await queries.getEvent(db.pool, failedId))?.state).toBe('failed');
+  expect((await q.getEvent(db.pool, failedId))?.state).toBe('failed');
 });
 
 it('renders the events view and Bull Board in a real browser behind basic auth', async () => {

@@ -1,14 +1,36 @@
 /**
- * The short version of `npm run bench`: every server and the end-to-end path run under real
- * load and answer correctly. It asserts behaviour, never speed (machines are noisy); the
- * figures are printed for reading.
+ * The short version of `npm run bench`, run as the command itself: every server and the
+ * end-to-end path run under real load and answer correctly. It asserts behaviour, never speed
+ * (machines are noisy); the figures are printed for reading.
  */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { ROOT } from '@oncehook/harness';
 import { expect, it } from 'vitest';
-import { formatBench, runBench } from '../scripts/bench';
+
+interface BenchResult {
+  ingest: { server: string; requestsPerSecond: number; non2xx: number; errors: number }[];
+  e2e: { events: number; eventsPerSecond: number }[];
+}
 
 it('runs the ingest comparison and the end-to-end measurement', { timeout: 180_000 }, async () => {
-  const result = await runBench({ durationSeconds: 1, connections: [10], e2eEvents: 100, workers: [1, 2], log: () => {} });
-  console.log(`[figure] bench smoke (1 s runs; use npm run bench for real figures)\n${formatBench(result)}`);
+  const reportFile = path.join(tmpdir(), `oncehook-bench-${randomBytes(4).toString('hex')}.json`);
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', 'scripts/bench.ts', '--duration', '1', '--connections', '10', '--e2e-events', '100', '--workers', '1,2', '--report-file', reportFile],
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let output = '';
+  child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  expect(code, output.slice(-3000)).toBe(0);
+  console.log(`[figure] bench smoke (1 s runs; use npm run bench for real figures)\n${output.trim()}`);
+  const result = JSON.parse(await readFile(reportFile, 'utf8')) as BenchResult;
+  await rm(reportFile, { force: true });
   expect(result.ingest.map((r) => r.server)).toEqual(['naive', 'ceiling', 'oncehook']);
   for (const row of result.ingest) {
     expect(row.requestsPerSecond).toBeGreaterThan(0);

@@ -1,16 +1,32 @@
 /**
- * The small version of `npm run chaos`: every fault at least once (workers, ingest and Redis
- * killed, Postgres restarted, sandbox faults), then the same checks: acknowledged => done,
- * effects exactly once, forged-only events leave no trace.
+ * The small version of `npm run chaos`, run as the command itself: every fault at least once
+ * (workers, ingest and Redis killed, Postgres restarted, sandbox faults), then the same
+ * checks: acknowledged => done, effects exactly once, forged-only events leave no trace.
  */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { ROOT } from '@oncehook/harness';
 import { expect, it } from 'vitest';
-import { formatReport, runChaos } from '../scripts/chaos';
 
 it('survives the chaos run with zero violations', { timeout: 240_000 }, async () => {
-  const lines: string[] = [];
-  const report = await runChaos({ events: 150, workers: 2, concurrency: 20, drainTimeoutMs: 120_000, log: (l) => lines.push(l) });
-  console.log(`[figure] chaos smoke\n${formatReport(report)}`);
+  const reportFile = path.join(tmpdir(), `oncehook-chaos-${randomBytes(4).toString('hex')}.json`);
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', 'scripts/chaos.ts', '--events', '150', '--workers', '2', '--concurrency', '20', '--drain-timeout-seconds', '120', '--report-file', reportFile],
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let output = '';
+  child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  console.log(`[figure] chaos smoke\n${output.split('\n').filter((l) => !l.startsWith('  ')).slice(-9).join('\n')}`);
+  const report = JSON.parse(await readFile(reportFile, 'utf8'));
+  await rm(reportFile, { force: true });
   expect(report.violations).toEqual([]);
+  expect(code, output.slice(-3000)).toBe(0);
   expect(report.acknowledged).toBe(150);
   expect(report.kills).toMatchObject({ ingest: 1, redisRestarts: 1, postgresRestarts: 1 });
   expect(report.kills.workers).toBeGreaterThanOrEqual(1);

@@ -4,10 +4,10 @@
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createEventQueue, createRedis, isUnstorablePayloadError, jobIdFor, noFaults, type ClaimResult, type VerifiedEvent } from '@oncehook/shared';
-import { createClaimBatcher } from '../apps/ingest/src/claim-batcher';
+import { createClaimBatcher } from '@oncehook/ingest';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { REDIS_URL } from './helpers/db-urls';
-import { testLog, testPrefix } from './helpers/stack';
+import { REDIS_URL } from '@oncehook/harness';
+import { q, testLog, testPrefix, T } from './helpers/stack';
 
 let db: TestDatabase;
 const redis = createRedis(REDIS_URL, 'producer');
@@ -27,7 +27,7 @@ const event = (eventId: string, rawBody = '{"ok":true}'): VerifiedEvent => ({ pr
 
 it('claims a burst in few statements; repeats answer duplicate; one bad payload fails alone', async () => {
   const sizes: number[] = [];
-  const batcher = createClaimBatcher({ pool: db.pool, queue, log: testLog, faults: noFaults, enqueueTimeoutMs: 1_000, maxConcurrentBatches: 1, onBatch: (n) => sizes.push(n) });
+  const batcher = createClaimBatcher({ pool: db.pool, queries: q, queue, log: testLog, faults: noFaults, enqueueTimeoutMs: 1_000, maxConcurrentBatches: 1, onBatch: (n) => sizes.push(n) });
   // Already claimed before the burst.
   expect(await batcher.claim(event('evt_pre'))).toMatchObject({ outcome: 'new' });
 
@@ -49,8 +49,8 @@ it('claims a burst in few statements; repeats answer duplicate; one bad payload 
   expect(sizes.slice(1).reduce((a, b) => a + b, 0)).toBe(burst.length);
   expect(sizes.length - 1).toBeLessThanOrEqual(3);
 
-  const { rows } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM webhook_events`);
+  const { rows } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${T.events}`);
   expect(rows[0]?.n).toBe(41);
-  expect(await queue.getJob(jobIdFor('stripe', 'evt_b_7', 0))).toBeDefined();
+  expect(await queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_b_7', attempt: 0 }))).toBeDefined();
   expect(await queue.count()).toBe(41);
 });

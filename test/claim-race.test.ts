@@ -7,9 +7,10 @@
  * version through real HTTP.) Mutant killed: claim-check-then-act.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { queries, type VerifiedEvent } from '@oncehook/shared';
+import { waitFor } from '@oncehook/harness';
+import type { VerifiedEvent } from '@oncehook/shared';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { waitFor } from './helpers/wait';
+import { q, T } from './helpers/stack';
 
 let db: TestDatabase;
 const GATE = 424_242;
@@ -18,7 +19,7 @@ beforeAll(async () => {
   db = await createTestDatabase();
   await db.pool.query(`CREATE FUNCTION test_claim_gate() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN PERFORM pg_advisory_xact_lock_shared(${GATE}); RETURN NEW; END $$`);
-  await db.pool.query('CREATE TRIGGER test_claim_gate BEFORE INSERT ON webhook_events FOR EACH ROW EXECUTE FUNCTION test_claim_gate()');
+  await db.pool.query(`CREATE TRIGGER test_claim_gate BEFORE INSERT ON ${T.events} FOR EACH ROW EXECUTE FUNCTION test_claim_gate()`);
 });
 afterAll(async () => {
   await db.drop();
@@ -44,18 +45,18 @@ async function interleaved<T>(claims: () => Promise<T>[]): Promise<T[]> {
 }
 
 async function rows(eventId: string): Promise<number> {
-  const { rows: r } = await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM webhook_events WHERE event_id = $1', [eventId]);
+  const { rows: r } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${T.events} WHERE event_id = $1`, [eventId]);
   return r[0]?.n ?? -1;
 }
 
 it('two batched claims of one key, forced to interleave: one new, one duplicate, one row', async () => {
-  const results = await interleaved(() => [queries.claimEvents(db.pool, [event('evt_race_batch')]), queries.claimEvents(db.pool, [event('evt_race_batch')])]);
+  const results = await interleaved(() => [q.claimEvents(db.pool, [event('evt_race_batch')]), q.claimEvents(db.pool, [event('evt_race_batch')])]);
   expect(results.map((r) => r[0]?.outcome).sort()).toEqual(['duplicate-concurrent', 'new']);
   expect(await rows('evt_race_batch')).toBe(1);
 });
 
 it('two single claims of one key, forced to interleave: one new, one duplicate, one row', async () => {
-  const results = await interleaved(() => [queries.claimEvent(db.pool, event('evt_race_single')), queries.claimEvent(db.pool, event('evt_race_single'))]);
+  const results = await interleaved(() => [q.claimEvent(db.pool, event('evt_race_single')), q.claimEvent(db.pool, event('evt_race_single'))]);
   expect(results.map((r) => r.outcome).sort()).toEqual(['duplicate-concurrent', 'new']);
   expect(await rows('evt_race_single')).toBe(1);
 });

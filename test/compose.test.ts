@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { ROOT } from './helpers/processes';
+import { ROOT } from '@oncehook/harness';
 
 const run = promisify(execFile);
 

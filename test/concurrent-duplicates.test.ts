@@ -5,13 +5,13 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { EVENT_QUEUE_NAME, queries } from '@oncehook/shared';
+import { EVENT_QUEUE_NAME } from '@oncehook/shared';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { REDIS_URL } from './helpers/db-urls';
-import { killAllServices, spawnService, type Service } from './helpers/processes';
-import { ledgerSummary, serviceEnv, startIngest, testPrefix, type IngestHandle } from './helpers/stack';
-import { deliver, paymentSucceeded, signStripe } from './helpers/stripe';
-import { waitFor } from './helpers/wait';
+import { REDIS_URL } from '@oncehook/harness';
+import { killAllServices, spawnService, type Service } from '@oncehook/harness';
+import { type IngestHandle, ledgerSummary, q, testEnv, startIngest, testPrefix, T } from './helpers/stack';
+import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
+import { waitFor } from '@oncehook/harness';
 
 let db: TestDatabase;
 let ingest: IngestHandle;
@@ -20,8 +20,8 @@ const prefix = testPrefix();
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  ingest = await startIngest({ pool: db.pool, prefix });
-  workers = [1, 2].map(() => spawnService('worker', serviceEnv({ databaseUrl: db.url, prefix })));
+  ingest = await startIngest({ databaseUrl: db.url, prefix });
+  workers = [1, 2].map(() => spawnService('worker', testEnv({ databaseUrl: db.url, prefix })));
   await Promise.all(workers.map((w) => w.waitFor(/worker ready/)));
 });
 afterAll(async () => {
@@ -43,12 +43,13 @@ it('100 concurrent deliveries of one event -> one row, one job, one credit, 100 
   expect(answers.filter((a) => a.json.status === 'duplicate')).toHaveLength(99);
 
   const row = await waitFor(async () => {
-    const r = await queries.getEventByKey(db.pool, 'stripe', 'evt_concurrent_100');
+    const r = await q.getEventByKey(db.pool, 'stripe', 'evt_concurrent_100');
     return r?.state === 'done' ? r : null;
   }, { what: 'event done' });
-  expect(row.attempts).toBe(1); // claimed by a worker exactly once
+  const runs = await q.getRuns(db.pool, row.id);
+  expect(runs.map((r) => ({ handler: r.handler, state: r.state, attempts: r.attempts }))).toEqual([{ handler: 'shop.payments', state: 'done', attempts: 1 }]); // run by a worker exactly once
 
-  const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM webhook_events`);
+  const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM ${T.events}`);
   expect(rows[0]).toEqual({ n: 1 });
 
   const ledger = await ledgerSummary(db.pool);

@@ -4,7 +4,7 @@
  */
 import { expect, it } from 'vitest';
 import { ConfigError, loadIngestConfig, loadWorkerConfig, sourcesFromConfig } from '@oncehook/shared';
-import { spawnService } from './helpers/processes';
+import { spawnService } from '@oncehook/harness';
 
 it('applies documented defaults', () => {
   const config = loadWorkerConfig({});

@@ -7,12 +7,11 @@
  * Recovery times are printed (`[figure] ...`) for the issue notes.
  */
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
-import { queries } from '@oncehook/shared';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { killAllServices, spawnService } from './helpers/processes';
-import { ingestUrl, ledgerSummary, serviceEnv, startIngest, testPrefix } from './helpers/stack';
-import { deliver, paymentSucceeded, signStripe } from './helpers/stripe';
-import { waitFor } from './helpers/wait';
+import { killAllServices, spawnService } from '@oncehook/harness';
+import { ingestUrl, ledgerSummary, q, testEnv, startIngest, testPrefix, T, onlyRun } from './helpers/stack';
+import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
+import { waitFor } from '@oncehook/harness';
 
 let db: TestDatabase;
 
@@ -28,43 +27,44 @@ afterAll(async () => {
   await db.drop();
 });
 beforeEach(async () => {
-  await db.pool.query('TRUNCATE webhook_events, ledger_entries, ledger_accounts CASCADE');
+  await db.pool.query(`TRUNCATE ${T.events}, ledger_entries, ledger_accounts CASCADE`);
 });
 
-async function doneRow(eventId: string, timeoutMs = 30_000) {
+/** Waits for the event to be done; returns its one handler run. */
+async function doneRun(eventId: string, timeoutMs = 30_000) {
   return waitFor(async () => {
-    const r = await queries.getEventByKey(db.pool, 'stripe', eventId);
-    return r?.state === 'done' ? r : null;
+    const found = await onlyRun(db.pool, 'stripe', eventId).catch(() => null);
+    return found?.event.state === 'done' ? found.run : null;
   }, { timeoutMs, what: `${eventId} done` });
 }
 
 it('kill -9 of a worker mid-handler: another worker finishes after the lease expires, credited once', async () => {
   const prefix = testPrefix();
-  const ingest = await startIngest({ pool: db.pool, prefix });
+  const ingest = await startIngest({ databaseUrl: db.url, prefix });
   try {
     // Worker A stalls inside the step transaction (domain writes done, not committed).
-    const a = spawnService('worker', serviceEnv({ databaseUrl: db.url, prefix, extra: { ONCEHOOK_FAULTS: 'worker.step-before-commit:delay=60000' } }));
+    const a = spawnService('worker', testEnv({ databaseUrl: db.url, prefix, extra: { ONCEHOOK_FAULTS: 'worker.step-before-commit:delay=60000' } }));
     await a.waitFor(/worker ready/);
     expect((await deliver(ingest.url, signStripe(paymentSucceeded('evt_kill9', { account: 'cus_k', amount: 1234 })))).status).toBe(202);
     await a.waitFor(/oncehook-fault worker.step-before-commit/);
 
     // Worker B is up and idle; A holds the lease.
-    const b = spawnService('worker', serviceEnv({ databaseUrl: db.url, prefix }));
+    const b = spawnService('worker', testEnv({ databaseUrl: db.url, prefix }));
     await b.waitFor(/worker ready/);
-    expect((await queries.getEventByKey(db.pool, 'stripe', 'evt_kill9'))?.state).toBe('processing');
+    expect((await q.getEventByKey(db.pool, 'stripe', 'evt_kill9'))?.state).toBe('processing');
 
     const killedAt = Date.now();
     await a.kill9();
-    const row = await doneRow('evt_kill9');
+    const run = await doneRun('evt_kill9');
     const recoveryMs = Date.now() - killedAt;
     console.log(`[figure] kill -9 mid-handler -> done by another worker in ${recoveryMs} ms (LEASE_MS=2000, RECONCILE_INTERVAL_MS=200)`);
 
-    expect(row.attempts).toBe(2);
+    expect(run.attempts).toBe(2);
     const ledger = await ledgerSummary(db.pool);
     expect(ledger.entries).toBe(1);
     expect(ledger.balance).toBe(1234);
     // The database says done; B's log line may still be in the pipe: wait for it.
-    await b.waitFor(/"eventId":"evt_kill9".*"msg":"event done"/, 5_000);
+    await b.waitFor(/"eventId":"evt_kill9".*"msg":"run done"/, 5_000);
     await b.stop();
   } finally {
     await ingest.close();
@@ -73,18 +73,18 @@ it('kill -9 of a worker mid-handler: another worker finishes after the lease exp
 
 it('ingest killed between commit and enqueue: the event still finishes via the reconciler', async () => {
   const prefix = testPrefix();
-  const ingest = spawnService('ingest', serviceEnv({ databaseUrl: db.url, prefix, extra: { ONCEHOOK_FAULTS: 'ingest.after-claim:crash' } }));
+  const ingest = spawnService('ingest', testEnv({ databaseUrl: db.url, prefix, extra: { ONCEHOOK_FAULTS: 'ingest.after-claim:crash' } }));
   const url = await ingestUrl(ingest);
   // The process dies before answering: the provider sees a dropped connection and would retry.
   await expect(deliver(url, signStripe(paymentSucceeded('evt_ingest_crash', { account: 'cus_i', amount: 99 })))).rejects.toThrow();
   const { signal } = await ingest.exited;
   expect(signal).toBe('SIGKILL');
-  const stored = await queries.getEventByKey(db.pool, 'stripe', 'evt_ingest_crash');
+  const stored = await q.getEventByKey(db.pool, 'stripe', 'evt_ingest_crash');
   expect(stored?.state).toBe('received'); // committed, never enqueued
 
   const startedAt = Date.now();
-  const worker = spawnService('worker', serviceEnv({ databaseUrl: db.url, prefix }));
-  await doneRow('evt_ingest_crash');
+  const worker = spawnService('worker', testEnv({ databaseUrl: db.url, prefix }));
+  await doneRun('evt_ingest_crash');
   console.log(`[figure] ingest crash after commit -> done via reconciler in ${Date.now() - startedAt} ms from worker start (REQUEUE_AFTER_MS=500)`);
   await worker.waitFor(/re-enqueued \(received but not picked up\)/, 5_000);
   expect((await ledgerSummary(db.pool)).perEvent.get('evt_ingest_crash')).toBe(1);
@@ -93,16 +93,17 @@ it('ingest killed between commit and enqueue: the event still finishes via the r
 
 it('SIGTERM during a handler: the worker finishes the in-flight job, then exits 0', async () => {
   const prefix = testPrefix();
-  const ingest = await startIngest({ pool: db.pool, prefix });
+  const ingest = await startIngest({ databaseUrl: db.url, prefix });
   try {
-    const worker = spawnService('worker', serviceEnv({ databaseUrl: db.url, prefix, extra: { ONCEHOOK_FAULTS: 'worker.in-handler:delay=1500' } }));
+    const worker = spawnService('worker', testEnv({ databaseUrl: db.url, prefix, extra: { ONCEHOOK_FAULTS: 'worker.in-handler:delay=1500' } }));
     await worker.waitFor(/worker ready/);
     await deliver(ingest.url, signStripe(paymentSucceeded('evt_sigterm', { account: 'cus_t', amount: 5 })));
     await worker.waitFor(/oncehook-fault worker.in-handler/);
     const code = await worker.stop();
     expect(code).toBe(0);
-    const row = await queries.getEventByKey(db.pool, 'stripe', 'evt_sigterm');
-    expect(row).toMatchObject({ state: 'done', attempts: 1 });
+    const found = await onlyRun(db.pool, 'stripe', 'evt_sigterm');
+    expect(found?.event.state).toBe('done');
+    expect(found?.run.attempts).toBe(1);
     expect((await ledgerSummary(db.pool)).entries).toBe(1);
   } finally {
     await ingest.close();
@@ -111,12 +112,12 @@ it('SIGTERM during a handler: the worker finishes the in-flight job, then exits 
 
 it('SIGTERM during a delivery: ingest answers it (202), then exits 0', async () => {
   const prefix = testPrefix();
-  const ingest = spawnService('ingest', serviceEnv({ databaseUrl: db.url, prefix, extra: { ONCEHOOK_FAULTS: 'ingest.after-claim:delay=1000' } }));
+  const ingest = spawnService('ingest', testEnv({ databaseUrl: db.url, prefix, extra: { ONCEHOOK_FAULTS: 'ingest.after-claim:delay=1000' } }));
   const url = await ingestUrl(ingest);
   const pending = deliver(url, signStripe(paymentSucceeded('evt_ingest_sigterm')));
   await ingest.waitFor(/oncehook-fault ingest.after-claim/);
   ingest.proc.kill('SIGTERM');
   expect((await pending).status).toBe(202);
   expect((await ingest.exited).code).toBe(0);
-  expect((await queries.getEventByKey(db.pool, 'stripe', 'evt_ingest_sigterm'))?.state).toBe('received');
+  expect((await q.getEventByKey(db.pool, 'stripe', 'evt_ingest_sigterm'))?.state).toBe('received');
 });

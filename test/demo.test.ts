@@ -1,7 +1,7 @@
 /** `npm run demo` completes and tells its story (on this machine's Postgres and Redis). */
 import { spawn } from 'node:child_process';
 import { expect, it } from 'vitest';
-import { ROOT } from './helpers/processes';
+import { ROOT } from '@oncehook/harness';
 
 it('npm run demo completes with every effect applied once', { timeout: 120_000 }, async () => {
   const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/demo.ts', '--events', '30'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });

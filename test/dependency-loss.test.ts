@@ -6,14 +6,15 @@
  *   back, the provider's retry is claimed.
  */
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
-import { createPool, migrate, queries } from '@oncehook/shared';
-import { createEmptyDatabase, createTestDatabase, type TestDatabase } from './helpers/db';
-import { startOwnPostgres, type OwnPostgres } from './helpers/own-postgres';
-import { startOwnRedis } from './helpers/own-redis';
-import { killAllServices, spawnService } from './helpers/processes';
-import { ledgerSummary, serviceEnv, startIngest, stateCounts, testPrefix } from './helpers/stack';
-import { deliver, paymentSucceeded, signStripe } from './helpers/stripe';
-import { waitFor } from './helpers/wait';
+import { createPool, migrate } from '@oncehook/shared';
+import { createEmptyDatabase } from '@oncehook/harness';
+import { createTestDatabase, type TestDatabase } from './helpers/db';
+import { startOwnPostgres, type OwnPostgres } from '@oncehook/harness';
+import { startOwnRedis } from '@oncehook/harness';
+import { killAllServices, spawnService } from '@oncehook/harness';
+import { ledgerSummary, q, testEnv, startIngest, stateCounts, testPrefix, T } from './helpers/stack';
+import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
+import { waitFor } from '@oncehook/harness';
 
 let db: TestDatabase;
 let ownPostgres: OwnPostgres | undefined;
@@ -33,7 +34,7 @@ afterAll(async () => {
 it('Redis restarted empty with events received: the reconciler re-enqueues them, all finish once', async () => {
   const redis = await startOwnRedis();
   const prefix = testPrefix();
-  const ingest = await startIngest({ pool: db.pool, prefix, redisUrl: redis.url });
+  const ingest = await startIngest({ databaseUrl: db.url, prefix, redisUrl: redis.url });
   const N = 40;
   try {
     for (let i = 0; i < N; i += 1) {
@@ -49,7 +50,7 @@ it('Redis restarted empty with events received: the reconciler re-enqueues them,
     expect(await stateCounts(db.pool)).toEqual({ received: N });
 
     const startedAt = Date.now();
-    const workers = [1, 2].map(() => spawnService('worker', serviceEnv({ databaseUrl: db.url, prefix, redisUrl: redis.url })));
+    const workers = [1, 2].map(() => spawnService('worker', testEnv({ databaseUrl: db.url, prefix, redisUrl: redis.url })));
     await waitFor(async () => (await stateCounts(db.pool)).done === N, { timeoutMs: 45_000, what: 'all events done' });
     console.log(`[figure] Redis restart with ${N} events lost from the queue -> all done ${Date.now() - startedAt} ms after 2 workers started (REQUEUE_AFTER_MS=500)`);
 
@@ -57,7 +58,7 @@ it('Redis restarted empty with events received: the reconciler re-enqueues them,
     expect(ledger.entries).toBe(N);
     expect([...ledger.perEvent.values()].every((n) => n === 1)).toBe(true);
     expect(ledger.balance).toBe(Array.from({ length: N }, (_, i) => 100 + i).reduce((a, b) => a + b, 0));
-    const { rows } = await db.pool.query(`SELECT max(attempts)::int AS max FROM webhook_events`);
+    const { rows } = await db.pool.query(`SELECT max(attempts)::int AS max FROM ${T.runs}`);
     expect(rows[0]).toEqual({ max: 1 });
 
     // Redis dies again under running workers: they reconnect and keep working.
@@ -81,7 +82,7 @@ it('Postgres unreachable: 503 with Retry-After and nothing stored; back up: the 
   const database = await createEmptyDatabase(ownPostgres.baseUrl);
   const pool = createPool(database.url, { max: 4, connectionTimeoutMillis: 1_000 });
   await migrate(pool);
-  const ingest = await startIngest({ pool, prefix: testPrefix() });
+  const ingest = await startIngest({ databaseUrl: database.url, prefix: testPrefix() });
   try {
     const delivery = signStripe(paymentSucceeded('evt_pg_down'));
     await ownPostgres.stop('immediate');
@@ -102,7 +103,7 @@ it('Postgres unreachable: 503 with Retry-After and nothing stored; back up: the 
       return res.status === 202 ? res : null;
     }, { timeoutMs: 20_000, intervalMs: 250, what: 'claim after Postgres restart' });
     expect(back.json).toMatchObject({ status: 'accepted', eventId: 'evt_pg_down' });
-    expect((await queries.getEventByKey(pool, 'stripe', 'evt_pg_down'))?.state).toBe('received');
+    expect((await q.getEventByKey(pool, 'stripe', 'evt_pg_down'))?.state).toBe('received');
     expect(await ingest.queue.count()).toBe(1);
   } finally {
     await ingest.close();

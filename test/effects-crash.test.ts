@@ -3,14 +3,13 @@
  * recorded: the resumed attempt re-sends with the same key and the API applies nothing new.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { queries } from '@oncehook/shared';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 import { shopifyOrder } from './helpers/orders';
-import { killAllServices, spawnService } from './helpers/processes';
-import { allSources, send } from './helpers/providers';
-import { startSandbox, type SandboxHandle } from './helpers/sandbox';
-import { serviceEnv, startIngest, testPrefix, type IngestHandle } from './helpers/stack';
-import { waitFor } from './helpers/wait';
+import { killAllServices, spawnService } from '@oncehook/harness';
+import { allSources, send } from '@oncehook/harness';
+import { startSandbox, type SandboxHandle } from '@oncehook/harness';
+import { type IngestHandle, testEnv, startIngest, testPrefix, onlyRun } from './helpers/stack';
+import { waitFor } from '@oncehook/harness';
 
 let db: TestDatabase;
 let sandbox: SandboxHandle;
@@ -20,7 +19,7 @@ const prefix = testPrefix();
 beforeAll(async () => {
   db = await createTestDatabase();
   sandbox = await startSandbox();
-  ingest = await startIngest({ pool: db.pool, prefix, sources: allSources() });
+  ingest = await startIngest({ databaseUrl: db.url, prefix, sources: allSources() });
 });
 afterAll(async () => {
   await killAllServices();
@@ -30,7 +29,7 @@ afterAll(async () => {
 });
 
 it('resumes with the same idempotency key: charged, emailed and shipped once', async () => {
-  const env = (extra: Record<string, string> = {}) => serviceEnv({ databaseUrl: db.url, prefix, sandboxUrl: sandbox.url, extra });
+  const env = (extra: Record<string, string> = {}) => testEnv({ databaseUrl: db.url, prefix, sandboxUrl: sandbox.url, extra });
   const a = spawnService('worker', env({ ONCEHOOK_FAULTS: 'worker.after-external-call:delay=60000', LOG_LEVEL: 'info' }));
   await a.waitFor(/worker ready/);
   expect((await send(ingest.url, 'shopify', await shopifyOrder(1))).status).toBe(202);
@@ -47,13 +46,13 @@ it('resumes with the same idempotency key: charged, emailed and shipped once', a
   const killedAt = Date.now();
   await a.kill9();
 
-  const row = await waitFor(async () => {
-    const r = await queries.getEventByKey(db.pool, 'shopify', 'wh-order-1');
-    return r?.state === 'done' ? r : null;
+  const { run } = await waitFor(async () => {
+    const found = await onlyRun(db.pool, 'shopify', 'wh-order-1').catch(() => null);
+    return found?.event.state === 'done' ? found : null;
   }, { what: 'order event done by worker B' });
   console.log(`[figure] kill -9 after an external call -> done by another worker in ${Date.now() - killedAt} ms (LEASE_MS=2000)`);
 
-  expect(row.attempts).toBe(2);
+  expect(run.attempts).toBe(2);
   const stats = sandbox.stats();
   expect(stats.payment.applied).toBe(1); // nothing new
   expect(stats.payment.replays).toBe(1); // B re-sent the charge with the same key

@@ -3,15 +3,14 @@
  * with faults, real Postgres and Redis. Sandbox counters are the ground truth.
  */
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
-import { queries } from '@oncehook/shared';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 import { customerUpdated, renewal, shopifyOrder, stripeOrderPayment } from './helpers/orders';
-import { killAllServices, spawnService } from './helpers/processes';
-import { allSources, send } from './helpers/providers';
-import { maxAppliedPerKey, startSandbox, type SandboxHandle } from './helpers/sandbox';
-import { serviceEnv, startIngest, stateCounts, testPrefix, type IngestHandle } from './helpers/stack';
-import { deliver } from './helpers/stripe';
-import { waitFor } from './helpers/wait';
+import { killAllServices, spawnService } from '@oncehook/harness';
+import { allSources, send } from '@oncehook/harness';
+import { maxAppliedPerKey, startSandbox, type SandboxHandle } from '@oncehook/harness';
+import { type IngestHandle, testEnv, startIngest, stateCounts, testPrefix, T, onlyRun } from './helpers/stack';
+import { deliver } from '@oncehook/harness';
+import { waitFor } from '@oncehook/harness';
 
 let db: TestDatabase;
 let sandbox: SandboxHandle;
@@ -21,8 +20,8 @@ beforeAll(async () => {
   db = await createTestDatabase();
   sandbox = await startSandbox();
   const prefix = testPrefix();
-  ingest = await startIngest({ pool: db.pool, prefix, sources: allSources() });
-  const workers = [1, 2].map(() => spawnService('worker', serviceEnv({ databaseUrl: db.url, prefix, sandboxUrl: sandbox.url, extra: { MAX_ATTEMPTS: '4' } })));
+  ingest = await startIngest({ databaseUrl: db.url, prefix, sources: allSources() });
+  const workers = [1, 2].map(() => spawnService('worker', testEnv({ databaseUrl: db.url, prefix, sandboxUrl: sandbox.url, extra: { MAX_ATTEMPTS: '4' } })));
   await Promise.all(workers.map((w) => w.waitFor(/worker ready/)));
 });
 afterAll(async () => {
@@ -32,7 +31,7 @@ afterAll(async () => {
   await db.drop();
 });
 beforeEach(async () => {
-  await db.pool.query('TRUNCATE webhook_events, ledger_entries, ledger_accounts, example_orders, example_customers CASCADE');
+  await db.pool.query(`TRUNCATE ${T.events}, ledger_entries, ledger_accounts, example_orders, example_customers CASCADE`);
   sandbox.sandbox.reset();
 });
 
@@ -82,9 +81,10 @@ it('a permanent error from an API ends the event failed, with the error recorded
   sandbox.faults([{ service: 'payment', mode: 'status', status: 402, times: 1 }]);
   await send(ingest.url, 'shopify', await shopifyOrder(100));
   await allFinished(1);
-  const row = await queries.getEventByKey(db.pool, 'shopify', 'wh-order-100');
-  expect(row).toMatchObject({ state: 'failed', attempts: 1 });
-  expect(row?.lastError).toMatch(/PermanentError: payment API answered 402/);
+  const found = await onlyRun(db.pool, 'shopify', 'wh-order-100');
+  expect(found?.event.state).toBe('failed');
+  expect(found?.run).toMatchObject({ state: 'failed', attempts: 1 });
+  expect(found?.run.lastError).toMatch(/PermanentError: payment API answered 402/);
   expect(sandbox.stats().payment.applied).toBe(0);
   expect(sandbox.stats().email.applied).toBe(0);
 });
@@ -94,10 +94,10 @@ it('a transient error outlasting the client retries is retried by the event, wit
   sandbox.faults([{ service: 'payment', mode: 'status', status: 503, times: 5 }]);
   await send(ingest.url, 'shopify', await shopifyOrder(200));
   await allFinished(1);
-  const row = await queries.getEventByKey(db.pool, 'shopify', 'wh-order-200');
-  expect(row).toMatchObject({ state: 'done' });
-  expect(row?.attempts).toBeGreaterThanOrEqual(2);
-  expect(row?.lastError).toMatch(/OutboundUnavailableError: payment API/);
+  const found = await onlyRun(db.pool, 'shopify', 'wh-order-200');
+  expect(found?.event.state).toBe('done');
+  expect(found?.run.attempts).toBeGreaterThanOrEqual(2);
+  expect(found?.run.lastError).toMatch(/OutboundUnavailableError: payment API/);
   const payment = sandbox.stats().payment;
   expect(payment.applied).toBe(1);
   expect(payment.requests).toBe(6);
@@ -132,7 +132,7 @@ it('an out-of-order (stale) customer update is ignored; a newer one applies', as
   let profile = await db.pool.query(`SELECT email FROM example_customers WHERE id = 'cus_profile'`);
   expect(profile.rows[0]).toEqual({ email: 'new@example.com' });
   const stale = await db.pool.query(
-    `SELECT s.result FROM webhook_event_steps s JOIN webhook_events e ON e.id = s.event_row_id WHERE e.event_id = 'evt_cu_old'`,
+    `SELECT s.result FROM ${T.steps} s JOIN ${T.runs} r ON r.id = s.run_id JOIN ${T.events} e ON e.id = r.event_row_id WHERE e.event_id = 'evt_cu_old'`,
   );
   expect(stale.rows[0]).toEqual({ result: { applied: false } });
 

@@ -3,29 +3,29 @@
  * Postgres and Redis. Every rejection must leave no row and no job behind.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { jobIdFor, queries } from '@oncehook/shared';
+import { jobIdFor } from '@oncehook/shared';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { startIngest, testPrefix, type IngestHandle } from './helpers/stack';
-import { deliver, paymentSucceeded, signStripe } from './helpers/stripe';
+import { type IngestHandle, q, startIngest, testPrefix, T } from './helpers/stack';
+import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
 
 let db: TestDatabase;
 let ingest: IngestHandle;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  ingest = await startIngest({ pool: db.pool, prefix: testPrefix(), settings: { bodyLimitBytes: 64 * 1024, duplicateReenqueueAfterMs: 0 } });
+  ingest = await startIngest({ databaseUrl: db.url, prefix: testPrefix(), env: { BODY_LIMIT_BYTES: String(64 * 1024), DUPLICATE_REENQUEUE_AFTER_MS: '0' } });
 });
 afterAll(async () => {
   await ingest.close();
   await db.drop();
 });
 beforeEach(async () => {
-  await db.pool.query('TRUNCATE webhook_events CASCADE');
+  await db.pool.query(`TRUNCATE ${T.events} CASCADE`);
   await ingest.queue.obliterate({ force: true });
 });
 
 async function nothingStored() {
-  const rows = await db.pool.query('SELECT count(*)::int AS n FROM webhook_events');
+  const rows = await db.pool.query(`SELECT count(*)::int AS n FROM ${T.events}`);
   const jobs = await ingest.queue.getJobCounts('wait', 'active', 'delayed', 'completed', 'failed');
   expect(rows.rows[0]).toEqual({ n: 0 });
   expect(Object.values(jobs).reduce((a, b) => a + b, 0)).toBe(0);
@@ -36,11 +36,11 @@ describe('POST /webhooks/:provider', () => {
     const res = await deliver(ingest.url, signStripe(paymentSucceeded('evt_new_1')));
     expect(res.status).toBe(202);
     expect(res.json).toMatchObject({ status: 'accepted', eventId: 'evt_new_1' });
-    const row = await queries.getEventByKey(db.pool, 'stripe', 'evt_new_1');
-    expect(row).toMatchObject({ state: 'received', kind: 'stripe', type: 'payment_intent.succeeded', attempts: 0 });
+    const row = await q.getEventByKey(db.pool, 'stripe', 'evt_new_1');
+    expect(row).toMatchObject({ state: 'received', kind: 'stripe', type: 'payment_intent.succeeded', runsPending: 0 });
     expect((row?.payload as { id: string }).id).toBe('evt_new_1');
     expect(row?.signedAt).toBeInstanceOf(Date);
-    const job = await ingest.queue.getJob(jobIdFor('stripe', 'evt_new_1', 0));
+    const job = await ingest.queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_new_1', attempt: 0 }));
     expect(job?.data).toEqual({ rowId: row?.id, provider: 'stripe', eventId: 'evt_new_1', attempt: 0 });
   });
 
@@ -50,25 +50,25 @@ describe('POST /webhooks/:provider', () => {
     const again = await deliver(ingest.url, signStripe(event));
     expect(again.status).toBe(200);
     expect(again.json).toMatchObject({ status: 'duplicate', eventId: 'evt_dup_1' });
-    const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM webhook_events`);
+    const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM ${T.events}`);
     expect(rows[0]).toEqual({ n: 1 });
   });
 
   it('re-enqueues a duplicate whose row is still received after the grace period (its job was lost)', async () => {
     await deliver(ingest.url, signStripe(paymentSucceeded('evt_lost_job')));
     await ingest.queue.obliterate({ force: true }); // Redis lost the job
-    expect(await ingest.queue.getJob(jobIdFor('stripe', 'evt_lost_job', 0))).toBeUndefined();
+    expect(await ingest.queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_lost_job', attempt: 0 }))).toBeUndefined();
     const again = await deliver(ingest.url, signStripe(paymentSucceeded('evt_lost_job')));
     expect(again.status).toBe(200);
-    expect(await ingest.queue.getJob(jobIdFor('stripe', 'evt_lost_job', 0))).toBeDefined();
+    expect(await ingest.queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_lost_job', attempt: 0 }))).toBeDefined();
   });
 
   it('does not re-enqueue a duplicate of an event that is already done', async () => {
     await deliver(ingest.url, signStripe(paymentSucceeded('evt_done')));
-    await db.pool.query(`UPDATE webhook_events SET state = 'done', finished_at = now()`);
+    await db.pool.query(`UPDATE ${T.events} SET state = 'done', finished_at = now()`);
     await ingest.queue.obliterate({ force: true });
     expect((await deliver(ingest.url, signStripe(paymentSucceeded('evt_done')))).status).toBe(200);
-    expect(await ingest.queue.getJob(jobIdFor('stripe', 'evt_done', 0))).toBeUndefined();
+    expect(await ingest.queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_done', attempt: 0 }))).toBeUndefined();
   });
 
   it('rejects a bad signature with 401: no row, no job', async () => {

@@ -6,15 +6,15 @@ import { createHmac } from 'node:crypto';
 import http from 'node:http';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { allSources, SECRETS } from './helpers/providers';
-import { startIngest, testPrefix, type IngestHandle } from './helpers/stack';
+import { allSources, SECRETS } from '@oncehook/harness';
+import { type IngestHandle, startIngest, testPrefix, T } from './helpers/stack';
 
 let db: TestDatabase;
 let ingest: IngestHandle;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  ingest = await startIngest({ pool: db.pool, prefix: testPrefix(), sources: allSources(), settings: { bodyLimitBytes: 256 * 1024 } });
+  ingest = await startIngest({ databaseUrl: db.url, prefix: testPrefix(), sources: allSources(), env: { BODY_LIMIT_BYTES: String(256 * 1024) } });
 });
 afterAll(async () => {
   await ingest.close();
@@ -125,7 +125,7 @@ it.each(CASES)('$name -> $status $error, nothing stored', async (c) => {
   expect(res.status).toBe(c.status);
   expect(res.json.error).toBe(c.error);
   expect(typeof res.json.message).toBe('string');
-  const { rows } = await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM webhook_events');
+  const { rows } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${T.events}`);
   expect(rows[0]?.n).toBe(0);
   expect(await ingest.queue.count()).toBe(0);
 });

@@ -4,13 +4,13 @@
  * the worker's gauges (served on the worker's own /metrics by a real worker process).
  */
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
-import { queries } from '@oncehook/shared';
+import { advisoryLockKey, DEFAULT_SCHEMA } from '@oncehook/shared';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 import { createMetricsProbe } from './helpers/metrics';
-import { killAllServices, spawnService } from './helpers/processes';
-import { serviceEnv, startIngest, testPrefix, type IngestHandle } from './helpers/stack';
-import { deliver, paymentSucceeded, signStripe } from './helpers/stripe';
-import { waitFor } from './helpers/wait';
+import { killAllServices, spawnService } from '@oncehook/harness';
+import { type IngestHandle, q, testEnv, startIngest, testPrefix, seedRun } from './helpers/stack';
+import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
+import { waitFor } from '@oncehook/harness';
 
 let db: TestDatabase;
 let ingest: IngestHandle;
@@ -19,7 +19,7 @@ const prefix = testPrefix();
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  ingest = await startIngest({ pool: db.pool, prefix, metrics: probe.metrics });
+  ingest = await startIngest({ databaseUrl: db.url, prefix, metrics: probe.metrics });
 });
 // Processes of a failed test never outlive it (they would work on the next test's events).
 afterEach(async () => {
@@ -50,34 +50,35 @@ it('counts new, duplicate and rejected deliveries at the edge; duplicates are no
   await deliver(ingest.url, signStripe(paymentSucceeded('evt_metrics_forged'), { secret: 'whsec_wrong' }));
   const text = await (await fetch(`${ingest.url}/metrics`)).text();
   const type = 'payment_intent.succeeded';
-  expect(series(text, 'webhook_events_total', { provider: 'stripe', type, result: 'new' })).toBe(1);
-  expect(series(text, 'webhook_events_total', { provider: 'stripe', type, result: 'duplicate' })).toBe(2);
-  expect(series(text, 'webhook_events_total', { provider: 'stripe', result: 'rejected' })).toBe(1);
-  expect(series(text, 'webhook_events_total', { result: 'error' })).toBeUndefined();
+  expect(series(text, `webhook_events_total`, { provider: 'stripe', type, result: 'new' })).toBe(1);
+  expect(series(text, `webhook_events_total`, { provider: 'stripe', type, result: 'duplicate' })).toBe(2);
+  expect(series(text, `webhook_events_total`, { provider: 'stripe', result: 'rejected' })).toBe(1);
+  expect(series(text, `webhook_events_total`, { result: 'error' })).toBeUndefined();
   expect(series(text, 'webhook_rejections_total', { provider: 'stripe', reason: 'bad_signature' })).toBe(1);
   expect(series(text, 'webhook_ingest_duration_seconds_count', { result: 'duplicate' })).toBe(2);
 });
 
 it("a worker's gauges show a stuck event, its recovery and a dead letter", async () => {
   // A stuck event: processing with an expired lease (its worker died), and a dead letter.
-  const stuck = await queries.claimEvent(db.pool, { provider: 'stripe', kind: 'stripe', eventId: 'evt_stuck', type: 'payment_intent.succeeded', signedAt: null, rawBody: JSON.stringify(paymentSucceeded('evt_stuck')), payload: {}, meta: {} });
+  const stuck = await q.claimEvent(db.pool, { provider: 'stripe', kind: 'stripe', eventId: 'evt_stuck', type: 'payment_intent.succeeded', signedAt: null, rawBody: JSON.stringify(paymentSucceeded('evt_stuck')), payload: {}, meta: {} });
   if (stuck.outcome !== 'new') throw new Error('expected new');
-  await queries.acquireLease(db.pool, stuck.rowId, '00000000-0000-4000-8000-0000000000bb', 1);
-  await db.pool.query(`UPDATE webhook_events SET state = 'failed', finished_at = now(), last_error = 'x' WHERE event_id = 'evt_metrics_1'`);
+  await seedRun(db.pool, stuck.rowId, { state: 'processing', leaseMs: 1 });
+  const deadLetter = await q.getEventByKey(db.pool, 'stripe', 'evt_metrics_1');
+  await seedRun(db.pool, deadLetter!.id, { state: 'failed', lastError: 'x' });
 
-  const worker = spawnService('worker', serviceEnv({ databaseUrl: db.url, prefix, extra: { RECONCILE_INTERVAL_MS: '300', LEASE_MS: '2000' } }));
+  const worker = spawnService('worker', testEnv({ databaseUrl: db.url, prefix, extra: { RECONCILE_INTERVAL_MS: '300', LEASE_MS: '2000' } }));
   const port = /worker metrics on (\d+)/.exec(await worker.waitFor(/worker metrics on \d+/))?.[1];
   const scrape = async () => (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
 
   // The reconciler reclaims the stuck event and the worker finishes it; the counters say so.
-  await waitFor(async () => (await queries.getEvent(db.pool, stuck.rowId))?.state === 'done', { what: 'stuck event recovered' });
+  await waitFor(async () => (await q.getEvent(db.pool, stuck.rowId))?.state === 'done', { what: 'stuck event recovered' });
   const after = await waitFor(async () => {
     const text = await scrape();
-    return series(text, 'webhook_events_processed_total', { outcome: 'done' }) === 1 && series(text, 'webhook_events_stuck', { kind: 'processing_lease_expired' }) === 0 ? text : null;
+    return series(text, `webhook_events_processed_total`, { outcome: 'done' }) === 1 && series(text, `webhook_events_stuck`, { kind: 'processing_lease_expired' }) === 0 ? text : null;
   }, { what: 'gauges refreshed after recovery' });
   expect(series(after, 'webhook_reconciler_recoveries_total', { kind: 'reclaimed' })).toBe(1);
   expect(series(after, 'webhook_dead_letters')).toBe(1);
-  expect(series(after, 'webhook_events_by_state', { state: 'failed' })).toBe(1);
+  expect(series(after, `webhook_events_by_state`, { state: 'failed' })).toBe(1);
   expect(series(after, 'webhook_queue_jobs', { state: 'waiting' })).toBe(0);
   expect(series(after, 'webhook_queue_oldest_waiting_seconds')).toBe(0);
   expect(series(after, 'webhook_processing_duration_seconds_count', { provider: 'stripe', outcome: 'done' })).toBe(1);
@@ -87,32 +88,32 @@ it("a worker's gauges show a stuck event, its recovery and a dead letter", async
 
 it('an event left processing by a killed worker shows in the stuck gauge, then is recovered', async () => {
   const localPrefix = testPrefix();
-  const localIngest = await startIngest({ pool: db.pool, prefix: localPrefix });
+  const localIngest = await startIngest({ databaseUrl: db.url, prefix: localPrefix });
   // Worker A stalls inside the step transaction; its lease is 2 s.
-  const a = spawnService('worker', serviceEnv({ databaseUrl: db.url, prefix: localPrefix, extra: { ONCEHOOK_FAULTS: 'worker.step-before-commit:delay=60000', LEASE_MS: '2000' } }));
+  const a = spawnService('worker', testEnv({ databaseUrl: db.url, prefix: localPrefix, extra: { ONCEHOOK_FAULTS: 'worker.step-before-commit:delay=60000', LEASE_MS: '2000' } }));
   await a.waitFor(/worker ready/);
   await deliver(localIngest.url, signStripe(paymentSucceeded('evt_killed_worker')));
   await a.waitFor(/oncehook-fault worker.step-before-commit/);
 
   // Worker B watches. We hold the reconciler's leadership lock so the stuck state lasts long
   // enough to be seen; B's long lease keeps BullMQ's own stalled check out of the way.
-  const b = spawnService('worker', serviceEnv({ databaseUrl: db.url, prefix: localPrefix, extra: { RECONCILE_INTERVAL_MS: '200', LEASE_MS: '15000' } }));
+  const b = spawnService('worker', testEnv({ databaseUrl: db.url, prefix: localPrefix, extra: { RECONCILE_INTERVAL_MS: '200', LEASE_MS: '15000' } }));
   const port = /worker metrics on (\d+)/.exec(await b.waitFor(/worker metrics on \d+/))?.[1];
   const scrape = async () => (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
   const holder = await db.pool.connect();
   await holder.query('BEGIN');
-  await holder.query('SELECT pg_advisory_xact_lock(7245002)');
+  await holder.query('SELECT pg_advisory_xact_lock($1::bigint)', [advisoryLockKey(DEFAULT_SCHEMA, 'reconciler')]);
   try {
     await a.kill9();
-    await waitFor(async () => series(await scrape(), 'webhook_events_stuck', { kind: 'processing_lease_expired' }) === 1, { what: 'stuck gauge at 1', timeoutMs: 15_000 });
+    await waitFor(async () => series(await scrape(), `webhook_events_stuck`, { kind: 'processing_lease_expired' }) === 1, { what: 'stuck gauge at 1', timeoutMs: 15_000 });
   } finally {
     await holder.query('COMMIT');
     holder.release();
   }
-  await waitFor(async () => (await queries.getEventByKey(db.pool, 'stripe', 'evt_killed_worker'))?.state === 'done', { what: 'recovered by B' });
+  await waitFor(async () => (await q.getEventByKey(db.pool, 'stripe', 'evt_killed_worker'))?.state === 'done', { what: 'recovered by B' });
   await waitFor(async () => {
     const text = await scrape();
-    return series(text, 'webhook_events_stuck', { kind: 'processing_lease_expired' }) === 0 && series(text, 'webhook_reconciler_recoveries_total', { kind: 'reclaimed' }) === 1;
+    return series(text, `webhook_events_stuck`, { kind: 'processing_lease_expired' }) === 0 && series(text, 'webhook_reconciler_recoveries_total', { kind: 'reclaimed' }) === 1;
   }, { what: 'gauge back to 0, one recovery counted' });
   await b.stop();
   await localIngest.close();

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { createIngestMetrics, createWorkerMetrics } from '@oncehook/shared';
-import { ROOT } from './helpers/processes';
+import { ROOT } from '@oncehook/harness';
 
 async function exportedNames(): Promise<Set<string>> {
   const names = new Set<string>();

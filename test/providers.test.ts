@@ -6,10 +6,9 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createMetricsProbe } from './helpers/metrics';
-import { queries } from '@oncehook/shared';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { allSources, PROVIDER_CASES, SECRETS, send } from './helpers/providers';
-import { startIngest, testPrefix, type IngestHandle } from './helpers/stack';
+import { allSources, PROVIDER_CASES, SECRETS, send } from '@oncehook/harness';
+import { type IngestHandle, q, startIngest, testPrefix, T } from './helpers/stack';
 
 let db: TestDatabase;
 let ingest: IngestHandle;
@@ -17,19 +16,19 @@ const metrics = createMetricsProbe();
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  ingest = await startIngest({ pool: db.pool, prefix: testPrefix(), sources: allSources(), metrics: metrics.metrics });
+  ingest = await startIngest({ databaseUrl: db.url, prefix: testPrefix(), sources: allSources(), metrics: metrics.metrics });
 });
 afterAll(async () => {
   await ingest.close();
   await db.drop();
 });
 beforeEach(async () => {
-  await db.pool.query('TRUNCATE webhook_events CASCADE');
+  await db.pool.query(`TRUNCATE ${T.events} CASCADE`);
   await ingest.queue.obliterate({ force: true });
 });
 
 async function rowCount(): Promise<number> {
-  const { rows } = await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM webhook_events');
+  const { rows } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${T.events}`);
   return rows[0]?.n ?? -1;
 }
 
@@ -40,8 +39,8 @@ describe.each(PROVIDER_CASES)('$source', (p) => {
     const id = `${p.source}-evt-1`;
     const res = await send(ingest.url, p.source, await p.sign(p.body(id), { id }));
     expect(res).toMatchObject({ status: 202, json: { status: 'accepted', eventId: p.storedId(id) } });
-    const row = await queries.getEventByKey(db.pool, p.source, p.storedId(id));
-    expect(row).toMatchObject({ state: 'received', type: p.type, attempts: 0 });
+    const row = await q.getEventByKey(db.pool, p.source, p.storedId(id));
+    expect(row).toMatchObject({ state: 'received', type: p.type, runsPending: 0 });
     expect(await ingest.queue.count()).toBe(1);
   });
 
@@ -126,7 +125,7 @@ describe('provider specifics', () => {
   it('records Shopify metadata (event id, shop) beside the webhook id', async () => {
     const shopify = PROVIDER_CASES.find((c) => c.source === 'shopify')!;
     await send(ingest.url, 'shopify', await shopify.sign(shopify.body('w1'), { id: 'b54557e4-bdd9-4b37-8a5f-bf7d70bcd043' }));
-    const row = await queries.getEventByKey(db.pool, 'shopify', 'b54557e4-bdd9-4b37-8a5f-bf7d70bcd043');
+    const row = await q.getEventByKey(db.pool, 'shopify', 'b54557e4-bdd9-4b37-8a5f-bf7d70bcd043');
     expect(row?.meta).toMatchObject({ eventId: 'event-b54557e4-bdd9-4b37-8a5f-bf7d70bcd043', shopDomain: 'acme.myshopify.com' });
   });
 
@@ -151,9 +150,9 @@ describe('provider specifics', () => {
   it('rotation: a source with two secrets accepts either', async () => {
     const { createSource } = await import('@oncehook/shared');
     const rotating = new Map([['rotating', createSource({ name: 'rotating', kind: 'stripe', secrets: ['whsec_old', 'whsec_new'] }, {})]]);
-    const local = await startIngest({ pool: db.pool, prefix: testPrefix(), sources: rotating });
+    const local = await startIngest({ databaseUrl: db.url, prefix: testPrefix(), sources: rotating });
     try {
-      const { signStripe } = await import('./helpers/stripe');
+      const { signStripe } = await import('@oncehook/harness');
       expect((await send(local.url, 'rotating', signStripe({ id: 'evt_old', type: 't', created: now() }, { secret: 'whsec_old' }))).status).toBe(202);
       expect((await send(local.url, 'rotating', signStripe({ id: 'evt_new', type: 't', created: now() }, { secret: 'whsec_new' }))).status).toBe(202);
       expect((await send(local.url, 'rotating', signStripe({ id: 'evt_bad', type: 't', created: now() }, { secret: 'whsec_other' }))).status).toBe(401);
@@ -165,12 +164,12 @@ describe('provider specifics', () => {
 
 describe('dedupe namespaces and the pre-consumption attack', () => {
   it('two sources whose providers use the same event id do not collide', async () => {
-    const { signStripe } = await import('./helpers/stripe');
+    const { signStripe } = await import('@oncehook/harness');
     const event = { id: 'evt_same_everywhere', type: 'charge.succeeded', created: now() };
     expect((await send(ingest.url, 'stripe', signStripe(event, { secret: SECRETS.stripe }))).status).toBe(202);
     expect((await send(ingest.url, 'stripe-eu', signStripe(event, { secret: SECRETS.stripeEu }))).status).toBe(202);
-    expect(await queries.getEventByKey(db.pool, 'stripe', 'evt_same_everywhere')).not.toBeNull();
-    expect(await queries.getEventByKey(db.pool, 'stripe-eu', 'evt_same_everywhere')).not.toBeNull();
+    expect(await q.getEventByKey(db.pool, 'stripe', 'evt_same_everywhere')).not.toBeNull();
+    expect(await q.getEventByKey(db.pool, 'stripe-eu', 'evt_same_everywhere')).not.toBeNull();
   });
 
   it.each(PROVIDER_CASES)('$source: a forged delivery carrying a future event id cannot pre-consume it', async (p) => {
@@ -189,11 +188,11 @@ describe('dedupe namespaces and the pre-consumption attack', () => {
 
 describe('counted', () => {
   it('counts rejections by reason and malformed JSON after a valid signature', async () => {
-    const { signStripe } = await import('./helpers/stripe');
+    const { signStripe } = await import('@oncehook/harness');
     const before = await metrics.value('webhook_rejections_total', { provider: 'stripe', reason: 'malformed_payload' });
     const res = await send(ingest.url, 'stripe', signStripe('{"id": "evt_broken", '));
     expect(res).toMatchObject({ status: 400, json: { error: 'malformed_payload' } });
     expect(await metrics.value('webhook_rejections_total', { provider: 'stripe', reason: 'malformed_payload' })).toBe(before + 1);
-    expect(await metrics.value('webhook_events_total', { provider: 'stripe', type: 'unknown', result: 'rejected' })).toBeGreaterThanOrEqual(1);
+    expect(await metrics.value(`webhook_events_total`, { provider: 'stripe', type: 'unknown', result: 'rejected' })).toBeGreaterThanOrEqual(1);
   });
 });

@@ -1,14 +1,14 @@
 /**
  * The reconciler's pass, called directly (runOnce) and asserted on its counts.
  */
-import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
-import { createEventQueue, createRedis, jobIdFor, queries, type EventJobData } from '@oncehook/shared';
+import { REDIS_URL } from '@oncehook/harness';
+import { advisoryLockKey, createEventQueue, createRedis, DEFAULT_SCHEMA, jobIdFor, type EventJobData } from '@oncehook/shared';
+import { createReconciler } from '@oncehook/worker';
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { createReconciler } from '../apps/worker/src/reconciler';
+import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { REDIS_URL } from './helpers/db-urls';
-import { testLog, testPrefix } from './helpers/stack';
+import { q, seedRun, T, testLog, testPrefix } from './helpers/stack';
 
 let db: TestDatabase;
 let redis: Redis;
@@ -27,56 +27,72 @@ afterAll(async () => {
   await db.drop();
 });
 beforeEach(async () => {
-  await db.pool.query('TRUNCATE webhook_events CASCADE');
+  await db.pool.query(`TRUNCATE ${T.events} CASCADE`);
   await queue.obliterate({ force: true });
 });
 
 async function insert(eventId: string): Promise<number> {
-  const r = await queries.claimEvent(db.pool, { provider: 'stripe', kind: 'stripe', eventId, type: 't', signedAt: null, rawBody: '{}', payload: {}, meta: {} });
+  const r = await q.claimEvent(db.pool, { provider: 'stripe', kind: 'stripe', eventId, type: 't', signedAt: null, rawBody: '{}', payload: {}, meta: {} });
   if (r.outcome !== 'new') throw new Error('expected new');
   return r.rowId;
 }
 
-it('re-enqueues received rows past the threshold once per threshold, and leaves fresh ones alone', async () => {
+const reconciler = () => createReconciler({ pool: db.pool, queries: q, queue, log: testLog, settings });
+
+it('re-enqueues the dispatch of received events past the threshold once per threshold, and leaves fresh ones alone', async () => {
   const stale = await insert('evt_stale');
   await insert('evt_fresh');
-  await db.pool.query(`UPDATE webhook_events SET updated_at = now() - interval '5 seconds' WHERE id = $1`, [stale]);
-  const reconciler = createReconciler({ pool: db.pool, queue, log: testLog, settings });
+  await db.pool.query(`UPDATE ${T.events} SET updated_at = now() - interval '5 seconds' WHERE id = $1`, [stale]);
+  const pass = reconciler();
 
-  expect(await reconciler.runOnce()).toEqual({ leader: true, reclaimed: 0, requeued: 1, enqueueFailed: 0 });
-  expect((await queue.getJob(jobIdFor('stripe', 'evt_stale', 0)))?.data).toEqual({ rowId: stale, provider: 'stripe', eventId: 'evt_stale', attempt: 0 });
-  expect(await queue.getJob(jobIdFor('stripe', 'evt_fresh', 0))).toBeUndefined();
+  expect(await pass.runOnce()).toEqual({ leader: true, reclaimed: 0, requeued: 1, enqueueFailed: 0 });
+  expect((await queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_stale', attempt: 0 })))?.data).toEqual({ rowId: stale, provider: 'stripe', eventId: 'evt_stale', attempt: 0 });
+  expect(await queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_fresh', attempt: 0 }))).toBeUndefined();
   // Touched: not re-enqueued again on the next pass.
-  expect(await reconciler.runOnce()).toMatchObject({ requeued: 0 });
+  expect(await pass.runOnce()).toMatchObject({ requeued: 0 });
+});
+
+it('re-enqueues received runs past the threshold (their retry job was lost)', async () => {
+  const rowId = await insert('evt_run_lost');
+  await seedRun(db.pool, rowId, { handler: 'h1', state: 'received', attempts: 2 });
+  await db.pool.query(`UPDATE ${T.runs} SET updated_at = now() - interval '5 seconds'`);
+  expect(await reconciler().runOnce()).toEqual({ leader: true, reclaimed: 0, requeued: 1, enqueueFailed: 0 });
+  expect((await queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_run_lost', handler: 'h1', attempt: 2 })))?.data).toEqual({
+    rowId,
+    provider: 'stripe',
+    eventId: 'evt_run_lost',
+    handler: 'h1',
+    attempt: 2,
+  });
 });
 
 it('releases expired leases (fencing the old holder) and enqueues the next attempt', async () => {
   const rowId = await insert('evt_expired');
   const oldToken = '00000000-0000-4000-8000-00000000000a';
-  await queries.acquireLease(db.pool, rowId, oldToken, 1);
+  const runId = await seedRun(db.pool, rowId, { handler: 'h1', state: 'processing', attempts: 1, leaseToken: oldToken, leaseMs: 1 });
   await new Promise((resolve) => setTimeout(resolve, 20));
-  const reconciler = createReconciler({ pool: db.pool, queue, log: testLog, settings });
 
-  expect(await reconciler.runOnce()).toEqual({ leader: true, reclaimed: 1, requeued: 0, enqueueFailed: 0 });
-  const row = await queries.getEvent(db.pool, rowId);
-  expect(row).toMatchObject({ state: 'received', leaseToken: null, attempts: 1 });
-  expect(row?.lastError).toMatch(/lease expired during attempt 1/);
-  expect(await queries.markDone(db.pool, rowId, oldToken)).toBe(false); // fenced out
-  expect(await queue.getJob(jobIdFor('stripe', 'evt_expired', 1))).toBeDefined();
+  expect(await reconciler().runOnce()).toEqual({ leader: true, reclaimed: 1, requeued: 0, enqueueFailed: 0 });
+  const [run] = await q.getRuns(db.pool, rowId);
+  expect(run).toMatchObject({ id: runId, state: 'received', leaseToken: null, attempts: 1 });
+  expect(run?.lastError).toMatch(/lease expired during attempt 1/);
+  expect(await q.markRunDone(db.pool, runId, oldToken)).toBe(false); // fenced out
+  expect((await q.getEvent(db.pool, rowId))?.state).toBe('processing'); // still pending
+  expect(await queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_expired', handler: 'h1', attempt: 1 }))).toBeDefined();
 });
 
 it('runs one leader at a time: a pass that cannot take the lock does nothing', async () => {
   const stale = await insert('evt_leader');
-  await db.pool.query(`UPDATE webhook_events SET updated_at = now() - interval '5 seconds' WHERE id = $1`, [stale]);
+  await db.pool.query(`UPDATE ${T.events} SET updated_at = now() - interval '5 seconds' WHERE id = $1`, [stale]);
   const holder = await db.pool.connect();
   try {
     // Another process's pass in progress.
     await holder.query('BEGIN');
-    await holder.query('SELECT pg_advisory_xact_lock(7245002)');
-    const reconciler = createReconciler({ pool: db.pool, queue, log: testLog, settings });
-    expect(await reconciler.runOnce()).toEqual({ leader: false, reclaimed: 0, requeued: 0, enqueueFailed: 0 });
+    await holder.query('SELECT pg_advisory_xact_lock($1::bigint)', [advisoryLockKey(DEFAULT_SCHEMA, 'reconciler')]);
+    const pass = reconciler();
+    expect(await pass.runOnce()).toEqual({ leader: false, reclaimed: 0, requeued: 0, enqueueFailed: 0 });
     await holder.query('COMMIT');
-    expect(await reconciler.runOnce()).toMatchObject({ leader: true, requeued: 1 });
+    expect(await pass.runOnce()).toMatchObject({ leader: true, requeued: 1 });
   } finally {
     holder.release();
   }

@@ -4,12 +4,12 @@
  * a duplicate; a delivery older than the horizon is answered `expired` and not processed.
  */
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
-import { queries } from '@oncehook/shared';
-import { createRetention } from '../apps/worker/src/retention';
+import { advisoryLockKey, DEFAULT_SCHEMA } from '@oncehook/shared';
+import { createRetention } from '@oncehook/worker';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 import { createMetricsProbe } from './helpers/metrics';
-import { startIngest, testLog, testPrefix, type IngestHandle } from './helpers/stack';
-import { deliver, paymentSucceeded, signStripe } from './helpers/stripe';
+import { type IngestHandle, q, startIngest, testLog, testPrefix, T } from './helpers/stack';
+import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
 
 let db: TestDatabase;
 let ingest: IngestHandle;
@@ -18,25 +18,27 @@ const policy = { defaultDays: 3, overrides: { shopify: 1 } };
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  ingest = await startIngest({ pool: db.pool, prefix: testPrefix(), settings: { retention: policy }, metrics: probe.metrics });
+  ingest = await startIngest({ databaseUrl: db.url, prefix: testPrefix(), env: { RETENTION_DAYS: '3', RETENTION_OVERRIDES: 'shopify=1' }, metrics: probe.metrics });
 });
 afterAll(async () => {
   await ingest.close();
   await db.drop();
 });
 beforeEach(async () => {
-  await db.pool.query('TRUNCATE webhook_events CASCADE');
+  await db.pool.query(`TRUNCATE ${T.events} CASCADE`);
 });
 
-/** An event received `ageDays` ago, in `state`, with one step recorded. */
+/** An event received `ageDays` ago, in `state`, with one handler run (unless received) and one step recorded. */
 async function aged(provider: string, eventId: string, ageDays: number, state: 'done' | 'failed' | 'received'): Promise<void> {
   const { rows } = await db.pool.query<{ id: number }>(
-    `INSERT INTO webhook_events (provider, kind, event_id, type, payload, state, received_at, updated_at, finished_at)
-     VALUES ($1, $1, $2, 't', '{}', $3, now() - $4 * interval '1 day', now() - $4 * interval '1 day', CASE WHEN $3 <> 'received' THEN now() END)
+    `INSERT INTO ${T.events} (provider, kind, event_id, type, payload, state, runs_failed, received_at, updated_at, finished_at)
+     VALUES ($1, $1, $2, 't', '{}', $3, CASE WHEN $3 = 'failed' THEN 1 ELSE 0 END, now() - $4 * interval '1 day', now() - $4 * interval '1 day', CASE WHEN $3 <> 'received' THEN now() END)
      RETURNING id`,
     [provider, eventId, state, ageDays],
   );
-  await db.pool.query(`INSERT INTO webhook_event_steps (event_row_id, generation, name, result) VALUES ($1, 0, 's', '{}')`, [rows[0]!.id]);
+  if (state === 'received') return;
+  const run = await db.pool.query<{ id: number }>(`INSERT INTO ${T.runs} (event_row_id, handler, state, attempts, finished_at) VALUES ($1, 'h', $2, 1, now()) RETURNING id`, [rows[0]!.id, state]);
+  await db.pool.query(`INSERT INTO ${T.steps} (run_id, generation, name, kind, result) VALUES ($1, 0, 's', 'local', '{}')`, [run.rows[0]!.id]);
 }
 
 it('deletes exactly the done events past each source horizon, in batches, keeping failed ones', async () => {
@@ -47,11 +49,11 @@ it('deletes exactly the done events past each source horizon, in batches, keepin
   await aged('stripe', 'evt_failed_old', 9, 'failed');
   await aged('stripe', 'evt_stuck_old', 9, 'received');
 
-  const retention = createRetention({ pool: db.pool, log: testLog, settings: { policy, batchSize: 2, maxBatches: 10 } });
+  const retention = createRetention({ pool: db.pool, queries: q, log: testLog, settings: { policy, batchSize: 2, maxBatches: 10 } });
   const counts = await retention.runOnce();
   expect(counts).toEqual({ leader: true, deleted: 8, byProvider: { shopify: 5, stripe: 3 } });
 
-  const { rows } = await db.pool.query<{ provider: string; event_id: string }>(`SELECT provider, event_id FROM webhook_events ORDER BY provider, event_id`);
+  const { rows } = await db.pool.query<{ provider: string; event_id: string }>(`SELECT provider, event_id FROM ${T.events} ORDER BY provider, event_id`);
   expect(rows.map((r) => `${r.provider}/${r.event_id}`)).toEqual([
     'shopify/wh_0.5',
     'stripe/evt_0.5',
@@ -60,16 +62,16 @@ it('deletes exactly the done events past each source horizon, in batches, keepin
     'stripe/evt_failed_old', // a dead letter waits for a human
     'stripe/evt_stuck_old', // not finished: never deleted
   ]);
-  const steps = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM webhook_event_steps`);
-  expect(steps.rows[0]?.n).toBe(6); // steps went with their events
+  const steps = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${T.steps}`);
+  expect(steps.rows[0]?.n).toBe(5); // the deleted events' runs and steps went with them
   expect(await retention.runOnce()).toMatchObject({ deleted: 0 });
 });
 
 it('a redelivery inside the horizon is still a duplicate; one past it is answered expired, not processed', async () => {
   const inside = paymentSucceeded('evt_inside', { created: Math.floor(Date.now() / 1000) - 2.5 * 86_400 });
   expect((await deliver(ingest.url, signStripe(inside))).status).toBe(202);
-  await db.pool.query(`UPDATE webhook_events SET state = 'done', received_at = now() - interval '2.5 days' WHERE event_id = 'evt_inside'`);
-  await createRetention({ pool: db.pool, log: testLog, settings: { policy, batchSize: 100, maxBatches: 1 } }).runOnce();
+  await db.pool.query(`UPDATE ${T.events} SET state = 'done', received_at = now() - interval '2.5 days' WHERE event_id = 'evt_inside'`);
+  await createRetention({ pool: db.pool, queries: q, log: testLog, settings: { policy, batchSize: 100, maxBatches: 1 } }).runOnce();
   expect(await deliver(ingest.url, signStripe(inside))).toMatchObject({ status: 200, json: { status: 'duplicate' } });
 
   await ingest.queue.obliterate({ force: true });
@@ -77,8 +79,8 @@ it('a redelivery inside the horizon is still a duplicate; one past it is answere
   const answer = await deliver(ingest.url, signStripe(late));
   expect(answer).toMatchObject({ status: 200, json: { status: 'expired' } });
   expect(String(answer.json.message)).toMatch(/beyond the 3-day retention horizon/);
-  expect(await queries.getEventByKey(db.pool, 'stripe', 'evt_late')).toBeNull();
-  expect(await probe.value('webhook_events_total', { provider: 'stripe', result: 'expired' })).toBe(1);
+  expect(await q.getEventByKey(db.pool, 'stripe', 'evt_late')).toBeNull();
+  expect(await probe.value(`webhook_events_total`, { provider: 'stripe', result: 'expired' })).toBe(1);
   expect(await ingest.queue.count()).toBe(0);
 });
 
@@ -87,8 +89,8 @@ it('runs only as the reconciler leader', async () => {
   const holder = await db.pool.connect();
   try {
     await holder.query('BEGIN');
-    await holder.query('SELECT pg_advisory_xact_lock(7245002)');
-    const counts = await createRetention({ pool: db.pool, log: testLog, settings: { policy, batchSize: 10, maxBatches: 1 } }).runOnce();
+    await holder.query('SELECT pg_advisory_xact_lock($1::bigint)', [advisoryLockKey(DEFAULT_SCHEMA, 'reconciler')]);
+    const counts = await createRetention({ pool: db.pool, queries: q, log: testLog, settings: { policy, batchSize: 10, maxBatches: 1 } }).runOnce();
     expect(counts).toMatchObject({ leader: false, deleted: 0 });
   } finally {
     await holder.query('COMMIT');
@@ -99,12 +101,14 @@ it('runs only as the reconciler leader', async () => {
 it('each batch is an index range scan with a limit: its cost does not grow with the table', async () => {
   // 200k done events over 60 days, three providers.
   await db.pool.query(
-    `INSERT INTO webhook_events (provider, kind, event_id, type, payload, state, received_at, updated_at, finished_at)
+    `INSERT INTO ${T.events} (provider, kind, event_id, type, payload, state, received_at, updated_at, finished_at)
      SELECT (ARRAY['stripe','github','shopify'])[1 + g % 3], 'x', 'evt_bulk_' || g, 't', '{}', 'done',
             now() - (g % 60) * interval '1 day', now(), now()
        FROM generate_series(1, 200000) g`,
   );
-  await db.pool.query('ANALYZE webhook_events');
+  await db.pool.query(`INSERT INTO ${T.runs} (event_row_id, handler, state, attempts, finished_at) SELECT id, 'h', 'done', 1, now() FROM ${T.events}`);
+  await db.pool.query(`ANALYZE ${T.events}`);
+  await db.pool.query(`ANALYZE ${T.runs}`);
   // The real statements, prepared and explained with real parameters.
   const client = await db.pool.connect();
   const explain = async (sql: string, types: string, args: string) => {
@@ -114,18 +118,23 @@ it('each batch is an index range scan with a limit: its cost does not grow with 
     return rows.map((r) => r['QUERY PLAN']).join('\n');
   };
   try {
-    const plan = await explain(queries.RETENTION_DELETE_SQL, 'text, int, int', `'stripe', 3, 1000`);
+    const plan = await explain(q.RETENTION_DELETE_SQL, 'text, int, int', `'stripe', 3, 1000`);
     expect(plan).toMatch(/Limit/);
-    expect(plan).toMatch(/Index Scan using webhook_events_done_retention_idx/);
-    expect(plan).toMatch(/Index Scan using webhook_events_pkey/); // the delete itself, by primary key
-    expect(plan).not.toMatch(/Seq Scan on webhook_events/);
+    expect(plan).toMatch(/Index Scan using events_done_retention_idx/);
+    expect(plan).toMatch(/Index Scan using events_pkey/); // the delete itself, by primary key
+    expect(plan).not.toMatch(/Seq Scan/);
     // The reconciler's batch statements have the same shape.
-    expect(await explain(queries.STALE_RECEIVED_SQL, 'int, int', '30000, 500')).not.toMatch(/Seq Scan on webhook_events/);
-    expect(await explain(queries.EXPIRED_LEASES_SQL, 'int', '500')).not.toMatch(/Seq Scan on webhook_events/);
+    for (const [sql, types, args] of [
+      [q.STALE_EVENTS_SQL, 'int, int', '30000, 500'],
+      [q.STALE_RUNS_SQL, 'int, int', '30000, 500'],
+      [q.EXPIRED_LEASES_SQL, 'int', '500'],
+    ] as const) {
+      expect(await explain(sql, types, args)).not.toMatch(/Seq Scan/);
+    }
   } finally {
     client.release();
   }
-  const counts = await createRetention({ pool: db.pool, log: testLog, settings: { policy, batchSize: 5000, maxBatches: 2 } }).runOnce();
+  const counts = await createRetention({ pool: db.pool, queries: q, log: testLog, settings: { policy, batchSize: 5000, maxBatches: 2 } }).runOnce();
   expect(counts.deleted).toBeGreaterThan(0);
   expect(Object.values(counts.byProvider).every((n) => n <= 10_000)).toBe(true); // bounded per run
 });

@@ -2,7 +2,7 @@
  * The sandbox behaves like the real APIs where exactly-once depends on it.
  */
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
-import { startSandbox, type SandboxHandle } from './helpers/sandbox';
+import { startSandbox, type SandboxHandle } from '@oncehook/harness';
 
 let sb: SandboxHandle;
 beforeAll(async () => {

@@ -1,6 +1,7 @@
-/** Databases of the bench's own on the machine's Postgres, migrated. */
+/** Databases of the bench's own on the machine's Postgres, migrated (Oncehook and the example shop). */
 import pg from 'pg';
-import { createPool, migrate } from '../../packages/shared/src/index';
+import { SHOP_MIGRATIONS } from '@oncehook/example-shop/src/handlers';
+import { createPool, migrate } from '@oncehook/shared';
 
 const BASE = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432';
 
@@ -18,7 +19,7 @@ export async function createTestDatabaseOn(name: string): Promise<{ name: string
   await admin(`CREATE DATABASE ${name}`);
   const url = `${BASE}/${name}`;
   const pool = createPool(url, { max: 1 });
-  await migrate(pool);
+  await migrate(pool, { sets: [{ name: 'shop', dir: SHOP_MIGRATIONS }] });
   await pool.end();
   return { name, url };
 }

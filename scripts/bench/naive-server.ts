@@ -5,7 +5,7 @@
  */
 import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
-import { createPool } from '../../packages/shared/src/index';
+import { createPool } from '@oncehook/shared';
 
 const pool = createPool(process.env.DATABASE_URL ?? '', { max: Number(process.env.DATABASE_POOL_SIZE ?? 10) });
 const app = new Hono();
@@ -13,7 +13,7 @@ app.post('/webhooks/:provider', async (c) => {
   const text = await c.req.text();
   const body = JSON.parse(text) as { id: string; type: string };
   const { rowCount } = await pool.query(
-    `INSERT INTO webhook_events (provider, kind, event_id, type, payload) VALUES ($1::text, 'stripe', $2::text, $3::text, $4::jsonb)
+    `INSERT INTO oncehook.events (provider, kind, event_id, type, payload) VALUES ($1::text, 'stripe', $2::text, $3::text, $4::jsonb)
      ON CONFLICT (provider, event_id) DO NOTHING`,
     [c.req.param('provider'), body.id, body.type, text],
   );

@@ -4,7 +4,7 @@
  */
 import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
-import { createStripeSource, VerificationError } from '../../packages/shared/src/index';
+import { createStripeSource, VerificationError } from '@oncehook/shared';
 
 const source = createStripeSource({ secrets: [process.env.STRIPE_WEBHOOK_SECRET ?? ''] });
 const app = new Hono();

@@ -33,99 +33,165 @@ export const MUTANTS: Mutant[] = [
     id: 'claim-check-then-act',
     guarantee: 'one delivery creates work: the batched claim is atomic',
     file: QUERIES,
-    search: `             ON CONFLICT (provider, event_id) DO NOTHING
-             RETURNING id, provider, event_id, state, updated_at, attempts`,
-    replace: `             WHERE NOT EXISTS (SELECT 1 FROM webhook_events w WHERE w.provider = input.provider AND w.event_id = input.event_id)
-             RETURNING id, provider, event_id, state, updated_at, attempts`,
+    search: `               ON CONFLICT (provider, event_id) DO NOTHING
+               RETURNING id, provider, event_id, state, updated_at`,
+    replace: `               WHERE NOT EXISTS (SELECT 1 FROM \${EVENTS} w WHERE w.provider = input.provider AND w.event_id = input.event_id)
+               RETURNING id, provider, event_id, state, updated_at`,
     tests: ['test/claim-race.test.ts', 'test/concurrent-duplicates.test.ts'],
   },
   {
     id: 'claim-single-check-then-act',
     guarantee: 'one delivery creates work: the single claim is atomic',
     file: QUERIES,
-    search: `       VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb)
-       ON CONFLICT (provider, event_id) DO NOTHING`,
-    replace: `       SELECT $1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb
-        WHERE NOT EXISTS (SELECT 1 FROM webhook_events w WHERE w.provider = $1::text AND w.event_id = $3::text)`,
+    search: `         VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb)
+         ON CONFLICT (provider, event_id) DO NOTHING`,
+    replace: `         SELECT $1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb
+          WHERE NOT EXISTS (SELECT 1 FROM \${EVENTS} w WHERE w.provider = $1::text AND w.event_id = $3::text)`,
     tests: ['test/claim-race.test.ts'],
+  },
+  {
+    id: 'dispatch-twice',
+    guarantee: 'an event is dispatched once: two workers never both create and run its runs',
+    file: QUERIES,
+    search: `          WHERE id = $1::bigint AND state = 'received'
+         RETURNING *`,
+    replace: `          WHERE id = $1::bigint
+         RETURNING *`,
+    tests: ['test/concurrent-duplicates.test.ts', 'test/testkit.test.ts'],
   },
   // ---- the fence ------------------------------------------------------------------------
   {
     id: 'fence-lock-token',
     guarantee: 'a worker that lost its lease commits no step',
     file: QUERIES,
-    search: `      WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
-      FOR NO KEY UPDATE`,
-    replace: `      WHERE id = $1::bigint AND $2::uuid IS NOT NULL AND state = 'processing'
-      FOR NO KEY UPDATE`,
+    search: `        WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
+        FOR NO KEY UPDATE`,
+    replace: `        WHERE id = $1::bigint AND $2::uuid IS NOT NULL AND state = 'processing'
+        FOR NO KEY UPDATE`,
     tests: ['test/lease-guards.test.ts', 'test/state-machine.test.ts'],
   },
   {
     id: 'fence-done-token',
-    guarantee: 'a worker that lost its lease cannot mark the event done',
+    guarantee: 'a worker that lost its lease cannot mark the run done',
     file: QUERIES,
-    search: `            updated_at = now(), note = coalesce($3::text, note)
-      WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
-    replace: `            updated_at = now(), note = coalesce($3::text, note)
-      WHERE id = $1::bigint AND $2::uuid IS NOT NULL AND state = 'processing'`,
+    search: `                updated_at = now(), note = coalesce($3::text, note)
+          WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
+    replace: `                updated_at = now(), note = coalesce($3::text, note)
+          WHERE id = $1::bigint AND $2::uuid IS NOT NULL AND state = 'processing'`,
     tests: ['test/lease-guards.test.ts', 'test/state-machine.test.ts'],
   },
   {
     id: 'fence-retry-token',
-    guarantee: 'a worker that lost its lease cannot send the event back to received',
+    guarantee: 'a worker that lost its lease cannot send the run back to received',
     file: QUERIES,
-    search: `        SET state = 'received', lease_token = NULL, lease_until = NULL,
-            last_error = $3::text, updated_at = now()
-      WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
-    replace: `        SET state = 'received', lease_token = NULL, lease_until = NULL,
-            last_error = $3::text, updated_at = now()
-      WHERE id = $1::bigint AND $2::uuid IS NOT NULL AND state = 'processing'`,
+    search: `              last_error = $3::text, updated_at = now()
+        WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
+    replace: `              last_error = $3::text, updated_at = now()
+        WHERE id = $1::bigint AND $2::uuid IS NOT NULL AND state = 'processing'`,
     tests: ['test/lease-guards.test.ts'],
   },
   {
     id: 'fence-failed-token',
-    guarantee: 'a worker that lost its lease cannot dead-letter the event',
+    guarantee: 'a worker that lost its lease cannot dead-letter the run',
     file: QUERIES,
-    search: `finished_at = now(),
-            last_error = $3::text, updated_at = now()
-      WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
-    replace: `finished_at = now(),
-            last_error = $3::text, updated_at = now()
-      WHERE id = $1::bigint AND $2::uuid IS NOT NULL AND state = 'processing'`,
+    search: `                last_error = $3::text, updated_at = now()
+          WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
+    replace: `                last_error = $3::text, updated_at = now()
+          WHERE id = $1::bigint AND $2::uuid IS NOT NULL AND state = 'processing'`,
     tests: ['test/lease-guards.test.ts'],
+  },
+  {
+    id: 'external-call-without-lease',
+    guarantee: 'a worker that lost its lease makes no external call',
+    file: CONTEXT,
+    search: '    if (!(await queries.renewLease(deps.pool, run.runId, run.token, run.leaseMs))) throw new LeaseLostError(run.runId);',
+    replace: '',
+    tests: ['test/lease-guards.test.ts'],
+  },
+  {
+    id: 'event-state-counters',
+    guarantee: 'an event is done exactly when its last run is (per-run counters)',
+    file: QUERIES,
+    search: `          SET runs_pending = e.runs_pending - 1, state = \${EVENT_STATE_AFTER('-1', '0')},`,
+    replace: `          SET runs_pending = e.runs_pending, state = \${EVENT_STATE_AFTER('0', '0')},`,
+    tests: ['test/state-machine.test.ts', 'test/reconciler.test.ts'],
   },
   // ---- steps and keys -------------------------------------------------------------------
   {
     id: 'key-includes-attempt',
     guarantee: 'every attempt of an external step sends the same idempotency key',
     file: CONTEXT,
-    search: 'idempotencyKeyFor(lease.provider, lease.eventId, name, recorded.generation)',
-    replace: 'idempotencyKeyFor(lease.provider, lease.eventId, `${name}#${lease.attempt}`, recorded.generation)',
+    search: 'handler: run.handler, step: name, generation: run.generation, keyScheme: run.keyScheme });',
+    replace: 'handler: run.handler, step: `${name}#${run.attempt}`, generation: run.generation, keyScheme: run.keyScheme });',
     tests: ['test/lease-guards.test.ts', 'test/effects.test.ts', 'test/effects-crash.test.ts'],
   },
   {
     id: 'key-ignores-generation',
     guarantee: 'a deliberate replay sends new keys (one new effect), a re-drive the same',
     file: 'packages/shared/src/idempotency-key.ts',
-    search: '.update(`${provider}\\0${eventId}\\0${step}\\0${generation}`)',
-    replace: '.update(`${provider}\\0${eventId}\\0${step}`)',
+    search: "[input.handler, input.step, String(input.generation)]",
+    replace: '[input.handler, input.step]',
     tests: ['test/operations.test.ts'],
+  },
+  {
+    id: 'key-ignores-handler',
+    guarantee: 'two handlers of one event send different keys',
+    file: 'packages/shared/src/idempotency-key.ts',
+    search: "[input.handler, input.step, String(input.generation)]",
+    replace: '[input.step, String(input.generation)]',
+    tests: ['test/idempotency-key.test.ts'],
+  },
+  {
+    id: 'legacy-key-scheme',
+    guarantee: 'runs carried over from before handler names keep their keys',
+    file: 'packages/shared/src/idempotency-key.ts',
+    search: 'input.keyScheme === 1 ?',
+    replace: 'input.keyScheme === 3 ?',
+    tests: ['test/migrations.test.ts', 'test/idempotency-key.test.ts'],
   },
   {
     id: 'skip-local-step',
     guarantee: 'a committed local step is not run again',
     file: CONTEXT,
-    search: '      if (recorded) {',
-    replace: '      if (recorded && false) {',
+    search: `    if (record) {
+      // Committed by an earlier attempt`,
+    replace: `    if (record && false) {
+      // Committed by an earlier attempt`,
     tests: ['test/state-machine.test.ts', 'test/operations.test.ts'],
   },
   {
     id: 'skip-external-step',
     guarantee: 'a recorded external step is not called again',
     file: CONTEXT,
-    search: '    if (recorded.found) {',
-    replace: '    if (recorded.found && false) {',
+    search: `    if (record) {
+      log.info({ step: name, kind: 'external' }`,
+    replace: `    if (record && false) {
+      log.info({ step: name, kind: 'external' }`,
     tests: ['test/lease-guards.test.ts', 'test/operations.test.ts'],
+  },
+  {
+    id: 'step-name-reuse',
+    guarantee: 'a step name used twice in one run fails loudly (never one call for two)',
+    file: CONTEXT,
+    search: '    if (used.has(name)) {',
+    replace: '    if (false) {',
+    tests: ['test/sdk.test.ts'],
+  },
+  {
+    id: 'step-result-not-json',
+    guarantee: 'a step result that JSON would change is refused, never recorded changed',
+    file: 'packages/shared/src/json.ts',
+    search: '  const problem = findNonJson(value);\n  if (problem) {',
+    replace: '  const problem = findNonJson(value);\n  if (problem && false) {',
+    tests: ['test/sdk.test.ts'],
+  },
+  {
+    id: 'replay-reuses-nothing',
+    guarantee: 'a replay of some steps reuses the records of the others (no double local effect)',
+    file: QUERIES,
+    search: '          WHERE s.name = ANY($3::text[])',
+    replace: '          WHERE false',
+    tests: ['test/operations.test.ts'],
   },
   // ---- verification ---------------------------------------------------------------------
   {
@@ -171,7 +237,7 @@ export const MUTANTS: Mutant[] = [
   // ---- the reconciler -------------------------------------------------------------------
   {
     id: 'reconciler-expired-leases',
-    guarantee: 'an event whose worker died is released and run again',
+    guarantee: 'a run whose worker died is released and run again',
     file: QUERIES,
     search: `         WHERE state = 'processing' AND lease_until < now()
          ORDER BY lease_until`,
@@ -180,11 +246,23 @@ export const MUTANTS: Mutant[] = [
     tests: ['test/reconciler.test.ts', 'test/metrics.test.ts'],
   },
   {
-    id: 'reconciler-stale-received',
-    guarantee: 'an event whose job Redis lost is enqueued again',
+    id: 'reconciler-stale-runs',
+    guarantee: "a run whose retry job Redis lost is enqueued again",
     file: QUERIES,
-    search: `         WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 millisecond'`,
-    replace: `         WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 hour'`,
+    search: `        SELECT id FROM \${RUNS}
+         WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 millisecond'`,
+    replace: `        SELECT id FROM \${RUNS}
+         WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 hour'`,
+    tests: ['test/reconciler.test.ts'],
+  },
+  {
+    id: 'reconciler-stale-events',
+    guarantee: 'an event whose dispatch Redis lost (or ingest never sent) is enqueued again',
+    file: QUERIES,
+    search: `        SELECT id FROM \${EVENTS}
+         WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 millisecond'`,
+    replace: `        SELECT id FROM \${EVENTS}
+         WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 hour'`,
     tests: ['test/reconciler.test.ts', 'test/crash-recovery.test.ts', 'test/dependency-loss.test.ts'],
   },
   // ---- leases and attempts --------------------------------------------------------------
@@ -192,23 +270,23 @@ export const MUTANTS: Mutant[] = [
     id: 'renewal-off',
     guarantee: 'a long handler keeps its lease (renewal)',
     file: PROCESS,
-    search: '    queries.renewLease(pool, row.id, token, settings.leaseMs).then(',
-    replace: '    Promise.resolve(true).then(',
+    search: '      queries.renewLease(pool, run.id, token, settings.leaseMs).then(',
+    replace: '      Promise.resolve(true).then(',
     tests: ['test/lease-guards.test.ts'],
   },
   {
     id: 'cap-off',
-    guarantee: 'an event that kills its worker every time reaches failed',
+    guarantee: 'a run that kills its worker every time reaches failed',
     file: PROCESS,
-    search: '  if (row.attempts > settings.maxAttempts) {',
+    search: '  if (run.attempts > settings.maxAttempts) {',
     replace: '  if (false) {',
     tests: ['test/lease-guards.test.ts'],
   },
   {
     id: 'cap-last-attempt',
-    guarantee: 'the last failed attempt dead-letters the event',
+    guarantee: 'the last failed attempt dead-letters the run',
     file: PROCESS,
-    search: '    if (permanent || row.attempts >= settings.maxAttempts) {',
+    search: '    if (permanent || run.attempts >= settings.maxAttempts) {',
     replace: '    if (permanent) {',
     tests: ['test/state-machine.test.ts'],
   },
@@ -216,16 +294,20 @@ export const MUTANTS: Mutant[] = [
     id: 'cap-count',
     guarantee: 'every claim counts as an attempt (crashes included)',
     file: QUERIES,
-    search: '            attempts = attempts + 1, updated_at = now()',
-    replace: '            attempts = attempts, updated_at = now()',
+    search: `              attempts = r.attempts + 1, updated_at = now()
+         FROM \${EVENTS} e
+        WHERE r.event_row_id = $1::bigint AND r.handler = $2::text`,
+    replace: `              attempts = r.attempts, updated_at = now()
+         FROM \${EVENTS} e
+        WHERE r.event_row_id = $1::bigint AND r.handler = $2::text`,
     tests: ['test/state-machine.test.ts', 'test/lease-guards.test.ts'],
   },
   {
     id: 'backoff-zero',
     guarantee: 'failed attempts are retried after a growing, jittered delay',
-    file: 'apps/worker/src/worker.ts',
-    search: '  const exponential = Math.min(baseMs * 2 ** Math.max(0, failedAttempt - 1), 10 * 60_000);',
-    replace: '  return 0;\n  const exponential = Math.min(baseMs * 2 ** Math.max(0, failedAttempt - 1), 10 * 60_000);',
+    file: 'packages/shared/src/backoff.ts',
+    search: "  return backoffDelayMs(failedAttempt, { baseMs, capMs: RUN_RETRY_CAP_MS, jitter: 'half' });",
+    replace: '  return 0;',
     tests: ['test/lease-guards.test.ts'],
   },
   // ---- the answer at the edge -----------------------------------------------------------
@@ -234,8 +316,7 @@ export const MUTANTS: Mutant[] = [
     guarantee: 'the 2xx is sent only after the claim committed',
     file: 'apps/ingest/src/receive-webhook.ts',
     search: '    claim = await claims.claim(event);',
-    replace:
-      "    claim = await Promise.race([claims.claim(event), new Promise<queries.ClaimResult>((resolve) => setImmediate(() => resolve({ outcome: 'new', rowId: -1 })))]);",
+    replace: "    claim = await Promise.race([claims.claim(event), new Promise<ClaimResult>((resolve) => setImmediate(() => resolve({ outcome: 'new', rowId: -1 })))]);",
     tests: ['test/dependency-loss.test.ts', 'test/ingest-edge.test.ts'],
   },
   {
@@ -249,18 +330,18 @@ export const MUTANTS: Mutant[] = [
   // ---- operator actions -----------------------------------------------------------------
   {
     id: 'redrive-live-lease',
-    guarantee: 're-drive never takes an event from a worker holding a live lease',
+    guarantee: 're-drive never takes a run from a worker holding a live lease',
     file: QUERIES,
-    search: "          AND (state IN ('failed', 'received') OR (state = 'processing' AND lease_until < now()))",
-    replace: "          AND (state IN ('failed', 'received') OR state = 'processing')",
+    search: "            AND (state IN ('failed', 'received') OR (state = 'processing' AND lease_until < now()))",
+    replace: "            AND (state IN ('failed', 'received') OR state = 'processing')",
     tests: ['test/operations.test.ts'],
   },
   {
     id: 'replay-in-flight',
-    guarantee: 'replay applies only to finished events, never to one in flight',
+    guarantee: 'replay applies only to finished runs, never to one in flight',
     file: QUERIES,
-    search: "SELECT id, state FROM webhook_events WHERE id = $1::bigint AND state IN ('done', 'failed') FOR UPDATE",
-    replace: "SELECT id, state FROM webhook_events WHERE id = $1::bigint AND state IN ('done', 'failed', 'processing') FOR UPDATE",
+    search: "          WHERE event_row_id = $1::bigint AND handler = $2::text AND state IN ('done', 'failed')",
+    replace: "          WHERE event_row_id = $1::bigint AND handler = $2::text AND state IN ('done', 'failed', 'processing')",
     tests: ['test/operations.test.ts'],
   },
 ];

@@ -1,5 +1,6 @@
 /**
- * Once per test run: build a migrated template database. Each test file clones it
+ * Once per test run: build a migrated template database (Oncehook's schema, and the example
+ * shop's tables: most tests run the example's handlers). Each test file clones it
  * (CREATE DATABASE ... TEMPLATE), which takes milliseconds and isolates files from each other.
  * The template's name is per run (handed to test files with provide/inject), so two runs on
  * one server (a developer's and `npm run mutants`) never drop each other's template.
@@ -7,8 +8,9 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
+import { SHOP_MIGRATIONS } from '@oncehook/example-shop/src/handlers';
+import { ADMIN_URL, urlFor } from '@oncehook/harness';
 import { createPool, migrate } from '@oncehook/shared';
-import { ADMIN_URL, urlFor } from './db-urls';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -31,7 +33,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   await admin(`CREATE DATABASE ${name}`);
   const pool = createPool(urlFor(name), { max: 1 });
   try {
-    await migrate(pool);
+    await migrate(pool, { sets: [{ name: 'shop', dir: SHOP_MIGRATIONS }] });
   } finally {
     await pool.end();
   }

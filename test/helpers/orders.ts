@@ -1,6 +1,5 @@
 /** Signed deliveries for the example domain's flows. */
-import { PROVIDER_CASES, type SignedDelivery } from './providers';
-import { signStripe } from './stripe';
+import { PROVIDER_CASES, signStripe, type SignedDelivery } from '@oncehook/harness';
 
 const shopify = PROVIDER_CASES.find((c) => c.source === 'shopify')!;
 const standard = PROVIDER_CASES.find((c) => c.source === 'standard-webhooks')!;

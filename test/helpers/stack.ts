@@ -1,37 +1,39 @@
 /**
- * In-process ingest and workers over real Postgres, real Redis and real HTTP, for tests that
- * do not need to kill a process. (Crash tests use spawnService instead.)
+ * Ingest and workers for tests, started exactly as production starts them: buildIngest and
+ * buildWorker from a configuration parsed from an environment (`testEnv`). In-process for
+ * tests that do not need to kill a process; `spawnService` (harness) with the same
+ * environment for crash tests.
  */
 import { randomUUID } from 'node:crypto';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { serve } from '@hono/node-server';
-import type { Queue } from 'bullmq';
+import { buildIngest, type OncehookIngest } from '@oncehook/ingest';
+import { createShopClients, shopSettings } from '@oncehook/example-shop/src/clients';
+import { shopHandlers } from '@oncehook/example-shop/src/handlers';
+import { REDIS_URL, STRIPE_SECRET } from '@oncehook/harness';
+import type { Handler } from '@oncehook/sdk';
 import {
-  createEffectClients,
-  createEventQueue,
-  createWorkerMetrics,
   createIngestMetrics,
   createLogger,
-  createRedis,
+  createQueries,
   createStripeSource,
+  createWorkerMetrics,
+  DEFAULT_SCHEMA,
+  loadIngestConfig,
+  loadWorkerConfig,
   noFaults,
-  type EventJobData,
   type Faults,
   type IngestMetrics,
-  type WorkerMetrics,
   type Pool,
   type WebhookSource,
+  type WorkerMetrics,
 } from '@oncehook/shared';
-import type { AdminSettings } from '../../apps/ingest/src/admin';
-import { createApp, type IngestSettings } from '../../apps/ingest/src/app';
-import { registerExampleHandlers } from '../../apps/worker/src/example';
-import { HandlerRegistry } from '../../apps/worker/src/handlers';
-import { createEventWorker, type EventWorker, type WorkerSettings } from '../../apps/worker/src/worker';
-import { REDIS_URL } from './db-urls';
-import { STRIPE_SECRET } from './stripe';
+import { buildWorker, HandlerRegistry, type EngineHooks, type OncehookWorker, type ProcessDeps } from '@oncehook/worker';
 
 export const testLog = createLogger('test', process.env.TEST_SHOW_LOGS ? 'debug' : 'silent');
+
+/** The queries, over the default schema the tests use. */
+export const q = createQueries(DEFAULT_SCHEMA);
+/** Oncehook's tables, for tests' own SQL. */
+export const T = { events: `${DEFAULT_SCHEMA}.events`, runs: `${DEFAULT_SCHEMA}.handler_runs`, steps: `${DEFAULT_SCHEMA}.steps`, actions: `${DEFAULT_SCHEMA}.operator_actions` } as const;
 
 /** A queue prefix of this test's own, so tests never see each other's jobs. */
 export function testPrefix(): string {
@@ -42,134 +44,17 @@ export function defaultSources(): Map<string, WebhookSource> {
   return new Map([['stripe', createStripeSource({ secrets: [STRIPE_SECRET], toleranceSeconds: 300 })]]);
 }
 
-export interface IngestHandle {
-  url: string;
-  queue: Queue<EventJobData>;
-  close(): Promise<void>;
-}
+/** Short timings, so recovery happens within a test's patience. */
+export const FAST = { LEASE_MS: '2000', RETRY_BACKOFF_MS: '20', RECONCILE_INTERVAL_MS: '200', REQUEUE_AFTER_MS: '500', MAX_ATTEMPTS: '5' } as const;
 
-export async function startIngest(opts: {
-  pool: Pool;
-  prefix: string;
-  redisUrl?: string;
-  sources?: Map<string, WebhookSource>;
-  settings?: Partial<IngestSettings>;
-  faults?: Faults;
-  metrics?: IngestMetrics;
-  admin?: AdminSettings;
-}): Promise<IngestHandle> {
-  const redis = createRedis(opts.redisUrl ?? REDIS_URL, 'producer');
-  const queue = createEventQueue(redis, opts.prefix);
-  const app = createApp({
-    pool: opts.pool,
-    queue,
-    pingRedis: () => redis.ping(),
-    sources: opts.sources ?? defaultSources(),
-    log: testLog,
-    faults: opts.faults ?? noFaults,
-    metrics: opts.metrics ?? createIngestMetrics({ defaultMetrics: false }),
-    admin: opts.admin,
-    settings: { retention: { defaultDays: 35, overrides: {} }, bodyLimitBytes: 1024 * 1024, duplicateReenqueueAfterMs: 10_000, retryAfterSeconds: 5, enqueueTimeoutMs: 1_000, ...opts.settings },
-  });
-  const server = await new Promise<Server>((resolve) => {
-    const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as Server)) as Server;
-  });
-  const { port } = server.address() as AddressInfo;
+/**
+ * The environment of a test's ingest or worker, in-process or spawned: its database and
+ * queue, the example shop loaded and pointed at a sandbox (or at a closed port), fast timings,
+ * free ports. `extra` overrides anything.
+ */
+export function testEnv(opts: { databaseUrl: string; prefix: string; redisUrl?: string; sandboxUrl?: string; extra?: Record<string, string> }): Record<string, string> {
+  const sandbox = opts.sandboxUrl ?? 'http://127.0.0.1:9';
   return {
-    url: `http://127.0.0.1:${port}`,
-    queue,
-    async close() {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-      await queue.close();
-      redis.disconnect();
-    },
-  };
-}
-
-/** Effect clients against a sandbox; without one they point at a closed port (top-up flows need none). */
-export function testClients(sandboxUrl = 'http://127.0.0.1:9') {
-  return createEffectClients({
-    paymentUrl: `${sandboxUrl}/payment`,
-    emailUrl: `${sandboxUrl}/email`,
-    fulfilmentUrl: `${sandboxUrl}/fulfilment`,
-    timeoutMs: 1_000,
-    maxTries: 3,
-    baseDelayMs: 20,
-  });
-}
-
-export function exampleRegistry(sandboxUrl?: string): HandlerRegistry {
-  return registerExampleHandlers(new HandlerRegistry(), testClients(sandboxUrl));
-}
-
-export const FAST_WORKER_SETTINGS = {
-  concurrency: 8,
-  leaseMs: 2_000,
-  maxAttempts: 5,
-  retryBackoffMs: 20,
-  reconciler: { intervalMs: 200, requeueAfterMs: 500, batchSize: 500 },
-};
-
-export interface WorkerHandle extends EventWorker {
-  queue: Queue<EventJobData>;
-  close(): Promise<void>;
-}
-
-export function startWorker(opts: {
-  pool: Pool;
-  prefix: string;
-  redisUrl?: string;
-  registry?: HandlerRegistry;
-  settings?: Partial<Omit<WorkerSettings, 'queuePrefix'>>;
-  faults?: Faults;
-  autorun?: boolean;
-  /** Base URL of a sandbox (effect APIs) for the example handlers. */
-  sandboxUrl?: string;
-  metrics?: WorkerMetrics;
-}): WorkerHandle {
-  const connection = createRedis(opts.redisUrl ?? REDIS_URL, 'worker');
-  const producer = createRedis(opts.redisUrl ?? REDIS_URL, 'producer');
-  const queue = createEventQueue(producer, opts.prefix);
-  const registry = opts.registry ?? exampleRegistry(opts.sandboxUrl);
-  const metrics = opts.metrics ?? createWorkerMetrics({ defaultMetrics: false });
-  const eventWorker = createEventWorker(
-    {
-      pool: opts.pool,
-      connection,
-      queue,
-      registry,
-      log: testLog,
-      faults: opts.faults ?? noFaults,
-      metrics,
-      settings: { ...FAST_WORKER_SETTINGS, ...opts.settings, queuePrefix: opts.prefix },
-    },
-    { autorun: opts.autorun ?? true },
-  );
-  return {
-    ...eventWorker,
-    queue,
-    async close() {
-      await eventWorker.close();
-      await queue.close();
-      connection.disconnect();
-      producer.disconnect();
-    },
-  };
-}
-
-/** Environment for a spawned ingest or worker process. */
-export function serviceEnv(opts: { databaseUrl: string; prefix: string; redisUrl?: string; sandboxUrl?: string; extra?: Record<string, string> }): Record<string, string> {
-  return {
-    ...(opts.sandboxUrl
-      ? {
-          PAYMENT_API_URL: `${opts.sandboxUrl}/payment`,
-          EMAIL_API_URL: `${opts.sandboxUrl}/email`,
-          FULFILMENT_API_URL: `${opts.sandboxUrl}/fulfilment`,
-          OUTBOUND_TIMEOUT_MS: '1000',
-          OUTBOUND_RETRY_DELAY_MS: '20',
-        }
-      : {}),
     DATABASE_URL: opts.databaseUrl,
     REDIS_URL: opts.redisUrl ?? REDIS_URL,
     QUEUE_PREFIX: opts.prefix,
@@ -178,12 +63,82 @@ export function serviceEnv(opts: { databaseUrl: string; prefix: string; redisUrl
     HOST: '127.0.0.1',
     METRICS_PORT: '0',
     METRICS_HOST: '127.0.0.1',
-    LEASE_MS: String(FAST_WORKER_SETTINGS.leaseMs),
-    RETRY_BACKOFF_MS: String(FAST_WORKER_SETTINGS.retryBackoffMs),
-    RECONCILE_INTERVAL_MS: String(FAST_WORKER_SETTINGS.reconciler.intervalMs),
-    REQUEUE_AFTER_MS: String(FAST_WORKER_SETTINGS.reconciler.requeueAfterMs),
+    ONCEHOOK_HANDLERS: 'examples/shop',
+    SHOP_PAYMENT_API_URL: `${sandbox}/payment`,
+    SHOP_EMAIL_API_URL: `${sandbox}/email`,
+    SHOP_FULFILMENT_API_URL: `${sandbox}/fulfilment`,
+    SHOP_OUTBOUND_TIMEOUT_MS: '1000',
+    SHOP_OUTBOUND_RETRY_DELAY_MS: '20',
+    ...FAST,
     ...opts.extra,
   };
+}
+
+/** The example shop's handlers, calling a sandbox (or a closed port: top-up flows need none). */
+export function exampleHandlers(sandboxUrl = 'http://127.0.0.1:9'): Handler[] {
+  return shopHandlers(
+    createShopClients(
+      shopSettings({
+        SHOP_PAYMENT_API_URL: `${sandboxUrl}/payment`,
+        SHOP_EMAIL_API_URL: `${sandboxUrl}/email`,
+        SHOP_FULFILMENT_API_URL: `${sandboxUrl}/fulfilment`,
+        SHOP_OUTBOUND_TIMEOUT_MS: '1000',
+        SHOP_OUTBOUND_MAX_TRIES: '3',
+        SHOP_OUTBOUND_RETRY_DELAY_MS: '20',
+      }),
+    ),
+  );
+}
+
+export interface IngestHandle extends OncehookIngest {
+  url: string;
+}
+
+export async function startIngest(opts: {
+  databaseUrl: string;
+  prefix: string;
+  redisUrl?: string;
+  sources?: Map<string, WebhookSource>;
+  env?: Record<string, string>;
+  faults?: Faults;
+  metrics?: IngestMetrics;
+  now?: () => Date;
+}): Promise<IngestHandle> {
+  const config = loadIngestConfig(testEnv({ databaseUrl: opts.databaseUrl, prefix: opts.prefix, redisUrl: opts.redisUrl, extra: opts.env }));
+  const ingest = buildIngest(config, {
+    sources: opts.sources ?? defaultSources(),
+    log: testLog,
+    faults: opts.faults ?? noFaults,
+    metrics: opts.metrics ?? createIngestMetrics({ defaultMetrics: false }),
+    now: opts.now,
+  });
+  const { port } = await ingest.listen();
+  return Object.assign(ingest, { url: `http://127.0.0.1:${port}` });
+}
+
+export async function startWorker(opts: {
+  databaseUrl: string;
+  prefix: string;
+  redisUrl?: string;
+  handlers?: readonly Handler[];
+  /** Base URL of a sandbox for the example handlers (when `handlers` is not given). */
+  sandboxUrl?: string;
+  env?: Record<string, string>;
+  faults?: Faults;
+  hooks?: EngineHooks;
+  metrics?: WorkerMetrics;
+  /** Start the reconciler loop too (default: off; tests call reconciler.runOnce() when they want a pass). */
+  reconciler?: boolean;
+}): Promise<OncehookWorker> {
+  const config = loadWorkerConfig(testEnv({ databaseUrl: opts.databaseUrl, prefix: opts.prefix, redisUrl: opts.redisUrl, sandboxUrl: opts.sandboxUrl, extra: opts.env }));
+  const worker = buildWorker(config, opts.handlers ?? exampleHandlers(opts.sandboxUrl), {
+    log: testLog,
+    faults: opts.faults ?? noFaults,
+    hooks: opts.hooks,
+    metrics: opts.metrics ?? createWorkerMetrics({ defaultMetrics: false }),
+  });
+  await worker.start({ reconciler: opts.reconciler ?? false, metricsServer: false });
+  return worker;
 }
 
 /** Reads the port an ingest process logged ("ingest listening on N"). */
@@ -194,16 +149,71 @@ export async function ingestUrl(service: { waitFor(pattern: RegExp, timeoutMs?: 
 }
 
 export async function ledgerSummary(pool: Pool): Promise<{ entries: number; perEvent: Map<string, number>; balance: number }> {
-  const { rows } = await pool.query<{ source_event_id: string; n: number }>(
-    `SELECT source_event_id, count(*)::int AS n FROM ledger_entries GROUP BY source_event_id`,
-  );
+  const { rows } = await pool.query<{ source_event_id: string; n: number }>('SELECT source_event_id, count(*)::int AS n FROM ledger_entries GROUP BY source_event_id');
   const perEvent = new Map(rows.map((row) => [row.source_event_id, row.n]));
   const entries = rows.reduce((sum, row) => sum + row.n, 0);
-  const balance = await pool.query<{ total: number }>(`SELECT coalesce(sum(balance_cents), 0)::int AS total FROM ledger_accounts`);
+  const balance = await pool.query<{ total: number }>('SELECT coalesce(sum(balance_cents), 0)::int AS total FROM ledger_accounts');
   return { entries, perEvent, balance: balance.rows[0]?.total ?? 0 };
 }
 
+/** Events by state. */
 export async function stateCounts(pool: Pool): Promise<Record<string, number>> {
-  const { rows } = await pool.query<{ state: string; n: number }>(`SELECT state, count(*)::int AS n FROM webhook_events GROUP BY state`);
+  const { rows } = await pool.query<{ state: string; n: number }>(`SELECT state, count(*)::int AS n FROM ${T.events} GROUP BY state`);
   return Object.fromEntries(rows.map((row) => [row.state, row.n]));
+}
+
+/** The event's one handler run (most events in these tests have exactly one). */
+export async function onlyRun(pool: Pool, provider: string, eventId: string) {
+  const event = await q.getEventByKey(pool, provider, eventId);
+  if (!event) return null;
+  const runs = await q.getRuns(pool, event.id);
+  if (runs.length !== 1) throw new Error(`expected one run of ${provider}/${eventId}, found ${runs.length}`);
+  return { event, run: runs[0]! };
+}
+
+export const TRUNCATE_ALL = `TRUNCATE ${T.events}, ledger_entries, ledger_accounts, example_orders, example_customers CASCADE`;
+
+/**
+ * Puts an event into a given state by hand, as if a worker had run it: one run of `handler`
+ * in `state` (with a lease when processing), the event's counters and state to match.
+ */
+export async function seedRun(
+  pool: Pool,
+  rowId: number,
+  run: { handler?: string; state: 'received' | 'processing' | 'done' | 'failed'; attempts?: number; lastError?: string | null; leaseToken?: string; leaseMs?: number },
+): Promise<number> {
+  const processing = run.state === 'processing';
+  const { rows } = await pool.query<{ id: number }>(
+    `INSERT INTO ${T.runs} (event_row_id, handler, state, attempts, last_error, lease_token, lease_until, finished_at)
+     VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $7::int IS NULL THEN NULL ELSE now() + $7::int * interval '1 millisecond' END,
+             CASE WHEN $3 IN ('done', 'failed') THEN now() END)
+     RETURNING id`,
+    [rowId, run.handler ?? 'shop.payments', run.state, run.attempts ?? 1, run.lastError ?? null, processing ? (run.leaseToken ?? '00000000-0000-4000-8000-000000000099') : null, processing ? (run.leaseMs ?? 60_000) : null],
+  );
+  const pending = run.state === 'received' || processing ? 1 : 0;
+  const failed = run.state === 'failed' ? 1 : 0;
+  await pool.query(
+    `UPDATE ${T.events} SET runs_pending = $2, runs_failed = $3, state = CASE WHEN $2 > 0 THEN 'processing' WHEN $3 > 0 THEN 'failed' ELSE 'done' END,
+            finished_at = CASE WHEN $2 = 0 THEN now() END WHERE id = $1`,
+    [rowId, pending, failed],
+  );
+  return rows[0]!.id;
+}
+
+/** The engine's dependencies, for tests that drive processJob by hand. */
+export function engine(pool: Pool, handlers: readonly Handler[], settings: Partial<ProcessDeps['settings']> = {}, extra: Partial<ProcessDeps> = {}): ProcessDeps {
+  return { pool, queries: q, registry: new HandlerRegistry(handlers), log: testLog, faults: noFaults, settings: { leaseMs: 60_000, maxAttempts: 5, unhandled: 'done', ...settings }, ...extra };
+}
+
+/** Claims a Stripe-shaped event directly, as ingest would; returns its row id. */
+export async function claimStripe(pool: Pool, eventId: string, type: string, payload: Record<string, unknown> = {}): Promise<number> {
+  const body = { id: eventId, object: 'event', type, created: Math.floor(Date.now() / 1000), data: { object: {} }, ...payload };
+  const result = await q.claimEvent(pool, { provider: 'stripe', kind: 'stripe', eventId, type, signedAt: new Date(), rawBody: JSON.stringify(body), payload: body, meta: {} });
+  if (result.outcome !== 'new') throw new Error(`expected a new claim of ${eventId}`);
+  return result.rowId;
+}
+
+/** The dispatch job of a Stripe event (what ingest enqueues). */
+export function dispatchJob(rowId: number, eventId: string) {
+  return { rowId, provider: 'stripe', eventId, attempt: 0 };
 }

@@ -11,7 +11,8 @@
  */
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
-import { withTimeout, type RetentionPolicy, type EventJobData, type Faults, type IngestMetrics, type Logger, type Pool, type WebhookSource } from '@oncehook/shared';
+import { withTimeout, type EventJobData, type Faults, type IngestMetrics, type Logger, type Pool, type Queries, type RetentionPolicy, type WebhookSource } from '@oncehook/shared';
+import { HTTPException } from 'hono/http-exception';
 import type { Queue } from 'bullmq';
 import { mountAdmin, type AdminSettings } from './admin';
 import { createClaimBatcher } from './claim-batcher';
@@ -20,6 +21,7 @@ import { receiveWebhook } from './receive-webhook';
 
 export interface IngestDeps {
   pool: Pool;
+  queries: Queries;
   queue: Queue<EventJobData>;
   /** Answers when Redis is reachable; used by /readyz. */
   pingRedis: () => Promise<unknown>;
@@ -47,7 +49,7 @@ export interface IngestSettings {
 export function createApp(deps: IngestDeps): Hono {
   const app = new Hono();
   deps.recentDuplicates ??= new RecentDuplicates();
-  const claims = createClaimBatcher({ pool: deps.pool, queue: deps.queue, log: deps.log, faults: deps.faults, enqueueTimeoutMs: deps.settings.enqueueTimeoutMs });
+  const claims = createClaimBatcher({ pool: deps.pool, queries: deps.queries, queue: deps.queue, log: deps.log, faults: deps.faults, enqueueTimeoutMs: deps.settings.enqueueTimeoutMs });
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
 
@@ -92,6 +94,8 @@ export function createApp(deps: IngestDeps): Hono {
   app.notFound((c) => c.json({ error: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` }, 404));
 
   app.onError((error, c) => {
+    // Middleware answers (401 from the admin's auth) arrive as HTTPExceptions: pass them on.
+    if (error instanceof HTTPException) return error.getResponse();
     deps.log.error({ err: error, path: c.req.path }, 'unhandled error');
     return c.json({ error: 'internal_error', message: 'unexpected error; retry later' }, 500);
   });

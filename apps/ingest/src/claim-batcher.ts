@@ -16,20 +16,22 @@
  */
 import {
   enqueueNewEvents,
+  eventKey,
   isUnstorablePayloadError,
-  queries,
   withTimeout,
   type ClaimResult,
   type EventJobData,
   type Faults,
   type Logger,
   type Pool,
+  type Queries,
   type VerifiedEvent,
 } from '@oncehook/shared';
 import type { Queue } from 'bullmq';
 
 export interface ClaimBatcherOptions {
   pool: Pool;
+  queries: Queries;
   queue: Queue<EventJobData>;
   log: Logger;
   faults: Faults;
@@ -79,11 +81,11 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
 
   async function claimAll(events: VerifiedEvent[]): Promise<(ClaimResult | { error: unknown })[]> {
     try {
-      return await queries.claimEvents(options.pool, events);
+      return await options.queries.claimEvents(options.pool, events);
     } catch (error) {
       if (!isUnstorablePayloadError(error) || events.length === 1) return events.map(() => ({ error }));
       // One bad payload poisoned the statement: claim one by one so only it fails.
-      return Promise.all(events.map((event) => queries.claimEvent(options.pool, event).catch((e: unknown) => ({ error: e }))));
+      return Promise.all(events.map((event) => options.queries.claimEvent(options.pool, event).catch((e: unknown) => ({ error: e }))));
     }
   }
 
@@ -92,7 +94,7 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
     const firstIndex = new Map<string, number>();
     const unique: VerifiedEvent[] = [];
     const slot = batch.map((w) => {
-      const key = `${w.event.provider}\0${w.event.eventId}`;
+      const key = eventKey(w.event.provider, w.event.eventId);
       let index = firstIndex.get(key);
       if (index === undefined) {
         index = unique.length;
@@ -110,6 +112,7 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
     // timeout is logged and left to the reconciler (the rows are durable).
     const fresh: EventJobData[] = [];
     results.forEach((result, i) => {
+      // A dispatch job: the worker creates the event's handler runs.
       if ('outcome' in result && result.outcome === 'new') fresh.push({ rowId: result.rowId, provider: unique[i]!.provider, eventId: unique[i]!.eventId, attempt: 0 });
     });
     if (fresh.length > 0) {

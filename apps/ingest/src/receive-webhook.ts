@@ -24,8 +24,8 @@ import {
   isDatabaseUnavailableError,
   retentionDaysFor,
   isUnstorablePayloadError,
-  queries,
   VerificationError,
+  type ClaimResult,
   withTimeout,
   type EdgeResult,
   type EventJobData,
@@ -80,7 +80,7 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
 
   // 2. Claim (and, if new, enqueue), grouped with concurrent deliveries into one statement
   //    and one Redis round trip (claim-batcher.ts). Resolves after the claim has committed.
-  let claim: queries.ClaimResult;
+  let claim: ClaimResult;
   try {
     claim = await claims.claim(event);
   } catch (error) {
@@ -116,10 +116,10 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
     log.info({ rowId: claim.rowId, state: claim.state }, 'duplicate delivery');
     const idleMs = Date.now() - claim.updatedAt.getTime();
     if (claim.state === 'received' && idleMs >= deps.settings.duplicateReenqueueAfterMs) {
-      // Still waiting after the grace period: the original enqueue may have been lost. Safe
-      // to repeat: the jobId dedupes a queued job and the worker's guarded claim the rest.
-      log.info({ rowId: claim.rowId, idleMs }, 'duplicate found the event still received; re-enqueueing');
-      await enqueue(deps, { rowId: claim.rowId, provider: event.provider, eventId: event.eventId, attempt: claim.attempts }, true, log);
+      // Still not dispatched after the grace period: the original enqueue may have been lost.
+      // Safe to repeat: the jobId dedupes a queued job and the worker's guarded dispatch the rest.
+      log.info({ rowId: claim.rowId, idleMs }, 'duplicate found the event still received; re-enqueueing its dispatch');
+      await enqueue(deps, { rowId: claim.rowId, provider: event.provider, eventId: event.eventId, attempt: 0 }, true, log);
     }
   } else {
     log.info('duplicate delivery (concurrent with the first)');

@@ -1,96 +1,199 @@
 /**
- * The context handed to a handler: fenced local steps (`transaction`) and external steps with
- * an idempotency key (`step`), both recorded as recovery points.
+ * The context handed to a handler for one attempt of one run: fenced local steps
+ * (`transaction`) and external steps with an idempotency key (`step`), both recorded.
  *
- * Local step:    BEGIN; fence; [already recorded? return it]; fn(tx); record; [done]; COMMIT
- * External step: fence + read record (short tx) -> recorded? return it
- *                fn({ idempotencyKey }) outside any transaction (no lock held over the network)
+ * Local step:    [recorded? return the record]  BEGIN; fence; fn(tx); check JSON; record;
+ *                [final: run done + event]; COMMIT
+ * External step: [recorded? return the record]  renew the lease (proves we still hold it and
+ *                gives the call a full lease); fn({ idempotencyKey }) outside any
+ *                transaction (no lock held over the network); check JSON;
  *                BEGIN; fence; record; COMMIT
  * A crash between the call and the record re-runs the call on the next attempt with the SAME
  * key, and the downstream API applies nothing new.
+ *
+ * The records of earlier attempts come with the lease (acquireRun reads them in the same
+ * statement), so skipping a recorded step costs no round trip: only the lease holder records
+ * steps, and a replay only touches finished runs, so nothing else can add one meanwhile.
+ *
+ * Misuse fails the run at once (StepUsageError, a PermanentError): a name used twice in one
+ * attempt, a result that JSON would change, a step whose kind differs from its record.
  */
-import { idempotencyKeyFor, LeaseLostError, queries, withTransaction, type Faults, type Logger, type Pool, type PoolClient } from '@oncehook/shared';
-import type { ExternalStepInput, HandlerContext, TransactionOptions } from './handlers';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import {
+  idempotencyKeyFor,
+  LeaseLostError,
+  StepUsageError,
+  toRecordedJson,
+  withTransaction,
+  type Faults,
+  type Json,
+  type Logger,
+  type Pool,
+  type PoolClient,
+  type Queries,
+  type RecordedStep,
+  type StepKind,
+} from '@oncehook/shared';
+import type { HandlerContext, StepInput, TransactionOptions } from '@oncehook/sdk';
 
-export interface LeaseHandle {
-  rowId: number;
+export interface RunHandle {
+  runId: number;
   token: string;
   provider: string;
   eventId: string;
+  handler: string;
   attempt: number;
+  generation: number;
+  keyScheme: 1 | 2;
+  leaseMs: number;
 }
 
-export interface StepContext extends HandlerContext {
-  /** True once a step committed the `done` transition (completesEvent). */
+/** The step a piece of handler code runs in (for the test kit's request records). */
+export interface CurrentStep {
+  runId: number;
+  handler: string;
+  step: string;
+  kind: StepKind;
+  attempt: number;
+  idempotencyKey: string | null;
+}
+
+const currentStepStorage = new AsyncLocalStorage<CurrentStep>();
+
+/** The step the calling code runs inside, if any. */
+export function currentStep(): CurrentStep | undefined {
+  return currentStepStorage.getStore();
+}
+
+/**
+ * Observers of the engine, for the test kit (and anyone who wants to watch): called
+ * synchronously, must not throw.
+ */
+export interface EngineHooks {
+  /** An external step's function is about to be called with this key. */
+  externalCall?(info: CurrentStep): void;
+  /** A step's record committed (a local step: with its writes). */
+  stepCommitted?(info: CurrentStep): void;
+}
+
+export interface RunContext extends HandlerContext {
+  /** True once a `final` step committed the run's `done` transition. */
   readonly completed: boolean;
 }
 
-export function createHandlerContext(deps: { pool: Pool; faults: Faults }, lease: LeaseHandle, log: Logger, signal: AbortSignal): StepContext {
+const STEP_NAME = /^[^\x00-\x1f\x7f]{1,200}$/;
+
+export function createRunContext(
+  deps: { pool: Pool; queries: Queries; faults: Faults; hooks?: EngineHooks },
+  run: RunHandle,
+  recordedSteps: RecordedStep[],
+  log: Logger,
+  signal: AbortSignal,
+): RunContext {
+  const { queries } = deps;
+  const recorded = new Map(recordedSteps.map((step) => [step.name, step]));
+  const used = new Set<string>();
   let completed = false;
 
+  function claimName(name: string, kind: StepKind): RecordedStep | undefined {
+    if (typeof name !== 'string' || !STEP_NAME.test(name)) {
+      throw new StepUsageError(`step name ${JSON.stringify(name)} in handler "${run.handler}" is not valid: use 1-200 characters without control characters`);
+    }
+    if (used.has(name)) {
+      throw new StepUsageError(
+        `step name "${name}" is used twice in one run of handler "${run.handler}": each step is recorded (and its key derived) by name, so the second call would be skipped and get the first one's result. Give each call its own stable name, e.g. put the loop variable in it: ctx.${kind === 'local' ? 'transaction' : 'step'}(\`${name}:\${item.id}\`, ...)`,
+      );
+    }
+    used.add(name);
+    const record = recorded.get(name);
+    if (record?.kind && record.kind !== kind) {
+      throw new StepUsageError(
+        `step "${name}" of handler "${run.handler}" was recorded as ${record.kind === 'local' ? 'a local step (ctx.transaction)' : 'an external step (ctx.step)'} and is now called as ${kind === 'local' ? 'ctx.transaction' : 'ctx.step'}; give the changed step a new name`,
+      );
+    }
+    return record;
+  }
+
+  function checkLease(): void {
+    if (signal.aborted) throw signal.reason instanceof Error ? signal.reason : new LeaseLostError(run.runId);
+  }
+
   /**
-   * Runs fn in a transaction that first takes the fence: the event row locked FOR NO KEY
-   * UPDATE with our lease token. Until COMMIT no one can take the event over; if someone
-   * already has, LeaseLostError and nothing commits.
+   * Runs fn in a transaction that first takes the fence: the run row locked FOR NO KEY UPDATE
+   * with our lease token. Until COMMIT no one can take the run over; if someone already has,
+   * LeaseLostError and nothing commits.
    */
   async function withFence<R>(fn: (tx: PoolClient, generation: number) => Promise<R>): Promise<R> {
-    if (signal.aborted) throw signal.reason instanceof Error ? signal.reason : new LeaseLostError(lease.rowId);
+    checkLease();
     return withTransaction(deps.pool, async (tx) => {
-      const fence = await queries.lockLeasedEvent(tx, lease.rowId, lease.token);
-      if (!fence) throw new LeaseLostError(lease.rowId);
+      const fence = await queries.lockLeasedRun(tx, run.runId, run.token);
+      if (!fence) throw new LeaseLostError(run.runId);
       return fn(tx, fence.generation);
     });
   }
 
-  async function transaction<T>(step: string, fn: (tx: PoolClient) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
-    let skipped = false;
-    const result = await withFence(async (tx, generation) => {
-      const recorded = await queries.findStep(tx, lease.rowId, generation, step);
-      let value: T;
-      if (recorded) {
-        // Committed by an earlier attempt: skip it, hand back what it recorded.
-        skipped = true;
-        value = recorded.result as T;
-      } else {
-        value = await fn(tx);
-        await queries.recordStep(tx, lease.rowId, generation, step, value);
-      }
-      if (options.completesEvent) {
-        // processing -> done inside the same transaction; we hold the row lock, so this
-        // cannot miss unless the fence already failed.
-        if (!(await queries.markDone(tx, lease.rowId, lease.token))) throw new LeaseLostError(lease.rowId);
-      }
-      await deps.faults.hit('worker.step-before-commit');
-      return value;
-    });
-    if (options.completesEvent) completed = true;
-    log.info({ step, kind: 'local' }, skipped ? 'step already committed; skipped' : 'step committed');
-    return result;
+  async function finishRun(db: PoolClient | Pool): Promise<void> {
+    if (!(await queries.markRunDone(db, run.runId, run.token))) throw new LeaseLostError(run.runId);
   }
 
-  async function step<T>(name: string, fn: (input: ExternalStepInput) => Promise<T>): Promise<T> {
-    const recorded = await withFence(async (tx, generation) => ({ generation, found: await queries.findStep(tx, lease.rowId, generation, name) }));
-    if (recorded.found) {
-      log.info({ step: name, kind: 'external' }, 'step already recorded; skipped');
-      return recorded.found.result as T;
+  async function transaction<T>(name: string, fn: (tx: PoolClient) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
+    const record = claimName(name, 'local');
+    const info: CurrentStep = { runId: run.runId, handler: run.handler, step: name, kind: 'local', attempt: run.attempt, idempotencyKey: null };
+    if (record) {
+      // Committed by an earlier attempt (or reused by a replay): hand back its record.
+      if (options.final) {
+        checkLease();
+        await finishRun(deps.pool);
+        completed = true;
+      }
+      log.info({ step: name, kind: 'local' }, 'step already committed; skipped');
+      return record.result as T;
     }
-    const idempotencyKey = idempotencyKeyFor(lease.provider, lease.eventId, name, recorded.generation);
-    log.info({ step: name, kind: 'external', idempotencyKey }, 'calling external step');
-    const result = await fn({ idempotencyKey, signal, attempt: lease.attempt });
-    await deps.faults.hit('worker.after-external-call');
-    await withFence(async (tx, generation) => {
-      if (generation !== recorded.generation) throw new LeaseLostError(lease.rowId); // replayed meanwhile
-      await queries.recordStep(tx, lease.rowId, generation, name, result);
+    const result = await withFence(async (tx, generation) => {
+      const value: Json = toRecordedJson(await currentStepStorage.run(info, () => fn(tx)), name);
+      await queries.recordStep(tx, { runId: run.runId, generation, name, kind: 'local', result: value, idempotencyKey: null });
+      if (options.final) await finishRun(tx);
+      await deps.faults.hit('worker.step-before-commit', { step: name });
+      return value;
     });
+    if (options.final) completed = true;
+    deps.hooks?.stepCommitted?.(info);
+    log.info({ step: name, kind: 'local' }, 'step committed');
+    return result as T;
+  }
+
+  async function step<T>(name: string, fn: (input: StepInput) => Promise<T>): Promise<T> {
+    const record = claimName(name, 'external');
+    if (record) {
+      log.info({ step: name, kind: 'external' }, 'step already recorded; skipped');
+      return record.result as T;
+    }
+    // A worker that stalled past its lease must not call out at all (the run may have been
+    // finished and even replayed meanwhile, and an API forgets keys after a while): prove
+    // the lease, and renew it so the call has all of it.
+    checkLease();
+    if (!(await queries.renewLease(deps.pool, run.runId, run.token, run.leaseMs))) throw new LeaseLostError(run.runId);
+    const idempotencyKey = idempotencyKeyFor({ provider: run.provider, eventId: run.eventId, handler: run.handler, step: name, generation: run.generation, keyScheme: run.keyScheme });
+    const info: CurrentStep = { runId: run.runId, handler: run.handler, step: name, kind: 'external', attempt: run.attempt, idempotencyKey };
+    log.info({ step: name, kind: 'external', idempotencyKey }, 'calling external step');
+    deps.hooks?.externalCall?.(info);
+    const returned = await currentStepStorage.run(info, () => fn({ idempotencyKey, signal, attempt: run.attempt }));
+    await deps.faults.hit('worker.after-external-call', { step: name });
+    const value = toRecordedJson(returned, name);
+    await withFence(async (tx, generation) => {
+      if (generation !== run.generation) throw new LeaseLostError(run.runId); // replayed meanwhile
+      await queries.recordStep(tx, { runId: run.runId, generation, name, kind: 'external', result: value, idempotencyKey });
+    });
+    deps.hooks?.stepCommitted?.(info);
     log.info({ step: name, kind: 'external', idempotencyKey }, 'external step recorded');
-    return result;
+    return value as T;
   }
 
   return {
     log,
     signal,
-    transaction,
-    step,
+    transaction: transaction as HandlerContext['transaction'],
+    step: step as HandlerContext['step'],
     get completed() {
       return completed;
     },

@@ -1,119 +1,234 @@
 /**
- * The state machine, run once per job:
+ * The state machine, run once per job.
  *
- *   acquire lease (received -> processing, or take over an expired lease)
+ * A dispatch job (no handler in the job):
+ *   no handler registered for (source, type) -> the event is done (or failed, per
+ *     UNHANDLED_EVENTS) with a note; counted in webhook_events_unhandled_total
+ *   dispatch: received -> processing, one run per handler, each created already leased to
+ *     this worker (one statement); the runs then go on at once, side by side
+ *   0 rows (dispatched already: a repeated job) -> lease whatever runs are claimable
+ *
+ * A run job (one handler's run), and each run of a dispatch:
+ *   acquire the lease (received -> processing, or take over an expired lease), reading the
+ *     event and the run's recorded steps in the same statement
  *     0 rows -> not ours (done, failed, or leased by a live worker): acknowledge, stop
  *   too many attempts -> failed
- *   no handler for the type -> done, with a note
+ *   the handler is not loaded here -> retried (another worker may have it), failed at the cap
+ *   the payload does not match the handler's schema -> failed (PermanentError naming the field)
  *   run the handler (lease renewed in the background; fenced steps)
- *   done (fenced; or already committed by the handler's completing step)
+ *   done (fenced; or already committed by the handler's `final` step)
  *   on error: PermanentError or last attempt -> failed; otherwise -> received + retry later
  *   lease lost at any point -> stop, commit nothing more; the new owner finishes
  */
 import { randomUUID } from 'node:crypto';
 import { UnrecoverableError } from 'bullmq';
-import { LeaseLostError, PermanentError, queries, type EventJobData, type Faults, type Logger, type Pool } from '@oncehook/shared';
-import { createHandlerContext } from './handler-context';
-import type { HandledEvent, HandlerRegistry } from './handlers';
+import {
+  describeError,
+  LeaseLostError,
+  PermanentError,
+  type EventJobData,
+  type EventRow,
+  type Faults,
+  type LeasedRun,
+  type Logger,
+  type Pool,
+  type Queries,
+} from '@oncehook/shared';
+import type { Handler, HandlerEvent } from '@oncehook/sdk';
+import { createRunContext, type EngineHooks } from './handler-context';
+import type { HandlerRegistry } from './registry';
+
+export interface ProcessSettings {
+  leaseMs: number;
+  maxAttempts: number;
+  /** UNHANDLED_EVENTS: what an event without any handler becomes. */
+  unhandled: 'done' | 'fail';
+}
 
 export interface ProcessDeps {
   pool: Pool;
+  queries: Queries;
   registry: HandlerRegistry;
   log: Logger;
   faults: Faults;
-  settings: { leaseMs: number; maxAttempts: number };
+  settings: ProcessSettings;
+  hooks?: EngineHooks;
+  /** Called when an event has no handler (webhook_events_unhandled_total). */
+  onUnhandled?: (event: { provider: string; type: string }) => void;
 }
 
-export type ProcessOutcome =
-  | { kind: 'done'; rowId: number; type: string }
-  | { kind: 'no-handler'; rowId: number; type: string }
-  | { kind: 'failed'; rowId: number; type: string; error: string }
-  /** Recorded on the row (state received); the caller schedules attempt `attempt + 1`. */
-  | { kind: 'retry'; rowId: number; type: string; error: string; attempt: number }
+export type RunOutcome =
+  | { kind: 'done'; handler: string; type: string }
+  | { kind: 'failed'; handler: string; type: string; error: string }
+  /** Recorded on the run (state received); the caller schedules job attempt `attempt` + 1. */
+  | { kind: 'retry'; handler: string; type: string; error: string; attempt: number }
+  | { kind: 'lease-lost'; handler: string; type: string }
   /** Not ours to run (finished, or leased by another worker): acknowledged, nothing done. */
-  | { kind: 'skipped'; rowId: number }
-  | { kind: 'lease-lost'; rowId: number; type: string };
+  | { kind: 'skipped'; handler: string };
 
-function describe(error: unknown): string {
-  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+export type JobOutcome =
+  | { kind: 'runs'; provider: string; runs: RunOutcome[] }
+  | { kind: 'unhandled'; provider: string; type: string; state: 'done' | 'failed' }
+  | { kind: 'skipped' };
+
+export async function processJob(deps: ProcessDeps, job: EventJobData): Promise<JobOutcome> {
+  if (job.handler !== undefined) {
+    const token = randomUUID();
+    const leased = await deps.queries.acquireRun(deps.pool, job.rowId, job.handler, token, deps.settings.leaseMs);
+    if (!leased) {
+      deps.log.debug({ rowId: job.rowId, handler: job.handler }, 'run not claimable (finished or leased elsewhere); acknowledging');
+      return { kind: 'runs', provider: job.provider, runs: [{ kind: 'skipped', handler: job.handler }] };
+    }
+    return { kind: 'runs', provider: job.provider, runs: [await runLeased(deps, leased, token)] };
+  }
+  return dispatch(deps, job);
 }
 
-export async function processEvent(deps: ProcessDeps, job: EventJobData): Promise<ProcessOutcome> {
-  const { pool, settings } = deps;
+async function dispatch(deps: ProcessDeps, job: EventJobData): Promise<JobOutcome> {
+  const { queries, pool, settings } = deps;
+  const event = await queries.getEvent(pool, job.rowId);
+  if (!event) return { kind: 'skipped' };
+  if (event.state === 'received') {
+    const handlers = deps.registry.match(event.provider, event.kind, event.type);
+    if (handlers.length === 0) {
+      const state = settings.unhandled === 'fail' ? 'failed' : 'done';
+      const note = `no handler registered for ${event.provider} (${event.kind}) "${event.type}"; ${state === 'done' ? 'recorded without effects' : 'failed (UNHANDLED_EVENTS=fail)'}`;
+      if (!(await queries.finishUnhandled(pool, event.id, state, note))) return { kind: 'skipped' };
+      deps.onUnhandled?.({ provider: event.provider, type: event.type });
+      deps.log.info({ rowId: event.id, provider: event.provider, eventId: event.eventId, type: event.type }, note);
+      return { kind: 'unhandled', provider: event.provider, type: event.type, state };
+    }
+    const tokens = new Map(handlers.map((h) => [h.name, randomUUID()]));
+    const dispatched = await queries.dispatchAndLease(pool, event.id, [...tokens].map(([handler, token]) => ({ handler, token })), settings.leaseMs);
+    if (dispatched) {
+      deps.log.debug({ rowId: event.id, handlers: handlers.map((h) => h.name) }, 'dispatched');
+      const runs = await Promise.all(dispatched.runs.map((run) => runLeased(deps, { run, event: dispatched.event, steps: [] }, tokens.get(run.handler)!)));
+      return { kind: 'runs', provider: event.provider, runs };
+    }
+  }
+  // Dispatched already (a repeated job, or runs carried over from an older database): run
+  // whatever is claimable.
   const token = randomUUID();
-  const row = await queries.acquireLease(pool, job.rowId, token, settings.leaseMs);
-  if (!row) {
-    deps.log.debug({ rowId: job.rowId, provider: job.provider, eventId: job.eventId }, 'event not claimable (finished or leased elsewhere); acknowledging');
-    return { kind: 'skipped', rowId: job.rowId };
-  }
-  const log = deps.log.child({ rowId: row.id, provider: row.provider, eventId: row.eventId, type: row.type, attempt: row.attempts });
+  const leased = await queries.acquireClaimableRuns(pool, job.rowId, token, settings.leaseMs);
+  if (leased.length === 0) return { kind: 'skipped' };
+  return { kind: 'runs', provider: event.provider, runs: await Promise.all(leased.map((l) => runLeased(deps, l, token))) };
+}
 
-  if (row.attempts > settings.maxAttempts) {
+/** The handler a run belongs to: by name, or (a run from before handler names) the event type's only handler. */
+async function resolveHandler(deps: ProcessDeps, leased: LeasedRun, token: string): Promise<Handler | string> {
+  const { run, event } = leased;
+  if (run.handler !== '') return deps.registry.byName(run.handler) ?? `handler "${run.handler}" is not loaded by this worker (check ONCEHOOK_HANDLERS on every worker)`;
+  const matches = deps.registry.match(event.provider, event.kind, event.type);
+  if (matches.length !== 1) {
+    return `this run predates handler names and needs exactly one handler registered for ${event.provider} "${event.type}" to adopt it; this worker has ${matches.length}`;
+  }
+  const handler = matches[0]!;
+  if (!(await deps.queries.bindLegacyRun(deps.pool, run.id, token, handler.name))) throw new LeaseLostError(run.id);
+  run.handler = handler.name;
+  return handler;
+}
+
+function payloadProblem(handler: Handler, payload: unknown): string | null {
+  if (!handler.payloadSchema) return null;
+  const result = handler.payloadSchema.safeParse(payload);
+  if (result.success) return null;
+  const issues = result.error.issues.slice(0, 5).map((issue) => `${issue.path.length ? `payload.${issue.path.join('.')}` : 'payload'}: ${issue.message}`);
+  return `the payload does not match handler "${handler.name}"'s schema: ${issues.join('; ')}`;
+}
+
+function handlerEvent(event: EventRow, leased: LeasedRun, payload: unknown): HandlerEvent {
+  return {
+    source: event.provider,
+    kind: event.kind,
+    eventId: event.eventId,
+    type: event.type,
+    payload,
+    meta: event.meta,
+    receivedAt: event.receivedAt,
+    signedAt: event.signedAt,
+    attempt: leased.run.attempts,
+    generation: leased.run.generation,
+    handler: leased.run.handler,
+  };
+}
+
+export async function runLeased(deps: ProcessDeps, leased: LeasedRun, token: string): Promise<RunOutcome> {
+  const { pool, queries, settings } = deps;
+  const { run, event } = leased;
+  const log = deps.log.child({ rowId: event.id, runId: run.id, provider: event.provider, eventId: event.eventId, type: event.type, handler: run.handler || '(unbound)', attempt: run.attempts });
+  const outcome = (kind: 'done' | 'lease-lost') => ({ kind, handler: run.handler, type: event.type });
+  const fail = async (error: string): Promise<RunOutcome> => {
+    if (!(await queries.markRunFailed(pool, run.id, token, error))) return outcome('lease-lost');
+    log.error({ error }, 'run failed (dead letter)');
+    return { kind: 'failed', handler: run.handler, type: event.type, error };
+  };
+  const retry = async (error: string, logged: unknown): Promise<RunOutcome> => {
+    if (!(await queries.releaseRunForRetry(pool, run.id, token, error))) return outcome('lease-lost');
+    log.warn({ err: logged }, 'run failed; will retry');
+    return { kind: 'retry', handler: run.handler, type: event.type, error, attempt: run.attempts };
+  };
+
+  if (run.attempts > settings.maxAttempts) {
     // The previous attempts ended without a verdict (crashes or hangs): give up.
-    const error = `gave up after ${row.attempts - 1} attempts; last error: ${row.lastError ?? 'none recorded'}`;
-    if (!(await queries.markFailed(pool, row.id, token, error))) return { kind: 'lease-lost', rowId: row.id, type: row.type };
-    log.error({ error }, 'event failed (dead letter)');
-    return { kind: 'failed', rowId: row.id, type: row.type, error };
+    return fail(`gave up after ${run.attempts - 1} attempts; last error: ${run.lastError ?? 'none recorded'}`);
   }
 
-  const handler = deps.registry.find(row.provider, row.kind, row.type);
-  if (!handler) {
-    const note = `no handler registered for ${row.kind} "${row.type}"; recorded without effects`;
-    const marked = await queries.markDone(pool, row.id, token, note);
-    log.info(note);
-    return marked ? { kind: 'no-handler', rowId: row.id, type: row.type } : { kind: 'lease-lost', rowId: row.id, type: row.type };
+  let handler: Handler | string;
+  try {
+    handler = await resolveHandler(deps, leased, token);
+  } catch (error) {
+    if (error instanceof LeaseLostError) return outcome('lease-lost');
+    throw error;
   }
+  if (typeof handler === 'string') return run.attempts >= settings.maxAttempts ? fail(handler) : retry(handler, handler);
+
+  const problem = payloadProblem(handler, event.payload);
+  if (problem) return fail(`PermanentError: ${problem}`);
+  const payload = handler.payloadSchema ? handler.payloadSchema.parse(event.payload) : event.payload;
 
   // Keep the lease alive while the handler runs; losing it aborts the handler's signal.
   const abort = new AbortController();
-  const keeper = setInterval(() => {
-    queries.renewLease(pool, row.id, token, settings.leaseMs).then(
-      (held) => {
-        if (!held && !abort.signal.aborted) {
-          log.warn('lease lost while the handler was running; aborting');
-          abort.abort(new LeaseLostError(row.id));
-        }
-      },
-      (error: unknown) => log.warn({ err: error }, 'lease renewal failed; will retry'),
-    );
-  }, Math.max(100, Math.floor(settings.leaseMs / 3)));
+  const keeper = setInterval(
+    () => {
+      queries.renewLease(pool, run.id, token, settings.leaseMs).then(
+        (held) => {
+          if (!held && !abort.signal.aborted) {
+            log.warn('lease lost while the handler was running; aborting');
+            abort.abort(new LeaseLostError(run.id));
+          }
+        },
+        (error: unknown) => log.warn({ err: error }, 'lease renewal failed; will retry'),
+      );
+    },
+    Math.max(100, Math.floor(settings.leaseMs / 3)),
+  );
 
-  const ctx = createHandlerContext(deps, { rowId: row.id, token, provider: row.provider, eventId: row.eventId, attempt: row.attempts }, log, abort.signal);
-  const event: HandledEvent = {
-    rowId: row.id,
-    provider: row.provider,
-    kind: row.kind,
-    eventId: row.eventId,
-    type: row.type,
-    payload: row.payload,
-    signedAt: row.signedAt,
-    attempt: row.attempts,
-    generation: row.generation,
-  };
+  const ctx = createRunContext(
+    deps,
+    { runId: run.id, token, provider: event.provider, eventId: event.eventId, handler: run.handler, attempt: run.attempts, generation: run.generation, keyScheme: run.keyScheme, leaseMs: settings.leaseMs },
+    leased.steps,
+    log,
+    abort.signal,
+  );
 
   try {
     await deps.faults.hit('worker.in-handler');
-    await handler(event, ctx);
+    await handler.handle(handlerEvent(event, leased, payload), ctx);
     await deps.faults.hit('worker.before-done');
-    if (!ctx.completed && !(await queries.markDone(pool, row.id, token))) throw new LeaseLostError(row.id);
-    log.info('event done');
-    return { kind: 'done', rowId: row.id, type: row.type };
+    if (!ctx.completed && !(await queries.markRunDone(pool, run.id, token))) throw new LeaseLostError(run.id);
+    log.info('run done');
+    return outcome('done');
   } catch (error) {
     if (error instanceof LeaseLostError || abort.signal.reason instanceof LeaseLostError) {
-      log.warn({ err: error }, 'lease lost; stopping without committing (the new owner finishes the event)');
-      return { kind: 'lease-lost', rowId: row.id, type: row.type };
+      log.warn({ err: error }, 'lease lost; stopping without committing (the new owner finishes the run)');
+      return outcome('lease-lost');
     }
-    const message = describe(error);
+    const message = describeError(error);
     const permanent = error instanceof PermanentError || error instanceof UnrecoverableError;
-    if (permanent || row.attempts >= settings.maxAttempts) {
-      const reason = permanent ? message : `attempt ${row.attempts}/${settings.maxAttempts} failed: ${message}`;
-      if (!(await queries.markFailed(pool, row.id, token, reason))) return { kind: 'lease-lost', rowId: row.id, type: row.type };
-      log.error({ err: error }, 'event failed (dead letter)');
-      return { kind: 'failed', rowId: row.id, type: row.type, error: reason };
+    if (permanent || run.attempts >= settings.maxAttempts) {
+      return fail(permanent ? message : `attempt ${run.attempts}/${settings.maxAttempts} failed: ${message}`);
     }
-    if (!(await queries.releaseForRetry(pool, row.id, token, message))) return { kind: 'lease-lost', rowId: row.id, type: row.type };
-    log.warn({ err: error }, 'handler failed; will retry');
-    return { kind: 'retry', rowId: row.id, type: row.type, error: message, attempt: row.attempts };
+    return retry(message, error);
   } finally {
     clearInterval(keeper);
   }

@@ -2,25 +2,23 @@
  * The reconciler: makes Postgres and Redis agree again after either side lost something.
  *
  * Each pass (one leader at a time across all worker processes):
- *   1. processing rows whose lease expired (worker killed or hung) -> received (fences the
- *      old holder out), then re-enqueued;
- *   2. received rows untouched for REQUEUE_AFTER_MS (Redis flushed or failed over, ingest
- *      died between commit and enqueue) -> re-enqueued.
+ *   1. handler runs whose lease expired (worker killed or hung) -> received (fences the old
+ *      holder out), then their next attempt is enqueued;
+ *   2. received runs untouched for REQUEUE_AFTER_MS (Redis flushed or failed over) -> re-enqueued;
+ *   3. received events never dispatched, untouched for REQUEUE_AFTER_MS (ingest died between
+ *      commit and enqueue, Redis lost the job) -> their dispatch job re-enqueued.
  *
  * Leadership: the pass runs its UPDATEs in one transaction that first takes
- * pg_try_advisory_xact_lock; a process that does not get it skips the pass. No long-lived
- * leader connection to lose, and no two passes at once. Jobs are enqueued only after that
- * transaction commits; a failed enqueue is retried by a later pass.
+ * pg_try_advisory_xact_lock (lock-keys.ts); a process that does not get it skips the pass. No
+ * long-lived leader connection to lose, and no two passes at once. Jobs are enqueued only
+ * after that transaction commits; a failed enqueue is retried by a later pass.
  *
  * After every pass (leader or not) it refreshes this process's gauges (metrics.ts).
  *
  * `runOnce()` for tests (returns the counts), `run()` for the loop, `stop()` to end it.
  */
-import { enqueueEvent, queries, withTransaction, type EventJobData, type EventRef, type Logger, type Pool, type WorkerMetrics } from '@oncehook/shared';
+import { advisoryLockKey, enqueueEvent, withTransaction, type EventJobData, type Logger, type Pool, type Queries, type WorkerMetrics } from '@oncehook/shared';
 import type { Queue } from 'bullmq';
-
-/** Arbitrary constant shared by every worker process: the reconciler's leadership lock. */
-export const RECONCILER_LOCK_KEY = 7_245_002;
 
 export interface ReconcilerSettings {
   intervalMs: number;
@@ -31,11 +29,11 @@ export interface ReconcilerSettings {
 export interface ReconcileCounts {
   /** False when another process held the leadership lock: this pass did nothing. */
   leader: boolean;
-  /** processing rows with an expired lease, released and re-enqueued. */
+  /** Runs with an expired lease, released and re-enqueued. */
   reclaimed: number;
-  /** received rows re-enqueued. */
+  /** Received runs, and received (never dispatched) events, re-enqueued. */
   requeued: number;
-  /** Rows whose enqueue failed (Redis down); retried by a later pass. */
+  /** Enqueues that failed (Redis down); retried by a later pass. */
   enqueueFailed: number;
 }
 
@@ -47,6 +45,7 @@ export interface Reconciler {
 
 export function createReconciler(deps: {
   pool: Pool;
+  queries: Queries;
   queue: Queue<EventJobData>;
   log: Logger;
   settings: ReconcilerSettings;
@@ -54,19 +53,20 @@ export function createReconciler(deps: {
   /** Run after a pass this process led, at most once per intervalMs. */
   retention?: { runOnce(): Promise<unknown>; intervalMs: number };
 }): Reconciler {
-  const { pool, queue, log, settings, metrics, retention } = deps;
+  const { pool, queries, queue, log, settings, metrics, retention } = deps;
+  const lockKey = advisoryLockKey(queries.schema, 'reconciler');
   let retentionDueAt = 0;
 
   /** The gauges (webhook_events_by_state, _stuck, dead letters, queue depth and age), for this process's /metrics. */
   async function refreshGauges(): Promise<void> {
     if (!metrics) return;
     const counts = await queries.pendingCounts(pool, settings.requeueAfterMs);
-    metrics.eventsByState.set({ state: 'received' }, counts.received);
-    metrics.eventsByState.set({ state: 'processing' }, counts.processing);
-    metrics.eventsByState.set({ state: 'failed' }, counts.failed);
-    metrics.stuck.set({ kind: 'processing_lease_expired' }, counts.processingExpired);
-    metrics.stuck.set({ kind: 'received_not_picked_up' }, counts.receivedStale);
-    metrics.deadLetters.set(counts.failed);
+    metrics.eventsByState.set({ state: 'received' }, counts.eventsReceived);
+    metrics.eventsByState.set({ state: 'processing' }, counts.runsProcessing);
+    metrics.eventsByState.set({ state: 'failed' }, counts.runsFailed);
+    metrics.stuck.set({ kind: 'processing_lease_expired' }, counts.runsProcessingExpired);
+    metrics.stuck.set({ kind: 'received_not_picked_up' }, counts.eventsReceivedStale + counts.runsReceivedStale);
+    metrics.deadLetters.set(counts.runsFailed);
     const jobs = await queue.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed');
     for (const [state, n] of Object.entries(jobs)) metrics.queueJobs.set({ state }, n);
     const [oldest] = await queue.getJobs(['waiting'], 0, 0, true);
@@ -78,10 +78,13 @@ export function createReconciler(deps: {
 
   async function runOnce(): Promise<ReconcileCounts> {
     const taken = await withTransaction(pool, async (tx) => {
-      const { rows } = await tx.query<{ leader: boolean }>('SELECT pg_try_advisory_xact_lock($1::bigint) AS leader', [RECONCILER_LOCK_KEY]);
+      const { rows } = await tx.query<{ leader: boolean }>('SELECT pg_try_advisory_xact_lock($1::bigint) AS leader', [lockKey]);
       if (!rows[0]?.leader) return null;
       const reclaimed = await queries.releaseExpiredLeases(tx, settings.batchSize);
-      const requeued = await queries.takeStaleReceived(tx, settings.requeueAfterMs, settings.batchSize);
+      const requeued = [
+        ...(await queries.takeStaleReceivedRuns(tx, settings.requeueAfterMs, settings.batchSize)),
+        ...(await queries.takeStaleReceivedEvents(tx, settings.requeueAfterMs, settings.batchSize)),
+      ];
       return { reclaimed, requeued };
     });
     metrics?.reconcilerLeader.set(taken ? 1 : 0);
@@ -93,14 +96,14 @@ export function createReconciler(deps: {
     metrics?.recoveriesTotal.inc({ kind: 'requeued' }, taken.requeued.length);
 
     let enqueueFailed = 0;
-    const enqueueAll = async (refs: EventRef[], why: string) => {
-      for (const ref of refs) {
+    const enqueueAll = async (jobs: EventJobData[], why: string) => {
+      for (const job of jobs) {
         try {
-          await enqueueEvent(queue, ref, { replaceFinished: true });
-          log.info({ rowId: ref.rowId, provider: ref.provider, eventId: ref.eventId }, `re-enqueued (${why})`);
+          await enqueueEvent(queue, job, { replaceFinished: true });
+          log.info({ rowId: job.rowId, provider: job.provider, eventId: job.eventId, handler: job.handler }, `re-enqueued (${why})`);
         } catch (error) {
           enqueueFailed += 1;
-          log.warn({ err: error, rowId: ref.rowId, provider: ref.provider, eventId: ref.eventId }, 're-enqueue failed; a later pass retries');
+          log.warn({ err: error, rowId: job.rowId, provider: job.provider, eventId: job.eventId, handler: job.handler }, 're-enqueue failed; a later pass retries');
         }
       }
     };

@@ -1,75 +1,85 @@
 /**
- * One worker process: a BullMQ Worker that runs processEvent for each job, plus the
- * reconciler loop. `createEventWorker(deps)` wires them; `close()` stops taking jobs, waits
- * for the ones in flight, and stops the reconciler.
+ * One worker process's queue side: a BullMQ Worker that runs processJob for each job, records
+ * the metrics of each run, and schedules the next attempt of a run that will retry.
+ * `createEventWorker(deps)` wires it with the reconciler; `close()` stops taking jobs, waits for
+ * the ones in flight, and stops the reconciler.
  */
-import { Worker } from 'bullmq';
+import { Worker, type Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { enqueueEvent, EVENT_QUEUE_NAME, type EventJobData, type Faults, type Logger, type Pool, type WorkerMetrics } from '@oncehook/shared';
-import type { Queue } from 'bullmq';
-import type { HandlerRegistry } from './handlers';
-import { processEvent, type ProcessOutcome } from './process-event';
+import { enqueueEvent, EVENT_QUEUE_NAME, runRetryDelayMs, type EventJobData, type Logger, type WorkerMetrics } from '@oncehook/shared';
+import { processJob, type JobOutcome, type ProcessDeps } from './process-event';
 import { createReconciler, type Reconciler, type ReconcilerSettings } from './reconciler';
 import { createRetention, type RetentionSettings } from './retention';
 
 export interface WorkerSettings {
-  /** Retention of done events; off when absent (tests that do not need it). */
+  /** Retention of done events; off when absent. */
   retention?: RetentionSettings & { intervalMs: number };
   concurrency: number;
   leaseMs: number;
   maxAttempts: number;
   retryBackoffMs: number;
+  unhandled: 'done' | 'fail';
   queuePrefix: string;
   reconciler: ReconcilerSettings;
 }
 
-export interface EventWorkerDeps {
-  pool: Pool;
+export interface EventWorkerDeps extends Omit<ProcessDeps, 'settings' | 'onUnhandled'> {
   /** Blocking connection for the BullMQ Worker (maxRetriesPerRequest: null). */
   connection: Redis;
-  /** Producer queue the reconciler re-enqueues into. */
+  /** Producer queue for retries and the reconciler's re-enqueues. */
   queue: Queue<EventJobData>;
-  registry: HandlerRegistry;
-  log: Logger;
-  faults: Faults;
   settings: WorkerSettings;
   metrics?: WorkerMetrics;
+  log: Logger;
 }
 
 export interface EventWorker {
-  worker: Worker<EventJobData, ProcessOutcome['kind']>;
+  worker: Worker<EventJobData, JobOutcome['kind']>;
   reconciler: Reconciler;
   close(): Promise<void>;
 }
 
-/** Exponential backoff with jitter, capped at 10 minutes: after failed attempt n, wait ~base * 2^(n-1). */
-export function retryDelayMs(failedAttempt: number, baseMs: number): number {
-  const exponential = Math.min(baseMs * 2 ** Math.max(0, failedAttempt - 1), 10 * 60_000);
-  return Math.round(exponential * (0.5 + Math.random() * 0.5));
-}
+/** At most this many distinct `type` values in the unhandled counter; the rest count as `other`. */
+const UNHANDLED_TYPE_LABELS = 50;
 
 export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: boolean } = {}): EventWorker {
-  const { settings, log } = deps;
-  const processDeps = { pool: deps.pool, registry: deps.registry, log, faults: deps.faults, settings };
+  const { settings, log, metrics } = deps;
+  const unhandledTypes = new Set<string>();
+  const processDeps: ProcessDeps = {
+    pool: deps.pool,
+    queries: deps.queries,
+    registry: deps.registry,
+    log,
+    faults: deps.faults,
+    hooks: deps.hooks,
+    settings: { leaseMs: settings.leaseMs, maxAttempts: settings.maxAttempts, unhandled: settings.unhandled },
+    onUnhandled: ({ provider, type }) => {
+      if (!unhandledTypes.has(type) && unhandledTypes.size < UNHANDLED_TYPE_LABELS) unhandledTypes.add(type);
+      metrics?.unhandledTotal.inc({ provider, type: unhandledTypes.has(type) ? type : 'other' });
+    },
+  };
 
-  const worker = new Worker<EventJobData, ProcessOutcome['kind']>(
+  const worker = new Worker<EventJobData, JobOutcome['kind']>(
     EVENT_QUEUE_NAME,
     async (job) => {
       const started = process.hrtime.bigint();
-      const outcome = await processEvent(processDeps, job.data);
-      if (deps.metrics && outcome.kind !== 'skipped') {
-        const labels = { provider: job.data.provider, type: outcome.type, outcome: outcome.kind };
-        deps.metrics.processingDuration.observe(labels, Number(process.hrtime.bigint() - started) / 1e9);
-        deps.metrics.processedTotal.inc(labels);
-      }
-      if (outcome.kind === 'retry') {
-        // The failure is recorded on the row (state received). The next attempt is a job of
-        // its own (jobIdFor(..., attempt)), delayed by the backoff. If this add is lost, the
-        // reconciler re-enqueues the row after REQUEUE_AFTER_MS.
-        const delayMs = retryDelayMs(outcome.attempt, settings.retryBackoffMs);
-        await enqueueEvent(deps.queue, { ...job.data, attempt: outcome.attempt }, { delayMs }).catch((error: unknown) =>
-          log.warn({ err: error, rowId: outcome.rowId }, 'could not schedule the retry; the reconciler will re-enqueue it'),
-        );
+      const outcome = await processJob(processDeps, job.data);
+      if (outcome.kind !== 'runs') return outcome.kind;
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      for (const run of outcome.runs) {
+        if (run.kind === 'skipped') continue;
+        const labels = { provider: outcome.provider, type: run.type, handler: run.handler, outcome: run.kind };
+        metrics?.processingDuration.observe(labels, seconds);
+        metrics?.processedTotal.inc(labels);
+        if (run.kind === 'retry') {
+          // The failure is recorded on the run (state received). The next attempt is a job of
+          // its own, delayed by the backoff. If this add is lost, the reconciler re-enqueues
+          // the run after REQUEUE_AFTER_MS.
+          const next: EventJobData = { rowId: job.data.rowId, provider: job.data.provider, eventId: job.data.eventId, handler: run.handler, attempt: run.attempt };
+          await enqueueEvent(deps.queue, next, { delayMs: runRetryDelayMs(run.attempt, settings.retryBackoffMs) }).catch((error: unknown) =>
+            log.warn({ err: error, rowId: next.rowId, handler: run.handler }, 'could not schedule the retry; the reconciler will re-enqueue it'),
+          );
+        }
       }
       return outcome.kind;
     },
@@ -79,9 +89,9 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
       concurrency: settings.concurrency,
       autorun: options.autorun ?? true,
       // BullMQ's job lock is its own lease on the job. Tied to ours: when a worker dies, its
-      // active jobs are declared stalled and re-run about when its event leases expire,
+      // active jobs are declared stalled and re-run about when its run leases expire,
       // instead of after BullMQ's 30 s default (a stalled job still holds its job id, which
-      // blocks the reconciler's re-enqueue of an event that was never claimed).
+      // blocks the reconciler's re-enqueue of an event that was never dispatched).
       lockDuration: settings.leaseMs,
       stalledInterval: settings.leaseMs,
       maxStalledCount: 2,
@@ -92,9 +102,20 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
   worker.on('error', (error) => log.warn({ err: error }, 'queue worker error'));
 
   const retention = settings.retention
-    ? { ...createRetention({ pool: deps.pool, log: log.child({ component: 'retention' }), settings: settings.retention }), intervalMs: settings.retention.intervalMs }
+    ? {
+        ...createRetention({ pool: deps.pool, queries: deps.queries, log: log.child({ component: 'retention' }), settings: settings.retention }),
+        intervalMs: settings.retention.intervalMs,
+      }
     : undefined;
-  const reconciler = createReconciler({ pool: deps.pool, queue: deps.queue, log: log.child({ component: 'reconciler' }), settings: settings.reconciler, metrics: deps.metrics, retention });
+  const reconciler = createReconciler({
+    pool: deps.pool,
+    queries: deps.queries,
+    queue: deps.queue,
+    log: log.child({ component: 'reconciler' }),
+    settings: settings.reconciler,
+    metrics,
+    retention,
+  });
 
   return {
     worker,

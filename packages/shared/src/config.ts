@@ -8,6 +8,8 @@
  * Every variable listed here is documented in README.md ("Configuration").
  */
 import { z } from 'zod';
+import { ConfigError } from './errors';
+import { DEFAULT_SCHEMA, SCHEMA_NAME_PATTERN } from './schema-name';
 
 const integer = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
 
@@ -20,6 +22,11 @@ const commonSchema = z.object({
    * that all of a queue's keys hash to one slot. Tests give each run its own prefix.
    */
   QUEUE_PREFIX: z.string().min(1).default('oncehook'),
+  /**
+   * The Postgres schema of Oncehook's own tables, so they never mix with the application's.
+   * Every process of one installation must use the same one.
+   */
+  ONCEHOOK_SCHEMA: z.string().regex(SCHEMA_NAME_PATTERN, 'ONCEHOOK_SCHEMA must be 1-63 characters of a-z 0-9 _, starting with a letter or _').default(DEFAULT_SCHEMA),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Connections per process. Ingest holds one per in-flight claim, a worker one per job step. */
   DATABASE_POOL_SIZE: integer(1, 1000).default(10),
@@ -115,25 +122,25 @@ const workerSchema = z.object({
   /** Jobs one worker process runs at once. Handlers mostly wait on I/O, so more than cores. */
   WORKER_CONCURRENCY: integer(1, 1000).default(8),
   /**
-   * How long a claim on an event lasts without renewal. A running handler renews it every
-   * third of this, so it only expires when the worker died or hung: it bounds how long a
-   * crashed worker's event waits before another worker takes it over.
+   * How long a claim on a handler run lasts without renewal. A running handler renews it
+   * every third of this, so it only expires when the worker died or hung: it bounds how long a
+   * crashed worker's run waits before another worker takes it over.
    */
   LEASE_MS: integer(500, 24 * 3600 * 1000).default(30_000),
   /**
-   * Attempts before an event goes to `failed` (the dead letter state). With the backoff
+   * Attempts before a handler run goes to `failed` (the dead letter state). With the backoff
    * below (2 s doubling, jitter), 10 attempts span roughly 9-17 minutes: long enough to ride
    * out a downstream outage of a few minutes, short enough that a real bug reaches a human
    * within the hour.
    */
   MAX_ATTEMPTS: integer(1, 1000).default(10),
-  /** First retry delay; doubles per attempt (BullMQ exponential backoff with jitter). */
+  /** First retry delay of a run; doubles per attempt, jittered, capped at 10 minutes (backoff.ts). */
   RETRY_BACKOFF_MS: integer(0).default(2_000),
   /** How often the reconciler runs a pass (only the leader does work). */
   RECONCILE_INTERVAL_MS: integer(50).default(5_000),
   /**
-   * A `received` row untouched for this long is assumed lost by Redis (flush, failover,
-   * ingest died between commit and enqueue) and re-enqueued. Re-enqueueing a row that is
+   * A `received` event or run untouched for this long is assumed lost by Redis (flush,
+   * failover, ingest died between commit and enqueue) and re-enqueued. Re-enqueueing one that is
    * still queued is harmless (same jobId), so this only trades Redis round trips for
    * recovery time.
    */
@@ -147,19 +154,20 @@ const workerSchema = z.object({
   RETENTION_INTERVAL_MS: integer(1_000).default(60_000),
   /** Milliseconds SIGTERM waits for in-flight jobs before closing anyway (their leases then expire). */
   SHUTDOWN_TIMEOUT_MS: integer(0).default(30_000),
-  /** The example domain's effect APIs; the defaults are the sandbox (`npm run start:sandbox`). */
-  PAYMENT_API_URL: z.string().url().default('http://127.0.0.1:4010/payment'),
-  EMAIL_API_URL: z.string().url().default('http://127.0.0.1:4010/email'),
-  FULFILMENT_API_URL: z.string().url().default('http://127.0.0.1:4010/fulfilment'),
   /**
-   * Per-try timeout of an outbound call. Shorter than LEASE_MS so a hung API cannot outlive
-   * our lease; long enough for a payment API's slow path.
+   * The handler modules this worker runs: comma-separated paths (`.ts` or `.js` files, or
+   * directories with an index), relative to the working directory. Each module's default
+   * export is a handler (defineHandler) or an array of them. Without it the worker runs no
+   * handler, and every event is unhandled (see UNHANDLED_EVENTS).
    */
-  OUTBOUND_TIMEOUT_MS: integer(100, 120_000).default(10_000),
-  /** Tries per outbound call (first included) before the step fails and the event retries later. */
-  OUTBOUND_MAX_TRIES: integer(1, 20).default(4),
-  /** First delay between outbound tries; doubles, full jitter, capped at 5 s; Retry-After honoured. */
-  OUTBOUND_RETRY_DELAY_MS: integer(0, 60_000).default(200),
+  ONCEHOOK_HANDLERS: z.string().optional(),
+  /**
+   * What happens to an event no loaded handler is registered for: `done` (recorded with a
+   * note; the default, so an event type you do not care about never piles up as a dead
+   * letter) or `fail` (a dead letter, so a misspelled type or a forgotten module is noticed).
+   * Either way it is counted in webhook_events_unhandled_total.
+   */
+  UNHANDLED_EVENTS: z.enum(['done', 'fail']).default('done'),
   /** Port of this worker's GET /metrics and /healthz (0 = any free port, announced on stdout). */
   METRICS_PORT: integer(0, 65535).default(9464),
   METRICS_HOST: z.string().default('0.0.0.0'),
@@ -169,10 +177,6 @@ export type CommonConfig = z.infer<typeof commonSchema>;
 export type IngestConfig = CommonConfig & z.infer<typeof ingestSchema>;
 export type WorkerConfig = CommonConfig & z.infer<typeof workerSchema>;
 
-/** Raised when the environment is invalid; the message names every bad variable. */
-export class ConfigError extends Error {
-  override name = 'ConfigError';
-}
 
 type Env = Record<string, string | undefined>;
 

@@ -14,8 +14,11 @@
 export type FaultAction = { kind: 'crash' } | { kind: 'delay'; ms: number } | { kind: 'error' };
 
 export interface Faults {
-  /** Awaits the configured action for this point (no-op when the point is not configured). */
-  hit(point: string): Promise<void>;
+  /**
+   * Awaits the configured action for this point (no-op when the point is not configured).
+   * `detail` says where exactly (the step name), for fault injectors that care (the test kit).
+   */
+  hit(point: string, detail?: { step?: string }): Promise<void>;
 }
 
 export function parseFaults(spec: string): Map<string, FaultAction> {

@@ -1,15 +1,28 @@
-import { createHash } from 'node:crypto';
+import { eventKeyDigest } from './event-key';
 
 /**
- * The outbound idempotency key of one external step: deterministic in (provider, event id,
- * step name, generation), so every attempt of the step (retries, a resumed attempt after a
- * crash, another worker taking over) sends the SAME key and the downstream API applies the
- * effect at most once. A deliberate replay starts a new generation and so a new key.
+ * The outbound idempotency key of one external step: deterministic in (source, event id,
+ * handler, step name, generation), so every attempt of the step (retries, a resumed attempt
+ * after a crash, another worker taking over) sends the SAME key and the downstream API
+ * applies the effect at most once. Two handlers of one event get different keys; a deliberate
+ * replay starts a new generation and so a new key.
+ *
+ * `keyScheme` 1 leaves the handler out: runs carried over from before handler names keep the
+ * keys they were already sending (db/legacy-upgrade.sql), so nothing in flight changes key.
  *
  * `oncehook-` + 48 hex digits of sha256: fits every API's key limit (Stripe: 255) and says
  * where it came from in the downstream dashboard.
  */
-export function idempotencyKeyFor(provider: string, eventId: string, step: string, generation: number): string {
-  const digest = createHash('sha256').update(`${provider}\0${eventId}\0${step}\0${generation}`).digest('hex');
-  return `oncehook-${digest.slice(0, 48)}`;
+export interface StepKeyInput {
+  provider: string;
+  eventId: string;
+  handler: string;
+  step: string;
+  generation: number;
+  keyScheme: 1 | 2;
+}
+
+export function idempotencyKeyFor(input: StepKeyInput): string {
+  const parts = input.keyScheme === 1 ? [input.step, String(input.generation)] : [input.handler, input.step, String(input.generation)];
+  return `oncehook-${eventKeyDigest(input.provider, input.eventId, ...parts).slice(0, 48)}`;
 }

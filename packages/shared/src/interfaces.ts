@@ -5,26 +5,32 @@
  * - delivery:   one HTTP request from a provider. A provider may deliver one event many times
  *               (retries, manual resends, concurrent duplicates).
  * - event:      the thing that happened at the provider, identified by a stable event id that
- *               is the same on every delivery of it. One row in `webhook_events`.
- * - provider:   the configured source name (the `:provider` in `/webhooks/:provider`), e.g.
- *               `stripe` or `stripe-eu`. Each is its own dedupe namespace.
+ *               is the same on every delivery of it. One row in `events`.
+ * - source:     a configured sender (the `:provider` in `/webhooks/:provider`), e.g. `stripe`
+ *               or `stripe-eu`; each is its own dedupe namespace. Called `provider` in the
+ *               database and in metric labels.
  * - kind:       the signature scheme / provider family of a source (stripe, github, ...).
- * - event key:  (provider, event id): what deduplicates. Unique in Postgres; the BullMQ jobId
- *               is derived from it.
+ * - event key:  (source, event id): what deduplicates. Unique in Postgres; queue job ids and
+ *               outbound idempotency keys derive from it (event-key.ts).
  * - claim:      the INSERT ... ON CONFLICT DO NOTHING at the edge that makes the first
  *               delivery of an event the only one that creates work.
- * - lease:      (lease_token, lease_until) on a row in `processing`: the right of one worker
- *               to work on the event until the lease expires. Renewed while the handler runs.
+ * - handler:    a user's function for one (source, type), with a stable name (defineHandler).
+ * - dispatch:   a worker creating an event's runs, one per handler registered for it.
+ * - run:        one handler's processing of one event: its own state, lease, attempts,
+ *               generation and steps. One row in `handler_runs`.
+ * - lease:      (lease_token, lease_until) on a run in `processing`: the right of one worker
+ *               to work on it until the lease expires. Renewed while the handler runs.
  * - fence:      the check of lease_token inside every transition and step transaction, so a
  *               worker whose lease was taken over can no longer commit anything.
- * - step:       a named recovery point of a handler. A committed step is recorded and never
- *               re-run for the same generation; a resumed attempt skips it.
+ * - step:       a named recovery point of a run. A committed step is recorded and never
+ *               re-run for the same generation; a resumed attempt gets its recorded result.
  * - effect:     what a handler does in the world (a ledger credit, a charge, an email).
- *               Exactly once per event and generation.
- * - generation: replay counter of an event. Steps and outbound idempotency keys are per
+ *               Exactly once per run and generation.
+ * - generation: replay counter of a run. Step records and outbound idempotency keys are per
  *               generation; a deliberate replay starts a new one.
- * - replay:     an operator re-running an event: a re-drive keeps the generation (finishes what
- *               was started, same keys); a new generation does it all again on purpose.
+ * - re-drive:   an operator finishing a stuck or failed run: same generation, same keys.
+ * - replay:     an operator re-running chosen steps of a finished run on purpose: new
+ *               generation, new keys for those steps, recorded results reused for the rest.
  */
 
 /** What a provider adapter returns once a delivery's signature has been verified. */
@@ -47,10 +53,14 @@ export interface VerifiedEvent {
 }
 
 export type EventState = 'received' | 'processing' | 'done' | 'failed';
-
 export const EVENT_STATES: readonly EventState[] = ['received', 'processing', 'done', 'failed'];
 
-/** A row of `webhook_events`. */
+export type RunState = 'received' | 'processing' | 'done' | 'failed';
+export const RUN_STATES: readonly RunState[] = ['received', 'processing', 'done', 'failed'];
+
+export type StepKind = 'local' | 'external';
+
+/** A row of `events`. */
 export interface EventRow {
   id: number;
   provider: string;
@@ -61,22 +71,43 @@ export interface EventRow {
   signedAt: Date | null;
   meta: Record<string, string>;
   state: EventState;
-  attempts: number;
-  generation: number;
-  leaseToken: string | null;
-  leaseUntil: Date | null;
-  lastError: string | null;
+  runsPending: number;
+  runsFailed: number;
   note: string | null;
   receivedAt: Date;
   updatedAt: Date;
   finishedAt: Date | null;
 }
 
-/** The payload of a BullMQ job: just enough to find the row. The row is the truth. */
+/** A row of `handler_runs`. */
+export interface RunRow {
+  id: number;
+  eventRowId: number;
+  handler: string;
+  state: RunState;
+  attempts: number;
+  generation: number;
+  /** 2: keys include the handler name; 1: carried over from before handler names. */
+  keyScheme: 1 | 2;
+  leaseToken: string | null;
+  leaseUntil: Date | null;
+  lastError: string | null;
+  note: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+  finishedAt: Date | null;
+}
+
+/**
+ * The payload of a BullMQ job: just enough to find the rows. Postgres is the truth.
+ * Without `handler` it is a dispatch job (create the event's runs and run them); with it, a
+ * job for that handler's run.
+ */
 export interface EventJobData {
   rowId: number;
   provider: string;
   eventId: string;
-  /** The row's attempt count when the job was enqueued: the job runs attempt + 1. */
+  handler?: string;
+  /** The run's attempt count when the job was enqueued: the job runs attempt + 1 (0 for a dispatch). */
   attempt: number;
 }

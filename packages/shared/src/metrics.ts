@@ -49,22 +49,24 @@ export function createIngestMetrics(options: { defaultMetrics?: boolean } = {}):
 /**
  * Worker metrics (GET /metrics on each worker's METRICS_PORT).
  *
- * webhook_processing_duration_seconds{provider,type,outcome}  one job's run, lease to verdict
- * webhook_events_processed_total{provider,type,outcome}       done | failed | retry | no-handler | lease-lost
- * webhook_events_by_state{state}                              received | processing | failed (done is not counted: it is the whole table)
- * webhook_events_stuck{kind}                                  processing_lease_expired | received_not_picked_up (older than REQUEUE_AFTER_MS)
- * webhook_dead_letters                                        events in `failed`
- * webhook_queue_jobs{state}                                   BullMQ job counts (waiting, active, delayed, failed, completed)
- * webhook_queue_oldest_waiting_seconds                        age of the oldest waiting job (0 when none)
- * webhook_reconciler_recoveries_total{kind}                   reclaimed (expired lease) | requeued (lost job)
- * webhook_reconciler_leader                                   1 if this process ran the last reconciler pass
- * webhook_outbound_calls_total{api,outcome}                   ok | retryable | permanent | network_error | timeout
+ * webhook_processing_duration_seconds{provider,type,handler,outcome}  one run's attempt, lease to verdict
+ * webhook_events_processed_total{provider,type,handler,outcome}       done | failed | retry | lease-lost
+ * webhook_events_unhandled_total{provider,type}                       events no loaded handler was registered for
+ * webhook_events_by_state{state}                                      events received (not dispatched); runs processing and failed
+ * webhook_events_stuck{kind}                                          processing_lease_expired | received_not_picked_up (older than REQUEUE_AFTER_MS)
+ * webhook_dead_letters                                                handler runs in `failed`
+ * webhook_queue_jobs{state}                                           BullMQ job counts (waiting, active, delayed, failed, completed)
+ * webhook_queue_oldest_waiting_seconds                                age of the oldest waiting job (0 when none)
+ * webhook_reconciler_recoveries_total{kind}                           reclaimed (expired lease) | requeued (lost job)
+ * webhook_reconciler_leader                                           1 if this process ran the last reconciler pass
+ * webhook_outbound_calls_total{api,outcome}                           ok | retryable | permanent | network_error | timeout
  * The gauges are refreshed by each worker's reconciler loop (every RECONCILE_INTERVAL_MS).
  */
 export interface WorkerMetrics {
   registry: Registry;
-  processingDuration: Histogram<'provider' | 'type' | 'outcome'>;
-  processedTotal: Counter<'provider' | 'type' | 'outcome'>;
+  processingDuration: Histogram<'provider' | 'type' | 'handler' | 'outcome'>;
+  processedTotal: Counter<'provider' | 'type' | 'handler' | 'outcome'>;
+  unhandledTotal: Counter<'provider' | 'type'>;
   eventsByState: Gauge<'state'>;
   stuck: Gauge<'kind'>;
   deadLetters: Gauge;
@@ -83,18 +85,19 @@ export function createWorkerMetrics(options: { defaultMetrics?: boolean } = {}):
     registry,
     processingDuration: new Histogram({
       name: 'webhook_processing_duration_seconds',
-      help: 'Time one job spends on an event, from lease to verdict',
-      labelNames: ['provider', 'type', 'outcome'],
+      help: 'Time one attempt of a handler run takes, from lease to verdict',
+      labelNames: ['provider', 'type', 'handler', 'outcome'],
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers,
     }),
-    processedTotal: new Counter({ name: 'webhook_events_processed_total', help: 'Job verdicts by outcome', labelNames: ['provider', 'type', 'outcome'], registers }),
-    eventsByState: new Gauge({ name: 'webhook_events_by_state', help: 'Events in received, processing and failed', labelNames: ['state'], registers }),
-    stuck: new Gauge({ name: 'webhook_events_stuck', help: 'Events past their lease (processing) or past the re-enqueue threshold (received)', labelNames: ['kind'], registers }),
-    deadLetters: new Gauge({ name: 'webhook_dead_letters', help: 'Events in failed (dead letters)', registers }),
+    processedTotal: new Counter({ name: 'webhook_events_processed_total', help: 'Handler run verdicts by outcome', labelNames: ['provider', 'type', 'handler', 'outcome'], registers }),
+    unhandledTotal: new Counter({ name: 'webhook_events_unhandled_total', help: 'Events no loaded handler is registered for (UNHANDLED_EVENTS decides done or failed)', labelNames: ['provider', 'type'], registers }),
+    eventsByState: new Gauge({ name: 'webhook_events_by_state', help: 'Events received (not dispatched yet); handler runs received, processing and failed', labelNames: ['state'], registers }),
+    stuck: new Gauge({ name: 'webhook_events_stuck', help: 'Handler runs past their lease (processing), or events and runs past the re-enqueue threshold (received)', labelNames: ['kind'], registers }),
+    deadLetters: new Gauge({ name: 'webhook_dead_letters', help: 'Handler runs in failed (dead letters)', registers }),
     queueJobs: new Gauge({ name: 'webhook_queue_jobs', help: 'BullMQ jobs by state', labelNames: ['state'], registers }),
     oldestWaitingSeconds: new Gauge({ name: 'webhook_queue_oldest_waiting_seconds', help: 'Age of the oldest waiting job', registers }),
-    recoveriesTotal: new Counter({ name: 'webhook_reconciler_recoveries_total', help: 'Events the reconciler recovered', labelNames: ['kind'], registers }),
+    recoveriesTotal: new Counter({ name: 'webhook_reconciler_recoveries_total', help: 'Events and runs the reconciler recovered', labelNames: ['kind'], registers }),
     reconcilerLeader: new Gauge({ name: 'webhook_reconciler_leader', help: '1 if this process ran the last reconciler pass', registers }),
     outboundCalls: new Counter({ name: 'webhook_outbound_calls_total', help: 'Outbound API tries by API and outcome', labelNames: ['api', 'outcome'], registers }),
   };

@@ -2,14 +2,14 @@
  * The queue contract between ingest, the reconciler and the workers.
  *
  * Redis is a delivery mechanism, not a record: Postgres holds every event, and the worker's
- * guarded claim (acquireLease) is what really prevents double processing. The jobId derived
+ * guarded claims (dispatchAndLease, acquireRun) are what really prevent double processing. The jobId derived
  * from the event key only saves work: while a job with that id exists, adding it again is a
  * no-op in BullMQ. Once a job is removed (completed and cleaned, or Redis lost it) the same
  * id can be added again, which is exactly what recovery needs.
  */
-import { createHash } from 'node:crypto';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
+import { eventKeyDigest } from './event-key';
 import type { EventJobData } from './interfaces';
 
 export const EVENT_QUEUE_NAME = 'webhook-events';
@@ -18,21 +18,22 @@ export const EVENT_QUEUE_NAME = 'webhook-events';
 export const EVENT_JOB_NAME = 'event';
 
 /**
- * BullMQ jobId for an event key and the attempt it is for: one job per (event, attempt).
+ * BullMQ jobId of a job: one per (event) for the dispatch, one per (event, handler, attempt)
+ * for a run.
  *
- * - Every enqueue for the same attempt (ingest, a duplicate delivery's nudge, the reconciler)
- *   collapses into one job while that job exists.
- * - A retry or a recovery after a crash is a new attempt, hence a new job id: it never
+ * - Every enqueue for the same dispatch or the same run attempt (ingest, a duplicate
+ *   delivery's nudge, the reconciler) collapses into one job while that job exists.
+ * - A run's retry or its recovery after a crash is a new attempt, hence a new job id: it never
  *   collides with the old job, which may still sit `active` on a dead worker until BullMQ's
  *   stalled check notices (when that old job runs again, its guarded claim finds nothing to do).
  *
  * BullMQ rejects custom ids that look like integers or contain ':' (its key separator), and
- * provider ids may contain anything, so the key is hashed: `evt-` + the first 32 hex digits
- * (128 bits) of sha256(provider NUL eventId), then `-<attempt>`.
+ * provider ids may contain anything, so the key is hashed (event-key.ts): `evt-` + 32 hex
+ * digits + `-d` for a dispatch; `run-` + 32 hex digits of (event key, handler) + `-<attempt>`.
  */
-export function jobIdFor(provider: string, eventId: string, attempt: number): string {
-  const key = createHash('sha256').update(provider).update('\0').update(eventId).digest('hex').slice(0, 32);
-  return `evt-${key}-${attempt}`;
+export function jobIdFor(job: Pick<EventJobData, 'provider' | 'eventId' | 'handler' | 'attempt'>): string {
+  if (job.handler === undefined) return `evt-${eventKeyDigest(job.provider, job.eventId).slice(0, 32)}-d`;
+  return `run-${eventKeyDigest(job.provider, job.eventId, job.handler).slice(0, 32)}-${job.attempt}`;
 }
 
 /**
@@ -95,12 +96,12 @@ export interface EnqueueOptions {
  */
 export async function enqueueNewEvents(queue: Queue<EventJobData>, items: EventJobData[]): Promise<void> {
   if (items.length === 0) return;
-  await queue.addBulk(items.map((data) => ({ name: EVENT_JOB_NAME, data, opts: { jobId: jobIdFor(data.provider, data.eventId, data.attempt) } })));
+  await queue.addBulk(items.map((data) => ({ name: EVENT_JOB_NAME, data, opts: { jobId: jobIdFor(data) } })));
 }
 
-/** Adds the job for an event's next attempt. Idempotent per (event key, attempt) while the job exists. */
+/** Adds a dispatch job, or a run's job for its next attempt. Idempotent per job id while the job exists. */
 export async function enqueueEvent(queue: Queue<EventJobData>, data: EventJobData, options: EnqueueOptions = {}): Promise<void> {
-  const jobId = jobIdFor(data.provider, data.eventId, data.attempt);
+  const jobId = jobIdFor(data);
   if (options.replaceFinished) {
     const existing = await queue.getJob(jobId);
     if (existing) {

@@ -1,9 +1,21 @@
 /**
- * Every runtime query against webhook_events and webhook_event_steps, as small parameterised
- * functions with explicit casts. Each guarded UPDATE documents what a 0-row result means:
- * that is where the exactly-once logic lives.
+ * Every runtime query against Oncehook's tables, as small parameterised functions with
+ * explicit casts, built once per schema (`createQueries(schema)`). Each guarded UPDATE says
+ * what a 0-row result means: that is where the exactly-once logic lives.
+ *
+ * Tables (see migrations/0001_schema.sql): events (one per event key), handler_runs (one per
+ * event and handler: state, lease, attempts, generation), steps (recovery points per run and
+ * generation), operator_actions (re-drives and replays).
+ *
+ * Run transitions and the event's state: every statement that moves a run in or out of
+ * "pending" (received/processing) or `failed` also updates the event's counters and state in
+ * the SAME statement: `WITH run AS (UPDATE handler_runs ... RETURNING ...) UPDATE events SET
+ * runs_pending = runs_pending + d, state = CASE ... END FROM run`. Two runs of one event
+ * finishing at once serialize on the event row, and the second re-evaluates its SET on the
+ * row the first committed, so the event is `done` exactly when its last run is.
  */
-import type { EventRow, EventState, VerifiedEvent } from '../interfaces';
+import type { EventJobData, EventRow, EventState, RunRow, RunState, StepKind, VerifiedEvent } from '../interfaces';
+import { schemaIdentifier } from '../schema-name';
 import type { Pool } from './pool';
 
 /** A pool or a client inside a transaction. */
@@ -11,20 +23,11 @@ export interface Queryable {
   query<R extends object = Record<string, unknown>>(text: string, values?: unknown[]): Promise<{ rows: R[]; rowCount: number | null }>;
 }
 
-const EVENT_COLUMNS = `
-  id, provider, kind, event_id AS "eventId", type, payload, signed_at AS "signedAt", meta, state,
-  attempts, generation, lease_token AS "leaseToken", lease_until AS "leaseUntil",
-  last_error AS "lastError", note, received_at AS "receivedAt", updated_at AS "updatedAt",
-  finished_at AS "finishedAt"`;
-
-// ---------------------------------------------------------------------------------------------
-// The edge: claim.
-
 export type ClaimResult =
   /** This delivery created the row: it is the one that causes work. */
   | { outcome: 'new'; rowId: number }
   /** The row existed; its state and last touch decide whether to nudge the queue. */
-  | { outcome: 'duplicate'; rowId: number; state: EventState; updatedAt: Date; attempts: number }
+  | { outcome: 'duplicate'; rowId: number; state: EventState; updatedAt: Date }
   /**
    * The row was inserted by a transaction that committed after this statement's snapshot:
    * a concurrent duplicate. ON CONFLICT waited for that commit, so the row is durable; it is
@@ -32,341 +35,43 @@ export type ClaimResult =
    */
   | { outcome: 'duplicate-concurrent' };
 
-/**
- * The claim, in one round trip for both outcomes.
- *
- * `INSERT ... ON CONFLICT (provider, event_id) DO NOTHING RETURNING` returns a row only for
- * the delivery that created it. If another transaction holds an uncommitted insert of the
- * same key, Postgres waits for it: on its commit we do nothing (duplicate), on its abort we
- * insert. The UNION branch reads the existing row for the duplicate answer; it runs in the
- * same statement snapshot, so it sees nothing if the winner committed after we started.
- *
- * The payload is handed to Postgres as the verified raw text and cast to jsonb there.
- */
-export async function claimEvent(db: Queryable, event: VerifiedEvent): Promise<ClaimResult> {
-  const { rows } = await db.query<{ id: number; inserted: boolean; state: EventState; updatedAt: Date; attempts: number }>(
-    `WITH inserted AS (
-       INSERT INTO webhook_events (provider, kind, event_id, type, payload, signed_at, meta)
-       VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb)
-       ON CONFLICT (provider, event_id) DO NOTHING
-       RETURNING id, state, updated_at, attempts
-     )
-     SELECT id, true AS inserted, state, updated_at AS "updatedAt", attempts FROM inserted
-     UNION ALL
-     SELECT id, false AS inserted, state, updated_at AS "updatedAt", attempts
-       FROM webhook_events
-      WHERE provider = $1::text AND event_id = $3::text
-        AND NOT EXISTS (SELECT 1 FROM inserted)`,
-    [event.provider, event.kind, event.eventId, event.type, event.rawBody, event.signedAt, JSON.stringify(event.meta)],
-  );
-  const row = rows[0];
-  if (!row) return { outcome: 'duplicate-concurrent' };
-  if (row.inserted) return { outcome: 'new', rowId: row.id };
-  return { outcome: 'duplicate', rowId: row.id, state: row.state, updatedAt: row.updatedAt, attempts: row.attempts };
+/** A recorded step, as the worker reads it when it acquires a run. */
+export interface RecordedStep {
+  name: string;
+  kind: StepKind | null;
+  result: unknown;
+  idempotencyKey: string | null;
 }
 
-/**
- * The claim for a batch of deliveries, in ONE round trip (ingest's group commit, see
- * apps/ingest/src/claim-batcher.ts). Same semantics as claimEvent, per event:
- * `INSERT ... SELECT FROM unnest(...) ON CONFLICT (provider, event_id) DO NOTHING RETURNING`
- * returns the rows this statement created; the UNION branch reads the existing rows for the
- * rest. Keys must be unique within the batch (the caller folds repeats). Results come back in
- * input order. A prepared statement (named), parsed once per connection.
- */
-export async function claimEvents(db: Pool, events: VerifiedEvent[]): Promise<ClaimResult[]> {
-  const columns = {
-    provider: events.map((e) => e.provider),
-    kind: events.map((e) => e.kind),
-    eventId: events.map((e) => e.eventId),
-    type: events.map((e) => e.type),
-    payload: events.map((e) => e.rawBody),
-    signedAt: events.map((e) => e.signedAt),
-    meta: events.map((e) => JSON.stringify(e.meta)),
-  };
-  const { rows } = await db.query<{ provider: string; eventId: string; id: number; inserted: boolean; state: EventState; updatedAt: Date; attempts: number }>({
-    name: 'oncehook-claim-events',
-    text: `WITH input AS (
-             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::text[])
-               AS t(provider, kind, event_id, type, payload, signed_at, meta)
-           ), inserted AS (
-             INSERT INTO webhook_events (provider, kind, event_id, type, payload, signed_at, meta)
-             SELECT provider, kind, event_id, type, payload::jsonb, signed_at, meta::jsonb FROM input
-             ON CONFLICT (provider, event_id) DO NOTHING
-             RETURNING id, provider, event_id, state, updated_at, attempts
-           )
-           SELECT provider, event_id AS "eventId", id, true AS inserted, state, updated_at AS "updatedAt", attempts FROM inserted
-           UNION ALL
-           SELECT e.provider, e.event_id, e.id, false, e.state, e.updated_at, e.attempts
-             FROM input i
-             JOIN webhook_events e ON e.provider = i.provider AND e.event_id = i.event_id
-            WHERE NOT EXISTS (SELECT 1 FROM inserted x WHERE x.provider = i.provider AND x.event_id = i.event_id)`,
-    values: [columns.provider, columns.kind, columns.eventId, columns.type, columns.payload, columns.signedAt, columns.meta],
-  });
-  const byKey = new Map(rows.map((row) => [`${row.provider}\0${row.eventId}`, row]));
-  return events.map((event): ClaimResult => {
-    const row = byKey.get(`${event.provider}\0${event.eventId}`);
-    if (!row) return { outcome: 'duplicate-concurrent' };
-    if (row.inserted) return { outcome: 'new', rowId: row.id };
-    return { outcome: 'duplicate', rowId: row.id, state: row.state, updatedAt: row.updatedAt, attempts: row.attempts };
-  });
+/** A run this worker now holds the lease on, with its event and its recorded steps. */
+export interface LeasedRun {
+  run: RunRow;
+  event: EventRow;
+  /** Steps recorded for the run's current generation (earlier attempts, or a replay's reuse). */
+  steps: RecordedStep[];
 }
-
-// ---------------------------------------------------------------------------------------------
-// The worker: lease, fence, transitions.
-
-/**
- * The guarded claim: received -> processing, or take over a processing row whose lease has
- * expired. Sets a fresh lease token (which fences out the previous holder) and counts the
- * attempt.
- *
- * Returns null (0 rows) when the event is not ours to run: it is done or failed, another
- * worker holds a live lease, or the row no longer exists. The caller acknowledges the job
- * and does nothing else.
- */
-export async function acquireLease(db: Queryable, rowId: number, leaseToken: string, leaseMs: number): Promise<EventRow | null> {
-  const { rows } = await db.query<EventRow>(
-    `UPDATE webhook_events
-        SET state = 'processing', lease_token = $2::uuid,
-            lease_until = now() + $3::int * interval '1 millisecond',
-            attempts = attempts + 1, updated_at = now()
-      WHERE id = $1::bigint
-        AND (state = 'received' OR (state = 'processing' AND lease_until < now()))
-      RETURNING ${EVENT_COLUMNS}`,
-    [rowId, leaseToken, leaseMs],
-  );
-  return rows[0] ?? null;
-}
-
-/**
- * Extends our lease while the handler runs. false (0 rows) = the lease is no longer ours
- * (it expired and was taken over, or the reconciler released it): stop and commit nothing.
- */
-export async function renewLease(db: Queryable, rowId: number, leaseToken: string, leaseMs: number): Promise<boolean> {
-  const { rowCount } = await db.query(
-    `UPDATE webhook_events
-        SET lease_until = now() + $3::int * interval '1 millisecond'
-      WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
-    [rowId, leaseToken, leaseMs],
-  );
-  return rowCount === 1;
-}
-
-/**
- * The fence, taken as the first statement of every step transaction: locks the event row
- * (FOR NO KEY UPDATE, the same lock an UPDATE of it takes) and proves we still hold the
- * lease. While we hold this lock no one can take the lease over; if someone already did,
- * 0 rows: roll back, commit nothing. Returns the generation the steps belong to.
- */
-export async function lockLeasedEvent(db: Queryable, rowId: number, leaseToken: string): Promise<{ generation: number } | null> {
-  const { rows } = await db.query<{ generation: number }>(
-    `SELECT generation FROM webhook_events
-      WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
-      FOR NO KEY UPDATE`,
-    [rowId, leaseToken],
-  );
-  return rows[0] ?? null;
-}
-
-/**
- * processing -> done, fenced. false (0 rows) = our lease was taken over: another worker owns
- * the event now, and nothing we did may be reported as its outcome.
- */
-export async function markDone(db: Queryable, rowId: number, leaseToken: string, note: string | null = null): Promise<boolean> {
-  const { rowCount } = await db.query(
-    `UPDATE webhook_events
-        SET state = 'done', lease_token = NULL, lease_until = NULL, finished_at = now(),
-            updated_at = now(), note = coalesce($3::text, note)
-      WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
-    [rowId, leaseToken, note],
-  );
-  return rowCount === 1;
-}
-
-/**
- * processing -> received after a retryable error, fenced; the queue retries it after a
- * backoff. false (0 rows) = lease lost; the new owner decides what happens next.
- */
-export async function releaseForRetry(db: Queryable, rowId: number, leaseToken: string, error: string): Promise<boolean> {
-  const { rowCount } = await db.query(
-    `UPDATE webhook_events
-        SET state = 'received', lease_token = NULL, lease_until = NULL,
-            last_error = $3::text, updated_at = now()
-      WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
-    [rowId, leaseToken, error],
-  );
-  return rowCount === 1;
-}
-
-/**
- * processing -> failed (the dead letter state), fenced. false (0 rows) = lease lost.
- */
-export async function markFailed(db: Queryable, rowId: number, leaseToken: string, error: string): Promise<boolean> {
-  const { rowCount } = await db.query(
-    `UPDATE webhook_events
-        SET state = 'failed', lease_token = NULL, lease_until = NULL, finished_at = now(),
-            last_error = $3::text, updated_at = now()
-      WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
-    [rowId, leaseToken, error],
-  );
-  return rowCount === 1;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Steps (recovery points). Always called inside a transaction that holds the fence.
-
-export async function findStep(db: Queryable, rowId: number, generation: number, name: string): Promise<{ result: unknown } | null> {
-  const { rows } = await db.query<{ result: unknown }>(
-    `SELECT result FROM webhook_event_steps
-      WHERE event_row_id = $1::bigint AND generation = $2::int AND name = $3::text`,
-    [rowId, generation, name],
-  );
-  return rows[0] ?? null;
-}
-
-/**
- * Records a completed step. The primary key (event, generation, name) makes a second record
- * of the same step a unique violation: it cannot happen under the fence, and if it ever
- * did, the transaction (with its domain writes) rolls back instead of applying twice.
- */
-export async function recordStep(db: Queryable, rowId: number, generation: number, name: string, result: unknown): Promise<void> {
-  await db.query(
-    `INSERT INTO webhook_event_steps (event_row_id, generation, name, result)
-     VALUES ($1::bigint, $2::int, $3::text, $4::jsonb)`,
-    [rowId, generation, name, JSON.stringify(result ?? null)],
-  );
-}
-
-// ---------------------------------------------------------------------------------------------
-// The reconciler.
-
-export interface EventRef {
-  rowId: number;
-  provider: string;
-  eventId: string;
-  /** Attempts so far: the next job is for attempt + 1 (see jobIdFor). */
-  attempt: number;
-}
-
-/** SQL of takeStaleReceived ($1 olderThanMs, $2 limit); exported so tests can EXPLAIN it. */
-export const STALE_RECEIVED_SQL = `UPDATE webhook_events SET updated_at = now()
-      WHERE id = ANY(ARRAY(
-        SELECT id FROM webhook_events
-         WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 millisecond'
-         ORDER BY updated_at
-         LIMIT $2::int
-         FOR UPDATE SKIP LOCKED))
-        AND state = 'received'
-      RETURNING id AS "rowId", provider, event_id AS "eventId", attempts AS attempt`;
-
-/**
- * `received` rows untouched for `olderThanMs`: their job was lost (Redis flushed or failed
- * over, ingest died between commit and enqueue) or is sitting behind a backlog. Touches
- * updated_at on the rows it returns, so the same row is re-enqueued at most once per
- * `olderThanMs`, not on every pass. SKIP LOCKED: never wait behind a worker's claim.
- */
-export async function takeStaleReceived(db: Queryable, olderThanMs: number, limit: number): Promise<EventRef[]> {
-  const { rows } = await db.query<EventRef>(
-    STALE_RECEIVED_SQL,
-    [olderThanMs, limit],
-  );
-  return rows;
-}
-
-/** SQL of releaseExpiredLeases ($1 limit); exported so tests can EXPLAIN it. */
-export const EXPIRED_LEASES_SQL = `UPDATE webhook_events
-        SET state = 'received', lease_token = NULL, lease_until = NULL, updated_at = now(),
-            last_error = 'lease expired during attempt ' || attempts || ' (worker crashed or hung)'
-      WHERE id = ANY(ARRAY(
-        SELECT id FROM webhook_events
-         WHERE state = 'processing' AND lease_until < now()
-         ORDER BY lease_until
-         LIMIT $1::int
-         FOR UPDATE SKIP LOCKED))
-        AND state = 'processing' AND lease_until < now()
-      RETURNING id AS "rowId", provider, event_id AS "eventId", attempts AS attempt`;
-
-/**
- * processing -> received for rows whose lease expired: the worker died or hung. Clearing
- * the token fences the old holder out; the caller re-enqueues the rows. The attempt the
- * dead worker started stays counted, so an event that kills its worker every time still
- * reaches `failed`.
- */
-export async function releaseExpiredLeases(db: Queryable, limit: number): Promise<EventRef[]> {
-  const { rows } = await db.query<EventRef>(
-    EXPIRED_LEASES_SQL,
-    [limit],
-  );
-  return rows;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Operator actions. Both are guarded UPDATEs that never touch an event a worker holds a live
-// lease on: 0 rows = the event is not in a state the action applies to (or is leased).
 
 export type OperatorMode = 'redrive' | 'replay';
-
-/**
- * Re-drive: finish what was started, with the SAME generation (same outbound keys, committed
- * steps skipped). Applies to `failed`, to `received`, and to `processing` whose lease expired.
- * Attempts restart from 0. Returns the previous state, or null (0 rows: done, or leased).
- */
-export async function redriveEvent(db: Queryable, rowId: number, actor: string, reason: string): Promise<{ fromState: EventState; ref: EventRef } | null> {
-  const { rows } = await db.query<{ fromState: EventState; rowId: number; provider: string; eventId: string; generation: number }>(
-    `WITH target AS (
-       SELECT id, state FROM webhook_events
-        WHERE id = $1::bigint
-          AND (state IN ('failed', 'received') OR (state = 'processing' AND lease_until < now()))
-        FOR UPDATE
-     ), moved AS (
-       UPDATE webhook_events e
-          SET state = 'received', attempts = 0, lease_token = NULL, lease_until = NULL,
-              finished_at = NULL, updated_at = now()
-         FROM target t WHERE e.id = t.id
-       RETURNING e.id, e.provider, e.event_id, e.generation, t.state AS from_state
-     ), audit AS (
-       INSERT INTO webhook_event_replays (event_row_id, mode, from_state, generation, actor, reason)
-       SELECT id, 'redrive', from_state, generation, $2::text, $3::text FROM moved
-     )
-     SELECT from_state AS "fromState", id AS "rowId", provider, event_id AS "eventId", generation FROM moved`,
-    [rowId, actor, reason],
-  );
-  const row = rows[0];
-  return row ? { fromState: row.fromState, ref: { rowId: row.rowId, provider: row.provider, eventId: row.eventId, attempt: 0 } } : null;
-}
-
-/**
- * Replay: do it all again on purpose, as a NEW generation (new outbound idempotency keys, no
- * step skipped). Applies to `done` and `failed` only, never to an event in flight. Returns the
- * previous state and the new generation, or null (0 rows: not finished).
- */
-export async function replayEvent(db: Queryable, rowId: number, actor: string, reason: string): Promise<{ fromState: EventState; generation: number; ref: EventRef } | null> {
-  const { rows } = await db.query<{ fromState: EventState; rowId: number; provider: string; eventId: string; generation: number }>(
-    `WITH target AS (
-       SELECT id, state FROM webhook_events WHERE id = $1::bigint AND state IN ('done', 'failed') FOR UPDATE
-     ), moved AS (
-       UPDATE webhook_events e
-          SET state = 'received', generation = e.generation + 1, attempts = 0, last_error = NULL,
-              note = NULL, finished_at = NULL, updated_at = now()
-         FROM target t WHERE e.id = t.id
-       RETURNING e.id, e.provider, e.event_id, e.generation, t.state AS from_state
-     ), audit AS (
-       INSERT INTO webhook_event_replays (event_row_id, mode, from_state, generation, actor, reason)
-       SELECT id, 'replay', from_state, generation, $2::text, $3::text FROM moved
-     )
-     SELECT from_state AS "fromState", id AS "rowId", provider, event_id AS "eventId", generation FROM moved`,
-    [rowId, actor, reason],
-  );
-  const row = rows[0];
-  return row ? { fromState: row.fromState, generation: row.generation, ref: { rowId: row.rowId, provider: row.provider, eventId: row.eventId, attempt: 0 } } : null;
-}
 
 export interface EventFilter {
   state?: EventState;
   provider?: string;
   type?: string;
+  /** Events with a run of this handler. */
+  handler?: string;
   /** Only events received at least this many seconds ago. */
   olderThanSeconds?: number;
   limit?: number;
+}
+
+export interface RunSummary {
+  id: number;
+  handler: string;
+  state: RunState;
+  attempts: number;
+  generation: number;
+  lastError: string | null;
+  updatedAt: Date;
 }
 
 export interface EventSummary {
@@ -375,137 +80,755 @@ export interface EventSummary {
   eventId: string;
   type: string;
   state: EventState;
-  attempts: number;
-  generation: number;
-  lastError: string | null;
+  note: string | null;
   receivedAt: Date;
   updatedAt: Date;
+  runs: RunSummary[];
 }
 
-export async function listEvents(db: Queryable, filter: EventFilter): Promise<EventSummary[]> {
-  const { rows } = await db.query<EventSummary>(
-    `SELECT id, provider, event_id AS "eventId", type, state, attempts, generation, last_error AS "lastError",
-            received_at AS "receivedAt", updated_at AS "updatedAt"
-       FROM webhook_events
-      WHERE ($1::text IS NULL OR state = $1::text)
-        AND ($2::text IS NULL OR provider = $2::text)
-        AND ($3::text IS NULL OR type = $3::text)
-        AND ($4::int IS NULL OR received_at < now() - $4::int * interval '1 second')
-      ORDER BY updated_at DESC
-      LIMIT $5::int`,
-    [filter.state ?? null, filter.provider ?? null, filter.type ?? null, filter.olderThanSeconds ?? null, filter.limit ?? 50],
-  );
-  return rows;
+export interface StepRecord {
+  runId: number;
+  handler: string;
+  generation: number;
+  name: string;
+  kind: StepKind | null;
+  result: unknown;
+  idempotencyKey: string | null;
+  reusedFrom: number | null;
+  completedAt: Date;
+}
+
+export interface OperatorAction {
+  runId: number | null;
+  handler: string | null;
+  mode: OperatorMode;
+  fromState: string;
+  generation: number;
+  actor: string;
+  reason: string;
+  detail: unknown;
+  createdAt: Date;
 }
 
 export interface EventDetail {
   event: EventRow;
-  steps: { generation: number; name: string; result: unknown; completedAt: Date }[];
-  operatorActions: { mode: OperatorMode; fromState: string; generation: number; actor: string; reason: string; createdAt: Date }[];
+  runs: RunRow[];
+  steps: StepRecord[];
+  operatorActions: OperatorAction[];
 }
-
-export async function showEvent(db: Queryable, rowId: number): Promise<EventDetail | null> {
-  const event = await getEvent(db, rowId);
-  if (!event) return null;
-  const steps = await db.query<EventDetail['steps'][number]>(
-    `SELECT generation, name, result, completed_at AS "completedAt" FROM webhook_event_steps
-      WHERE event_row_id = $1::bigint ORDER BY completed_at`,
-    [rowId],
-  );
-  const actions = await db.query<EventDetail['operatorActions'][number]>(
-    `SELECT mode, from_state AS "fromState", generation, actor, reason, created_at AS "createdAt"
-       FROM webhook_event_replays WHERE event_row_id = $1::bigint ORDER BY created_at`,
-    [rowId],
-  );
-  return { event, steps: steps.rows, operatorActions: actions.rows };
-}
-
-// ---------------------------------------------------------------------------------------------
-// Gauges. Each count is answered from a partial index (received, processing, failed), so the
-// cost does not grow with the number of done events.
 
 export interface PendingCounts {
-  received: number;
-  receivedStale: number;
-  processing: number;
-  processingExpired: number;
-  failed: number;
+  /** Events claimed, not dispatched yet. */
+  eventsReceived: number;
+  /** Of those, untouched for longer than the re-enqueue threshold. */
+  eventsReceivedStale: number;
+  runsReceived: number;
+  runsReceivedStale: number;
+  runsProcessing: number;
+  runsProcessingExpired: number;
+  /** Dead letters: runs in `failed`. */
+  runsFailed: number;
 }
 
-export async function pendingCounts(db: Queryable, staleAfterMs: number): Promise<PendingCounts> {
-  const { rows } = await db.query<PendingCounts>(
-    `SELECT
-       (SELECT count(*) FROM webhook_events WHERE state = 'received')::int AS received,
-       (SELECT count(*) FROM webhook_events WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 millisecond')::int AS "receivedStale",
-       (SELECT count(*) FROM webhook_events WHERE state = 'processing')::int AS processing,
-       (SELECT count(*) FROM webhook_events WHERE state = 'processing' AND lease_until < now())::int AS "processingExpired",
-       (SELECT count(*) FROM webhook_events WHERE state = 'failed')::int AS failed`,
-    [staleAfterMs],
-  );
-  return rows[0] ?? { received: 0, receivedStale: 0, processing: 0, processingExpired: 0, failed: 0 };
+/** What a re-drive or replay moved, to enqueue. */
+export interface MovedRun {
+  runId: number;
+  handler: string;
+  fromState: RunState;
+  generation: number;
+  job: EventJobData;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Retention.
+function eventColumns(alias: string): string {
+  return `${alias}.id, ${alias}.provider, ${alias}.kind, ${alias}.event_id AS "eventId", ${alias}.type, ${alias}.payload,
+    ${alias}.signed_at AS "signedAt", ${alias}.meta, ${alias}.state, ${alias}.runs_pending AS "runsPending",
+    ${alias}.runs_failed AS "runsFailed", ${alias}.note, ${alias}.received_at AS "receivedAt",
+    ${alias}.updated_at AS "updatedAt", ${alias}.finished_at AS "finishedAt"`;
+}
+
+function runColumns(alias: string): string {
+  return `${alias}.id, ${alias}.event_row_id AS "eventRowId", ${alias}.handler, ${alias}.state, ${alias}.attempts,
+    ${alias}.generation, ${alias}.key_scheme AS "keyScheme", ${alias}.lease_token AS "leaseToken",
+    ${alias}.lease_until AS "leaseUntil", ${alias}.last_error AS "lastError", ${alias}.note,
+    ${alias}.created_at AS "createdAt", ${alias}.updated_at AS "updatedAt", ${alias}.finished_at AS "finishedAt"`;
+}
 
 /**
- * The providers present in the table, by a loose index scan of (provider, received_at): one
- * index probe per provider, however many rows there are.
+ * The event's new state after its counters change by (dPending, dFailed), as SQL over the
+ * row's current values (which, in an UPDATE that waited for a lock, are the newest ones).
  */
-export async function distinctProviders(db: Queryable): Promise<string[]> {
-  const { rows } = await db.query<{ provider: string }>(
-    `WITH RECURSIVE p AS (
-       (SELECT provider FROM webhook_events ORDER BY provider LIMIT 1)
+const EVENT_STATE_AFTER = (dPending: string, dFailed: string) => `CASE
+      WHEN e.runs_pending + ${dPending} > 0 THEN 'processing'
+      WHEN e.runs_failed + ${dFailed} > 0 THEN 'failed'
+      ELSE 'done' END`;
+
+export function createQueries(schemaName: string) {
+  const S = schemaIdentifier(schemaName);
+  const EVENTS = `${S}.events`;
+  const RUNS = `${S}.handler_runs`;
+  const STEPS = `${S}.steps`;
+  const ACTIONS = `${S}.operator_actions`;
+
+  // -------------------------------------------------------------------------------------------
+  // The edge: claim.
+
+  /**
+   * The claim, in one round trip for both outcomes. `INSERT ... ON CONFLICT (provider,
+   * event_id) DO NOTHING RETURNING` returns a row only for the delivery that created it. If
+   * another transaction holds an uncommitted insert of the same key, Postgres waits for it:
+   * on its commit we do nothing (duplicate), on its abort we insert. The UNION branch reads
+   * the existing row for the duplicate answer, in the same statement snapshot, so it sees
+   * nothing if the winner committed after we started. The payload goes to Postgres as the
+   * verified raw text and is cast to jsonb there.
+   */
+  async function claimEvent(db: Queryable, event: VerifiedEvent): Promise<ClaimResult> {
+    const { rows } = await db.query<{ id: number; inserted: boolean; state: EventState; updatedAt: Date }>(
+      `WITH inserted AS (
+         INSERT INTO ${EVENTS} (provider, kind, event_id, type, payload, signed_at, meta)
+         VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb)
+         ON CONFLICT (provider, event_id) DO NOTHING
+         RETURNING id, state, updated_at
+       )
+       SELECT id, true AS inserted, state, updated_at AS "updatedAt" FROM inserted
        UNION ALL
-       SELECT (SELECT provider FROM webhook_events WHERE provider > p.provider ORDER BY provider LIMIT 1)
-         FROM p WHERE p.provider IS NOT NULL
-     )
-     SELECT provider FROM p WHERE provider IS NOT NULL`,
-  );
-  return rows.map((row) => row.provider);
-}
+       SELECT id, false AS inserted, state, updated_at AS "updatedAt"
+         FROM ${EVENTS}
+        WHERE provider = $1::text AND event_id = $3::text
+          AND NOT EXISTS (SELECT 1 FROM inserted)`,
+      [event.provider, event.kind, event.eventId, event.type, event.rawBody, event.signedAt, JSON.stringify(event.meta)],
+    );
+    const row = rows[0];
+    if (!row) return { outcome: 'duplicate-concurrent' };
+    if (row.inserted) return { outcome: 'new', rowId: row.id };
+    return { outcome: 'duplicate', rowId: row.id, state: row.state, updatedAt: row.updatedAt };
+  }
 
-/**
- * SQL of deleteExpiredBatch ($1 provider, $2 days, $3 limit); exported so tests can EXPLAIN it.
- * Batch statements use `id = ANY(ARRAY(subquery))`, not `id IN (subquery)`: the planner then
- * touches the batch's rows by primary key instead of hash-joining it against a scan of the
- * whole table, which would make every batch cost grow with the table.
- */
-export const RETENTION_DELETE_SQL = `DELETE FROM webhook_events
+  /**
+   * The claim for a batch of deliveries, in ONE round trip (ingest's group commit, see
+   * apps/ingest/src/claim-batcher.ts). Same semantics as claimEvent, per event. Keys must be
+   * unique within the batch (the caller folds repeats). Results come back in input order. A
+   * prepared statement (named per schema), parsed once per connection.
+   */
+  async function claimEvents(db: Pool, events: VerifiedEvent[]): Promise<ClaimResult[]> {
+    const columns = {
+      provider: events.map((e) => e.provider),
+      kind: events.map((e) => e.kind),
+      eventId: events.map((e) => e.eventId),
+      type: events.map((e) => e.type),
+      payload: events.map((e) => e.rawBody),
+      signedAt: events.map((e) => e.signedAt),
+      meta: events.map((e) => JSON.stringify(e.meta)),
+    };
+    const { rows } = await db.query<{ provider: string; eventId: string; id: number; inserted: boolean; state: EventState; updatedAt: Date }>({
+      name: `oncehook-claim-events-${S}`,
+      text: `WITH input AS (
+               SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::text[])
+                 AS t(provider, kind, event_id, type, payload, signed_at, meta)
+             ), inserted AS (
+               INSERT INTO ${EVENTS} (provider, kind, event_id, type, payload, signed_at, meta)
+               SELECT provider, kind, event_id, type, payload::jsonb, signed_at, meta::jsonb FROM input
+               ON CONFLICT (provider, event_id) DO NOTHING
+               RETURNING id, provider, event_id, state, updated_at
+             )
+             SELECT provider, event_id AS "eventId", id, true AS inserted, state, updated_at AS "updatedAt" FROM inserted
+             UNION ALL
+             SELECT e.provider, e.event_id, e.id, false, e.state, e.updated_at
+               FROM input i
+               JOIN ${EVENTS} e ON e.provider = i.provider AND e.event_id = i.event_id
+              WHERE NOT EXISTS (SELECT 1 FROM inserted x WHERE x.provider = i.provider AND x.event_id = i.event_id)`,
+      values: [columns.provider, columns.kind, columns.eventId, columns.type, columns.payload, columns.signedAt, columns.meta],
+    });
+    const byKey = new Map(rows.map((row) => [`${row.provider}\0${row.eventId}`, row]));
+    return events.map((event): ClaimResult => {
+      const row = byKey.get(`${event.provider}\0${event.eventId}`);
+      if (!row) return { outcome: 'duplicate-concurrent' };
+      if (row.inserted) return { outcome: 'new', rowId: row.id };
+      return { outcome: 'duplicate', rowId: row.id, state: row.state, updatedAt: row.updatedAt };
+    });
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // The worker: dispatch, lease, fence, transitions.
+
+  /**
+   * Dispatch: received -> processing, creating one run per handler AND leasing them all to the
+   * caller, in one statement (each run starts `processing`, attempt 1, with its own token).
+   * Returns the event and the leased runs; null (0 rows) = the event is not `received` (already
+   * dispatched, finished, or gone): the caller looks for claimable runs instead. Two workers
+   * dispatching at once serialize on the event row; the second finds it `processing`.
+   */
+  async function dispatchAndLease(db: Queryable, rowId: number, runs: { handler: string; token: string }[], leaseMs: number): Promise<{ event: EventRow; runs: RunRow[] } | null> {
+    const { rows } = await db.query<{ event: EventRow; runs: RunRow[] | null }>(
+      `WITH ev AS (
+         UPDATE ${EVENTS} SET state = 'processing', runs_pending = cardinality($2::text[]), updated_at = now()
+          WHERE id = $1::bigint AND state = 'received'
+         RETURNING *
+       ), created AS (
+         INSERT INTO ${RUNS} AS r (event_row_id, handler, state, attempts, lease_token, lease_until)
+         SELECT ev.id, h.handler, 'processing', 1, h.token, now() + $4::int * interval '1 millisecond'
+           FROM ev, unnest($2::text[], $3::uuid[]) AS h(handler, token)
+         ON CONFLICT (event_row_id, handler) DO NOTHING
+         RETURNING ${runColumns('r')}
+       )
+       SELECT (SELECT row_to_json(x) FROM (SELECT ${eventColumns('ev')} FROM ev) x) AS event,
+              (SELECT json_agg(c) FROM created c) AS runs
+        WHERE EXISTS (SELECT 1 FROM ev)`,
+      [rowId, runs.map((r) => r.handler), runs.map((r) => r.token), leaseMs],
+    );
+    const row = rows[0];
+    if (!row) return null;
+    return { event: reviveEvent(row.event), runs: (row.runs ?? []).map(reviveRun) };
+  }
+
+  /**
+   * An event with no handler: received -> done (or failed, per UNHANDLED_EVENTS) with a note.
+   * false (0 rows) = the event was dispatched or finished meanwhile.
+   */
+  async function finishUnhandled(db: Queryable, rowId: number, state: 'done' | 'failed', note: string): Promise<boolean> {
+    const { rowCount } = await db.query(
+      `UPDATE ${EVENTS} SET state = $2::text, note = $3::text, finished_at = now(), updated_at = now()
+        WHERE id = $1::bigint AND state = 'received'`,
+      [rowId, state, note],
+    );
+    return rowCount === 1;
+  }
+
+  const LEASED_RUN_RETURNING = `${runColumns('r')}, row_to_json((SELECT x FROM (SELECT ${eventColumns('e')}) x)) AS event,
+      (SELECT coalesce(json_agg(json_build_object('name', s.name, 'kind', s.kind, 'result', s.result, 'idempotencyKey', s.idempotency_key)), '[]')
+         FROM ${STEPS} s WHERE s.run_id = r.id AND s.generation = r.generation) AS steps`;
+
+  /**
+   * The guarded claim of one run: received -> processing, or take over a processing run whose
+   * lease expired. Sets a fresh token (which fences out the previous holder), counts the
+   * attempt, and reads the event and the run's recorded steps in the same statement.
+   *
+   * null (0 rows) = not ours to run: done or failed, another worker holds a live lease, or the
+   * run does not exist. The caller acknowledges the job and does nothing else.
+   */
+  async function acquireRun(db: Queryable, rowId: number, handler: string, token: string, leaseMs: number): Promise<LeasedRun | null> {
+    const { rows } = await db.query<RunRow & { event: EventRow; steps: RecordedStep[] }>(
+      `UPDATE ${RUNS} r
+          SET state = 'processing', lease_token = $3::uuid,
+              lease_until = now() + $4::int * interval '1 millisecond',
+              attempts = r.attempts + 1, updated_at = now()
+         FROM ${EVENTS} e
+        WHERE r.event_row_id = $1::bigint AND r.handler = $2::text AND e.id = r.event_row_id
+          AND (r.state = 'received' OR (r.state = 'processing' AND r.lease_until < now()))
+       RETURNING ${LEASED_RUN_RETURNING}`,
+      [rowId, handler, token, leaseMs],
+    );
+    return rows[0] ? splitLeased(rows[0]) : null;
+  }
+
+  /**
+   * Every claimable run of an event (received, or a lease that expired), leased to the caller
+   * at once: for a dispatch job that finds its event already dispatched (a repeated job, or a
+   * run carried over from an older database). Same guard as acquireRun, per run.
+   */
+  async function acquireClaimableRuns(db: Queryable, rowId: number, token: string, leaseMs: number): Promise<LeasedRun[]> {
+    const { rows } = await db.query<RunRow & { event: EventRow; steps: RecordedStep[] }>(
+      `UPDATE ${RUNS} r
+          SET state = 'processing', lease_token = $2::uuid,
+              lease_until = now() + $3::int * interval '1 millisecond',
+              attempts = r.attempts + 1, updated_at = now()
+         FROM ${EVENTS} e
+        WHERE r.event_row_id = $1::bigint AND e.id = r.event_row_id
+          AND (r.state = 'received' OR (r.state = 'processing' AND r.lease_until < now()))
+       RETURNING ${LEASED_RUN_RETURNING}`,
+      [rowId, token, leaseMs],
+    );
+    return rows.map(splitLeased);
+  }
+
+  /**
+   * A run carried over from before handler names (handler '') takes the name of the one handler
+   * now registered for its event type. false = it was bound meanwhile (or no longer exists).
+   */
+  async function bindLegacyRun(db: Queryable, runId: number, token: string, handler: string): Promise<boolean> {
+    const { rowCount } = await db.query(`UPDATE ${RUNS} SET handler = $3::text WHERE id = $1::bigint AND lease_token = $2::uuid AND handler = ''`, [runId, token, handler]);
+    return rowCount === 1;
+  }
+
+  /**
+   * Extends our lease while the handler runs. false (0 rows) = the lease is no longer ours
+   * (it expired and was taken over, or the reconciler released it): stop and commit nothing.
+   */
+  async function renewLease(db: Queryable, runId: number, token: string, leaseMs: number): Promise<boolean> {
+    const { rowCount } = await db.query(
+      `UPDATE ${RUNS}
+          SET lease_until = now() + $3::int * interval '1 millisecond'
+        WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
+      [runId, token, leaseMs],
+    );
+    return rowCount === 1;
+  }
+
+  /**
+   * The fence, taken as the first statement of every step transaction: locks the run row (FOR
+   * NO KEY UPDATE, the same lock an UPDATE of it takes) and proves we still hold the lease.
+   * While we hold this lock no one can take the lease over; if someone already did, 0 rows:
+   * roll back, commit nothing. Returns the generation the steps belong to.
+   */
+  async function lockLeasedRun(db: Queryable, runId: number, token: string): Promise<{ generation: number } | null> {
+    const { rows } = await db.query<{ generation: number }>(
+      `SELECT generation FROM ${RUNS}
+        WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
+        FOR NO KEY UPDATE`,
+      [runId, token],
+    );
+    return rows[0] ?? null;
+  }
+
+  /**
+   * processing -> done, fenced, and the event's counters and state in the same statement.
+   * false (0 rows) = our lease was taken over: another worker owns the run now, and nothing
+   * we did may be reported as its outcome.
+   */
+  async function markRunDone(db: Queryable, runId: number, token: string, note: string | null = null): Promise<boolean> {
+    const { rowCount } = await db.query(
+      `WITH run AS (
+         UPDATE ${RUNS}
+            SET state = 'done', lease_token = NULL, lease_until = NULL, finished_at = now(),
+                updated_at = now(), note = coalesce($3::text, note)
+          WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
+         RETURNING event_row_id
+       )
+       UPDATE ${EVENTS} e
+          SET runs_pending = e.runs_pending - 1, state = ${EVENT_STATE_AFTER('-1', '0')},
+              finished_at = CASE WHEN e.runs_pending - 1 = 0 THEN now() END, updated_at = now()
+         FROM run WHERE e.id = run.event_row_id`,
+      [runId, token, note],
+    );
+    return rowCount === 1;
+  }
+
+  /** processing -> failed (the dead letter state), fenced, with the event. false = lease lost. */
+  async function markRunFailed(db: Queryable, runId: number, token: string, error: string): Promise<boolean> {
+    const { rowCount } = await db.query(
+      `WITH run AS (
+         UPDATE ${RUNS}
+            SET state = 'failed', lease_token = NULL, lease_until = NULL, finished_at = now(),
+                last_error = $3::text, updated_at = now()
+          WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
+         RETURNING event_row_id
+       )
+       UPDATE ${EVENTS} e
+          SET runs_pending = e.runs_pending - 1, runs_failed = e.runs_failed + 1, state = ${EVENT_STATE_AFTER('-1', '1')},
+              finished_at = CASE WHEN e.runs_pending - 1 = 0 THEN now() END, updated_at = now()
+         FROM run WHERE e.id = run.event_row_id`,
+      [runId, token, error],
+    );
+    return rowCount === 1;
+  }
+
+  /**
+   * processing -> received after a retryable error, fenced; the worker enqueues the next
+   * attempt after a backoff. The run stays pending, so the event does not change. false (0
+   * rows) = lease lost; the new owner decides what happens next.
+   */
+  async function releaseRunForRetry(db: Queryable, runId: number, token: string, error: string): Promise<boolean> {
+    const { rowCount } = await db.query(
+      `UPDATE ${RUNS}
+          SET state = 'received', lease_token = NULL, lease_until = NULL,
+              last_error = $3::text, updated_at = now()
+        WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
+      [runId, token, error],
+    );
+    return rowCount === 1;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Steps (recovery points). Recorded inside a transaction that holds the fence.
+
+  /**
+   * Records a completed step. The primary key (run, generation, name) makes a second record of
+   * the same step a unique violation: it cannot happen under the fence, and if it ever did,
+   * the transaction (with its domain writes) rolls back instead of applying twice.
+   */
+  async function recordStep(db: Queryable, step: { runId: number; generation: number; name: string; kind: StepKind; result: unknown; idempotencyKey: string | null }): Promise<void> {
+    await db.query(
+      `INSERT INTO ${STEPS} (run_id, generation, name, kind, result, idempotency_key)
+       VALUES ($1::bigint, $2::int, $3::text, $4::text, $5::jsonb, $6::text)`,
+      [step.runId, step.generation, step.name, step.kind, JSON.stringify(step.result ?? null), step.idempotencyKey],
+    );
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // The reconciler.
+
+  /** SQL of releaseExpiredLeases ($1 limit); exported so tests can EXPLAIN it. */
+  const EXPIRED_LEASES_SQL = `UPDATE ${RUNS} r
+        SET state = 'received', lease_token = NULL, lease_until = NULL, updated_at = now(),
+            last_error = 'lease expired during attempt ' || r.attempts || ' (worker crashed or hung)'
+       FROM ${EVENTS} e
+      WHERE r.id = ANY(ARRAY(
+        SELECT id FROM ${RUNS}
+         WHERE state = 'processing' AND lease_until < now()
+         ORDER BY lease_until
+         LIMIT $1::int
+         FOR UPDATE SKIP LOCKED))
+        AND r.state = 'processing' AND r.lease_until < now() AND e.id = r.event_row_id
+      RETURNING r.event_row_id AS "rowId", e.provider, e.event_id AS "eventId", r.handler, r.attempts AS attempt`;
+
+  /**
+   * processing -> received for runs whose lease expired: the worker died or hung. Clearing the
+   * token fences the old holder out; the caller enqueues each run's next attempt. The attempt
+   * the dead worker started stays counted, so a run that kills its worker every time still
+   * reaches `failed`. SKIP LOCKED: never wait behind a worker's step.
+   */
+  async function releaseExpiredLeases(db: Queryable, limit: number): Promise<EventJobData[]> {
+    const { rows } = await db.query<EventJobData>(EXPIRED_LEASES_SQL, [limit]);
+    return rows;
+  }
+
+  /** SQL of takeStaleReceivedRuns ($1 olderThanMs, $2 limit); exported so tests can EXPLAIN it. */
+  const STALE_RUNS_SQL = `UPDATE ${RUNS} r SET updated_at = now()
+       FROM ${EVENTS} e
+      WHERE r.id = ANY(ARRAY(
+        SELECT id FROM ${RUNS}
+         WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 millisecond'
+         ORDER BY updated_at
+         LIMIT $2::int
+         FOR UPDATE SKIP LOCKED))
+        AND r.state = 'received' AND e.id = r.event_row_id
+      RETURNING r.event_row_id AS "rowId", e.provider, e.event_id AS "eventId", r.handler, r.attempts AS attempt`;
+
+  /**
+   * `received` runs untouched for `olderThanMs`: their job was lost (Redis flushed or failed
+   * over) or sits behind a backlog. Touches updated_at on the runs it returns, so the same run
+   * is re-enqueued at most once per `olderThanMs`.
+   */
+  async function takeStaleReceivedRuns(db: Queryable, olderThanMs: number, limit: number): Promise<EventJobData[]> {
+    const { rows } = await db.query<EventJobData>(STALE_RUNS_SQL, [olderThanMs, limit]);
+    return rows;
+  }
+
+  /** SQL of takeStaleReceivedEvents ($1 olderThanMs, $2 limit). */
+  const STALE_EVENTS_SQL = `UPDATE ${EVENTS} SET updated_at = now()
       WHERE id = ANY(ARRAY(
-        SELECT id FROM webhook_events
+        SELECT id FROM ${EVENTS}
+         WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 millisecond'
+         ORDER BY updated_at
+         LIMIT $2::int
+         FOR UPDATE SKIP LOCKED))
+        AND state = 'received'
+      RETURNING id AS "rowId", provider, event_id AS "eventId", 0 AS attempt`;
+
+  /**
+   * Events claimed but never dispatched (ingest died between commit and enqueue, Redis lost the
+   * job) and untouched for `olderThanMs`; touched, so each is re-enqueued once per threshold.
+   */
+  async function takeStaleReceivedEvents(db: Queryable, olderThanMs: number, limit: number): Promise<EventJobData[]> {
+    const { rows } = await db.query<EventJobData>(STALE_EVENTS_SQL, [olderThanMs, limit]);
+    return rows;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Operator actions. Guarded UPDATEs that never touch a run a worker holds a live lease on:
+  // 0 rows = not in a state the action applies to (or leased).
+
+  /**
+   * Re-drive: finish what was started, with the SAME generation (same outbound keys,
+   * committed steps skipped). Applies to runs that are `failed`, `received`, or `processing`
+   * with an expired lease; `handler` null = every such run of the event. Attempts restart from
+   * 0. An event never dispatched is left to the caller (it enqueues the dispatch).
+   */
+  async function redriveRuns(db: Queryable, rowId: number, handler: string | null, actor: string, reason: string): Promise<MovedRun[]> {
+    const { rows } = await db.query<{ runId: number; handler: string; fromState: RunState; generation: number; provider: string; eventId: string }>(
+      `WITH target AS (
+         SELECT id, state FROM ${RUNS}
+          WHERE event_row_id = $1::bigint AND ($2::text IS NULL OR handler = $2::text)
+            AND (state IN ('failed', 'received') OR (state = 'processing' AND lease_until < now()))
+          FOR UPDATE
+       ), moved AS (
+         UPDATE ${RUNS} r
+            SET state = 'received', attempts = 0, lease_token = NULL, lease_until = NULL,
+                finished_at = NULL, updated_at = now()
+           FROM target t WHERE r.id = t.id
+         RETURNING r.id, r.handler, r.generation, t.state AS from_state
+       ), event AS (
+         UPDATE ${EVENTS} e
+            SET runs_pending = e.runs_pending + x.failed, runs_failed = e.runs_failed - x.failed,
+                state = 'processing', finished_at = NULL, updated_at = now()
+           FROM (SELECT count(*) FILTER (WHERE from_state = 'failed')::int AS failed FROM moved) x
+          WHERE e.id = $1::bigint AND EXISTS (SELECT 1 FROM moved)
+         RETURNING e.provider, e.event_id
+       ), audit AS (
+         INSERT INTO ${ACTIONS} (event_row_id, run_id, mode, from_state, generation, actor, reason)
+         SELECT $1::bigint, id, 'redrive', from_state, generation, $3::text, $4::text FROM moved
+       )
+       SELECT m.id AS "runId", m.handler, m.from_state AS "fromState", m.generation, ev.provider, ev.event_id AS "eventId"
+         FROM moved m, event ev`,
+      [rowId, handler, actor, reason],
+    );
+    return rows.map((row) => ({
+      runId: row.runId,
+      handler: row.handler,
+      fromState: row.fromState,
+      generation: row.generation,
+      job: { rowId, provider: row.provider, eventId: row.eventId, handler: row.handler, attempt: 0 },
+    }));
+  }
+
+  /**
+   * Replay: do it again on purpose, as a NEW generation of one run (`done` or `failed`, never in
+   * flight). The steps in `reuse` are copied into the new generation with their recorded
+   * results (the handler gets them back without re-running them); every other step runs
+   * again, and an external one gets a new idempotency key (the key includes the generation).
+   * null (0 rows) = the run is not finished (or does not exist).
+   */
+  async function replayRun(
+    db: Queryable,
+    input: { rowId: number; handler: string; reuse: string[]; actor: string; reason: string; detail: unknown },
+  ): Promise<MovedRun | null> {
+    const { rows } = await db.query<{ runId: number; handler: string; fromState: RunState; generation: number; provider: string; eventId: string }>(
+      `WITH target AS (
+         SELECT id, state, generation FROM ${RUNS}
+          WHERE event_row_id = $1::bigint AND handler = $2::text AND state IN ('done', 'failed')
+          FOR UPDATE
+       ), moved AS (
+         UPDATE ${RUNS} r
+            SET state = 'received', generation = r.generation + 1, attempts = 0, last_error = NULL,
+                note = NULL, finished_at = NULL, updated_at = now()
+           FROM target t WHERE r.id = t.id
+         RETURNING r.id, r.handler, r.generation, t.state AS from_state, t.generation AS previous
+       ), reused AS (
+         INSERT INTO ${STEPS} (run_id, generation, name, kind, result, idempotency_key, reused_from, completed_at)
+         SELECT m.id, m.generation, s.name, s.kind, s.result, s.idempotency_key, s.generation, s.completed_at
+           FROM moved m JOIN ${STEPS} s ON s.run_id = m.id AND s.generation = m.previous
+          WHERE s.name = ANY($3::text[])
+       ), event AS (
+         UPDATE ${EVENTS} e
+            SET runs_pending = e.runs_pending + 1,
+                runs_failed = e.runs_failed - (SELECT count(*) FROM moved WHERE from_state = 'failed')::int,
+                state = 'processing', finished_at = NULL, updated_at = now()
+          WHERE e.id = $1::bigint AND EXISTS (SELECT 1 FROM moved)
+         RETURNING e.provider, e.event_id
+       ), audit AS (
+         INSERT INTO ${ACTIONS} (event_row_id, run_id, mode, from_state, generation, actor, reason, detail)
+         SELECT $1::bigint, id, 'replay', from_state, generation, $4::text, $5::text, $6::jsonb FROM moved
+       )
+       SELECT m.id AS "runId", m.handler, m.from_state AS "fromState", m.generation, ev.provider, ev.event_id AS "eventId"
+         FROM moved m, event ev`,
+      [input.rowId, input.handler, input.reuse, input.actor, input.reason, JSON.stringify(input.detail)],
+    );
+    const row = rows[0];
+    if (!row) return null;
+    return {
+      runId: row.runId,
+      handler: row.handler,
+      fromState: row.fromState,
+      generation: row.generation,
+      job: { rowId: input.rowId, provider: row.provider, eventId: row.eventId, handler: row.handler, attempt: 0 },
+    };
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Reads for operators.
+
+  const RUNS_SUMMARY = `(SELECT coalesce(json_agg(json_build_object('id', r.id, 'handler', r.handler, 'state', r.state, 'attempts', r.attempts,
+        'generation', r.generation, 'lastError', r.last_error, 'updatedAt', r.updated_at) ORDER BY r.handler), '[]')
+      FROM ${RUNS} r WHERE r.event_row_id = e.id) AS runs`;
+
+  async function listEvents(db: Queryable, filter: EventFilter): Promise<EventSummary[]> {
+    const { rows } = await db.query<EventSummary & { runs: (RunSummary & { updatedAt: string })[] }>(
+      `SELECT e.id, e.provider, e.event_id AS "eventId", e.type, e.state, e.note,
+              e.received_at AS "receivedAt", e.updated_at AS "updatedAt", ${RUNS_SUMMARY}
+         FROM ${EVENTS} e
+        WHERE ($1::text IS NULL OR e.state = $1::text)
+          AND ($2::text IS NULL OR e.provider = $2::text)
+          AND ($3::text IS NULL OR e.type = $3::text)
+          AND ($4::int IS NULL OR e.received_at < now() - $4::int * interval '1 second')
+          AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM ${RUNS} r WHERE r.event_row_id = e.id AND r.handler = $5::text))
+        ORDER BY e.updated_at DESC
+        LIMIT $6::int`,
+      [filter.state ?? null, filter.provider ?? null, filter.type ?? null, filter.olderThanSeconds ?? null, filter.handler ?? null, filter.limit ?? 50],
+    );
+    return rows.map((row) => ({ ...row, runs: row.runs.map((r) => ({ ...r, updatedAt: new Date(r.updatedAt) })) }));
+  }
+
+  /** Runs that look stuck: processing past their lease, or received untouched for `receivedOlderThanMs`. */
+  async function listStuckRuns(db: Queryable, receivedOlderThanMs: number, limit: number): Promise<EventSummary[]> {
+    const { rows } = await db.query<{ id: number }>(
+      `SELECT DISTINCT r.event_row_id AS id FROM ${RUNS} r
+        WHERE (r.state = 'processing' AND r.lease_until < now())
+           OR (r.state = 'received' AND r.updated_at < now() - $1::int * interval '1 millisecond')
+        LIMIT $2::int`,
+      [receivedOlderThanMs, limit],
+    );
+    if (rows.length === 0) return [];
+    const { rows: events } = await db.query<EventSummary & { runs: (RunSummary & { updatedAt: string })[] }>(
+      `SELECT e.id, e.provider, e.event_id AS "eventId", e.type, e.state, e.note,
+              e.received_at AS "receivedAt", e.updated_at AS "updatedAt", ${RUNS_SUMMARY}
+         FROM ${EVENTS} e WHERE e.id = ANY($1::bigint[]) ORDER BY e.updated_at`,
+      [rows.map((r) => r.id)],
+    );
+    return events.map((row) => ({ ...row, runs: row.runs.map((r) => ({ ...r, updatedAt: new Date(r.updatedAt) })) }));
+  }
+
+  async function showEvent(db: Queryable, rowId: number): Promise<EventDetail | null> {
+    const event = await getEvent(db, rowId);
+    if (!event) return null;
+    const runs = await db.query<RunRow>(`SELECT ${runColumns('r')} FROM ${RUNS} r WHERE r.event_row_id = $1::bigint ORDER BY r.handler`, [rowId]);
+    const steps = await db.query<StepRecord>(
+      `SELECT s.run_id AS "runId", r.handler, s.generation, s.name, s.kind, s.result, s.idempotency_key AS "idempotencyKey",
+              s.reused_from AS "reusedFrom", s.completed_at AS "completedAt"
+         FROM ${STEPS} s JOIN ${RUNS} r ON r.id = s.run_id
+        WHERE r.event_row_id = $1::bigint ORDER BY s.completed_at, s.generation`,
+      [rowId],
+    );
+    const actions = await db.query<OperatorAction>(
+      `SELECT a.run_id AS "runId", r.handler, a.mode, a.from_state AS "fromState", a.generation, a.actor, a.reason, a.detail, a.created_at AS "createdAt"
+         FROM ${ACTIONS} a LEFT JOIN ${RUNS} r ON r.id = a.run_id
+        WHERE a.event_row_id = $1::bigint ORDER BY a.created_at`,
+      [rowId],
+    );
+    return { event, runs: runs.rows, steps: steps.rows, operatorActions: actions.rows };
+  }
+
+  async function getEvent(db: Queryable, rowId: number): Promise<EventRow | null> {
+    const { rows } = await db.query<EventRow>(`SELECT ${eventColumns('e')} FROM ${EVENTS} e WHERE e.id = $1::bigint`, [rowId]);
+    return rows[0] ?? null;
+  }
+
+  async function getEventByKey(db: Queryable, provider: string, eventId: string): Promise<EventRow | null> {
+    const { rows } = await db.query<EventRow>(`SELECT ${eventColumns('e')} FROM ${EVENTS} e WHERE e.provider = $1::text AND e.event_id = $2::text`, [provider, eventId]);
+    return rows[0] ?? null;
+  }
+
+  async function getRuns(db: Queryable, rowId: number): Promise<RunRow[]> {
+    const { rows } = await db.query<RunRow>(`SELECT ${runColumns('r')} FROM ${RUNS} r WHERE r.event_row_id = $1::bigint ORDER BY r.handler`, [rowId]);
+    return rows;
+  }
+
+  /** Steps of one run and generation, in the order they completed. */
+  async function getSteps(db: Queryable, runId: number, generation: number): Promise<RecordedStep[]> {
+    const { rows } = await db.query<RecordedStep>(
+      `SELECT name, kind, result, idempotency_key AS "idempotencyKey" FROM ${STEPS}
+        WHERE run_id = $1::bigint AND generation = $2::int ORDER BY completed_at, name`,
+      [runId, generation],
+    );
+    return rows;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Gauges. Each count is answered from a partial index, so the cost does not grow with the
+  // number of done events.
+
+  async function pendingCounts(db: Queryable, staleAfterMs: number): Promise<PendingCounts> {
+    const { rows } = await db.query<PendingCounts>(
+      `SELECT
+         (SELECT count(*) FROM ${EVENTS} WHERE state = 'received')::int AS "eventsReceived",
+         (SELECT count(*) FROM ${EVENTS} WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 millisecond')::int AS "eventsReceivedStale",
+         (SELECT count(*) FROM ${RUNS} WHERE state = 'received')::int AS "runsReceived",
+         (SELECT count(*) FROM ${RUNS} WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 millisecond')::int AS "runsReceivedStale",
+         (SELECT count(*) FROM ${RUNS} WHERE state = 'processing')::int AS "runsProcessing",
+         (SELECT count(*) FROM ${RUNS} WHERE state = 'processing' AND lease_until < now())::int AS "runsProcessingExpired",
+         (SELECT count(*) FROM ${RUNS} WHERE state = 'failed')::int AS "runsFailed"`,
+      [staleAfterMs],
+    );
+    return rows[0]!;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Retention.
+
+  /** The providers present, by a loose index scan of (provider, received_at): one probe each. */
+  async function distinctProviders(db: Queryable): Promise<string[]> {
+    const { rows } = await db.query<{ provider: string }>(
+      `WITH RECURSIVE p AS (
+         (SELECT provider FROM ${EVENTS} ORDER BY provider LIMIT 1)
+         UNION ALL
+         SELECT (SELECT provider FROM ${EVENTS} WHERE provider > p.provider ORDER BY provider LIMIT 1)
+           FROM p WHERE p.provider IS NOT NULL
+       )
+       SELECT provider FROM p WHERE provider IS NOT NULL`,
+    );
+    return rows.map((row) => row.provider);
+  }
+
+  /**
+   * SQL of deleteExpiredBatch ($1 provider, $2 days, $3 limit); exported so tests can EXPLAIN it.
+   * `id = ANY(ARRAY(subquery))`, not `id IN (subquery)`: the planner then touches the batch's
+   * rows by primary key instead of hash-joining it against a scan of the whole table.
+   */
+  const RETENTION_DELETE_SQL = `DELETE FROM ${EVENTS}
+      WHERE id = ANY(ARRAY(
+        SELECT id FROM ${EVENTS}
          WHERE provider = $1::text AND state = 'done'
            AND received_at < now() - $2::int * interval '1 day'
          ORDER BY received_at
          LIMIT $3::int
          FOR UPDATE SKIP LOCKED))`;
 
-/**
- * Deletes one batch of one provider's done events received more than `days` ago, oldest first
- * (index webhook_events_done_retention_idx; steps and operator actions cascade). Failed events
- * are never deleted: they are dead letters waiting for a human. SKIP LOCKED: never waits
- * behind anyone. Returns the number deleted (< limit means the provider is caught up).
- */
-export async function deleteExpiredBatch(db: Queryable, provider: string, days: number, limit: number): Promise<number> {
-  const { rowCount } = await db.query(
+  /**
+   * Deletes one batch of one provider's done events received more than `days` ago, oldest first
+   * (index events_done_retention_idx; runs, steps and operator actions cascade). Failed events
+   * are never deleted: they are dead letters waiting for a human. Returns the number deleted
+   * (< limit means the provider is caught up).
+   */
+  async function deleteExpiredBatch(db: Queryable, provider: string, days: number, limit: number): Promise<number> {
+    const { rowCount } = await db.query(RETENTION_DELETE_SQL, [provider, days, limit]);
+    return rowCount ?? 0;
+  }
+
+  return {
+    schema: S,
+    claimEvent,
+    claimEvents,
+    dispatchAndLease,
+    finishUnhandled,
+    acquireRun,
+    acquireClaimableRuns,
+    bindLegacyRun,
+    renewLease,
+    lockLeasedRun,
+    markRunDone,
+    markRunFailed,
+    releaseRunForRetry,
+    recordStep,
+    EXPIRED_LEASES_SQL,
+    releaseExpiredLeases,
+    STALE_RUNS_SQL,
+    takeStaleReceivedRuns,
+    STALE_EVENTS_SQL,
+    takeStaleReceivedEvents,
+    redriveRuns,
+    replayRun,
+    listEvents,
+    listStuckRuns,
+    showEvent,
+    getEvent,
+    getEventByKey,
+    getRuns,
+    getSteps,
+    pendingCounts,
+    distinctProviders,
     RETENTION_DELETE_SQL,
-    [provider, days, limit],
-  );
-  return rowCount ?? 0;
+    deleteExpiredBatch,
+  };
 }
 
-// ---------------------------------------------------------------------------------------------
-// Reads.
+export type Queries = ReturnType<typeof createQueries>;
 
-export async function getEvent(db: Queryable, rowId: number): Promise<EventRow | null> {
-  const { rows } = await db.query<EventRow>(`SELECT ${EVENT_COLUMNS} FROM webhook_events WHERE id = $1::bigint`, [rowId]);
-  return rows[0] ?? null;
+// json_agg / row_to_json hand back timestamps as strings: revive them.
+const dateOrNull = (value: unknown): Date | null => (value === null || value === undefined ? null : new Date(value as string));
+
+function reviveEvent(raw: EventRow): EventRow {
+  return { ...raw, signedAt: dateOrNull(raw.signedAt), receivedAt: new Date(raw.receivedAt), updatedAt: new Date(raw.updatedAt), finishedAt: dateOrNull(raw.finishedAt) };
 }
 
-export async function getEventByKey(db: Queryable, provider: string, eventId: string): Promise<EventRow | null> {
-  const { rows } = await db.query<EventRow>(
-    `SELECT ${EVENT_COLUMNS} FROM webhook_events WHERE provider = $1::text AND event_id = $2::text`,
-    [provider, eventId],
-  );
-  return rows[0] ?? null;
+function reviveRun(raw: RunRow): RunRow {
+  return {
+    ...raw,
+    leaseUntil: dateOrNull(raw.leaseUntil),
+    createdAt: new Date(raw.createdAt),
+    updatedAt: new Date(raw.updatedAt),
+    finishedAt: dateOrNull(raw.finishedAt),
+  };
+}
+
+function splitLeased(row: RunRow & { event: EventRow; steps: RecordedStep[] }): LeasedRun {
+  const { event, steps, ...run } = row;
+  return { run: run as RunRow, event: reviveEvent(event), steps };
 }

@@ -1,18 +1,21 @@
 /**
- * The outbound HTTP client every effect goes through (payment, email, fulfilment).
+ * Oncehook's outbound HTTP client, for a handler's external steps (exported by @oncehook/sdk
+ * as `createOutboundClient`; the example's payment, email and fulfilment clients use it).
  *
- * - Sends the idempotency key the step hands in (header or body field, per API).
+ * - Sends the idempotency key the step hands in: as the `Idempotency-Key` header, or as a
+ *   field of the JSON body (`idempotencyKeyField`) for APIs that dedupe on one.
  * - Times out each try (`timeoutMs`).
  * - Retries network errors, timeouts, 409 (the same key is still in flight: Stripe's
  *   semantics), 429 and 5xx, with exponential backoff and full jitter, honouring Retry-After
  *   (capped at `maxDelayMs`). Retrying is safe only because the key makes the request
  *   idempotent: never call this without one for an effect.
- * - Never retries any other 4xx: it throws PermanentError, which ends the event `failed`
- *   (retrying a bad request cannot succeed).
+ * - Never retries any other 4xx: it throws PermanentError, which ends the handler's run
+ *   `failed` (retrying a bad request cannot succeed).
  * - When tries run out on a retryable failure it throws OutboundUnavailableError: the step
- *   fails, the event is retried later by the worker with the SAME key.
+ *   fails, the run is retried later by the worker with the SAME key.
  */
-import { PermanentError } from '../errors';
+import { backoffDelayMs } from '../backoff';
+import { OutboundUnavailableError, PermanentError } from '../errors';
 
 export interface OutboundClientOptions {
   /** Name used in errors and metrics (payment, email, fulfilment). */
@@ -29,14 +32,37 @@ export interface OutboundClientOptions {
   onOutcome?: (outcome: OutboundOutcome) => void;
 }
 
-export type OutboundOutcome = { name: string; result: 'ok' | 'retryable' | 'permanent' | 'network_error' | 'timeout'; status?: number };
+export type OutboundOutcome = {
+  name: string;
+  result: 'ok' | 'retryable' | 'permanent' | 'network_error' | 'timeout';
+  status?: number;
+  method: string;
+  url: string;
+  /** The idempotency key sent (header or body field), if any. */
+  idempotencyKey: string | null;
+  durationMs: number;
+};
+
+const observers = new Set<(outcome: OutboundOutcome) => void>();
+
+/**
+ * Observes every try of every outbound client in this process (the worker counts them in
+ * webhook_outbound_calls_total; the test kit records the keys each step sent). Returns the
+ * function that stops observing. Observers must not throw.
+ */
+export function observeOutbound(observer: (outcome: OutboundOutcome) => void): () => void {
+  observers.add(observer);
+  return () => observers.delete(observer);
+}
 
 export interface OutboundRequest {
   method: 'POST' | 'GET' | 'PUT' | 'DELETE';
   path: string;
   body?: unknown;
-  /** Sent as the Idempotency-Key header when given. */
+  /** The step's idempotency key: sent as the Idempotency-Key header, or in the body (below). */
   idempotencyKey?: string;
+  /** Send the key as this field of the JSON body instead of the header (email APIs' `dedupe_key`). */
+  idempotencyKeyField?: string;
   signal?: AbortSignal;
 }
 
@@ -46,16 +72,6 @@ export interface OutboundResponse<T> {
   headers: Headers;
 }
 
-/** Retryable failure that outlived our tries: the step fails and the event is retried later. */
-export class OutboundUnavailableError extends Error {
-  override name = 'OutboundUnavailableError';
-  constructor(
-    message: string,
-    readonly status?: number,
-  ) {
-    super(message);
-  }
-}
 
 /** Retry-After as milliseconds (delta-seconds or an HTTP date), or null. */
 export function parseRetryAfter(value: string | null, now = Date.now()): number | null {
@@ -76,32 +92,37 @@ export function createOutboundClient(options: OutboundClientOptions): OutboundCl
   const maxTries = options.maxTries ?? 4;
   const baseDelayMs = options.baseDelayMs ?? 200;
   const maxDelayMs = options.maxDelayMs ?? 5_000;
-  const report = options.onOutcome ?? (() => {});
-
-  const backoff = (attempt: number, retryAfterMs: number | null) => {
-    const exponential = Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1));
-    const jittered = Math.random() * exponential; // full jitter
-    return Math.min(maxDelayMs, Math.max(jittered, retryAfterMs ?? 0));
+  const report = (outcome: OutboundOutcome) => {
+    options.onOutcome?.(outcome);
+    for (const observer of observers) observer(outcome);
   };
+
+  // Full jitter between quick tries; a Retry-After the API asked for wins (up to maxDelayMs).
+  const backoff = (attempt: number, retryAfterMs: number | null) =>
+    Math.min(maxDelayMs, Math.max(backoffDelayMs(attempt, { baseMs: baseDelayMs, capMs: maxDelayMs, jitter: 'full' }), retryAfterMs ?? 0));
 
   return {
     async request<T>(req: OutboundRequest): Promise<OutboundResponse<T>> {
       const url = new URL(req.path.replace(/^\//, ''), options.baseUrl.endsWith('/') ? options.baseUrl : `${options.baseUrl}/`);
+      const requestBody =
+        req.idempotencyKeyField && req.idempotencyKey ? { ...(req.body as Record<string, unknown> | undefined), [req.idempotencyKeyField]: req.idempotencyKey } : req.body;
       let lastProblem = '';
       let lastStatus: number | undefined;
       for (let attempt = 1; attempt <= maxTries; attempt += 1) {
         if (req.signal?.aborted) throw req.signal.reason instanceof Error ? req.signal.reason : new Error('aborted');
         let retryAfterMs: number | null = null;
         const timeout = AbortSignal.timeout(timeoutMs);
+        const startedAt = performance.now();
+        const tried = () => ({ name: options.name, method: req.method, url: url.toString(), idempotencyKey: req.idempotencyKey ?? null, durationMs: performance.now() - startedAt });
         try {
           const response = await fetch(url, {
             method: req.method,
             headers: {
               'content-type': 'application/json',
               ...options.headers,
-              ...(req.idempotencyKey ? { 'idempotency-key': req.idempotencyKey } : {}),
+              ...(req.idempotencyKey && !req.idempotencyKeyField ? { 'idempotency-key': req.idempotencyKey } : {}),
             },
-            body: req.body === undefined ? undefined : JSON.stringify(req.body),
+            body: requestBody === undefined ? undefined : JSON.stringify(requestBody),
             signal: req.signal ? AbortSignal.any([timeout, req.signal]) : timeout,
           });
           const text = await response.text();
@@ -112,15 +133,15 @@ export function createOutboundClient(options: OutboundClientOptions): OutboundCl
             /* keep the text */
           }
           if (response.ok) {
-            report({ name: options.name, result: 'ok', status: response.status });
+            report({ ...tried(), result: 'ok', status: response.status });
             return { status: response.status, body: body as T, headers: response.headers };
           }
           const detail = typeof body === 'string' ? body.slice(0, 300) : JSON.stringify(body).slice(0, 300);
           if (!RETRYABLE_STATUS(response.status)) {
-            report({ name: options.name, result: 'permanent', status: response.status });
+            report({ ...tried(), result: 'permanent', status: response.status });
             throw new PermanentError(`${options.name} API answered ${response.status} to ${req.method} ${url.pathname}: ${detail}`);
           }
-          report({ name: options.name, result: 'retryable', status: response.status });
+          report({ ...tried(), result: 'retryable', status: response.status });
           lastProblem = `${response.status}: ${detail}`;
           lastStatus = response.status;
           retryAfterMs = parseRetryAfter(response.headers.get('retry-after'));
@@ -128,7 +149,7 @@ export function createOutboundClient(options: OutboundClientOptions): OutboundCl
           if (error instanceof PermanentError) throw error;
           if (req.signal?.aborted) throw req.signal.reason instanceof Error ? req.signal.reason : error;
           const timedOut = timeout.aborted;
-          report({ name: options.name, result: timedOut ? 'timeout' : 'network_error' });
+          report({ ...tried(), result: timedOut ? 'timeout' : 'network_error' });
           lastProblem = timedOut ? `timed out after ${timeoutMs}ms` : `network error: ${(error as Error).cause instanceof Error ? ((error as Error).cause as Error).message : (error as Error).message}`;
           lastStatus = undefined;
         }

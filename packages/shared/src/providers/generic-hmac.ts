@@ -12,11 +12,11 @@ import {
   parseJsonBody,
   parseUnixSeconds,
   requireHeader,
-  VerificationError,
   type DeliveryRequest,
   type Verified,
   type WebhookSource,
 } from './types';
+import { VerificationError } from '../errors';
 
 export type ValueLocation = { header: string } | { field: string };
 

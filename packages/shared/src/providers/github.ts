@@ -15,11 +15,11 @@ import {
   compactMeta,
   parseJsonObject,
   requireHeader,
-  VerificationError,
   type DeliveryRequest,
   type Verified,
   type WebhookSource,
 } from './types';
+import { VerificationError } from '../errors';
 
 export interface GitHubSourceOptions {
   name?: string;

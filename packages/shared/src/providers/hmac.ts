@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 
 export function hmacSha256(key: string | Buffer, ...parts: (string | Buffer)[]): Buffer {
   const mac = createHmac('sha256', key);
@@ -15,4 +15,15 @@ export function signaturesEqual(expected: string, received: string): boolean {
   const a = Buffer.from(expected, 'utf8');
   const b = Buffer.from(received, 'utf8');
   return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/**
+ * Constant-time comparison of a configured secret (an admin token, a password) with what a
+ * request carried: both are hashed first, so the comparison always covers 32 bytes and
+ * neither the content nor the length of the secret leaks through timing.
+ */
+export function secretsEqual(configured: string, received: string): boolean {
+  const a = createHash('sha256').update(configured, 'utf8').digest();
+  const b = createHash('sha256').update(received, 'utf8').digest();
+  return timingSafeEqual(a, b);
 }

@@ -16,11 +16,11 @@ import {
   parseJsonBody,
   requireHeader,
   toDate,
-  VerificationError,
   type DeliveryRequest,
   type Verified,
   type WebhookSource,
 } from './types';
+import { VerificationError } from '../errors';
 
 export interface ShopifySourceOptions {
   name?: string;

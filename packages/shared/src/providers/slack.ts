@@ -21,11 +21,11 @@ import {
   parseUnixSeconds,
   requireHeader,
   toDate,
-  VerificationError,
   type DeliveryRequest,
   type Verified,
   type WebhookSource,
 } from './types';
+import { VerificationError } from '../errors';
 
 export interface SlackSourceOptions {
   name?: string;

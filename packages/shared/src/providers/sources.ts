@@ -10,7 +10,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { ConfigError, type IngestConfig } from '../config';
+import type { IngestConfig } from '../config';
+import { ConfigError } from '../errors';
 import { createGenericHmacSource } from './generic-hmac';
 import { createGitHubSource } from './github';
 import { createPaddleSource } from './paddle';

@@ -20,11 +20,11 @@ import {
   parseJsonObject,
   parseUnixSeconds,
   toDate,
-  VerificationError,
   type DeliveryRequest,
   type Verified,
   type WebhookSource,
 } from './types';
+import { VerificationError } from '../errors';
 
 export interface StandardWebhooksSourceOptions {
   name?: string;

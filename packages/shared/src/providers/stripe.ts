@@ -17,11 +17,11 @@ import {
   parseTimestampedSignatures,
   requireHeader,
   toDate,
-  VerificationError,
   type DeliveryRequest,
   type Verified,
   type WebhookSource,
 } from './types';
+import { VerificationError } from '../errors';
 
 export interface StripeSourceOptions {
   name?: string;

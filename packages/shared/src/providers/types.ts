@@ -3,6 +3,7 @@
  * stable event id out of it. Nothing is parsed as JSON before the signature checks out.
  * One file per provider beside this one; `sources.ts` builds the configured sources.
  */
+import { VerificationError } from '../errors';
 import type { VerifiedEvent } from '../interfaces';
 
 /** What the edge hands a provider: exactly the bytes that arrived, and the headers. */
@@ -12,32 +13,6 @@ export interface DeliveryRequest {
   header(name: string): string | null;
   /** Clock used for timestamp tolerance (injectable for tests). */
   now: Date;
-}
-
-export type VerificationReason =
-  | 'missing_header'
-  | 'malformed_header'
-  | 'bad_signature'
-  | 'timestamp_too_old'
-  | 'timestamp_in_future'
-  | 'malformed_payload'
-  | 'invalid_event_id';
-
-/**
- * The delivery is not acceptable as sent. `status` is what the edge answers (400: the request
- * is malformed; 401: it is well-formed but not authentic or not fresh); `reason` is a stable
- * code for metrics and logs; the message says exactly what was wrong, for the sender's
- * developer. Nothing is stored for a delivery that fails verification.
- */
-export class VerificationError extends Error {
-  override name = 'VerificationError';
-  constructor(
-    readonly status: 400 | 401,
-    readonly reason: VerificationReason,
-    message: string,
-  ) {
-    super(message);
-  }
 }
 
 /**

@@ -7,7 +7,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+/** The repository's root (where the processes run). */
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 
 const ENTRIES = {
   ingest: 'apps/ingest/src/server.ts',
@@ -38,8 +39,8 @@ export interface Service {
 
 const running = new Set<Service>();
 
-export function spawnService(kind: ServiceKind, env: Record<string, string>): Service {
-  const proc = spawn(process.execPath, ['--import', 'tsx', ENTRIES[kind]], {
+export function spawnService(kind: ServiceKind, env: Record<string, string>, args: string[] = []): Service {
+  const proc = spawn(process.execPath, ['--import', 'tsx', ENTRIES[kind], ...args], {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -7,19 +7,14 @@
  * The check and the write are one statement (a conditional upsert), so two updates racing for
  * the same customer cannot both win: the row lock taken by ON CONFLICT orders them.
  */
-import { PermanentError } from '@oncehook/shared';
-import type { HandlerRegistry } from '../handlers';
+import { defineHandler, PermanentError } from '@oncehook/sdk';
 
-interface CustomerEvent {
-  data?: { object?: { id?: unknown; email?: unknown; name?: unknown } };
-}
-
-export function registerCustomerHandlers(registry: HandlerRegistry): void {
-  registry.on<CustomerEvent>('stripe', 'customer.updated', async (event, ctx) => {
-    const customer = event.payload.data?.object;
-    if (typeof customer?.id !== 'string' || event.signedAt === null) {
-      throw new PermanentError('customer.updated needs data.object.id and a signed created time');
-    }
+export const customerProfileHandler = defineHandler(
+  { name: 'shop.customer-profiles', source: 'stripe', type: 'customer.updated', description: 'keep the newest customer profile' },
+  async (event, ctx) => {
+    const customer = event.payload.data.object;
+    if (event.signedAt === null) throw new PermanentError('customer.updated needs a signed created time');
+    const signedAt = event.signedAt;
     await ctx.transaction(
       'apply-profile',
       async (tx) => {
@@ -30,13 +25,13 @@ export function registerCustomerHandlers(registry: HandlerRegistry): void {
            ON CONFLICT (id) DO UPDATE
               SET email = excluded.email, name = excluded.name, version_at = excluded.version_at, updated_at = now()
             WHERE example_customers.version_at < excluded.version_at`,
-          [customer.id, typeof customer.email === 'string' ? customer.email : null, typeof customer.name === 'string' ? customer.name : null, event.signedAt],
+          [customer.id, customer.email ?? null, customer.name ?? null, signedAt],
         );
         const applied = rowCount === 1;
         if (!applied) ctx.log.info({ customer: customer.id }, 'stale customer.updated ignored (the profile reflects a newer event)');
         return { applied };
       },
-      { completesEvent: true },
+      { final: true },
     );
-  });
-}
+  },
+);

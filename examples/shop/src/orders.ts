@@ -1,5 +1,5 @@
 /**
- * Orders in the example domain, shared by the Stripe and Shopify flows.
+ * Orders, shared by the Stripe and Shopify flows.
  *
  * Concurrency choice: SERIALIZE PER OBJECT. Every write to an order happens in a local step
  * that first takes `SELECT ... FOR UPDATE` on the order row, so two events about the same
@@ -7,9 +7,8 @@
  * read-modify-write one after the other and neither update is lost. The lock is held only for
  * the local transaction, never across an external call.
  */
-import type { PoolClient } from '@oncehook/shared';
-import type { EffectClients } from '@oncehook/shared';
-import type { HandlerContext } from '../handlers';
+import type { HandlerContext, PoolClient } from '@oncehook/sdk';
+import type { ShopClients } from './clients';
 
 export interface OrderFacts {
   orderId: string;
@@ -58,8 +57,8 @@ export async function recordPayment(tx: PoolClient, order: OrderFacts, amountCen
 }
 
 export async function creditLedger(tx: PoolClient, accountId: string, amountCents: number, currency: string, source: string): Promise<number | null> {
-  await tx.query(`INSERT INTO ledger_accounts (id, balance_cents) VALUES ($1::text, 0) ON CONFLICT (id) DO NOTHING`, [accountId]);
-  await tx.query(`UPDATE ledger_accounts SET balance_cents = balance_cents + $2::bigint, updated_at = now() WHERE id = $1::text`, [accountId, amountCents]);
+  await tx.query('INSERT INTO ledger_accounts (id, balance_cents) VALUES ($1::text, 0) ON CONFLICT (id) DO NOTHING', [accountId]);
+  await tx.query('UPDATE ledger_accounts SET balance_cents = balance_cents + $2::bigint, updated_at = now() WHERE id = $1::text', [accountId, amountCents]);
   const { rows } = await tx.query<{ id: number }>(
     `INSERT INTO ledger_entries (account_id, amount_cents, currency, source_provider, source_event_id)
      VALUES ($1::text, $2::bigint, $3::text, 'example', $4::text) RETURNING id`,
@@ -71,20 +70,25 @@ export async function creditLedger(tx: PoolClient, accountId: string, amountCent
 /**
  * The tail of every paid-order flow: a receipt for this payment (email, deduped on the step's
  * key), a shipment if this payment completed the order (fulfilment, Idempotency-Key), then the
- * final local step that records both and marks the event done in one transaction.
+ * final local step that records both and marks the run done in one transaction.
+ *
+ * Whether to ship is decided by `becamePaid`, the RECORDED result of the earlier local step,
+ * so a resumed attempt (or a replay) takes the same path as the first.
  */
-export async function receiptAndShip(ctx: HandlerContext, clients: EffectClients, order: OrderFacts, amountCents: number, becamePaid: boolean): Promise<void> {
-  const receipt = await ctx.step('send-receipt', ({ idempotencyKey, signal }) =>
-    clients.email.send(
+export async function receiptAndShip(ctx: HandlerContext, clients: ShopClients, order: OrderFacts, amountCents: number, becamePaid: boolean): Promise<void> {
+  const receipt = await ctx.step('send-receipt', async ({ idempotencyKey, signal }) => {
+    const sent = await clients.email.send(
       { to: order.email, subject: `Receipt for order ${order.orderId}`, text: `We received ${(amountCents / 100).toFixed(2)} ${order.currency.toUpperCase()}.` },
       idempotencyKey,
       signal,
-    ),
-  );
+    );
+    return { id: sent.id };
+  });
   const shipment = becamePaid
-    ? await ctx.step('request-shipment', ({ idempotencyKey, signal }) =>
-        clients.fulfilment.requestShipment({ orderId: order.orderId, address: order.address, items: order.items }, idempotencyKey, signal),
-      )
+    ? await ctx.step('request-shipment', async ({ idempotencyKey, signal }) => {
+        const requested = await clients.fulfilment.requestShipment({ orderId: order.orderId, address: order.address, items: order.items }, idempotencyKey, signal);
+        return { id: requested.id };
+      })
     : null;
   await ctx.transaction(
     'record-fulfilment',
@@ -97,6 +101,6 @@ export async function receiptAndShip(ctx: HandlerContext, clients: EffectClients
       );
       return { receiptId: receipt.id, shipmentId: shipment?.id ?? null };
     },
-    { completesEvent: true },
+    { final: true },
   );
 }

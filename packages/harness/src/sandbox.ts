@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
-import { createSandbox, type FaultRule, type Sandbox, type Service, type ServiceStats } from '../../apps/sandbox/src/app';
+import { createSandbox, type FaultRule, type Sandbox, type Service, type ServiceStats } from '@oncehook/sandbox';
 
 export interface SandboxHandle {
   url: string;

@@ -1,0 +1,38 @@
+/**
+ * Admin, mounted under /admin only when credentials are configured, all of it behind one
+ * authentication check (no admin route is reachable without it):
+ *
+ *   /admin/queues/...        Bull Board (jobs), read-only when ADMIN_READ_ONLY
+ *   /admin/events, /:id      the events view (views.ts)
+ *   /admin/api/...           the admin JSON API (api.ts)
+ */
+import { createBullBoard } from '@bull-board/api';
+import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
+import { HonoAdapter } from '@bull-board/hono';
+import { serveStatic } from '@hono/node-server/serve-static';
+import { createOperations } from '@oncehook/shared';
+import type { Hono } from 'hono';
+import type { IngestDeps } from '../app';
+import { RecentDuplicates } from '../recent-duplicates';
+import { mountAdminApi } from './api';
+import { adminAuth, adminConfigured, type AdminEnv, type AdminSettings } from './auth';
+import { mountAdminViews } from './views';
+
+export type { AdminSettings } from './auth';
+
+export function mountAdmin(app: Hono, deps: IngestDeps, settings: AdminSettings): boolean {
+  if (!adminConfigured(settings)) return false;
+  const ops = createOperations({ pool: deps.pool, queries: deps.queries, queue: deps.queue });
+  const admin = app.basePath('/admin') as unknown as Hono<AdminEnv>;
+  admin.use('*', adminAuth(settings));
+
+  // Bull Board: the queue's jobs.
+  const board = new HonoAdapter(serveStatic);
+  createBullBoard({ queues: [new BullMQAdapter(deps.queue, { readOnlyMode: settings.readOnly })], serverAdapter: board, options: { uiConfig: { boardTitle: 'Oncehook jobs' } } });
+  board.setBasePath('/admin/queues');
+  admin.route('/queues', board.registerPlugin());
+
+  mountAdminApi(admin, ops, settings);
+  mountAdminViews(admin, { pool: deps.pool, queries: deps.queries, ops, recentDuplicates: deps.recentDuplicates ?? new RecentDuplicates() }, settings);
+  return true;
+}

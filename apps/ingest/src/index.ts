@@ -1,0 +1,5 @@
+/** Ingest as a library: what the test kit and the tests start (the same wiring as server.ts). */
+export { buildIngest, ingestSettings, type BuildIngestOptions, type OncehookIngest } from './build-ingest';
+export { createApp, type IngestDeps, type IngestSettings } from './app';
+export { createClaimBatcher, type ClaimBatcher } from './claim-batcher';
+export type { AdminSettings } from './admin';

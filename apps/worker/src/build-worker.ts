@@ -1,0 +1,135 @@
+/**
+ * buildWorker(config, handlers): one worker process, wired. The production entry point
+ * (main.ts) and the tests start workers this way, so there is one wiring to trust.
+ *
+ *   const worker = buildWorker(loadWorkerConfig(), handlers);
+ *   await worker.start();   // queue worker, reconciler loop, metrics server
+ *   ...
+ *   await worker.close();   // stop taking jobs, finish in-flight ones, close connections
+ */
+import {
+  createEventQueue,
+  createFaults,
+  createLogger,
+  createPool,
+  createQueries,
+  createRedis,
+  createWorkerMetrics,
+  observeOutbound,
+  type EventJobData,
+  type Faults,
+  type Logger,
+  type Pool,
+  type Queries,
+  type WorkerConfig,
+  type WorkerMetrics,
+} from '@oncehook/shared';
+import type { Handler } from '@oncehook/sdk';
+import type { Queue } from 'bullmq';
+import type { EngineHooks } from './handler-context';
+import { startMetricsServer } from './metrics-server';
+import { HandlerRegistry } from './registry';
+import { createEventWorker, type EventWorker, type WorkerSettings } from './worker';
+
+export interface BuildWorkerOptions {
+  /** Defaults: a pino logger at LOG_LEVEL, fresh metrics, faults from ONCEHOOK_FAULTS. */
+  log?: Logger;
+  metrics?: WorkerMetrics;
+  faults?: Faults;
+  hooks?: EngineHooks;
+}
+
+export interface OncehookWorker {
+  config: WorkerConfig;
+  pool: Pool;
+  queries: Queries;
+  queue: Queue<EventJobData>;
+  registry: HandlerRegistry;
+  metrics: WorkerMetrics;
+  log: Logger;
+  eventWorker: EventWorker;
+  /**
+   * Starts the parts: the queue worker, the reconciler loop and the metrics server (each can be
+   * left off, for tests that drive one part by hand). Resolves once the queue worker is ready.
+   */
+  start(parts?: { reconciler?: boolean; metricsServer?: boolean }): Promise<{ metricsPort: number | null }>;
+  close(): Promise<void>;
+}
+
+/** The worker's settings, from its configuration: the one mapping from environment to settings. */
+export function workerSettings(config: WorkerConfig): WorkerSettings {
+  return {
+    concurrency: config.WORKER_CONCURRENCY,
+    leaseMs: config.LEASE_MS,
+    maxAttempts: config.MAX_ATTEMPTS,
+    retryBackoffMs: config.RETRY_BACKOFF_MS,
+    unhandled: config.UNHANDLED_EVENTS,
+    queuePrefix: config.QUEUE_PREFIX,
+    retention: {
+      policy: { defaultDays: config.RETENTION_DAYS, overrides: config.RETENTION_OVERRIDES },
+      batchSize: config.RETENTION_BATCH_SIZE,
+      maxBatches: config.RETENTION_MAX_BATCHES,
+      intervalMs: config.RETENTION_INTERVAL_MS,
+    },
+    reconciler: { intervalMs: config.RECONCILE_INTERVAL_MS, requeueAfterMs: config.REQUEUE_AFTER_MS, batchSize: config.RECONCILE_BATCH_SIZE },
+  };
+}
+
+export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], options: BuildWorkerOptions = {}): OncehookWorker {
+  const log = options.log ?? createLogger('worker', config.LOG_LEVEL);
+  const registry = new HandlerRegistry(handlers);
+  const pool = createPool(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, applicationName: 'oncehook-worker' });
+  const queries = createQueries(config.ONCEHOOK_SCHEMA);
+  const connection = createRedis(config.REDIS_URL, 'worker');
+  const producer = createRedis(config.REDIS_URL, 'producer');
+  const queue = createEventQueue(producer, config.QUEUE_PREFIX);
+  const metrics = options.metrics ?? createWorkerMetrics();
+  const stopObserving = observeOutbound((outcome) => metrics.outboundCalls.inc({ api: outcome.name, outcome: outcome.result }));
+
+  const eventWorker = createEventWorker(
+    {
+      pool,
+      queries,
+      connection,
+      queue,
+      registry,
+      log,
+      faults: options.faults ?? createFaults(config.ONCEHOOK_FAULTS),
+      hooks: options.hooks,
+      metrics,
+      settings: workerSettings(config),
+    },
+    { autorun: false },
+  );
+
+  let metricsServer: Awaited<ReturnType<typeof startMetricsServer>> | undefined;
+  let closed = false;
+  return {
+    config,
+    pool,
+    queries,
+    queue,
+    registry,
+    metrics,
+    log,
+    eventWorker,
+    async start(parts = {}) {
+      if (parts.metricsServer ?? true) metricsServer = await startMetricsServer(metrics.registry, config.METRICS_PORT, config.METRICS_HOST);
+      if (parts.reconciler ?? true) eventWorker.reconciler.run();
+      void eventWorker.worker.run().catch((error: unknown) => log.error({ err: error }, 'queue worker stopped'));
+      await eventWorker.worker.waitUntilReady();
+      return { metricsPort: metricsServer?.port ?? null };
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      await eventWorker.close();
+      await metricsServer?.close();
+      stopObserving();
+      await queue.close();
+      connection.disconnect();
+      producer.disconnect();
+      await pool.end();
+    },
+  };
+}

@@ -1,0 +1,107 @@
+/**
+ * What a handler receives: the event, and a context whose steps make its effects exactly once.
+ */
+import type { Json } from '@oncehook/shared/json';
+import type { PoolClient } from 'pg';
+import type { Logger } from 'pino';
+
+export type { Json, Logger, PoolClient };
+
+/** The verified event, as the edge recorded it, and where this run stands. */
+export interface HandlerEvent<Payload = unknown> {
+  /** The source it came from (the route name, e.g. `stripe` or `stripe-eu`). */
+  readonly source: string;
+  /** The source's provider family (`stripe`, `github`, ...). */
+  readonly kind: string;
+  /** The provider's stable event id: the same on every delivery of this event. */
+  readonly eventId: string;
+  readonly type: string;
+  /** The verified body, parsed (and checked against the handler's `payload` schema, if any). */
+  readonly payload: Payload;
+  /** What the edge recorded besides the body: Shopify's shop domain, GitHub's hook id, ... */
+  readonly meta: Readonly<Record<string, string>>;
+  /** When Oncehook first received it. */
+  readonly receivedAt: Date;
+  /** The creation time the provider signed, when its scheme signs one. */
+  readonly signedAt: Date | null;
+  /** This run's attempt (1 on the first; crashes count). */
+  readonly attempt: number;
+  /** 0, or the replay this run belongs to. */
+  readonly generation: number;
+  /** This handler's name. */
+  readonly handler: string;
+}
+
+/** What an external step's function receives. */
+export interface StepInput {
+  /**
+   * Deterministic in (source, event id, handler, step name, generation): the same on every
+   * attempt of this step. Send it, unchanged, as the downstream API's idempotency key.
+   */
+  readonly idempotencyKey: string;
+  /** Aborted when the lease is lost or the worker shuts down; pass it to fetch. */
+  readonly signal: AbortSignal;
+  /** The run's attempt number (1 on the first). */
+  readonly attempt: number;
+}
+
+export interface TransactionOptions {
+  /**
+   * This is the handler's last step: mark its run `done` in this same transaction, so the
+   * domain writes, the step record and the final transition commit together or not at all.
+   */
+  final?: boolean;
+}
+
+/**
+ * Types that JSON would change or refuse; a step result containing one is a compile error
+ * (and, for code the types cannot see, refused when recorded).
+ */
+type NotJson = bigint | symbol | Date | RegExp | Map<unknown, unknown> | Set<unknown> | WeakMap<object, unknown> | Promise<unknown> | ArrayBufferView | ArrayBuffer | Error;
+
+/**
+ * `T` itself when it is plain JSON (strings, finite numbers, booleans, null, arrays, plain
+ * objects, optional properties); `never` where it is not. A step function must return
+ * `T & NoInfer<JsonChecked<T>>`: a Date, a Map, a bigint or a class instance in a result does
+ * not compile (it would come back different on a resumed attempt). Literal values in a result
+ * keep their literal types (`{ status: 'pending' }`), which is what was recorded.
+ */
+export type JsonChecked<T> = T extends NotJson
+  ? never
+  : T extends (...args: never[]) => unknown
+    ? never
+    : T extends string | number | boolean | null | undefined | void
+      ? T
+      : T extends readonly unknown[]
+        ? { [I in keyof T]: JsonChecked<T[I]> }
+        : T extends object
+          ? { [K in keyof T]: JsonChecked<T[K]> }
+          : never;
+
+export interface HandlerContext {
+  /** pino logger bound to the source, event id, handler, run and attempt. */
+  readonly log: Logger;
+  /** Aborted when our lease is lost (another worker took the run over) or on shutdown. */
+  readonly signal: AbortSignal;
+  /**
+   * A local step: runs `fn` in a transaction that first locks this run and checks our lease
+   * (the fence). `fn`'s writes and the step's record commit together; a step that already
+   * committed for this generation is not run again and its recorded result is returned.
+   * Throws LeaseLostError (and commits nothing) if another worker took the run over.
+   *
+   * `name` is unique within one run (a loop puts its variable in it: `credit:${line.id}`).
+   * The result is recorded as JSON and returned exactly as recorded, on this attempt and on
+   * any resumed one, so return plain data.
+   */
+  transaction<T>(name: string, fn: (tx: PoolClient) => Promise<T & NoInfer<JsonChecked<T>>>, options?: TransactionOptions): Promise<T>;
+  /**
+   * An external step: calls `fn` with the step's idempotency key, outside any transaction
+   * (no lock is held across the network), then records its result (fenced). Once recorded
+   * it is never called again for this generation; if the worker dies after the call and
+   * before the record, the next attempt calls again with the SAME key, so an API that honours
+   * the key applies nothing new (docs/handlers.md: what is exactly once and what is not).
+   *
+   * Same naming and result rules as `transaction`.
+   */
+  step<T>(name: string, fn: (input: StepInput) => Promise<T & NoInfer<JsonChecked<T>>>): Promise<T>;
+}

@@ -1,0 +1,36 @@
+/**
+ * @oncehook/sdk: write webhook handlers whose effects happen exactly once.
+ *
+ * - defineHandler({ name, source, type, payload? }, async (event, ctx) => ...)
+ * - ctx.transaction(name, fn, { final? }): a local step (fenced transaction, recorded)
+ * - ctx.step(name, fn): an external step (idempotency key handed in, recorded)
+ * - PermanentError: retrying cannot help; LeaseLostError: stop, another worker owns the run
+ * - readSettings({...zod}): a handler module's own environment, validated at worker start
+ * - createOutboundClient: an HTTP client that sends the key and retries safely
+ *
+ * Testing a handler against duplicates, concurrency and crashes: @oncehook/testkit.
+ * Guide: docs/handlers.md.
+ */
+export { defineHandler, isHandler, HANDLER_NAME_PATTERN, type Handler, type HandlerOptions } from './define-handler';
+export type { HandlerContext, HandlerEvent, Json, JsonChecked, Logger, PoolClient, StepInput, TransactionOptions } from './context';
+export {
+  PROVIDER_KINDS,
+  type EventTypeFor,
+  type GitHubEventType,
+  type GitHubPayload,
+  type ProviderKind,
+  type ProviderPayload,
+  type StripeEvent,
+  type StripeEventType,
+} from './provider-events';
+export { readSettings } from './settings';
+export { ConfigError, HandlerDefinitionError, LeaseLostError, OutboundUnavailableError, PermanentError, StepUsageError } from '@oncehook/shared/errors';
+export {
+  createOutboundClient,
+  parseRetryAfter,
+  type OutboundClient,
+  type OutboundClientOptions,
+  type OutboundOutcome,
+  type OutboundRequest,
+  type OutboundResponse,
+} from '@oncehook/shared/outbound';

@@ -1,0 +1,347 @@
+/**
+ * checkHandler: puts one handler through what Oncehook exists to survive, on a real Postgres,
+ * through the real state machine (the worker's processJob, real leases and fences), and
+ * reports what went wrong.
+ *
+ *   const report = await checkHandler(refunds, { type: 'charge.refunded', payload }, {
+ *     setup: (db) => db.query('CREATE TABLE accounts (...)'),
+ *     state: async (db) => (await db.query('SELECT * FROM accounts ORDER BY id')).rows,
+ *   });
+ *   expect(report.problems).toEqual([]);
+ *
+ * Scenarios, each on a fresh database cloned from a template (Oncehook's schema + `setup`):
+ * 1. a clean run: the reference (its steps, the keys they sent, the final `state`);
+ * 2. for every step boundary of the clean run in turn, a crash exactly there, then resumed
+ *    as the next worker would (a new attempt, the lease taken over):
+ *      - an external step: after its call returned, before its record commits;
+ *      - a local step: before its transaction commits (its writes roll back);
+ * 3. concurrent duplicate deliveries: the event claimed N times at once, and N workers
+ *    dispatching it at once.
+ * Problems reported: an external step called again with a DIFFERENT key (or a request that
+ * carries no key at all, or not the one it was given), a local step committed twice, a step
+ * the clean run committed that a resumed run skipped (a different path), the event not ending
+ * `done`, a final `state` that differs from the clean run's, a handler that caught the
+ * simulated crash and went on.
+ *
+ * Requests are seen by wrapping `globalThis.fetch` for the duration of the check (Oncehook's
+ * createOutboundClient and most HTTP clients use it) and attributed to the step they run in.
+ * They go where the handler sends them: point its APIs at fakes that honour idempotency keys
+ * (the way the real ones do), not at production.
+ */
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { createLogger, createPool, createQueries, DEFAULT_SCHEMA, migrate, type Faults, type Pool, type Queries, type VerifiedEvent } from '@oncehook/shared';
+import type { Handler } from '@oncehook/sdk';
+import { currentStep, HandlerRegistry, processJob, type CurrentStep, type EngineHooks, type ProcessDeps } from '@oncehook/worker';
+
+export interface CheckEvent {
+  type: string;
+  payload: unknown;
+  /** The provider's event id (default: one per check, the same in every scenario, as redeliveries are). */
+  eventId?: string;
+  /** The source it arrives on (default: the handler's source). */
+  source?: string;
+  /** Default: the handler's kind, or its source. */
+  kind?: string;
+  signedAt?: Date | null;
+  meta?: Record<string, string>;
+}
+
+export interface CheckOptions {
+  /**
+   * The Postgres server to create scratch databases on: any URL of it (the database part is
+   * ignored). Default: ONCEHOOK_CHECK_DATABASE_URL, else DATABASE_URL, else
+   * postgres://postgres@127.0.0.1:5432.
+   */
+  databaseUrl?: string;
+  /** Creates the handler's own tables; run once, in the template every scenario is cloned from. */
+  setup?: (db: Pool) => Promise<unknown>;
+  /** Reads the domain state the handler changes; every scenario must end with the clean run's. */
+  state?: (db: Pool) => Promise<unknown>;
+  /** Concurrent duplicate deliveries in the concurrency scenario (default 5; 0 skips it). */
+  duplicates?: number;
+  /** Steps whose APIs take no idempotency key (at-least-once by design): not reported for it. */
+  keylessSteps?: string[];
+  /** Oncehook's schema in the scratch databases (default `oncehook`). */
+  schema?: string;
+  /** Keep the scratch databases for a look (their names are in the report). */
+  keepDatabases?: boolean;
+}
+
+export interface ScenarioReport {
+  name: string;
+  database: string;
+  attempts: number;
+  eventState: string;
+  /** Steps as they committed, in order. */
+  committed: string[];
+  /** Every request a step made: the step, the attempt, the key it was given and the key it sent. */
+  requests: { step: string; attempt: number; method: string; url: string; given: string | null; sent: string | null }[];
+  problems: string[];
+}
+
+export interface CheckReport {
+  ok: boolean;
+  problems: string[];
+  /** The boundaries crashed at, in order: "after <step> returned" / "before <step> commits". */
+  boundaries: string[];
+  scenarios: ScenarioReport[];
+}
+
+/** What the check throws at a boundary: to the handler it looks like any failure mid-step. */
+export class SimulatedCrash extends Error {
+  override name = 'SimulatedCrash';
+}
+
+interface Boundary {
+  label: string;
+  point: 'worker.after-external-call' | 'worker.step-before-commit';
+  step: string;
+}
+
+interface Request {
+  step: CurrentStep;
+  method: string;
+  url: string;
+  /** The Idempotency-Key header, or null. */
+  header: string | null;
+  body: string;
+}
+
+function serverUrl(given: string | undefined): string {
+  const url = new URL(given ?? process.env.ONCEHOOK_CHECK_DATABASE_URL ?? process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
+  url.pathname = '';
+  return url.toString().replace(/\/$/, '');
+}
+
+async function admin<T>(server: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: `${server}/postgres` });
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Wraps fetch for the duration of the check, attributing each request to the step it runs in. */
+function captureRequests(requests: Request[]): () => void {
+  const original = globalThis.fetch;
+  globalThis.fetch = async (input: Parameters<typeof fetch>[0], init?: Parameters<typeof fetch>[1]) => {
+    const step = currentStep();
+    if (step) {
+      const request = input instanceof Request ? input : null;
+      const headers = new Headers(init?.headers ?? request?.headers);
+      const body = typeof init?.body === 'string' ? init.body : '';
+      requests.push({ step, method: init?.method ?? request?.method ?? 'GET', url: String(request?.url ?? input), header: headers.get('idempotency-key'), body });
+    }
+    return original(input, init);
+  };
+  return () => {
+    globalThis.fetch = original;
+  };
+}
+
+/**
+ * Checks run one at a time in a process, whoever starts them: each wraps the global fetch for
+ * its duration, and two at once would see each other's requests.
+ */
+let queue: Promise<unknown> = Promise.resolve();
+
+export function checkHandler(handler: Handler, event: CheckEvent, options: CheckOptions = {}): Promise<CheckReport> {
+  const result = queue.then(() => runCheck(handler, event, options));
+  queue = result.catch(() => {});
+  return result;
+}
+
+async function runCheck(handler: Handler, event: CheckEvent, options: CheckOptions): Promise<CheckReport> {
+  const server = serverUrl(options.databaseUrl);
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  const queries: Queries = createQueries(schema);
+  const registry = new HandlerRegistry([handler]);
+  const log = createLogger('checkHandler', process.env.ONCEHOOK_CHECK_LOG ?? 'silent');
+  const source = event.source ?? handler.source;
+  const verified: VerifiedEvent = {
+    provider: source,
+    kind: event.kind ?? handler.kind ?? source,
+    eventId: event.eventId ?? `evt_check_${handler.name.replace(/[^A-Za-z0-9._-]/g, '_')}`,
+    type: event.type,
+    signedAt: event.signedAt ?? new Date(),
+    rawBody: JSON.stringify(event.payload),
+    payload: event.payload,
+    meta: event.meta ?? {},
+  };
+  const databases: string[] = [];
+  const requests: Request[] = [];
+  const tag = randomBytes(4).toString('hex');
+
+  const template = `oncehook_check_tpl_${tag}`;
+  await admin(server, (c) => c.query(`CREATE DATABASE ${template}`));
+  databases.push(template);
+  const uninstall = captureRequests(requests);
+  try {
+    const templatePool = createPool(`${server}/${template}`, { max: 1 });
+    try {
+      await migrate(templatePool, { schema });
+      await options.setup?.(templatePool);
+    } finally {
+      await templatePool.end();
+    }
+
+    let scenarioCount = 0;
+    async function scenario(name: string, crashAt: Boundary | null, duplicates = 1): Promise<{ report: ScenarioReport; state: unknown; keys: Map<string, Set<string>> }> {
+      const database = `oncehook_check_${tag}_${(scenarioCount += 1)}`;
+      await admin(server, (c) => c.query(`CREATE DATABASE ${database} TEMPLATE ${template}`));
+      databases.push(database);
+      const pool = createPool(`${server}/${database}`, { max: duplicates + 4 });
+      const problems: string[] = [];
+      const committed: string[] = [];
+      const commits = new Map<string, number>();
+      const keysGiven = new Map<string, Set<string>>();
+      let crashed = false;
+      let crashedAttemptStillRunning = false;
+      const first = requests.length;
+      const hooks: EngineHooks = {
+        externalCall(info) {
+          if (crashedAttemptStillRunning) problems.push(`the handler caught the simulated crash and went on: step "${info.step}" ran after it in the same attempt; let step errors propagate`);
+          const set = keysGiven.get(info.step) ?? new Set<string>();
+          if (info.idempotencyKey) set.add(info.idempotencyKey);
+          keysGiven.set(info.step, set);
+        },
+        stepCommitted(info) {
+          if (crashedAttemptStillRunning) problems.push(`the handler caught the simulated crash and went on: step "${info.step}" committed after it in the same attempt; let step errors propagate`);
+          commits.set(info.step, (commits.get(info.step) ?? 0) + 1);
+          committed.push(info.step);
+        },
+      };
+      const faults: Faults = {
+        async hit(point, detail) {
+          if (crashAt && !crashed && point === crashAt.point && detail?.step === crashAt.step) {
+            crashed = true;
+            crashedAttemptStillRunning = true;
+            throw new SimulatedCrash(`simulated crash ${crashAt.label}`);
+          }
+        },
+      };
+      const deps: ProcessDeps = { pool, queries, registry, log, faults, hooks, settings: { leaseMs: 30_000, maxAttempts: 10, unhandled: 'fail' } };
+      let attempts = 0;
+      try {
+        const claims = await Promise.all(Array.from({ length: duplicates }, () => queries.claimEvent(pool, verified)));
+        const rowId = claims.find((c) => c.outcome === 'new')?.rowId;
+        if (rowId === undefined) throw new Error('no claim created the event');
+        const job = { rowId, provider: verified.provider, eventId: verified.eventId, attempt: 0 };
+        await Promise.all(Array.from({ length: duplicates }, () => processJob(deps, job)));
+        crashedAttemptStillRunning = false;
+        // Resume as the next worker would: each unfinished run, attempt after attempt.
+        for (let round = 0; round < 10; round += 1) {
+          const runs = await queries.getRuns(pool, rowId);
+          const pending = runs.filter((r) => r.state === 'received' || r.state === 'processing');
+          if (pending.length === 0) break;
+          // A crash leaves the lease to expire; the check expires it at once instead of waiting.
+          await pool.query(`UPDATE ${schema}.handler_runs SET lease_until = now() - interval '1 second' WHERE event_row_id = $1 AND state = 'processing'`, [rowId]);
+          for (const run of pending) await processJob(deps, { ...job, handler: run.handler, attempt: run.attempts });
+          crashedAttemptStillRunning = false;
+        }
+        const eventRow = await queries.getEvent(pool, rowId);
+        const runs = await queries.getRuns(pool, rowId);
+        attempts = Math.max(0, ...runs.map((r) => r.attempts));
+        const count = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${schema}.events`);
+        if (count.rows[0]?.n !== 1) problems.push(`${count.rows[0]?.n} event rows for one event key`);
+        if (eventRow?.state !== 'done') {
+          const why = runs.map((r) => `${r.handler}: ${r.state}${r.lastError ? ` (${r.lastError})` : ''}`).join('; ');
+          problems.push(`the event ended ${eventRow?.state ?? 'missing'}, not done: ${why || eventRow?.note || 'no run'}`);
+        }
+        for (const [step, n] of commits) if (n > 1) problems.push(`step "${step}" committed ${n} times`);
+        const state = options.state ? await options.state(pool) : undefined;
+        // Scenarios run one after the other: this one's requests are the ones since it began.
+        const mine = requests.slice(first);
+        return {
+          report: {
+            name,
+            database,
+            attempts,
+            eventState: eventRow?.state ?? 'missing',
+            committed,
+            requests: mine.map((r) => ({ step: r.step.step, attempt: r.step.attempt, method: r.method, url: r.url, given: r.step.idempotencyKey, sent: sentKey(r) })),
+            problems,
+          },
+          state,
+          keys: keysGiven,
+        };
+      } finally {
+        await pool.end();
+      }
+    }
+
+    /** The key a request actually carried: its Idempotency-Key header, else the given key if the body holds it. */
+    function sentKey(request: Request): string | null {
+      if (request.header) return request.header;
+      return request.step.idempotencyKey && request.body.includes(request.step.idempotencyKey) ? request.step.idempotencyKey : null;
+    }
+
+    const keyless = new Set(options.keylessSteps ?? []);
+    /** Key problems of one scenario's requests, compared with the clean run's. */
+    function keyProblems(report: ScenarioReport, reference: ScenarioReport | null): string[] {
+      const out: string[] = [];
+      const byStep = new Map<string, ScenarioReport['requests']>();
+      for (const r of report.requests) byStep.set(r.step, [...(byStep.get(r.step) ?? []), r]);
+      for (const [step, list] of byStep) {
+        if (keyless.has(step)) continue;
+        const missing = list.find((r) => r.sent === null);
+        if (missing) {
+          out.push(`external step "${step}" sent ${missing.method} ${missing.url} without an idempotency key (neither the Idempotency-Key header nor the key it was given in the body): the API cannot deduplicate a retry`);
+          continue;
+        }
+        const wrong = list.find((r) => r.given !== null && r.sent !== r.given && !reference);
+        if (wrong) out.push(`external step "${step}" sent Idempotency-Key "${wrong.sent}", not the key it was given ("${wrong.given}"); pass ctx's key to the API unchanged`);
+        const sent = [...new Set([...(reference?.requests.filter((r) => r.step === step).map((r) => r.sent) ?? []), ...list.map((r) => r.sent)])];
+        if (sent.length > 1) out.push(`external step "${step}" was called again with a DIFFERENT key: ${sent.map((k) => `"${k}"`).join(' then ')}; the API will apply it again`);
+      }
+      return out;
+    }
+
+    const reference = await scenario('clean run', null);
+    reference.report.problems.push(...keyProblems(reference.report, null));
+    const scenarios = [reference.report];
+    const boundaries: Boundary[] = [];
+    if (reference.report.eventState === 'done') {
+      const externals = new Set(reference.keys.keys());
+      for (const step of reference.report.committed) {
+        boundaries.push(
+          externals.has(step)
+            ? { label: `after "${step}" returned, before its record`, point: 'worker.after-external-call', step }
+            : { label: `before "${step}" commits`, point: 'worker.step-before-commit', step },
+        );
+      }
+      for (const boundary of boundaries) {
+        const run = await scenario(`crash ${boundary.label}`, boundary);
+        run.report.problems.push(...keyProblems(run.report, reference.report));
+        for (const step of reference.report.committed) {
+          if (!run.report.committed.includes(step)) run.report.problems.push(`step "${step}" committed in the clean run but not after the crash: the resumed run took another path (decide with recorded step results)`);
+        }
+        if (options.state && JSON.stringify(run.state) !== JSON.stringify(reference.state)) {
+          run.report.problems.push(`the state differs from the clean run's: ${JSON.stringify(run.state).slice(0, 300)} instead of ${JSON.stringify(reference.state).slice(0, 300)}`);
+        }
+        scenarios.push(run.report);
+      }
+      const duplicates = options.duplicates ?? 5;
+      if (duplicates > 0) {
+        const run = await scenario(`${duplicates} concurrent duplicate deliveries`, null, duplicates);
+        run.report.problems.push(...keyProblems(run.report, reference.report));
+        if (options.state && JSON.stringify(run.state) !== JSON.stringify(reference.state)) {
+          run.report.problems.push(`the state differs from the clean run's: ${JSON.stringify(run.state).slice(0, 300)} instead of ${JSON.stringify(reference.state).slice(0, 300)}`);
+        }
+        scenarios.push(run.report);
+      }
+    }
+    const problems = scenarios.flatMap((s) => [...new Set(s.problems)].map((p) => `${s.name}: ${p}`));
+    return { ok: problems.length === 0, problems, boundaries: boundaries.map((b) => b.label), scenarios };
+  } finally {
+    uninstall();
+    if (!options.keepDatabases) {
+      await admin(server, async (c) => {
+        for (const name of databases.reverse()) await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      });
+    }
+  }
+}
