@@ -51,7 +51,9 @@ try {
     await queries.deleteExpiredBatch(pool, 'stripe', 20, 1000);
     const deleteMs = performance.now() - started;
     rows.push({ size, p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99), deleteMs });
-    process.stdout.write(`  size ${size}: claim p50 ${percentile(latencies, 0.5).toFixed(3)} ms, p99 ${percentile(latencies, 0.99).toFixed(3)} ms; retention batch of 1000: ${deleteMs.toFixed(1)} ms\n`);
+    process.stdout.write(
+      `  size ${size}: claim p50 ${percentile(latencies, 0.5).toFixed(3)} ms, p99 ${percentile(latencies, 0.99).toFixed(3)} ms; retention batch of 1000: ${deleteMs.toFixed(1)} ms\n`,
+    );
   }
   const base = rows[0]!;
   // Deletion is compared from the first size that had rows to delete.

@@ -158,7 +158,9 @@ export async function runBench(options: BenchOptions): Promise<{ ingest: IngestR
           rssMb: rssMb(procs[server].pid),
         };
         ingest.push(row);
-        log(`  ${server.padEnd(8)} c=${String(connections).padEnd(4)} ${String(row.requestsPerSecond).padStart(6)} req/s  p50 ${row.p50} ms  p99 ${row.p99} ms  non-2xx ${row.non2xx}  errors ${row.errors}  rss ${row.rssMb} MB`);
+        log(
+          `  ${server.padEnd(8)} c=${String(connections).padEnd(4)} ${String(row.requestsPerSecond).padStart(6)} req/s  p50 ${row.p50} ms  p99 ${row.p99} ms  non-2xx ${row.non2xx}  errors ${row.errors}  rss ${row.rssMb} MB`,
+        );
       }
     }
 
@@ -172,7 +174,15 @@ export async function runBench(options: BenchOptions): Promise<{ ingest: IngestR
       services.push(ingestProc);
       const url = await listeningUrl(ingestProc);
       const workers = Array.from({ length: workerCount }, () =>
-        spawnService('worker', { LOG_LEVEL: 'warn', METRICS_PORT: '0', DATABASE_URL: db.url, QUEUE_PREFIX: prefix, WORKER_CONCURRENCY: '16', DATABASE_POOL_SIZE: '10', ...SHOP_ENV }),
+        spawnService('worker', {
+          LOG_LEVEL: 'warn',
+          METRICS_PORT: '0',
+          DATABASE_URL: db.url,
+          QUEUE_PREFIX: prefix,
+          WORKER_CONCURRENCY: '16',
+          DATABASE_POOL_SIZE: '10',
+          ...SHOP_ENV,
+        }),
       );
       services.push(...workers);
       await Promise.all(workers.map((w) => w.waitFor(/worker ready/)));
@@ -182,7 +192,13 @@ export async function runBench(options: BenchOptions): Promise<{ ingest: IngestR
       // Wallet top-ups (one local step each), each delivered a mean of 3 times.
       const deliveries: { body: string; headers: Record<string, string> }[] = [];
       for (let n = 0; n < options.e2eEvents; n += 1) {
-        const event = { id: `evt_e2e_${run}_${workerCount}_${n}`, object: 'event', type: 'payment_intent.succeeded', created: Math.floor(Date.now() / 1000), data: { object: { amount: 100, amount_received: 100, currency: 'usd', customer: `cus_${n % 100}` } } };
+        const event = {
+          id: `evt_e2e_${run}_${workerCount}_${n}`,
+          object: 'event',
+          type: 'payment_intent.succeeded',
+          created: Math.floor(Date.now() / 1000),
+          data: { object: { amount: 100, amount_received: 100, currency: 'usd', customer: `cus_${n % 100}` } },
+        };
         for (let k = copiesFor(); k > 0; k -= 1) deliveries.push(signStripe(event));
       }
       const started = performance.now();
@@ -205,7 +221,9 @@ export async function runBench(options: BenchOptions): Promise<{ ingest: IngestR
         workerRssMb: workers.map((w) => rssMb(w.pid)),
       };
       e2e.push(row);
-      log(`  e2e workers=${workerCount}: ${row.events} events (${row.deliveries} deliveries) done in ${row.seconds} s = ${row.eventsPerSecond} events/s; worker rss ${row.workerRssMb.join(', ')} MB; ingest rss ${rssMb(ingestProc.pid)} MB`);
+      log(
+        `  e2e workers=${workerCount}: ${row.events} events (${row.deliveries} deliveries) done in ${row.seconds} s = ${row.eventsPerSecond} events/s; worker rss ${row.workerRssMb.join(', ')} MB; ingest rss ${rssMb(ingestProc.pid)} MB`,
+      );
       await Promise.all([ingestProc, ...workers].map((s) => s.stop()));
     }
     return { ingest, e2e };
@@ -217,7 +235,11 @@ export async function runBench(options: BenchOptions): Promise<{ ingest: IngestR
 }
 
 export function formatBench(result: { ingest: IngestRow[]; e2e: E2eRow[] }): string {
-  const lines = ['', 'Ingest (signed ~1 KB Stripe events, 20% duplicates)', 'conns | naive req/s p99 | ceiling req/s p99 | oncehook req/s p99 | oncehook/naive thr, p99 | oncehook/ceiling thr'];
+  const lines = [
+    '',
+    'Ingest (signed ~1 KB Stripe events, 20% duplicates)',
+    'conns | naive req/s p99 | ceiling req/s p99 | oncehook req/s p99 | oncehook/naive thr, p99 | oncehook/ceiling thr',
+  ];
   const connections = [...new Set(result.ingest.map((r) => r.connections))];
   for (const c of connections) {
     const get = (s: IngestRow['server']) => result.ingest.find((r) => r.connections === c && r.server === s)!;

@@ -210,7 +210,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const drainStarted = performance.now();
     const drainTimeout = options.drainTimeoutMs ?? 180_000;
     for (;;) {
-      const { rows } = await db.query<{ pending: number }>(`SELECT count(*)::int AS pending FROM oncehook.events WHERE state IN ('received', 'processing')`).catch(() => ({ rows: [{ pending: -1 }] }));
+      const { rows } = await db
+        .query<{ pending: number }>(`SELECT count(*)::int AS pending FROM oncehook.events WHERE state IN ('received', 'processing')`)
+        .catch(() => ({ rows: [{ pending: -1 }] }));
       if (rows[0]?.pending === 0) break;
       if (performance.now() - drainStarted > drainTimeout) {
         violations.push(`not drained after ${drainTimeout} ms: ${rows[0]?.pending} events still received/processing`);

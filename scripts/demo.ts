@@ -96,7 +96,9 @@ try {
   say(`  receipts (orders):  ${stats.email?.applied}`);
   say(`  shipments (orders): ${stats.fulfilment?.applied}`);
   say(`  ledger entries:     ${ledger[0]?.n}`);
-  say(`  lost answers injected by the sandbox: ${(stats.payment?.faults ?? 0) + (stats.email?.faults ?? 0) + (stats.fulfilment?.faults ?? 0)}, answered again from its idempotency store: ${(stats.payment?.replays ?? 0) + (stats.email?.replays ?? 0) + (stats.fulfilment?.replays ?? 0)}`);
+  say(
+    `  lost answers injected by the sandbox: ${(stats.payment?.faults ?? 0) + (stats.email?.faults ?? 0) + (stats.fulfilment?.faults ?? 0)}, answered again from its idempotency store: ${(stats.payment?.replays ?? 0) + (stats.email?.replays ?? 0) + (stats.fulfilment?.replays ?? 0)}`,
+  );
   say();
   say('Where to look:');
   say(`  metrics:   http://127.0.0.1:${ingestPort}/metrics  (webhook_events_total{result="new"|"duplicate"|"rejected"})`);

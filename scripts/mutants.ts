@@ -55,7 +55,10 @@ async function apply(dir: string, mutant: Mutant): Promise<boolean> {
   const file = path.join(dir, mutant.file);
   const text = await readFile(file, 'utf8');
   if (text.split(mutant.search).length !== 2) return false;
-  await writeFile(file, text.replace(mutant.search, () => mutant.replace));
+  await writeFile(
+    file,
+    text.replace(mutant.search, () => mutant.replace),
+  );
   return true;
 }
 
@@ -176,7 +179,11 @@ async function main(): Promise<number> {
 
     process.stdout.write(`\n${table(outcomes)}\n\n`);
     const bad = outcomes.filter((o) => o.status !== 'killed');
-    process.stdout.write(bad.length === 0 ? `all ${outcomes.length} mutants killed\n` : `${bad.length} of ${outcomes.length} mutants NOT killed: ${bad.map((o) => `${o.mutant.id} (${o.status})`).join(', ')}\n`);
+    process.stdout.write(
+      bad.length === 0
+        ? `all ${outcomes.length} mutants killed\n`
+        : `${bad.length} of ${outcomes.length} mutants NOT killed: ${bad.map((o) => `${o.mutant.id} (${o.status})`).join(', ')}\n`,
+    );
     return bad.length === 0 ? 0 : 1;
   } finally {
     if (!values.keep) await rm(base, { recursive: true, force: true });

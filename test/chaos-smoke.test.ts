@@ -22,7 +22,13 @@ it('survives the chaos run with zero violations', { timeout: 240_000 }, async ()
   child.stdout.on('data', (c: Buffer) => (output += c.toString()));
   child.stderr.on('data', (c: Buffer) => (output += c.toString()));
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  console.log(`[figure] chaos smoke\n${output.split('\n').filter((l) => !l.startsWith('  ')).slice(-9).join('\n')}`);
+  console.log(
+    `[figure] chaos smoke\n${output
+      .split('\n')
+      .filter((l) => !l.startsWith('  '))
+      .slice(-9)
+      .join('\n')}`,
+  );
   const report = JSON.parse(await readFile(reportFile, 'utf8'));
   await rm(reportFile, { force: true });
   expect(report.violations).toEqual([]);

@@ -23,11 +23,29 @@ afterAll(async () => {
   await db.drop();
 });
 
-const event = (eventId: string, rawBody = '{"ok":true}'): VerifiedEvent => ({ provider: 'stripe', kind: 'stripe', eventId, type: 't', signedAt: null, rawBody, payload: {}, meta: {} });
+const event = (eventId: string, rawBody = '{"ok":true}'): VerifiedEvent => ({
+  provider: 'stripe',
+  kind: 'stripe',
+  eventId,
+  type: 't',
+  signedAt: null,
+  rawBody,
+  payload: {},
+  meta: {},
+});
 
 it('claims a burst in few statements; repeats answer duplicate; one bad payload fails alone', async () => {
   const sizes: number[] = [];
-  const batcher = createClaimBatcher({ pool: db.pool, queries: q, queue, log: testLog, faults: noFaults, enqueueTimeoutMs: 1_000, maxConcurrentBatches: 1, onBatch: (n) => sizes.push(n) });
+  const batcher = createClaimBatcher({
+    pool: db.pool,
+    queries: q,
+    queue,
+    log: testLog,
+    faults: noFaults,
+    enqueueTimeoutMs: 1_000,
+    maxConcurrentBatches: 1,
+    onBatch: (n) => sizes.push(n),
+  });
   // Already claimed before the burst.
   expect(await batcher.claim(event('evt_pre'))).toMatchObject({ outcome: 'new' });
 

@@ -33,10 +33,13 @@ async function interleaved<T>(claims: () => Promise<T>[]): Promise<T[]> {
     await gate.query('SELECT pg_advisory_lock($1)', [GATE]);
     const pending = claims();
     // Both statements have started and are parked at the gate, inside their INSERT.
-    await waitFor(async () => {
-      const { rows } = await gate.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND NOT granted`, [GATE]);
-      return rows[0]?.n === 2;
-    }, { timeoutMs: 10_000, intervalMs: 20, what: 'both claims parked at the gate' });
+    await waitFor(
+      async () => {
+        const { rows } = await gate.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND NOT granted`, [GATE]);
+        return rows[0]?.n === 2;
+      },
+      { timeoutMs: 10_000, intervalMs: 20, what: 'both claims parked at the gate' },
+    );
     await gate.query('SELECT pg_advisory_unlock($1)', [GATE]);
     return await Promise.all(pending);
   } finally {

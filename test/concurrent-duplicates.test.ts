@@ -42,10 +42,13 @@ it('100 concurrent deliveries of one event -> one row, one job, one credit, 100 
   expect(statuses.filter((s) => s === 202)).toHaveLength(1);
   expect(answers.filter((a) => a.json.status === 'duplicate')).toHaveLength(99);
 
-  const row = await waitFor(async () => {
-    const r = await q.getEventByKey(db.pool, 'stripe', 'evt_concurrent_100');
-    return r?.state === 'done' ? r : null;
-  }, { what: 'event done' });
+  const row = await waitFor(
+    async () => {
+      const r = await q.getEventByKey(db.pool, 'stripe', 'evt_concurrent_100');
+      return r?.state === 'done' ? r : null;
+    },
+    { what: 'event done' },
+  );
   const runs = await q.getRuns(db.pool, row.id);
   expect(runs.map((r) => ({ handler: r.handler, state: r.state, attempts: r.attempts }))).toEqual([{ handler: 'shop.payments', state: 'done', attempts: 1 }]); // run by a worker exactly once
 

@@ -32,10 +32,13 @@ beforeEach(async () => {
 
 /** Waits for the event to be done; returns its one handler run. */
 async function doneRun(eventId: string, timeoutMs = 30_000) {
-  return waitFor(async () => {
-    const found = await onlyRun(db.pool, 'stripe', eventId).catch(() => null);
-    return found?.event.state === 'done' ? found.run : null;
-  }, { timeoutMs, what: `${eventId} done` });
+  return waitFor(
+    async () => {
+      const found = await onlyRun(db.pool, 'stripe', eventId).catch(() => null);
+      return found?.event.state === 'done' ? found.run : null;
+    },
+    { timeoutMs, what: `${eventId} done` },
+  );
 }
 
 it('kill -9 of a worker mid-handler: another worker finishes after the lease expires, credited once', async () => {

@@ -98,10 +98,13 @@ it('Postgres unreachable: 503 with Retry-After and nothing stored; back up: the 
 
     await ownPostgres.start();
     // The provider retries the same delivery (a fresh signature, as Stripe's retries carry).
-    const back = await waitFor(async () => {
-      const res = await deliver(ingest.url, signStripe(paymentSucceeded('evt_pg_down')));
-      return res.status === 202 ? res : null;
-    }, { timeoutMs: 20_000, intervalMs: 250, what: 'claim after Postgres restart' });
+    const back = await waitFor(
+      async () => {
+        const res = await deliver(ingest.url, signStripe(paymentSucceeded('evt_pg_down')));
+        return res.status === 202 ? res : null;
+      },
+      { timeoutMs: 20_000, intervalMs: 250, what: 'claim after Postgres restart' },
+    );
     expect(back.json).toMatchObject({ status: 'accepted', eventId: 'evt_pg_down' });
     expect((await q.getEventByKey(pool, 'stripe', 'evt_pg_down'))?.state).toBe('received');
     expect(await ingest.queue.count()).toBe(1);

@@ -46,10 +46,13 @@ it('resumes with the same idempotency key: charged, emailed and shipped once', a
   const killedAt = Date.now();
   await a.kill9();
 
-  const { run } = await waitFor(async () => {
-    const found = await onlyRun(db.pool, 'shopify', 'wh-order-1').catch(() => null);
-    return found?.event.state === 'done' ? found : null;
-  }, { what: 'order event done by worker B' });
+  const { run } = await waitFor(
+    async () => {
+      const found = await onlyRun(db.pool, 'shopify', 'wh-order-1').catch(() => null);
+      return found?.event.state === 'done' ? found : null;
+    },
+    { what: 'order event done by worker B' },
+  );
   console.log(`[figure] kill -9 after an external call -> done by another worker in ${Date.now() - killedAt} ms (LEASE_MS=2000)`);
 
   expect(run.attempts).toBe(2);

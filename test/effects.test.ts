@@ -36,10 +36,13 @@ beforeEach(async () => {
 });
 
 async function allFinished(expected: number): Promise<Record<string, number>> {
-  return waitFor(async () => {
-    const counts = await stateCounts(db.pool);
-    return (counts.done ?? 0) + (counts.failed ?? 0) === expected && !counts.received && !counts.processing ? counts : null;
-  }, { timeoutMs: 45_000, what: `${expected} events finished` });
+  return waitFor(
+    async () => {
+      const counts = await stateCounts(db.pool);
+      return (counts.done ?? 0) + (counts.failed ?? 0) === expected && !counts.received && !counts.processing ? counts : null;
+    },
+    { timeoutMs: 45_000, what: `${expected} events finished` },
+  );
 }
 
 it('with "apply then fail" on every first call: each order charged, emailed and shipped exactly once', async () => {
@@ -115,7 +118,9 @@ it('concurrent payments for the same order: serialized per order, no lost update
     Array.from({ length: N }, (_, i) => deliver(ingest.url, stripeOrderPayment({ eventId: `evt_part_${i}`, orderId: 'order-concurrent', amount: 100, total: N * 100 }))),
   );
   expect(await allFinished(N)).toEqual({ done: N });
-  const { rows } = await db.pool.query(`SELECT paid_cents::int AS paid, payments, status, cardinality(receipt_ids) AS receipts, shipment_id IS NOT NULL AS shipped FROM example_orders WHERE id = 'order-concurrent'`);
+  const { rows } = await db.pool.query(
+    `SELECT paid_cents::int AS paid, payments, status, cardinality(receipt_ids) AS receipts, shipment_id IS NOT NULL AS shipped FROM example_orders WHERE id = 'order-concurrent'`,
+  );
   expect(rows[0]).toEqual({ paid: N * 100, payments: N, status: 'paid', receipts: N, shipped: true });
   expect(sandbox.stats().fulfilment.applied).toBe(1);
   expect(sandbox.stats().email.applied).toBe(N);

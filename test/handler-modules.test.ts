@@ -49,7 +49,9 @@ function chargeRefunded(eventId: string) {
     object: 'event',
     type: 'charge.refunded',
     created: Math.floor(Date.now() / 1000),
-    data: { object: { id: 'ch_refund_1', object: 'charge', amount: 5000, amount_refunded: 1500, currency: 'usd', customer: 'cus_refund', billing_details: { email: 'ada@example.com' } } },
+    data: {
+      object: { id: 'ch_refund_1', object: 'charge', amount: 5000, amount_refunded: 1500, currency: 'usd', customer: 'cus_refund', billing_details: { email: 'ada@example.com' } },
+    },
   };
 }
 
@@ -71,22 +73,34 @@ it('a charge.refunded delivered 5 times at once: one email call, one debit; the 
   );
   expect(answers.sort()).toEqual([200, 200, 200, 200, 202]);
 
-  const found = await waitFor(async () => {
-    const f = await onlyRun(db.pool, 'stripe', 'evt_refund_1').catch(() => null);
-    return f?.event.state === 'done' ? f : null;
-  }, { what: 'refund done' });
+  const found = await waitFor(
+    async () => {
+      const f = await onlyRun(db.pool, 'stripe', 'evt_refund_1').catch(() => null);
+      return f?.event.state === 'done' ? f : null;
+    },
+    { what: 'refund done' },
+  );
   expect(found.run).toMatchObject({ handler: 'refunds', state: 'done', attempts: 1 });
   expect(sandbox.stats().email.requests).toBe(1); // one email call
   expect(sandbox.stats().email.effects).toEqual([expect.objectContaining({ to: 'ada@example.com', subject: 'Your refund' })]);
   expect((await db.pool.query('SELECT id, balance_cents::int AS balance FROM accounts')).rows).toEqual([{ id: 'cus_refund', balance: -1500 }]); // one debit
 
   // An event of the example's is not handled here: the example is not loaded.
-  const payment = { id: 'evt_not_mine', object: 'event', type: 'payment_intent.succeeded', created: now, data: { object: { id: 'pi_1', amount: 100, amount_received: 100, currency: 'usd' } } };
+  const payment = {
+    id: 'evt_not_mine',
+    object: 'event',
+    type: 'payment_intent.succeeded',
+    created: now,
+    data: { object: { id: 'pi_1', amount: 100, amount_received: 100, currency: 'usd' } },
+  };
   expect((await fetch(`${url}/webhooks/stripe`, { method: 'POST', ...signStripe(payment) })).status).toBe(202);
-  const unhandled = await waitFor(async () => {
-    const e = await q.getEventByKey(db.pool, 'stripe', 'evt_not_mine');
-    return e?.state === 'done' ? e : null;
-  }, { what: 'unhandled event recorded' });
+  const unhandled = await waitFor(
+    async () => {
+      const e = await q.getEventByKey(db.pool, 'stripe', 'evt_not_mine');
+      return e?.state === 'done' ? e : null;
+    },
+    { what: 'unhandled event recorded' },
+  );
   expect(unhandled.note).toMatch(/no handler registered/);
   expect((await q.getRuns(db.pool, unhandled.id)).length).toBe(0);
 

@@ -13,13 +13,9 @@ it('is deterministic, and differs by source, event, handler, step and generation
   const key = idempotencyKeyFor(base);
   expect(key).toMatch(/^oncehook-[0-9a-f]{48}$/);
   expect(idempotencyKeyFor({ ...base })).toBe(key);
-  const variants = [
-    { provider: 'stripe-eu' },
-    { eventId: 'evt_2' },
-    { handler: 'ledger' },
-    { step: 'email:2' },
-    { generation: 1 },
-  ].map((change) => idempotencyKeyFor({ ...base, ...change }));
+  const variants = [{ provider: 'stripe-eu' }, { eventId: 'evt_2' }, { handler: 'ledger' }, { step: 'email:2' }, { generation: 1 }].map((change) =>
+    idempotencyKeyFor({ ...base, ...change }),
+  );
   expect(new Set([key, ...variants]).size).toBe(6);
 });
 

@@ -38,7 +38,7 @@ describe('POST /webhooks/:provider', () => {
     expect(res.json).toMatchObject({ status: 'accepted', eventId: 'evt_new_1' });
     const row = await q.getEventByKey(db.pool, 'stripe', 'evt_new_1');
     expect(row).toMatchObject({ state: 'received', kind: 'stripe', type: 'payment_intent.succeeded', runsPending: 0 });
-    expect((row?.payload as { id: string }).id).toBe('evt_new_1');
+    expect((row!.payload as { id: string }).id).toBe('evt_new_1');
     expect(row?.signedAt).toBeInstanceOf(Date);
     const job = await ingest.queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_new_1', attempt: 0 }));
     expect(job?.data).toEqual({ rowId: row?.id, provider: 'stripe', eventId: 'evt_new_1', attempt: 0 });

@@ -116,10 +116,13 @@ describe('lease renewal', () => {
     ];
     try {
       expect((await deliver(ingest.url, signStripe({ ...paymentSucceeded('evt_slow'), type: 'test.slow' }))).status).toBe(202);
-      const done = await waitFor(async () => {
-        const r = await q.getEventByKey(db.pool, 'stripe', 'evt_slow');
-        return r?.state === 'done' ? r : null;
-      }, { timeoutMs: 20_000, what: 'slow event done' });
+      const done = await waitFor(
+        async () => {
+          const r = await q.getEventByKey(db.pool, 'stripe', 'evt_slow');
+          return r?.state === 'done' ? r : null;
+        },
+        { timeoutMs: 20_000, what: 'slow event done' },
+      );
       const run = await onlyRunOf(done.id);
       expect(run.attempts).toBe(1);
       expect(runs).toBe(1);
@@ -143,7 +146,9 @@ describe('the give-up cap', () => {
     // Dispatch once, then pretend five attempts were each killed mid-handler: the reconciler
     // released them, none recorded a verdict.
     await db.pool.query(`UPDATE ${T.events} SET state = 'processing', runs_pending = 1 WHERE id = $1`, [rowId]);
-    await db.pool.query(`INSERT INTO ${T.runs} (event_row_id, handler, attempts, last_error) VALUES ($1, 'capped', 5, 'lease expired during attempt 5 (worker crashed or hung)')`, [rowId]);
+    await db.pool.query(`INSERT INTO ${T.runs} (event_row_id, handler, attempts, last_error) VALUES ($1, 'capped', 5, 'lease expired during attempt 5 (worker crashed or hung)')`, [
+      rowId,
+    ]);
     const outcome = await processJob(deps, { ...dispatchJob(rowId, 'evt_cap'), handler: 'capped', attempt: 5 });
     expect(outcome).toMatchObject({ kind: 'runs', runs: [{ kind: 'failed', handler: 'capped' }] });
     expect(runs).toBe(0);
@@ -181,7 +186,9 @@ describe('retry backoff', () => {
     const worker = await startWorker({ databaseUrl: db.url, prefix, handlers: [handler], env: { RETRY_BACKOFF_MS: '8000' } });
     try {
       await deliver(ingest.url, signStripe({ ...paymentSucceeded('evt_backoff'), type: 'test.fails_once' }));
-      const retry = await waitFor(() => worker.queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_backoff', handler: 'fails-once', attempt: 1 })), { what: 'the retry job' });
+      const retry = await waitFor(() => worker.queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_backoff', handler: 'fails-once', attempt: 1 })), {
+        what: 'the retry job',
+      });
       expect(await retry.getState()).toBe('delayed');
       expect(retry.opts.delay).toBeGreaterThanOrEqual(4_000);
       expect(retry.opts.delay).toBeLessThanOrEqual(8_000);

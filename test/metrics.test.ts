@@ -60,7 +60,16 @@ it('counts new, duplicate and rejected deliveries at the edge; duplicates are no
 
 it("a worker's gauges show a stuck event, its recovery and a dead letter", async () => {
   // A stuck event: processing with an expired lease (its worker died), and a dead letter.
-  const stuck = await q.claimEvent(db.pool, { provider: 'stripe', kind: 'stripe', eventId: 'evt_stuck', type: 'payment_intent.succeeded', signedAt: null, rawBody: JSON.stringify(paymentSucceeded('evt_stuck')), payload: {}, meta: {} });
+  const stuck = await q.claimEvent(db.pool, {
+    provider: 'stripe',
+    kind: 'stripe',
+    eventId: 'evt_stuck',
+    type: 'payment_intent.succeeded',
+    signedAt: null,
+    rawBody: JSON.stringify(paymentSucceeded('evt_stuck')),
+    payload: {},
+    meta: {},
+  });
   if (stuck.outcome !== 'new') throw new Error('expected new');
   await seedRun(db.pool, stuck.rowId, { state: 'processing', leaseMs: 1 });
   const deadLetter = await q.getEventByKey(db.pool, 'stripe', 'evt_metrics_1');
@@ -72,10 +81,15 @@ it("a worker's gauges show a stuck event, its recovery and a dead letter", async
 
   // The reconciler reclaims the stuck event and the worker finishes it; the counters say so.
   await waitFor(async () => (await q.getEvent(db.pool, stuck.rowId))?.state === 'done', { what: 'stuck event recovered' });
-  const after = await waitFor(async () => {
-    const text = await scrape();
-    return series(text, `webhook_events_processed_total`, { outcome: 'done' }) === 1 && series(text, `webhook_events_stuck`, { kind: 'processing_lease_expired' }) === 0 ? text : null;
-  }, { what: 'gauges refreshed after recovery' });
+  const after = await waitFor(
+    async () => {
+      const text = await scrape();
+      return series(text, `webhook_events_processed_total`, { outcome: 'done' }) === 1 && series(text, `webhook_events_stuck`, { kind: 'processing_lease_expired' }) === 0
+        ? text
+        : null;
+    },
+    { what: 'gauges refreshed after recovery' },
+  );
   expect(series(after, 'webhook_reconciler_recoveries_total', { kind: 'reclaimed' })).toBe(1);
   expect(series(after, 'webhook_dead_letters')).toBe(1);
   expect(series(after, `webhook_events_by_state`, { state: 'failed' })).toBe(1);
@@ -111,10 +125,13 @@ it('an event left processing by a killed worker shows in the stuck gauge, then i
     holder.release();
   }
   await waitFor(async () => (await q.getEventByKey(db.pool, 'stripe', 'evt_killed_worker'))?.state === 'done', { what: 'recovered by B' });
-  await waitFor(async () => {
-    const text = await scrape();
-    return series(text, `webhook_events_stuck`, { kind: 'processing_lease_expired' }) === 0 && series(text, 'webhook_reconciler_recoveries_total', { kind: 'reclaimed' }) === 1;
-  }, { what: 'gauge back to 0, one recovery counted' });
+  await waitFor(
+    async () => {
+      const text = await scrape();
+      return series(text, `webhook_events_stuck`, { kind: 'processing_lease_expired' }) === 0 && series(text, 'webhook_reconciler_recoveries_total', { kind: 'reclaimed' }) === 1;
+    },
+    { what: 'gauge back to 0, one recovery counted' },
+  );
   await b.stop();
   await localIngest.close();
 });

@@ -41,7 +41,7 @@ async function tablesBySchema(pool: Pool): Promise<Record<string, string[]>> {
       WHERE table_schema NOT IN ('pg_catalog', 'information_schema') ORDER BY 1, 2`,
   );
   const out: Record<string, string[]> = {};
-  for (const row of rows) (out[row.schema] ??= []).push(row.table);
+  for (const row of rows) out[row.schema] = [...(out[row.schema] ?? []), row.table];
   return out;
 }
 
@@ -134,7 +134,9 @@ it('upgrades a database from before the schema: tables moved, data kept, in-flig
     const renewal = (n: number) => ({ type: 'subscription.renewed', data: { subscription_id: `sub_${n}`, customer_id: `cus_${n}`, amount: 1000, currency: 'usd' } });
     // Finished, with its steps.
     const done = await insert('msg_done', 'subscription.renewed', renewal(1), 'done', 1);
-    await pool.query(`INSERT INTO webhook_event_steps (event_row_id, generation, name, result) VALUES ($1, 0, 'charge', '{"id":"ch_old"}'), ($1, 0, 'record-renewal', '{}')`, [done]);
+    await pool.query(`INSERT INTO webhook_event_steps (event_row_id, generation, name, result) VALUES ($1, 0, 'charge', '{"id":"ch_old"}'), ($1, 0, 'record-renewal', '{}')`, [
+      done,
+    ]);
     // In flight: attempt 1 called the payment API and died before recording it; waiting for attempt 2.
     const inFlight = await insert('msg_in_flight', 'subscription.renewed', renewal(2), 'received', 1);
     // Never attempted, a dead letter, and one leased by a worker that was stopped for the upgrade.
@@ -151,7 +153,9 @@ it('upgrades a database from before the schema: tables moved, data kept, in-flig
     expect((await pool.query(`SELECT balance_cents::int AS b FROM ledger_accounts`)).rows).toEqual([{ b: 1000 }]);
 
     const queries = createQueries('oncehook');
-    const events = await pool.query<{ event_id: string; state: string; runs_pending: number; runs_failed: number }>(`SELECT event_id, state, runs_pending, runs_failed FROM oncehook.events ORDER BY id`);
+    const events = await pool.query<{ event_id: string; state: string; runs_pending: number; runs_failed: number }>(
+      `SELECT event_id, state, runs_pending, runs_failed FROM oncehook.events ORDER BY id`,
+    );
     expect(events.rows).toEqual([
       { event_id: 'msg_done', state: 'done', runs_pending: 0, runs_failed: 0 },
       { event_id: 'msg_in_flight', state: 'processing', runs_pending: 1, runs_failed: 0 },
@@ -159,7 +163,9 @@ it('upgrades a database from before the schema: tables moved, data kept, in-flig
       { event_id: 'msg_failed', state: 'failed', runs_pending: 0, runs_failed: 1 },
       { event_id: 'msg_leased', state: 'processing', runs_pending: 1, runs_failed: 0 },
     ]);
-    const runs = await pool.query<{ handler: string; state: string; attempts: number; key_scheme: number }>(`SELECT handler, state, attempts, key_scheme FROM oncehook.handler_runs ORDER BY event_row_id`);
+    const runs = await pool.query<{ handler: string; state: string; attempts: number; key_scheme: number }>(
+      `SELECT handler, state, attempts, key_scheme FROM oncehook.handler_runs ORDER BY event_row_id`,
+    );
     expect(runs.rows).toEqual([
       { handler: '', state: 'done', attempts: 1, key_scheme: 1 },
       { handler: '', state: 'received', attempts: 1, key_scheme: 1 },
@@ -185,6 +191,10 @@ it('upgrades a database from before the schema: tables moved, data kept, in-flig
   // The upgraded schema is exactly what a fresh installation gets.
   const fresh = await emptyDatabase();
   await withPool(fresh.url, (pool) => migrate(pool, { sets: [{ name: 'shop', dir: SHOP_MIGRATIONS }] }));
-  const oncehookOnly = (dump: string) => dump.split('\n\n').filter((block) => block.includes('oncehook.')).join('\n\n');
+  const oncehookOnly = (dump: string) =>
+    dump
+      .split('\n\n')
+      .filter((block) => block.includes('oncehook.'))
+      .join('\n\n');
   expect(oncehookOnly(await dumpDatabaseSchema(database.url))).toBe(oncehookOnly(await dumpDatabaseSchema(fresh.url)));
 });

@@ -24,7 +24,9 @@ const referenced = (expr: string) => [...expr.matchAll(/\b(webhook_[a-z_]+)\b/g)
 
 it('every alert expression uses exported metrics, and the on-call essentials are covered', async () => {
   const names = await exportedNames();
-  const file = parse(await readFile(path.join(ROOT, 'ops/prometheus/alerts.yml'), 'utf8')) as { groups: { rules: { alert: string; expr: string; annotations: { summary: string; description: string } }[] }[] };
+  const file = parse(await readFile(path.join(ROOT, 'ops/prometheus/alerts.yml'), 'utf8')) as {
+    groups: { rules: { alert: string; expr: string; annotations: { summary: string; description: string } }[] }[];
+  };
   const rules = file.groups.flatMap((g) => g.rules);
   for (const rule of rules) {
     expect(referenced(rule.expr).length, rule.alert).toBeGreaterThan(0);

@@ -38,12 +38,15 @@ beforeEach(async () => {
 });
 
 async function settled(provider: string, eventId: string, state: 'done' | 'failed', generation = 0) {
-  return waitFor(async () => {
-    const row = await q.getEventByKey(db.pool, provider, eventId);
-    if (row?.state !== state) return null;
-    const runs = await q.getRuns(db.pool, row.id);
-    return runs.every((r) => r.generation >= generation) ? row : null;
-  }, { what: `${provider}/${eventId} ${state}` });
+  return waitFor(
+    async () => {
+      const row = await q.getEventByKey(db.pool, provider, eventId);
+      if (row?.state !== state) return null;
+      const runs = await q.getRuns(db.pool, row.id);
+      return runs.every((r) => r.generation >= generation) ? row : null;
+    },
+    { what: `${provider}/${eventId} ${state}` },
+  );
 }
 
 it('re-drive finishes a failed event without a second external effect', async () => {
@@ -64,7 +67,9 @@ it('re-drive finishes a failed event without a second external effect', async ()
   expect(stats.email.applied).toBe(1);
   expect(stats.fulfilment.applied).toBe(1);
   const detail = await ops.show(failed.id);
-  expect(detail?.operatorActions).toEqual([expect.objectContaining({ mode: 'redrive', handler: 'shop.shopify-orders', fromState: 'failed', generation: 0, actor: 'alice', reason: 'email provider fixed' })]);
+  expect(detail?.operatorActions).toEqual([
+    expect.objectContaining({ mode: 'redrive', handler: 'shop.shopify-orders', fromState: 'failed', generation: 0, actor: 'alice', reason: 'email provider fixed' }),
+  ]);
 });
 
 it('a replay of one step produces exactly one new effect for it, with a new key, and reuses the rest', async () => {
@@ -75,7 +80,11 @@ it('a replay of one step produces exactly one new effect for it, with a new key,
   expect(firstKeys).toHaveLength(1);
 
   const result = await ops.replay(done.id, { steps: ['charge'] }, 'bob', 'the bank reversed the charge; charge again');
-  expect(result).toMatchObject({ ok: true, dryRun: false, plan: { handler: 'shop.renewals', generation: 0, nextGeneration: 1, reuse: [{ name: 'record-renewal', kind: 'local' }] } });
+  expect(result).toMatchObject({
+    ok: true,
+    dryRun: false,
+    plan: { handler: 'shop.renewals', generation: 0, nextGeneration: 1, reuse: [{ name: 'record-renewal', kind: 'local' }] },
+  });
   await settled('standard-webhooks', 'msg_renewal_7', 'done', 1);
   const stats = sandbox.stats();
   expect(stats.payment.applied).toBe(2); // exactly one new charge
@@ -131,8 +140,14 @@ it('replay of a paid order with --steps request-shipment: one new shipment, no n
 it('replay needs the steps said explicitly, checks their names, and --all-steps lists the local steps it re-runs', async () => {
   await deliver(ingest.url, stripeOrderPayment({ eventId: 'evt_all_steps', orderId: 'order-all', amount: 500, total: 500 }));
   const done = await settled('stripe', 'evt_all_steps', 'done');
-  expect(await ops.replay(done.id, {}, 'dave', 'x')).toMatchObject({ ok: false, reason: expect.stringMatching(/say which steps to run again: steps \(recorded: record-payment, send-receipt, request-shipment, record-fulfilment\)/) });
-  expect(await ops.replay(done.id, { steps: ['request-shipmnet'] }, 'dave', 'x')).toMatchObject({ ok: false, reason: expect.stringMatching(/no recorded step named "request-shipmnet"/) });
+  expect(await ops.replay(done.id, {}, 'dave', 'x')).toMatchObject({
+    ok: false,
+    reason: expect.stringMatching(/say which steps to run again: steps \(recorded: record-payment, send-receipt, request-shipment, record-fulfilment\)/),
+  });
+  expect(await ops.replay(done.id, { steps: ['request-shipmnet'] }, 'dave', 'x')).toMatchObject({
+    ok: false,
+    reason: expect.stringMatching(/no recorded step named "request-shipmnet"/),
+  });
   const all = await ops.replay(done.id, { allSteps: true, dryRun: true }, 'dave', 'x');
   expect(all).toMatchObject({ ok: true, plan: { reuse: [], localRerun: ['record-payment', 'record-fulfilment'] } });
 });

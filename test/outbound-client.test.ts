@@ -49,14 +49,18 @@ it('never retries another 4xx: PermanentError after one request', async () => {
 
 it('retries a timeout, and gives up with OutboundUnavailableError when tries run out', async () => {
   const server = await scripted([{ status: 200, delayMs: 1_000 }]);
-  const error = await client(server.url, { maxTries: 2 }).request({ method: 'POST', path: '/x', idempotencyKey: 'k' }).catch((e: unknown) => e);
+  const error = await client(server.url, { maxTries: 2 })
+    .request({ method: 'POST', path: '/x', idempotencyKey: 'k' })
+    .catch((e: unknown) => e);
   expect(error).toBeInstanceOf(OutboundUnavailableError);
   expect((error as Error).message).toMatch(/failed 2 times; last: timed out after 300ms/);
   expect(server.seen).toHaveLength(2);
 });
 
 it('retries network errors (connection refused)', async () => {
-  const error = await client('http://127.0.0.1:9', { maxTries: 3 }).request({ method: 'POST', path: '/x', idempotencyKey: 'k' }).catch((e: unknown) => e);
+  const error = await client('http://127.0.0.1:9', { maxTries: 3 })
+    .request({ method: 'POST', path: '/x', idempotencyKey: 'k' })
+    .catch((e: unknown) => e);
   expect(error).toBeInstanceOf(OutboundUnavailableError);
   expect((error as Error).message).toMatch(/network error/);
 });

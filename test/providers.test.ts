@@ -108,7 +108,12 @@ describe('provider specifics', () => {
     const body = '{"zen":"hi"}';
     const res = await send(ingest.url, 'github', {
       body,
-      headers: { 'x-hub-signature': `sha1=${createHmac('sha1', SECRETS.github).update(body).digest('hex')}`, 'x-github-delivery': 'd1', 'x-github-hook-id': '1', 'x-github-event': 'ping' },
+      headers: {
+        'x-hub-signature': `sha1=${createHmac('sha1', SECRETS.github).update(body).digest('hex')}`,
+        'x-github-delivery': 'd1',
+        'x-github-hook-id': '1',
+        'x-github-event': 'ping',
+      },
     });
     expect(res.status).toBe(400);
     expect(String(res.json.message)).toMatch(/X-Hub-Signature-256.*legacy SHA-1/);

@@ -46,7 +46,12 @@ it('re-enqueues the dispatch of received events past the threshold once per thre
   const pass = reconciler();
 
   expect(await pass.runOnce()).toEqual({ leader: true, reclaimed: 0, requeued: 1, enqueueFailed: 0 });
-  expect((await queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_stale', attempt: 0 })))?.data).toEqual({ rowId: stale, provider: 'stripe', eventId: 'evt_stale', attempt: 0 });
+  expect((await queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_stale', attempt: 0 })))?.data).toEqual({
+    rowId: stale,
+    provider: 'stripe',
+    eventId: 'evt_stale',
+    attempt: 0,
+  });
   expect(await queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_fresh', attempt: 0 }))).toBeUndefined();
   // Touched: not re-enqueued again on the next pass.
   expect(await pass.runOnce()).toMatchObject({ requeued: 0 });

@@ -37,7 +37,10 @@ async function aged(provider: string, eventId: string, ageDays: number, state: '
     [provider, eventId, state, ageDays],
   );
   if (state === 'received') return;
-  const run = await db.pool.query<{ id: number }>(`INSERT INTO ${T.runs} (event_row_id, handler, state, attempts, finished_at) VALUES ($1, 'h', $2, 1, now()) RETURNING id`, [rows[0]!.id, state]);
+  const run = await db.pool.query<{ id: number }>(`INSERT INTO ${T.runs} (event_row_id, handler, state, attempts, finished_at) VALUES ($1, 'h', $2, 1, now()) RETURNING id`, [
+    rows[0]!.id,
+    state,
+  ]);
   await db.pool.query(`INSERT INTO ${T.steps} (run_id, generation, name, kind, result) VALUES ($1, 0, 's', 'local', '{}')`, [run.rows[0]!.id]);
 }
 

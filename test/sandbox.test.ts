@@ -16,7 +16,11 @@ beforeEach(() => {
 });
 
 const charge = (key: string | null, body: Record<string, unknown> = { customer: 'cus_1', amount: 500, currency: 'usd' }) =>
-  fetch(`${sb.url}/payment/v1/charges`, { method: 'POST', headers: { 'content-type': 'application/json', ...(key ? { 'idempotency-key': key } : {}) }, body: JSON.stringify(body) });
+  fetch(`${sb.url}/payment/v1/charges`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(key ? { 'idempotency-key': key } : {}) },
+    body: JSON.stringify(body),
+  });
 
 it('payment: same key and parameters replay the stored response; nothing applied twice', async () => {
   const first = await charge('key-1');
@@ -58,7 +62,12 @@ it('apply_then_fail applies the effect and drops the connection; the retry gets 
 
 it('fail_before applies nothing and stores nothing: the retry applies once', async () => {
   sb.faults([{ service: 'fulfilment', mode: 'fail_before', times: 1 }]);
-  const ship = () => fetch(`${sb.url}/fulfilment/shipments`, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': 's-1' }, body: JSON.stringify({ order_id: 'o1', items: [] }) });
+  const ship = () =>
+    fetch(`${sb.url}/fulfilment/shipments`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'idempotency-key': 's-1' },
+      body: JSON.stringify({ order_id: 'o1', items: [] }),
+    });
   expect((await ship()).status).toBe(500);
   expect(sb.stats().fulfilment.applied).toBe(0);
   expect((await ship()).status).toBe(200);
@@ -66,7 +75,12 @@ it('fail_before applies nothing and stores nothing: the retry applies once', asy
 });
 
 it('email dedupes on its body key; without a key every send is applied (at-least-once)', async () => {
-  const send = (key?: string) => fetch(`${sb.url}/email/emails`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ to: 'a@example.com', subject: 'hi', ...(key ? { dedupe_key: key } : {}) }) });
+  const send = (key?: string) =>
+    fetch(`${sb.url}/email/emails`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ to: 'a@example.com', subject: 'hi', ...(key ? { dedupe_key: key } : {}) }),
+    });
   await send('e-1');
   await send('e-1');
   expect(sb.stats().email.applied).toBe(1);

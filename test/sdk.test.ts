@@ -142,7 +142,16 @@ describe('more mistakes that fail loudly', () => {
     const { rowId } = await runOnce(handler, 'evt_kind', 'test.kind');
     version = 2;
     const outcome = await processJob(engine(db.pool, [handler]), { ...dispatchJob(rowId, 'evt_kind'), handler: 'renamed', attempt: 1 });
-    expect(outcome).toMatchObject({ runs: [{ kind: 'failed', error: expect.stringMatching(/step "notify" of handler "renamed" was recorded as an external step \(ctx\.step\) and is now called as ctx\.transaction; give the changed step a new name/) }] });
+    expect(outcome).toMatchObject({
+      runs: [
+        {
+          kind: 'failed',
+          error: expect.stringMatching(
+            /step "notify" of handler "renamed" was recorded as an external step \(ctx\.step\) and is now called as ctx\.transaction; give the changed step a new name/,
+          ),
+        },
+      ],
+    });
   });
 
   it('JSON checks name the path of what JSON would change', () => {
@@ -189,9 +198,9 @@ describe('more mistakes that fail loudly', () => {
   });
 
   it('readSettings names every bad variable', () => {
-    expect(() => readSettings({ REFUNDS_EMAIL_API_URL: z.string().url(), REFUNDS_LIMIT: z.coerce.number().int() }, { REFUNDS_EMAIL_API_URL: 'not a url', REFUNDS_LIMIT: 'x' })).toThrow(
-      /Invalid handler settings; fix these environment variables:\n {2}REFUNDS_EMAIL_API_URL: .*\n {2}REFUNDS_LIMIT: /,
-    );
+    expect(() =>
+      readSettings({ REFUNDS_EMAIL_API_URL: z.string().url(), REFUNDS_LIMIT: z.coerce.number().int() }, { REFUNDS_EMAIL_API_URL: 'not a url', REFUNDS_LIMIT: 'x' }),
+    ).toThrow(/Invalid handler settings; fix these environment variables:\n {2}REFUNDS_EMAIL_API_URL: .*\n {2}REFUNDS_LIMIT: /);
     expect(() => readSettings({ NEEDED: z.string() }, {})).toThrow(ConfigError);
     expect(readSettings({ N: z.coerce.number().default(3) }, { N: '' })).toEqual({ N: 3 }); // empty = unset
   });
@@ -202,8 +211,14 @@ describe('handler modules (ONCEHOOK_HANDLERS)', () => {
   beforeAll(async () => {
     dir = await mkdtemp(path.join(tmpdir(), 'oncehook-modules-'));
     const sdk = path.join(process.cwd(), 'packages/sdk/src/index.ts');
-    await writeFile(path.join(dir, 'ok.ts'), `import { defineHandler } from '${sdk}';\nexport default [defineHandler({ name: 'one', source: 'stripe', type: 'charge.refunded' }, async () => {})];\n`);
-    await writeFile(path.join(dir, 'again.ts'), `import { defineHandler } from '${sdk}';\nexport default defineHandler({ name: 'one', source: 'github', type: 'push' }, async () => {});\n`);
+    await writeFile(
+      path.join(dir, 'ok.ts'),
+      `import { defineHandler } from '${sdk}';\nexport default [defineHandler({ name: 'one', source: 'stripe', type: 'charge.refunded' }, async () => {})];\n`,
+    );
+    await writeFile(
+      path.join(dir, 'again.ts'),
+      `import { defineHandler } from '${sdk}';\nexport default defineHandler({ name: 'one', source: 'github', type: 'push' }, async () => {});\n`,
+    );
     await writeFile(path.join(dir, 'no-default.ts'), `export const x = 1;\n`);
     await writeFile(path.join(dir, 'plain-function.ts'), `export default async function handle() {}\n`);
   });

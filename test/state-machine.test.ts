@@ -3,12 +3,25 @@
  */
 import { deliver, paymentSucceeded, signStripe, waitFor } from '@oncehook/harness';
 import { defineHandler, PermanentError } from '@oncehook/sdk';
-import { type EventRow, type RunRow } from '@oncehook/shared';
+import type { EventRow, RunRow } from '@oncehook/shared';
 import { processJob } from '@oncehook/worker';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { claimStripe, dispatchJob, engine, exampleHandlers, ledgerSummary, q, seedRun, startIngest, startWorker, TRUNCATE_ALL, testPrefix, type IngestHandle } from './helpers/stack';
+import {
+  claimStripe,
+  dispatchJob,
+  engine,
+  exampleHandlers,
+  ledgerSummary,
+  q,
+  seedRun,
+  startIngest,
+  startWorker,
+  TRUNCATE_ALL,
+  testPrefix,
+  type IngestHandle,
+} from './helpers/stack';
 
 let db: TestDatabase;
 
@@ -155,11 +168,14 @@ describe('handler outcomes', () => {
   });
 
   async function finished(eventId: string): Promise<{ event: EventRow; run: RunRow | undefined }> {
-    return waitFor(async () => {
-      const event = await q.getEventByKey(db.pool, 'stripe', eventId);
-      if (!event || (event.state !== 'done' && event.state !== 'failed')) return null;
-      return { event, run: (await q.getRuns(db.pool, event.id))[0] };
-    }, { what: `${eventId} finished` });
+    return waitFor(
+      async () => {
+        const event = await q.getEventByKey(db.pool, 'stripe', eventId);
+        if (!event || (event.state !== 'done' && event.state !== 'failed')) return null;
+        return { event, run: (await q.getRuns(db.pool, event.id))[0] };
+      },
+      { what: `${eventId} finished` },
+    );
   }
 
   it('a transient error is retried; a committed step is not re-run on the retry', async () => {

@@ -76,8 +76,13 @@ describe('signedDelivery', () => {
     const delivery = signedDelivery(kind, payload, secret, { type: kind === 'github' ? 'issues.opened' : undefined });
     expect((await send(ingest.url, source, delivery)).status).toBe(202);
     // A redelivery: same id, new signature.
-    const again = signedDelivery(kind, delivery.body, secret, { id: kind === 'github' ? delivery.eventId.split(':')[1] : delivery.eventId, type: kind === 'github' ? 'issues.opened' : undefined });
-    expect(await send(ingest.url, source, kind === 'github' ? { ...again, headers: { ...again.headers, 'x-github-delivery': delivery.headers['x-github-delivery']! } } : again)).toMatchObject({
+    const again = signedDelivery(kind, delivery.body, secret, {
+      id: kind === 'github' ? delivery.eventId.split(':')[1] : delivery.eventId,
+      type: kind === 'github' ? 'issues.opened' : undefined,
+    });
+    expect(
+      await send(ingest.url, source, kind === 'github' ? { ...again, headers: { ...again.headers, 'x-github-delivery': delivery.headers['x-github-delivery']! } } : again),
+    ).toMatchObject({
       status: 200,
       json: { status: 'duplicate', eventId: delivery.eventId },
     });
@@ -95,23 +100,33 @@ describe('checkHandler', () => {
   const shop = () => (db: Pool) => migrate(db, { sets: [{ name: 'shop', dir: SHOP_MIGRATIONS }] });
   const shopState = async (db: { query: (sql: string) => Promise<{ rows: unknown[] }> }) => ({
     ledger: (await db.query('SELECT account_id, amount_cents::int AS amount FROM ledger_entries ORDER BY id')).rows,
-    orders: (await db.query('SELECT id, paid_cents::int AS paid, status, cardinality(receipt_ids) AS receipts, shipment_id IS NOT NULL AS shipped FROM example_orders ORDER BY id')).rows,
+    orders: (await db.query('SELECT id, paid_cents::int AS paid, status, cardinality(receipt_ids) AS receipts, shipment_id IS NOT NULL AS shipped FROM example_orders ORDER BY id'))
+      .rows,
   });
   const handler = (name: string) => exampleHandlers(sandbox.url).find((h) => h.name === name)!;
 
-  it("passes the handler docs/handlers.md shows (its crash at every step boundary, and duplicates)", async () => {
+  it('passes the handler docs/handlers.md shows (its crash at every step boundary, and duplicates)', async () => {
     await mkdir(moduleDir, { recursive: true });
     await writeFile(path.join(moduleDir, 'refunds.ts'), await docCodeBlock('docs/handlers.md', 'my-handlers/refunds.ts'));
     process.env.REFUNDS_EMAIL_API_URL = `${sandbox.url}/email`;
     const refunds = (await import(path.join(moduleDir, 'refunds.ts'))).default as Handler;
     const charge = { id: 'ch_1', object: 'charge', amount_refunded: 1500, currency: 'usd', customer: 'cus_1', billing_details: { email: 'ada@example.com' } };
-    const report = await checkHandler(refunds, { type: 'charge.refunded', payload: { id: 'evt_1', type: 'charge.refunded', data: { object: charge } } }, {
-      setup: (db) => db.query('CREATE TABLE accounts (id text PRIMARY KEY, balance_cents bigint NOT NULL)'),
-      state: async (db) => (await db.query('SELECT id, balance_cents::int AS balance FROM accounts ORDER BY id')).rows,
-    });
+    const report = await checkHandler(
+      refunds,
+      { type: 'charge.refunded', payload: { id: 'evt_1', type: 'charge.refunded', data: { object: charge } } },
+      {
+        setup: (db) => db.query('CREATE TABLE accounts (id text PRIMARY KEY, balance_cents bigint NOT NULL)'),
+        state: async (db) => (await db.query('SELECT id, balance_cents::int AS balance FROM accounts ORDER BY id')).rows,
+      },
+    );
     expect(report.problems).toEqual([]);
     expect(report.boundaries).toEqual(['before "debit-account" commits', 'after "email-customer" returned, before its record']);
-    expect(report.scenarios.map((s) => s.name)).toEqual(['clean run', 'crash before "debit-account" commits', 'crash after "email-customer" returned, before its record', '5 concurrent duplicate deliveries']);
+    expect(report.scenarios.map((s) => s.name)).toEqual([
+      'clean run',
+      'crash before "debit-account" commits',
+      'crash after "email-customer" returned, before its record',
+      '5 concurrent duplicate deliveries',
+    ]);
     // The crash after the email call made the resumed attempt call again, with the same key.
     const afterEmail = report.scenarios[2]!;
     expect(afterEmail.requests.map((r) => [r.attempt, r.sent === r.given])).toEqual([
@@ -124,7 +139,17 @@ describe('checkHandler', () => {
     const order = {
       id: 'evt_check_order',
       type: 'payment_intent.succeeded',
-      data: { object: { id: 'pi_1', amount: 900, amount_received: 900, currency: 'usd', customer: 'cus_o', receipt_email: 'o@example.com', metadata: { order_id: 'order-check', order_total: '900' } } },
+      data: {
+        object: {
+          id: 'pi_1',
+          amount: 900,
+          amount_received: 900,
+          currency: 'usd',
+          customer: 'cus_o',
+          receipt_email: 'o@example.com',
+          metadata: { order_id: 'order-check', order_total: '900' },
+        },
+      },
     };
     const checks = [
       checkHandler(handler('shop.payments'), { type: 'payment_intent.succeeded', payload: order }, { setup: shop(), state: shopState }),
@@ -138,10 +163,14 @@ describe('checkHandler', () => {
         { type: 'subscription.renewed', payload: { type: 'subscription.renewed', data: { subscription_id: 'sub_c', customer_id: 'cus_c', amount: 700, currency: 'usd' } } },
         { setup: shop(), state: shopState },
       ),
-      checkHandler(handler('shop.customer-profiles'), { type: 'customer.updated', payload: { data: { object: { id: 'cus_p', email: 'p@example.com', name: 'P' } } } }, {
-        setup: shop(),
-        state: async (db) => (await db.query('SELECT id, email FROM example_customers')).rows,
-      }),
+      checkHandler(
+        handler('shop.customer-profiles'),
+        { type: 'customer.updated', payload: { data: { object: { id: 'cus_p', email: 'p@example.com', name: 'P' } } } },
+        {
+          setup: shop(),
+          state: async (db) => (await db.query('SELECT id, email FROM example_customers')).rows,
+        },
+      ),
     ];
     const reports = [];
     for (const check of checks) reports.push(await check);
@@ -157,20 +186,35 @@ describe('checkHandler', () => {
     const client = payment();
     const wrong = defineHandler({ name: 'wrong-clock', source: 'stripe', type: 'test.charge', payload: anything }, async (_event, ctx) => {
       await ctx.step('charge', async ({ signal }) => {
-        const res = await client.request<{ id: string }>({ method: 'POST', path: '/v1/charges', body: { customer: 'c', amount: 100, currency: 'usd' }, idempotencyKey: `charge-${Date.now()}-${Math.random()}`, signal });
+        const res = await client.request<{ id: string }>({
+          method: 'POST',
+          path: '/v1/charges',
+          body: { customer: 'c', amount: 100, currency: 'usd' },
+          idempotencyKey: `charge-${Date.now()}-${Math.random()}`,
+          signal,
+        });
         return { id: res.body.id };
       });
     });
     const report = await checkHandler(wrong, event);
     expect(report.ok).toBe(false);
-    expect(report.problems).toContainEqual(expect.stringMatching(/^clean run: external step "charge" sent Idempotency-Key "charge-\d+-[\d.]+", not the key it was given \("oncehook-/));
-    expect(report.problems).toContainEqual(expect.stringMatching(/^crash after "charge" returned, before its record: external step "charge" was called again with a DIFFERENT key: "charge-.*" then "charge-/));
+    expect(report.problems).toContainEqual(
+      expect.stringMatching(/^clean run: external step "charge" sent Idempotency-Key "charge-\d+-[\d.]+", not the key it was given \("oncehook-/),
+    );
+    expect(report.problems).toContainEqual(
+      expect.stringMatching(/^crash after "charge" returned, before its record: external step "charge" was called again with a DIFFERENT key: "charge-.*" then "charge-/),
+    );
   });
 
   it('catches a request that carries no key at all (at-least-once), unless the step is declared keyless', async () => {
     const keyless = defineHandler({ name: 'keyless', source: 'stripe', type: 'test.charge', payload: anything }, async (_event, ctx) => {
       await ctx.step('notify', async ({ signal }) => {
-        await fetch(`${sandbox.url}/email/emails`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ to: 'x@example.com', subject: 's' }), signal });
+        await fetch(`${sandbox.url}/email/emails`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ to: 'x@example.com', subject: 's' }),
+          signal,
+        });
         return null;
       });
     });
@@ -185,7 +229,9 @@ describe('checkHandler', () => {
       await ctx.transaction('second', async () => 2);
     });
     const report = await checkHandler(swallowing, event, { duplicates: 0 });
-    expect(report.problems).toContainEqual(expect.stringMatching(/crash before "first" commits: the handler caught the simulated crash and went on: step "second" committed after it/));
+    expect(report.problems).toContainEqual(
+      expect.stringMatching(/crash before "first" commits: the handler caught the simulated crash and went on: step "second" committed after it/),
+    );
   });
 
   it('reports a handler that does not end done', async () => {

@@ -121,15 +121,16 @@ export const MUTANTS: Mutant[] = [
     id: 'key-includes-attempt',
     guarantee: 'every attempt of an external step sends the same idempotency key',
     file: CONTEXT,
-    search: 'handler: run.handler, step: name, generation: run.generation, keyScheme: run.keyScheme });',
-    replace: 'handler: run.handler, step: `${name}#${run.attempt}`, generation: run.generation, keyScheme: run.keyScheme });',
+    search: '      step: name,\n      generation: run.generation,',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the replacement is source code containing a template literal
+    replace: '      step: `${name}#${run.attempt}`,\n      generation: run.generation,',
     tests: ['test/lease-guards.test.ts', 'test/effects.test.ts', 'test/effects-crash.test.ts'],
   },
   {
     id: 'key-ignores-generation',
     guarantee: 'a deliberate replay sends new keys (one new effect), a re-drive the same',
     file: 'packages/shared/src/idempotency-key.ts',
-    search: "[input.handler, input.step, String(input.generation)]",
+    search: '[input.handler, input.step, String(input.generation)]',
     replace: '[input.handler, input.step]',
     tests: ['test/operations.test.ts'],
   },
@@ -137,7 +138,7 @@ export const MUTANTS: Mutant[] = [
     id: 'key-ignores-handler',
     guarantee: 'two handlers of one event send different keys',
     file: 'packages/shared/src/idempotency-key.ts',
-    search: "[input.handler, input.step, String(input.generation)]",
+    search: '[input.handler, input.step, String(input.generation)]',
     replace: '[input.step, String(input.generation)]',
     tests: ['test/idempotency-key.test.ts'],
   },
@@ -247,7 +248,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: 'reconciler-stale-runs',
-    guarantee: "a run whose retry job Redis lost is enqueued again",
+    guarantee: 'a run whose retry job Redis lost is enqueued again',
     file: QUERIES,
     search: `        SELECT id FROM \${RUNS}
          WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 millisecond'`,

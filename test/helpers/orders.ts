@@ -39,7 +39,11 @@ export function stripeOrderPayment(opts: { eventId: string; orderId: string; amo
 }
 
 export async function renewal(n: number, amount = 2000): Promise<SignedDelivery> {
-  const body = JSON.stringify({ type: 'subscription.renewed', timestamp: new Date().toISOString(), data: { subscription_id: `sub_${n}`, customer_id: `cus_sub_${n}`, amount, currency: 'usd' } });
+  const body = JSON.stringify({
+    type: 'subscription.renewed',
+    timestamp: new Date().toISOString(),
+    data: { subscription_id: `sub_${n}`, customer_id: `cus_sub_${n}`, amount, currency: 'usd' },
+  });
   return standard.sign(body, { id: `msg_renewal_${n}` });
 }
 

@@ -33,7 +33,12 @@ export const testLog = createLogger('test', process.env.TEST_SHOW_LOGS ? 'debug'
 /** The queries, over the default schema the tests use. */
 export const q = createQueries(DEFAULT_SCHEMA);
 /** Oncehook's tables, for tests' own SQL. */
-export const T = { events: `${DEFAULT_SCHEMA}.events`, runs: `${DEFAULT_SCHEMA}.handler_runs`, steps: `${DEFAULT_SCHEMA}.steps`, actions: `${DEFAULT_SCHEMA}.operator_actions` } as const;
+export const T = {
+  events: `${DEFAULT_SCHEMA}.events`,
+  runs: `${DEFAULT_SCHEMA}.handler_runs`,
+  steps: `${DEFAULT_SCHEMA}.steps`,
+  actions: `${DEFAULT_SCHEMA}.operator_actions`,
+} as const;
 
 /** A queue prefix of this test's own, so tests never see each other's jobs. */
 export function testPrefix(): string {
@@ -188,7 +193,15 @@ export async function seedRun(
      VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $7::int IS NULL THEN NULL ELSE now() + $7::int * interval '1 millisecond' END,
              CASE WHEN $3 IN ('done', 'failed') THEN now() END)
      RETURNING id`,
-    [rowId, run.handler ?? 'shop.payments', run.state, run.attempts ?? 1, run.lastError ?? null, processing ? (run.leaseToken ?? '00000000-0000-4000-8000-000000000099') : null, processing ? (run.leaseMs ?? 60_000) : null],
+    [
+      rowId,
+      run.handler ?? 'shop.payments',
+      run.state,
+      run.attempts ?? 1,
+      run.lastError ?? null,
+      processing ? (run.leaseToken ?? '00000000-0000-4000-8000-000000000099') : null,
+      processing ? (run.leaseMs ?? 60_000) : null,
+    ],
   );
   const pending = run.state === 'received' || processing ? 1 : 0;
   const failed = run.state === 'failed' ? 1 : 0;
@@ -202,7 +215,15 @@ export async function seedRun(
 
 /** The engine's dependencies, for tests that drive processJob by hand. */
 export function engine(pool: Pool, handlers: readonly Handler[], settings: Partial<ProcessDeps['settings']> = {}, extra: Partial<ProcessDeps> = {}): ProcessDeps {
-  return { pool, queries: q, registry: new HandlerRegistry(handlers), log: testLog, faults: noFaults, settings: { leaseMs: 60_000, maxAttempts: 5, unhandled: 'done', ...settings }, ...extra };
+  return {
+    pool,
+    queries: q,
+    registry: new HandlerRegistry(handlers),
+    log: testLog,
+    faults: noFaults,
+    settings: { leaseMs: 60_000, maxAttempts: 5, unhandled: 'done', ...settings },
+    ...extra,
+  };
 }
 
 /** Claims a Stripe-shaped event directly, as ingest would; returns its row id. */

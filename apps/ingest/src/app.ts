@@ -49,7 +49,14 @@ export interface IngestSettings {
 export function createApp(deps: IngestDeps): Hono {
   const app = new Hono();
   deps.recentDuplicates ??= new RecentDuplicates();
-  const claims = createClaimBatcher({ pool: deps.pool, queries: deps.queries, queue: deps.queue, log: deps.log, faults: deps.faults, enqueueTimeoutMs: deps.settings.enqueueTimeoutMs });
+  const claims = createClaimBatcher({
+    pool: deps.pool,
+    queries: deps.queries,
+    queue: deps.queue,
+    log: deps.log,
+    faults: deps.faults,
+    enqueueTimeoutMs: deps.settings.enqueueTimeoutMs,
+  });
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
 
@@ -78,8 +85,7 @@ export function createApp(deps: IngestDeps): Hono {
     // Content-Length over the limit is refused up front; a chunked body is counted as it streams.
     bodyLimit({
       maxSize: deps.settings.bodyLimitBytes,
-      onError: (c) =>
-        c.json({ error: 'payload_too_large', message: `request body exceeds ${deps.settings.bodyLimitBytes} bytes (BODY_LIMIT_BYTES)` }, 413),
+      onError: (c) => c.json({ error: 'payload_too_large', message: `request body exceeds ${deps.settings.bodyLimitBytes} bytes (BODY_LIMIT_BYTES)` }, 413),
     }),
     (c) => receiveWebhook(c, deps, claims),
   );

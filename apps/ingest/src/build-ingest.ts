@@ -123,4 +123,3 @@ export function buildIngest(config: IngestConfig, options: BuildIngestOptions = 
     },
   };
 }
-

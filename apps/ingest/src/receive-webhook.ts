@@ -74,7 +74,15 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
     return answer(
       'expired',
       event.type,
-      c.json({ status: 'expired', provider: event.provider, eventId: event.eventId, message: `event was created ${event.signedAt.toISOString()}, beyond the ${horizonDays}-day retention horizon; not processed` }, 200),
+      c.json(
+        {
+          status: 'expired',
+          provider: event.provider,
+          eventId: event.eventId,
+          message: `event was created ${event.signedAt.toISOString()}, beyond the ${horizonDays}-day retention horizon; not processed`,
+        },
+        200,
+      ),
     );
   }
 
@@ -92,11 +100,7 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
     const unavailable = isDatabaseUnavailableError(error);
     log.error({ err: error }, unavailable ? 'database unavailable; asking the provider to retry' : 'claim failed');
     c.header('Retry-After', String(deps.settings.retryAfterSeconds));
-    return answer(
-      'error',
-      event.type,
-      c.json({ error: 'unavailable', message: 'the event could not be recorded; nothing was stored, retry later' }, unavailable ? 503 : 500),
-    );
+    return answer('error', event.type, c.json({ error: 'unavailable', message: 'the event could not be recorded; nothing was stored, retry later' }, unavailable ? 503 : 500));
   }
 
   if (claim.outcome === 'new') {

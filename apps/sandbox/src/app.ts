@@ -79,7 +79,9 @@ export interface Sandbox {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function fingerprint(body: unknown): string {
-  return createHash('sha256').update(JSON.stringify(body ?? null)).digest('hex');
+  return createHash('sha256')
+    .update(JSON.stringify(body ?? null))
+    .digest('hex');
 }
 
 export function createSandbox(): Sandbox {
@@ -120,7 +122,10 @@ export function createSandbox(): Sandbox {
       if (existing) {
         if (existing.fingerprint !== fp) {
           s.conflicts += 1;
-          return c.json({ error: { type: 'idempotency_error', message: 'Keys for idempotent requests can only be used with the same parameters they were first used with.' } }, 400);
+          return c.json(
+            { error: { type: 'idempotency_error', message: 'Keys for idempotent requests can only be used with the same parameters they were first used with.' } },
+            400,
+          );
         }
         if (existing.state === 'in_flight') {
           s.conflicts += 1;

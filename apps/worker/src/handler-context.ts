@@ -173,7 +173,14 @@ export function createRunContext(
     // the lease, and renew it so the call has all of it.
     checkLease();
     if (!(await queries.renewLease(deps.pool, run.runId, run.token, run.leaseMs))) throw new LeaseLostError(run.runId);
-    const idempotencyKey = idempotencyKeyFor({ provider: run.provider, eventId: run.eventId, handler: run.handler, step: name, generation: run.generation, keyScheme: run.keyScheme });
+    const idempotencyKey = idempotencyKeyFor({
+      provider: run.provider,
+      eventId: run.eventId,
+      handler: run.handler,
+      step: name,
+      generation: run.generation,
+      keyScheme: run.keyScheme,
+    });
     const info: CurrentStep = { runId: run.runId, handler: run.handler, step: name, kind: 'external', attempt: run.attempt, idempotencyKey };
     log.info({ step: name, kind: 'external', idempotencyKey }, 'calling external step');
     deps.hooks?.externalCall?.(info);

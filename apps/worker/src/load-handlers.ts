@@ -54,7 +54,8 @@ export async function loadHandlerModules(specs: string[], cwd = process.cwd()): 
     if (exported === undefined) throw new HandlerDefinitionError(`ONCEHOOK_HANDLERS: ${spec} has no default export; export default defineHandler(...) or an array of handlers`);
     const list = Array.isArray(exported) ? exported : [exported];
     list.forEach((item, i) => {
-      if (!isHandler(item)) throw new HandlerDefinitionError(`ONCEHOOK_HANDLERS: ${spec}: default export${Array.isArray(exported) ? `[${i}]` : ''} is not a handler made by defineHandler()`);
+      if (!isHandler(item))
+        throw new HandlerDefinitionError(`ONCEHOOK_HANDLERS: ${spec}: default export${Array.isArray(exported) ? `[${i}]` : ''} is not a handler made by defineHandler()`);
       registry.add(item, spec);
     });
     modules.push(path.relative(cwd, file));

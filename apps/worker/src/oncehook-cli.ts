@@ -82,7 +82,9 @@ function parseLimit(value: string | undefined): number | undefined {
 }
 
 function formatEvent(e: EventSummary): string {
-  const runs = e.runs.map((r) => `${r.handler}:${r.state}${r.attempts > 1 ? `(${r.attempts} attempts)` : ''}${r.generation > 0 ? `@gen${r.generation}` : ''}`).join(' ') || (e.note ? `(${e.note})` : '-');
+  const runs =
+    e.runs.map((r) => `${r.handler}:${r.state}${r.attempts > 1 ? `(${r.attempts} attempts)` : ''}${r.generation > 0 ? `@gen${r.generation}` : ''}`).join(' ') ||
+    (e.note ? `(${e.note})` : '-');
   const errors = e.runs.filter((r) => r.lastError && r.state !== 'done').map((r) => `\n         ${r.handler} last error: ${r.lastError}`);
   return `${String(e.id).padEnd(8)} ${e.state.padEnd(11)} ${`${e.provider}/${e.eventId}`.padEnd(42)} ${e.type.padEnd(29)} ${e.updatedAt.toISOString()}  ${runs}${errors.join('')}`;
 }
@@ -212,10 +214,17 @@ runMain(async () => {
               out(`redrive refused: ${result.reason}`);
               exitCode = 1;
             } else if (result.dispatch) out(`redrive: event ${rowId} was never dispatched; its dispatch is enqueued`);
-            else for (const run of result.runs) out(`redrive: event ${rowId}, handler "${run.handler}" ${run.fromState} -> received (same generation ${run.generation}: committed steps skipped, same outbound keys); enqueued`);
+            else
+              for (const run of result.runs)
+                out(
+                  `redrive: event ${rowId}, handler "${run.handler}" ${run.fromState} -> received (same generation ${run.generation}: committed steps skipped, same outbound keys); enqueued`,
+                );
             break;
           }
-          const steps = text('steps')?.split(',').map((s) => s.trim()).filter(Boolean);
+          const steps = text('steps')
+            ?.split(',')
+            .map((s) => s.trim())
+            .filter(Boolean);
           const result = await ops.replay(rowId, { handler: text('handler'), steps, allSteps: flag('all-steps'), dryRun }, actor, reason);
           if (!result.ok) {
             out(`replay refused: ${result.reason}`);

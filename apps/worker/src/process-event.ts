@@ -99,7 +99,12 @@ async function dispatch(deps: ProcessDeps, job: EventJobData): Promise<JobOutcom
       return { kind: 'unhandled', provider: event.provider, type: event.type, state };
     }
     const tokens = new Map(handlers.map((h) => [h.name, randomUUID()]));
-    const dispatched = await queries.dispatchAndLease(pool, event.id, [...tokens].map(([handler, token]) => ({ handler, token })), settings.leaseMs);
+    const dispatched = await queries.dispatchAndLease(
+      pool,
+      event.id,
+      [...tokens].map(([handler, token]) => ({ handler, token })),
+      settings.leaseMs,
+    );
     if (dispatched) {
       deps.log.debug({ rowId: event.id, handlers: handlers.map((h) => h.name) }, 'dispatched');
       const runs = await Promise.all(dispatched.runs.map((run) => runLeased(deps, { run, event: dispatched.event, steps: [] }, tokens.get(run.handler)!)));
@@ -155,7 +160,15 @@ function handlerEvent(event: EventRow, leased: LeasedRun, payload: unknown): Han
 export async function runLeased(deps: ProcessDeps, leased: LeasedRun, token: string): Promise<RunOutcome> {
   const { pool, queries, settings } = deps;
   const { run, event } = leased;
-  const log = deps.log.child({ rowId: event.id, runId: run.id, provider: event.provider, eventId: event.eventId, type: event.type, handler: run.handler || '(unbound)', attempt: run.attempts });
+  const log = deps.log.child({
+    rowId: event.id,
+    runId: run.id,
+    provider: event.provider,
+    eventId: event.eventId,
+    type: event.type,
+    handler: run.handler || '(unbound)',
+    attempt: run.attempts,
+  });
   const outcome = (kind: 'done' | 'lease-lost') => ({ kind, handler: run.handler, type: event.type });
   const fail = async (error: string): Promise<RunOutcome> => {
     if (!(await queries.markRunFailed(pool, run.id, token, error))) return outcome('lease-lost');
@@ -205,7 +218,17 @@ export async function runLeased(deps: ProcessDeps, leased: LeasedRun, token: str
 
   const ctx = createRunContext(
     deps,
-    { runId: run.id, token, provider: event.provider, eventId: event.eventId, handler: run.handler, attempt: run.attempts, generation: run.generation, keyScheme: run.keyScheme, leaseMs: settings.leaseMs },
+    {
+      runId: run.id,
+      token,
+      provider: event.provider,
+      eventId: event.eventId,
+      handler: run.handler,
+      attempt: run.attempts,
+      generation: run.generation,
+      keyScheme: run.keyScheme,
+      leaseMs: settings.leaseMs,
+    },
     leased.steps,
     log,
     abort.signal,

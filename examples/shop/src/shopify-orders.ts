@@ -36,7 +36,11 @@ export function shopifyOrderHandler(clients: ShopClients) {
     async (event, ctx) => {
       const order = toOrderFacts(event.payload);
       const charge = await ctx.step('charge', async ({ idempotencyKey, signal }) => {
-        const made = await clients.payment.charge({ customer: order.customerId, amount: order.totalCents, currency: order.currency, description: `Order ${order.orderId}` }, idempotencyKey, signal);
+        const made = await clients.payment.charge(
+          { customer: order.customerId, amount: order.totalCents, currency: order.currency, description: `Order ${order.orderId}` },
+          idempotencyKey,
+          signal,
+        );
         return { id: made.id };
       });
       const { becamePaid } = await ctx.transaction('record-order', (tx) => recordPayment(tx, order, order.totalCents, charge.id));

@@ -48,9 +48,7 @@ export interface SimulatorOptions {
   invalidShare?: number;
 }
 
-const CASES = new Map<SimSource, ProviderCase>(
-  (['stripe', 'github', 'standard-webhooks'] as const).map((source) => [source, PROVIDER_CASES.find((c) => c.source === source)!]),
-);
+const CASES = new Map<SimSource, ProviderCase>((['stripe', 'github', 'standard-webhooks'] as const).map((source) => [source, PROVIDER_CASES.find((c) => c.source === source)!]));
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -82,7 +80,11 @@ export function makeEvent(source: SimSource, n: number, run: string, forged = fa
       },
     });
   } else if (source === 'standard-webhooks') {
-    body = JSON.stringify({ type: 'subscription.renewed', timestamp: new Date().toISOString(), data: { subscription_id: `sub_${id}`, customer_id: `cus_sub_${n % 50}`, amount: 900, currency: 'usd' } });
+    body = JSON.stringify({
+      type: 'subscription.renewed',
+      timestamp: new Date().toISOString(),
+      data: { subscription_id: `sub_${id}`, customer_id: `cus_sub_${n % 50}`, amount: 900, currency: 'usd' },
+    });
   } else {
     body = JSON.stringify({ action: 'opened', issue: { number: n }, repository: { full_name: 'acme/app' } });
   }

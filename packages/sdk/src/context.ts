@@ -70,7 +70,8 @@ export type JsonChecked<T> = T extends NotJson
   ? never
   : T extends (...args: never[]) => unknown
     ? never
-    : T extends string | number | boolean | null | undefined | void
+    : // biome-ignore lint/suspicious/noConfusingVoidType: a step with no result returns void (recorded as null)
+      T extends string | number | boolean | null | undefined | void
       ? T
       : T extends readonly unknown[]
         ? { [I in keyof T]: JsonChecked<T[I]> }

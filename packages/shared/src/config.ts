@@ -48,7 +48,10 @@ const commonSchema = z.object({
     .default('')
     .transform((value, ctx) => {
       const overrides: Record<string, number> = {};
-      for (const entry of value.split(',').map((e) => e.trim()).filter(Boolean)) {
+      for (const entry of value
+        .split(',')
+        .map((e) => e.trim())
+        .filter(Boolean)) {
         const match = /^([a-z0-9][a-z0-9_-]{0,62})=(\d{1,4})$/.exec(entry);
         if (!match) {
           ctx.addIssue({ code: 'custom', message: `"${entry}" is not name=days` });
@@ -113,7 +116,10 @@ const ingestSchema = z.object({
   ADMIN_USERNAME: z.string().optional(),
   ADMIN_PASSWORD: z.string().min(12, 'ADMIN_PASSWORD must be at least 12 characters').optional(),
   /** Read-only admin: views work, re-drive/replay and Bull Board actions are refused. */
-  ADMIN_READ_ONLY: z.enum(['true', 'false']).default('false').transform((value) => value === 'true'),
+  ADMIN_READ_ONLY: z
+    .enum(['true', 'false'])
+    .default('false')
+    .transform((value) => value === 'true'),
   /** Milliseconds SIGTERM waits for in-flight requests before closing anyway. */
   SHUTDOWN_TIMEOUT_MS: integer(0).default(10_000),
 });
@@ -176,7 +182,6 @@ const workerSchema = z.object({
 export type CommonConfig = z.infer<typeof commonSchema>;
 export type IngestConfig = CommonConfig & z.infer<typeof ingestSchema>;
 export type WorkerConfig = CommonConfig & z.infer<typeof workerSchema>;
-
 
 type Env = Record<string, string | undefined>;
 

@@ -57,14 +57,7 @@ export class OutboundUnavailableError extends Error {
   }
 }
 
-export type VerificationReason =
-  | 'missing_header'
-  | 'malformed_header'
-  | 'bad_signature'
-  | 'timestamp_too_old'
-  | 'timestamp_in_future'
-  | 'malformed_payload'
-  | 'invalid_event_id';
+export type VerificationReason = 'missing_header' | 'malformed_header' | 'bad_signature' | 'timestamp_too_old' | 'timestamp_in_future' | 'malformed_payload' | 'invalid_event_id';
 
 /**
  * A delivery is not acceptable as sent. `status` is what the edge answers (400: malformed;

@@ -23,7 +23,10 @@ export interface Faults {
 
 export function parseFaults(spec: string): Map<string, FaultAction> {
   const faults = new Map<string, FaultAction>();
-  for (const entry of spec.split(',').map((s) => s.trim()).filter(Boolean)) {
+  for (const entry of spec
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const [point, action = ''] = entry.split(':');
     if (!point) throw new Error(`ONCEHOOK_FAULTS: entry "${entry}" has no point name`);
     if (action === 'crash') faults.set(point, { kind: 'crash' });

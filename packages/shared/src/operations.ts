@@ -67,7 +67,10 @@ export interface Operations {
   redrive(rowId: number, options: { handler?: string }, actor: string, reason: string): Promise<RedriveResult | Refusal>;
   replay(rowId: number, options: ReplayOptions, actor: string, reason: string): Promise<ReplayResult>;
   /** Re-drives every event matching the filter (default: failed); with dryRun, changes nothing. */
-  bulkRedrive(filter: EventFilter, options: { dryRun: boolean; actor: string; reason: string }): Promise<{ dryRun: boolean; matched: number; results: (RedriveResult | Refusal | { ok: true; rowId: number; dryRun: true })[] }>;
+  bulkRedrive(
+    filter: EventFilter,
+    options: { dryRun: boolean; actor: string; reason: string },
+  ): Promise<{ dryRun: boolean; matched: number; results: (RedriveResult | Refusal | { ok: true; rowId: number; dryRun: true })[] }>;
 }
 
 /** A row id, or `provider/event_id`. */
@@ -95,7 +98,8 @@ export function createOperations(deps: { pool: Pool; queries: Queries; queue: Qu
   async function pickRun(rowId: number, handler: string | undefined): Promise<RunRow | string> {
     const runs = await queries.getRuns(pool, rowId);
     if (runs.length === 0) return `event ${rowId} has no handler runs (it was not dispatched, or no handler was registered for it)`;
-    if (handler !== undefined) return runs.find((r) => r.handler === handler) ?? `event ${rowId} has no run of handler "${handler}" (it has: ${runs.map((r) => r.handler).join(', ')})`;
+    if (handler !== undefined)
+      return runs.find((r) => r.handler === handler) ?? `event ${rowId} has no run of handler "${handler}" (it has: ${runs.map((r) => r.handler).join(', ')})`;
     if (runs.length > 1) return `event ${rowId} has runs of ${runs.length} handlers (${runs.map((r) => r.handler).join(', ')}); say which one (--handler / "handler")`;
     return runs[0]!;
   }
@@ -120,7 +124,8 @@ export function createOperations(deps: { pool: Pool; queries: Queries; queue: Qu
       if (moved.length === 0) {
         const runs = await queries.getRuns(pool, rowId);
         const relevant = options.handler ? runs.filter((r) => r.handler === options.handler) : runs;
-        if (relevant.length === 0) return { ok: false, rowId, reason: options.handler ? `event ${rowId} has no run of handler "${options.handler}"` : `event ${rowId} has no handler runs` };
+        if (relevant.length === 0)
+          return { ok: false, rowId, reason: options.handler ? `event ${rowId} has no run of handler "${options.handler}"` : `event ${rowId} has no handler runs` };
         return { ok: false, rowId, reason: `nothing to re-drive: ${relevant.map(describeRun).join('; ')}; re-drive applies to failed, received or stuck (lease expired) runs` };
       }
       await enqueueMoved(moved);
@@ -147,12 +152,19 @@ export function createOperations(deps: { pool: Pool; queries: Queries; queue: Qu
         };
       }
       const unknown = chosen.filter((name) => !names.includes(name));
-      if (unknown.length > 0) return { ok: false, rowId, reason: `no recorded step named ${unknown.map((n) => `"${n}"`).join(', ')} in generation ${run.generation} of handler "${run.handler}" (recorded: ${names.join(', ') || 'none'})` };
+      if (unknown.length > 0)
+        return {
+          ok: false,
+          rowId,
+          reason: `no recorded step named ${unknown.map((n) => `"${n}"`).join(', ')} in generation ${run.generation} of handler "${run.handler}" (recorded: ${names.join(', ') || 'none'})`,
+        };
 
       const rerunNames = options.allSteps ? names : chosen;
       const nextGeneration = run.generation + 1;
       const keyOf = (step: RecordedStep) =>
-        step.kind === 'local' ? null : idempotencyKeyFor({ provider: event.provider, eventId: event.eventId, handler: run.handler, step: step.name, generation: nextGeneration, keyScheme: run.keyScheme });
+        step.kind === 'local'
+          ? null
+          : idempotencyKeyFor({ provider: event.provider, eventId: event.eventId, handler: run.handler, step: step.name, generation: nextGeneration, keyScheme: run.keyScheme });
       const plan: ReplayPlan = {
         rowId,
         handler: run.handler,

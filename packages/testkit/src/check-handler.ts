@@ -190,7 +190,8 @@ async function runCheck(handler: Handler, event: CheckEvent, options: CheckOptio
 
     let scenarioCount = 0;
     async function scenario(name: string, crashAt: Boundary | null, duplicates = 1): Promise<{ report: ScenarioReport; state: unknown; keys: Map<string, Set<string>> }> {
-      const database = `oncehook_check_${tag}_${(scenarioCount += 1)}`;
+      scenarioCount += 1;
+      const database = `oncehook_check_${tag}_${scenarioCount}`;
       await admin(server, (c) => c.query(`CREATE DATABASE ${database} TEMPLATE ${template}`));
       databases.push(database);
       const pool = createPool(`${server}/${database}`, { max: duplicates + 4 });
@@ -203,13 +204,15 @@ async function runCheck(handler: Handler, event: CheckEvent, options: CheckOptio
       const first = requests.length;
       const hooks: EngineHooks = {
         externalCall(info) {
-          if (crashedAttemptStillRunning) problems.push(`the handler caught the simulated crash and went on: step "${info.step}" ran after it in the same attempt; let step errors propagate`);
+          if (crashedAttemptStillRunning)
+            problems.push(`the handler caught the simulated crash and went on: step "${info.step}" ran after it in the same attempt; let step errors propagate`);
           const set = keysGiven.get(info.step) ?? new Set<string>();
           if (info.idempotencyKey) set.add(info.idempotencyKey);
           keysGiven.set(info.step, set);
         },
         stepCommitted(info) {
-          if (crashedAttemptStillRunning) problems.push(`the handler caught the simulated crash and went on: step "${info.step}" committed after it in the same attempt; let step errors propagate`);
+          if (crashedAttemptStillRunning)
+            problems.push(`the handler caught the simulated crash and went on: step "${info.step}" committed after it in the same attempt; let step errors propagate`);
           commits.set(info.step, (commits.get(info.step) ?? 0) + 1);
           committed.push(info.step);
         },
@@ -289,7 +292,9 @@ async function runCheck(handler: Handler, event: CheckEvent, options: CheckOptio
         if (keyless.has(step)) continue;
         const missing = list.find((r) => r.sent === null);
         if (missing) {
-          out.push(`external step "${step}" sent ${missing.method} ${missing.url} without an idempotency key (neither the Idempotency-Key header nor the key it was given in the body): the API cannot deduplicate a retry`);
+          out.push(
+            `external step "${step}" sent ${missing.method} ${missing.url} without an idempotency key (neither the Idempotency-Key header nor the key it was given in the body): the API cannot deduplicate a retry`,
+          );
           continue;
         }
         const wrong = list.find((r) => r.given !== null && r.sent !== r.given && !reference);
@@ -317,10 +322,13 @@ async function runCheck(handler: Handler, event: CheckEvent, options: CheckOptio
         const run = await scenario(`crash ${boundary.label}`, boundary);
         run.report.problems.push(...keyProblems(run.report, reference.report));
         for (const step of reference.report.committed) {
-          if (!run.report.committed.includes(step)) run.report.problems.push(`step "${step}" committed in the clean run but not after the crash: the resumed run took another path (decide with recorded step results)`);
+          if (!run.report.committed.includes(step))
+            run.report.problems.push(`step "${step}" committed in the clean run but not after the crash: the resumed run took another path (decide with recorded step results)`);
         }
         if (options.state && JSON.stringify(run.state) !== JSON.stringify(reference.state)) {
-          run.report.problems.push(`the state differs from the clean run's: ${JSON.stringify(run.state).slice(0, 300)} instead of ${JSON.stringify(reference.state).slice(0, 300)}`);
+          run.report.problems.push(
+            `the state differs from the clean run's: ${JSON.stringify(run.state).slice(0, 300)} instead of ${JSON.stringify(reference.state).slice(0, 300)}`,
+          );
         }
         scenarios.push(run.report);
       }
@@ -329,7 +337,9 @@ async function runCheck(handler: Handler, event: CheckEvent, options: CheckOptio
         const run = await scenario(`${duplicates} concurrent duplicate deliveries`, null, duplicates);
         run.report.problems.push(...keyProblems(run.report, reference.report));
         if (options.state && JSON.stringify(run.state) !== JSON.stringify(reference.state)) {
-          run.report.problems.push(`the state differs from the clean run's: ${JSON.stringify(run.state).slice(0, 300)} instead of ${JSON.stringify(reference.state).slice(0, 300)}`);
+          run.report.problems.push(
+            `the state differs from the clean run's: ${JSON.stringify(run.state).slice(0, 300)} instead of ${JSON.stringify(reference.state).slice(0, 300)}`,
+          );
         }
         scenarios.push(run.report);
       }

@@ -119,7 +119,12 @@ export function signedDelivery(kind: DeliveryKind, payload: unknown, secret: str
       const envelope =
         object.type === 'event_callback' || object.type === 'url_verification'
           ? object
-          : { type: 'event_callback', event_id: options.id ?? `Ev${randomUUID().replace(/-/g, '').slice(0, 10).toUpperCase()}`, event_time: timestamp, event: { type: options.type ?? 'message', ...object } };
+          : {
+              type: 'event_callback',
+              event_id: options.id ?? `Ev${randomUUID().replace(/-/g, '').slice(0, 10).toUpperCase()}`,
+              event_time: timestamp,
+              event: { type: options.type ?? 'message', ...object },
+            };
       envelope.event_id ??= options.id;
       const body = typeof payload === 'string' ? payload : JSON.stringify(envelope);
       const retry: Record<string, string> = options.attempt && options.attempt > 0 ? { 'x-slack-retry-num': String(options.attempt), 'x-slack-retry-reason': 'http_timeout' } : {};
@@ -143,7 +148,10 @@ export function signedDelivery(kind: DeliveryKind, payload: unknown, secret: str
       if (!config) throw new Error("signedDelivery('hmac', ...) needs options.hmac: the source's signatureHeader, encoding, signaturePrefix and timestampHeader");
       const body = typeof payload === 'string' ? payload : JSON.stringify(payload);
       const parts = config.timestampHeader ? [`${timestamp}.`, body] : [body];
-      const headers: Record<string, string> = { ...json, [config.signatureHeader.toLowerCase()]: `${config.signaturePrefix ?? ''}${hmac(secret, ...parts).toString(config.encoding)}` };
+      const headers: Record<string, string> = {
+        ...json,
+        [config.signatureHeader.toLowerCase()]: `${config.signaturePrefix ?? ''}${hmac(secret, ...parts).toString(config.encoding)}`,
+      };
       if (config.timestampHeader) headers[config.timestampHeader.toLowerCase()] = String(timestamp);
       const id = options.id ?? randomUUID();
       if (config.idHeader) headers[config.idHeader.toLowerCase()] = id;

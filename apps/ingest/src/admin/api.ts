@@ -14,8 +14,16 @@ import { z } from 'zod';
 import type { AdminEnv, AdminSettings } from './auth';
 
 /** Text without NUL (Postgres text cannot hold it), of bounded length. */
-const text = (max: number) => z.string().min(1).max(max).refine((value) => !value.includes('\0'), 'must not contain a NUL character');
-const rowId = z.string().regex(/^\d{1,15}$/, 'the event is addressed by its numeric row id').transform(Number);
+const text = (max: number) =>
+  z
+    .string()
+    .min(1)
+    .max(max)
+    .refine((value) => !value.includes('\0'), 'must not contain a NUL character');
+const rowId = z
+  .string()
+  .regex(/^\d{1,15}$/, 'the event is addressed by its numeric row id')
+  .transform(Number);
 const MAX_LIMIT = 10_000;
 
 const filterFields = {
@@ -26,7 +34,12 @@ const filterFields = {
 };
 const listQuery = z.object({
   ...filterFields,
-  older_than: z.coerce.number().int().min(0).max(10 * 365 * 86_400, 'older_than is at most 10 years, in seconds').optional(),
+  older_than: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(10 * 365 * 86_400, 'older_than is at most 10 years, in seconds')
+    .optional(),
   limit: z.coerce.number().int().min(1).max(1_000, 'limit is 1 to 1000').optional(),
 });
 const redriveBody = z.object({ reason: text(1_000), handler: text(63).optional() }).strict();
@@ -43,7 +56,12 @@ const replayBody = z
 const bulkBody = z
   .object({
     ...filterFields,
-    older_than: z.number().int().min(0).max(10 * 365 * 86_400).optional(),
+    older_than: z
+      .number()
+      .int()
+      .min(0)
+      .max(10 * 365 * 86_400)
+      .optional(),
     limit: z.number().int().min(1).max(MAX_LIMIT, `limit is 1 to ${MAX_LIMIT}`).optional(),
     dry_run: z.boolean().optional(),
     reason: text(1_000).optional(),
@@ -90,7 +108,8 @@ export function mountAdminApi(admin: Hono<AdminEnv>, ops: Operations, settings: 
     const body = await jsonBody(c);
     if (!body.ok) return bad(c, 'bad_body', body.message);
     const parsed = redriveBody.safeParse(body.value);
-    if (!parsed.success) return bad(c, parsed.error.issues.some((i) => i.path[0] === 'reason') ? 'reason_required' : 'bad_body', `redrive needs {"reason": "..."}: ${problem(parsed.error)}`);
+    if (!parsed.success)
+      return bad(c, parsed.error.issues.some((i) => i.path[0] === 'reason') ? 'reason_required' : 'bad_body', `redrive needs {"reason": "..."}: ${problem(parsed.error)}`);
     const result = await ops.redrive(id.data, { handler: parsed.data.handler }, c.get('actor'), parsed.data.reason);
     return c.json(result, result.ok ? 200 : 409);
   });

@@ -24,13 +24,7 @@ export const PG_STATEMENT_TOO_COMPLEX = '54001';
 const RETRYABLE_TRANSACTION_CODES = new Set([PG_SERIALIZATION_FAILURE, PG_DEADLOCK_DETECTED, PG_LOCK_NOT_AVAILABLE]);
 
 /** The server is going away or refusing connections: retry later, the data is fine. */
-const UNAVAILABLE_CODES = new Set([
-  PG_ADMIN_SHUTDOWN,
-  PG_CRASH_SHUTDOWN,
-  PG_CANNOT_CONNECT_NOW,
-  PG_TOO_MANY_CONNECTIONS,
-  PG_QUERY_CANCELED,
-]);
+const UNAVAILABLE_CODES = new Set([PG_ADMIN_SHUTDOWN, PG_CRASH_SHUTDOWN, PG_CANNOT_CONNECT_NOW, PG_TOO_MANY_CONNECTIONS, PG_QUERY_CANCELED]);
 
 /** Node socket errors seen when Postgres is down or unreachable. */
 const NETWORK_ERROR_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'EAI_AGAIN']);
@@ -64,7 +58,5 @@ export function isDatabaseUnavailableError(error: unknown): boolean {
   if (error instanceof AggregateError) return error.errors.some(isDatabaseUnavailableError);
   const message = error instanceof Error ? error.message : '';
   // pg reports these without a code.
-  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|connect ECONNREFUSED/i.test(
-    message,
-  );
+  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|connect ECONNREFUSED/i.test(message);
 }

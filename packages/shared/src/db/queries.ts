@@ -445,7 +445,10 @@ export function createQueries(schemaName: string) {
    * the same step a unique violation: it cannot happen under the fence, and if it ever did,
    * the transaction (with its domain writes) rolls back instead of applying twice.
    */
-  async function recordStep(db: Queryable, step: { runId: number; generation: number; name: string; kind: StepKind; result: unknown; idempotencyKey: string | null }): Promise<void> {
+  async function recordStep(
+    db: Queryable,
+    step: { runId: number; generation: number; name: string; kind: StepKind; result: unknown; idempotencyKey: string | null },
+  ): Promise<void> {
     await db.query(
       `INSERT INTO ${STEPS} (run_id, generation, name, kind, result, idempotency_key)
        VALUES ($1::bigint, $2::int, $3::text, $4::text, $5::jsonb, $6::text)`,
@@ -577,10 +580,7 @@ export function createQueries(schemaName: string) {
    * again, and an external one gets a new idempotency key (the key includes the generation).
    * null (0 rows) = the run is not finished (or does not exist).
    */
-  async function replayRun(
-    db: Queryable,
-    input: { rowId: number; handler: string; reuse: string[]; actor: string; reason: string; detail: unknown },
-  ): Promise<MovedRun | null> {
+  async function replayRun(db: Queryable, input: { rowId: number; handler: string; reuse: string[]; actor: string; reason: string; detail: unknown }): Promise<MovedRun | null> {
     const { rows } = await db.query<{ runId: number; handler: string; fromState: RunState; generation: number; provider: string; eventId: string }>(
       `WITH target AS (
          SELECT id, state, generation FROM ${RUNS}

@@ -72,7 +72,6 @@ export interface OutboundResponse<T> {
   headers: Headers;
 }
 
-
 /** Retry-After as milliseconds (delta-seconds or an HTTP date), or null. */
 export function parseRetryAfter(value: string | null, now = Date.now()): number | null {
   if (!value) return null;
@@ -113,7 +112,13 @@ export function createOutboundClient(options: OutboundClientOptions): OutboundCl
         let retryAfterMs: number | null = null;
         const timeout = AbortSignal.timeout(timeoutMs);
         const startedAt = performance.now();
-        const tried = () => ({ name: options.name, method: req.method, url: url.toString(), idempotencyKey: req.idempotencyKey ?? null, durationMs: performance.now() - startedAt });
+        const tried = () => ({
+          name: options.name,
+          method: req.method,
+          url: url.toString(),
+          idempotencyKey: req.idempotencyKey ?? null,
+          durationMs: performance.now() - startedAt,
+        });
         try {
           const response = await fetch(url, {
             method: req.method,
@@ -150,7 +155,9 @@ export function createOutboundClient(options: OutboundClientOptions): OutboundCl
           if (req.signal?.aborted) throw req.signal.reason instanceof Error ? req.signal.reason : error;
           const timedOut = timeout.aborted;
           report({ ...tried(), result: timedOut ? 'timeout' : 'network_error' });
-          lastProblem = timedOut ? `timed out after ${timeoutMs}ms` : `network error: ${(error as Error).cause instanceof Error ? ((error as Error).cause as Error).message : (error as Error).message}`;
+          lastProblem = timedOut
+            ? `timed out after ${timeoutMs}ms`
+            : `network error: ${(error as Error).cause instanceof Error ? ((error as Error).cause as Error).message : (error as Error).message}`;
           lastStatus = undefined;
         }
         if (attempt < maxTries) await new Promise((resolve) => setTimeout(resolve, backoff(attempt, retryAfterMs)));

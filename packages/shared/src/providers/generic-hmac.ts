@@ -5,17 +5,7 @@
  * configured: a header, or a field of the JSON body (dot path).
  */
 import { hmacSha256, signaturesEqual } from './hmac';
-import {
-  checkEventId,
-  checkEventType,
-  checkTimestamp,
-  parseJsonBody,
-  parseUnixSeconds,
-  requireHeader,
-  type DeliveryRequest,
-  type Verified,
-  type WebhookSource,
-} from './types';
+import { checkEventId, checkEventType, checkTimestamp, parseJsonBody, parseUnixSeconds, requireHeader, type DeliveryRequest, type Verified, type WebhookSource } from './types';
 import { VerificationError } from '../errors';
 
 export type ValueLocation = { header: string } | { field: string };
@@ -66,7 +56,10 @@ export function createGenericHmacSource(options: GenericHmacSourceOptions): Webh
       if (timestamp !== null) checkTimestamp(timestamp, request.now, tolerance, options.timestampHeader ?? 'timestamp');
 
       const { text, json } = parseJsonBody(request.rawBody);
-      const eventId = checkEventId(idFromHeader ?? fieldAt(json, (options.id as { field: string }).field), 'header' in options.id ? options.id.header : `body field "${(options.id as { field: string }).field}"`);
+      const eventId = checkEventId(
+        idFromHeader ?? fieldAt(json, (options.id as { field: string }).field),
+        'header' in options.id ? options.id.header : `body field "${(options.id as { field: string }).field}"`,
+      );
       const typeSpec = options.type ?? { value: 'webhook' };
       const rawType = 'value' in typeSpec ? typeSpec.value : 'header' in typeSpec ? request.header(typeSpec.header) : fieldAt(json, typeSpec.field);
       const type = checkEventType(rawType, 'header' in typeSpec ? typeSpec.header : 'field' in typeSpec ? `body field "${typeSpec.field}"` : 'type');

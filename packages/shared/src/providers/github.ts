@@ -9,16 +9,7 @@
  * Rotation: GitHub signs with one secret; we accept any configured one.
  */
 import { hmacSha256, signaturesEqual } from './hmac';
-import {
-  checkEventId,
-  checkEventType,
-  compactMeta,
-  parseJsonObject,
-  requireHeader,
-  type DeliveryRequest,
-  type Verified,
-  type WebhookSource,
-} from './types';
+import { checkEventId, checkEventType, compactMeta, parseJsonObject, requireHeader, type DeliveryRequest, type Verified, type WebhookSource } from './types';
 import { VerificationError } from '../errors';
 
 export interface GitHubSourceOptions {

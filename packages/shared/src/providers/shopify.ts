@@ -9,17 +9,7 @@
  * Type: `X-Shopify-Topic` (`orders/create`).
  */
 import { hmacSha256, signaturesEqual } from './hmac';
-import {
-  checkEventId,
-  checkEventType,
-  compactMeta,
-  parseJsonBody,
-  requireHeader,
-  toDate,
-  type DeliveryRequest,
-  type Verified,
-  type WebhookSource,
-} from './types';
+import { checkEventId, checkEventType, compactMeta, parseJsonBody, requireHeader, toDate, type DeliveryRequest, type Verified, type WebhookSource } from './types';
 import { VerificationError } from '../errors';
 
 export interface ShopifySourceOptions {

@@ -44,9 +44,7 @@ export function createSlackSource(options: SlackSourceOptions): WebhookSource {
       const signature = requireHeader(request, 'X-Slack-Signature');
       const timestamp = parseUnixSeconds(requireHeader(request, 'X-Slack-Request-Timestamp'), 'X-Slack-Request-Timestamp');
       if (!/^v0=[0-9a-f]{64}$/.test(signature)) throw new VerificationError(400, 'malformed_header', 'X-Slack-Signature must be v0=<64 lowercase hex digits>');
-      const valid = options.secrets.some((secret) =>
-        signaturesEqual(`v0=${hmacSha256(secret, `v0:${timestamp}:`, request.rawBody).toString('hex')}`, signature),
-      );
+      const valid = options.secrets.some((secret) => signaturesEqual(`v0=${hmacSha256(secret, `v0:${timestamp}:`, request.rawBody).toString('hex')}`, signature));
       if (!valid) throw new VerificationError(401, 'bad_signature', 'X-Slack-Signature does not match the body with any configured signing secret');
       checkTimestamp(timestamp, request.now, tolerance, 'X-Slack-Request-Timestamp');
 

@@ -30,9 +30,7 @@ export function splitSecrets(value: string): string[] {
     .filter(Boolean);
 }
 
-const sourceName = z
-  .string()
-  .regex(/^[a-z0-9][a-z0-9_-]{0,62}$/, 'a source name is 1-63 characters of a-z 0-9 _ - (it is the URL segment and the dedupe namespace)');
+const sourceName = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/, 'a source name is 1-63 characters of a-z 0-9 _ - (it is the URL segment and the dedupe namespace)');
 const tolerance = z.number().int().min(1).max(86_400).optional();
 const location = z.union([z.object({ header: z.string().min(1) }).strict(), z.object({ field: z.string().min(1) }).strict()]);
 const common = {
