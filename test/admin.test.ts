@@ -57,7 +57,7 @@ it('refuses every admin route without credentials (401) and with wrong ones', as
     expect((await fetch(`${ingest.url}${route}`, { headers: { authorization: 'Bearer wrong-token-wrong-token' } })).status, route).toBe(401);
     expect((await fetch(`${ingest.url}${route}`, { headers: { authorization: `Basic ${Buffer.from(`${USER}:nope`).toString('base64')}` } })).status, route).toBe(401);
   }
-  const post = await fetch(`${ingest.url}/admin/api/events/${failedId}/redrive`, { method: 'POST', body: '{"reason":"x"}' });
+  const post = await fetch(`${ingest.url}/admin/api/events/${failedId}/redrive`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"reason":"x"}' });
   expect(post.status).toBe(401);
   expect((await q.getEvent(db.pool, failedId))?.state).toBe('failed');
 });
@@ -73,11 +73,23 @@ it('serves the admin API with a token or basic auth; read-only refuses actions',
   expect(((await list.json()) as { events: unknown[] }).events).toEqual([expect.objectContaining({ id: failedId, state: 'failed' })]);
   expect((await fetch(`${ingest.url}/admin/api/events?state=bogus`, { headers: { authorization: basic } })).status).toBe(400);
 
-  const ro = await fetch(`${readOnly.url}/admin/api/events/${failedId}/replay`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` }, body: '{"reason":"x"}' });
+  const ro = await fetch(`${readOnly.url}/admin/api/events/${failedId}/replay`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+    body: '{"reason":"x"}',
+  });
   expect(ro.status).toBe(403);
-  const noReason = await fetch(`${ingest.url}/admin/api/events/${failedId}/redrive`, { method: 'POST', headers: { authorization: basic }, body: '{}' });
+  const noReason = await fetch(`${ingest.url}/admin/api/events/${failedId}/redrive`, {
+    method: 'POST',
+    headers: { authorization: basic, 'content-type': 'application/json' },
+    body: '{}',
+  });
   expect(noReason.status).toBe(400);
-  const dry = await fetch(`${ingest.url}/admin/api/redrive`, { method: 'POST', headers: { authorization: basic }, body: '{"state":"failed","dry_run":true}' });
+  const dry = await fetch(`${ingest.url}/admin/api/redrive`, {
+    method: 'POST',
+    headers: { authorization: basic, 'content-type': 'application/json' },
+    body: '{"state":"failed","dry_run":true}',
+  });
   expect(await dry.json()).toMatchObject({ dryRun: true, matched: 1 });
   expect((await q.getEvent(db.pool, failedId))?.state).toBe('failed');
 });

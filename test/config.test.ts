@@ -8,7 +8,18 @@ import { spawnService } from '@oncehook/harness';
 
 it('applies documented defaults', () => {
   const config = loadWorkerConfig({});
-  expect(config).toMatchObject({ WORKER_CONCURRENCY: 8, LEASE_MS: 30_000, MAX_ATTEMPTS: 10, QUEUE_PREFIX: 'oncehook' });
+  // The worker's /metrics has no auth: loopback unless told otherwise.
+  expect(config).toMatchObject({ WORKER_CONCURRENCY: 8, LEASE_MS: 30_000, MAX_ATTEMPTS: 10, QUEUE_PREFIX: 'oncehook', METRICS_HOST: '127.0.0.1' });
+  expect(loadIngestConfig({})).toMatchObject({
+    REQUEST_TIMEOUT_MS: 20_000,
+    HEADERS_TIMEOUT_MS: 10_000,
+    MAX_INFLIGHT_BODY_BYTES: 16 * 1024 * 1024,
+    CLAIM_TIMEOUT_MS: 750,
+    ADMIN_ORIGINS: [],
+  });
+  expect(() => loadIngestConfig({ ADMIN_ORIGINS: 'ops.example.com' })).toThrow(/ADMIN_ORIGINS: "ops.example.com" is not an origin/);
+  // A body of the largest allowed size must fit the in-flight budget.
+  expect(() => loadIngestConfig({ BODY_LIMIT_BYTES: String(32 * 1024 * 1024) })).toThrow(/MAX_INFLIGHT_BODY_BYTES: must be at least BODY_LIMIT_BYTES \(33554432\)/);
 });
 
 it('parses per-source retention overrides and names a bad one', () => {
@@ -31,7 +42,7 @@ it('names every invalid variable in one message', () => {
 
 it('ingest refuses to start without any webhook source', () => {
   expect(() => sourcesFromConfig(loadIngestConfig({}))).toThrow(/STRIPE_WEBHOOK_SECRET/);
-  const sources = sourcesFromConfig(loadIngestConfig({ STRIPE_WEBHOOK_SECRET: 'whsec_a, whsec_b' }));
+  const sources = sourcesFromConfig(loadIngestConfig({ STRIPE_WEBHOOK_SECRET: 'whsec_old_0123456789abcdef, whsec_new_0123456789abcdef' }));
   expect([...sources.keys()]).toEqual(['stripe']);
 });
 

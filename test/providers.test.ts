@@ -119,12 +119,28 @@ describe('provider specifics', () => {
     expect(String(res.json.message)).toMatch(/X-Hub-Signature-256.*legacy SHA-1/);
   });
 
-  it('keys GitHub on hook id + delivery: two hooks receiving one delivery are two events', async () => {
+  it('keys GitHub on hook id + delivery; with body dedupe (the default) a second hook delivering the same body is a duplicate', async () => {
     const github = PROVIDER_CASES.find((c) => c.source === 'github')!;
     const signed = await github.sign(github.body('x'), { id: 'shared-delivery-guid' });
-    expect((await send(ingest.url, 'github', signed)).status).toBe(202);
-    expect((await send(ingest.url, 'github', { ...signed, headers: { ...signed.headers, 'x-github-hook-id': '777' } })).status).toBe(202);
-    expect(await rowCount()).toBe(2);
+    expect(await send(ingest.url, 'github', signed)).toMatchObject({ status: 202, json: { eventId: '424242:shared-delivery-guid' } });
+    expect(await send(ingest.url, 'github', { ...signed, headers: { ...signed.headers, 'x-github-hook-id': '777' } })).toMatchObject({
+      status: 200,
+      json: { status: 'duplicate' },
+    });
+    expect(await rowCount()).toBe(1);
+
+    // bodyDedupe: false keys on hook id + delivery alone: two hooks, two events.
+    const { createSource } = await import('@oncehook/shared');
+    const sources = new Map([['github', createSource({ name: 'github', kind: 'github', secrets: [SECRETS.github], bodyDedupe: false }, {})]]);
+    const local = await startIngest({ databaseUrl: db.url, prefix: testPrefix(), sources });
+    try {
+      const other = await github.sign(github.body('y'), { id: 'other-delivery-guid' });
+      expect((await send(local.url, 'github', other)).status).toBe(202);
+      expect((await send(local.url, 'github', { ...other, headers: { ...other.headers, 'x-github-hook-id': '777' } })).status).toBe(202);
+      expect(await rowCount()).toBe(3);
+    } finally {
+      await local.close();
+    }
   });
 
   it('records Shopify metadata (event id, shop) beside the webhook id', async () => {
@@ -154,13 +170,13 @@ describe('provider specifics', () => {
 
   it('rotation: a source with two secrets accepts either', async () => {
     const { createSource } = await import('@oncehook/shared');
-    const rotating = new Map([['rotating', createSource({ name: 'rotating', kind: 'stripe', secrets: ['whsec_old', 'whsec_new'] }, {})]]);
+    const rotating = new Map([['rotating', createSource({ name: 'rotating', kind: 'stripe', secrets: ['whsec_old-secret-0123456789', 'whsec_new-secret-0123456789'] }, {})]]);
     const local = await startIngest({ databaseUrl: db.url, prefix: testPrefix(), sources: rotating });
     try {
       const { signStripe } = await import('@oncehook/harness');
-      expect((await send(local.url, 'rotating', signStripe({ id: 'evt_old', type: 't', created: now() }, { secret: 'whsec_old' }))).status).toBe(202);
-      expect((await send(local.url, 'rotating', signStripe({ id: 'evt_new', type: 't', created: now() }, { secret: 'whsec_new' }))).status).toBe(202);
-      expect((await send(local.url, 'rotating', signStripe({ id: 'evt_bad', type: 't', created: now() }, { secret: 'whsec_other' }))).status).toBe(401);
+      expect((await send(local.url, 'rotating', signStripe({ id: 'evt_old', type: 't', created: now() }, { secret: 'whsec_old-secret-0123456789' }))).status).toBe(202);
+      expect((await send(local.url, 'rotating', signStripe({ id: 'evt_new', type: 't', created: now() }, { secret: 'whsec_new-secret-0123456789' }))).status).toBe(202);
+      expect((await send(local.url, 'rotating', signStripe({ id: 'evt_bad', type: 't', created: now() }, { secret: 'whsec_other-secret-0123456789' }))).status).toBe(401);
     } finally {
       await local.close();
     }

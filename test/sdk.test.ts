@@ -206,6 +206,73 @@ describe('more mistakes that fail loudly', () => {
   });
 });
 
+describe('steps keyed on the domain object ({ key })', () => {
+  it('two events about one object send the same key; another object or another step, another key', async () => {
+    const keys: Record<string, string> = {};
+    const handler = defineHandler({ name: 'orders', source: 'stripe', type: 'test.order', payload: anything }, async (event, ctx) => {
+      const order = String((event.payload as { order: string }).order);
+      await ctx.step(
+        'charge',
+        async ({ idempotencyKey }) => {
+          keys[`${event.eventId}:charge`] = idempotencyKey;
+          return null;
+        },
+        { key: `order:${order}` },
+      );
+      await ctx.step(
+        'receipt',
+        async ({ idempotencyKey }) => {
+          keys[`${event.eventId}:receipt`] = idempotencyKey;
+          return null;
+        },
+        { key: `order:${order}` },
+      );
+      await ctx.step('note', async ({ idempotencyKey }) => {
+        keys[`${event.eventId}:note`] = idempotencyKey;
+        return null;
+      });
+    });
+    for (const [eventId, order] of [
+      ['evt_o1', 'A'],
+      ['evt_o2', 'A'],
+      ['evt_o3', 'B'],
+    ] as const) {
+      const { run } = await runOnce(handler, eventId, 'test.order', { order });
+      expect(run?.state).toBe('done');
+    }
+    expect(keys['evt_o1:charge']).toBe(keys['evt_o2:charge']);
+    expect(keys['evt_o1:receipt']).toBe(keys['evt_o2:receipt']);
+    expect(keys['evt_o1:charge']).not.toBe(keys['evt_o1:receipt']);
+    expect(keys['evt_o1:charge']).not.toBe(keys['evt_o3:charge']);
+    // Without a key, each event its own.
+    expect(keys['evt_o1:note']).not.toBe(keys['evt_o2:note']);
+    const { rows } = await db.pool.query<{ key_subject: string | null }>(`SELECT key_subject FROM ${T.steps} WHERE name = 'charge' LIMIT 1`);
+    expect(rows[0]?.key_subject).toBe('order:A');
+  });
+
+  it.each([
+    ['an empty key', ''],
+    ['a key with a control character', 'order:\n1'],
+    ['a key that is not a string', 42],
+  ])('%s fails the run before the call, saying what a key is', async (_what, key) => {
+    let called = false;
+    const handler = defineHandler({ name: 'badkey', source: 'stripe', type: 'test.badkey', payload: anything }, async (_event, ctx) => {
+      await ctx.step(
+        'charge',
+        async () => {
+          called = true;
+          return null;
+        },
+        { key: key as string },
+      );
+    });
+    const { run } = await runOnce(handler, `evt_badkey_${String(key).length}_${typeof key}`, 'test.badkey');
+    expect(called).toBe(false);
+    expect(run).toMatchObject({ state: 'failed', attempts: 1 });
+    expect(run?.lastError).toMatch(/^StepUsageError: the key of step "charge" in handler "badkey" must be the id of the object the effect is about/);
+  });
+});
+
 describe('handler modules (ONCEHOOK_HANDLERS)', () => {
   let dir: string;
   beforeAll(async () => {

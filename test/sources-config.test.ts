@@ -8,6 +8,8 @@ import path from 'node:path';
 import { expect, it } from 'vitest';
 import { ConfigError, loadIngestConfig, sourcesFromConfig } from '@oncehook/shared';
 
+const MAIN = 'whsec_main_0123456789abcdef';
+
 async function file(content: unknown): Promise<string> {
   const dir = await mkdtemp(path.join(tmpdir(), 'oncehook-sources-'));
   const target = path.join(dir, 'sources.json');
@@ -17,12 +19,12 @@ async function file(content: unknown): Promise<string> {
 
 it('one source per provider variable, named after the provider', () => {
   const env = {
-    STRIPE_WEBHOOK_SECRET: 'whsec_a',
-    GITHUB_WEBHOOK_SECRET: 'gh',
-    SHOPIFY_WEBHOOK_SECRET: 'shp',
-    STANDARD_WEBHOOKS_SECRET: `whsec_${Buffer.from('0123456789abcdef0123').toString('base64')}`,
-    SLACK_SIGNING_SECRET: 'sl',
-    PADDLE_WEBHOOK_SECRET: 'pd',
+    STRIPE_WEBHOOK_SECRET: MAIN,
+    GITHUB_WEBHOOK_SECRET: 'github-hook-secret-1',
+    SHOPIFY_WEBHOOK_SECRET: 'shpss_0123456789abcdef',
+    STANDARD_WEBHOOKS_SECRET: `whsec_${Buffer.from('0123456789abcdef01234567').toString('base64')}`,
+    SLACK_SIGNING_SECRET: '8f742231b10e8888abcd99yyyzzz85a5',
+    PADDLE_WEBHOOK_SECRET: 'pdl_ntfset_01h8brhckjd6qk4n7e4py2340t',
   };
   const sources = sourcesFromConfig(loadIngestConfig(env), env);
   expect([...sources].map(([name, s]) => `${name}:${s.kind}`)).toEqual([
@@ -39,28 +41,61 @@ it('a sources file adds named sources, with secrets inline or from an environmen
   const target = await file({
     sources: [
       { name: 'stripe-eu', kind: 'stripe', secretsEnv: 'STRIPE_EU_SECRETS', toleranceSeconds: 120 },
-      { name: 'resend', kind: 'standard-webhooks', secrets: [`whsec_${Buffer.from('resend-key-resend-key').toString('base64')}`] },
-      { name: 'billing', kind: 'hmac', secrets: ['s'], signatureHeader: 'X-Sig', encoding: 'base64', id: { header: 'X-Event-Id' }, type: { field: 'kind' } },
+      { name: 'resend', kind: 'standard-webhooks', secrets: [`whsec_${Buffer.from('resend-key-resend-key-resend').toString('base64')}`] },
+      {
+        name: 'billing',
+        kind: 'hmac',
+        secrets: ['billing-signing-secret'],
+        signatureHeader: 'X-Sig',
+        encoding: 'base64',
+        id: { header: 'X-Event-Id' },
+        signedHeaders: ['X-Event-Id'],
+        type: { field: 'kind' },
+      },
     ],
   });
-  const env = { STRIPE_WEBHOOK_SECRET: 'whsec_main', ONCEHOOK_SOURCES_FILE: target, STRIPE_EU_SECRETS: 'whsec_eu_old,whsec_eu_new' };
+  const env = { STRIPE_WEBHOOK_SECRET: MAIN, ONCEHOOK_SOURCES_FILE: target, STRIPE_EU_SECRETS: 'whsec_eu_old_0123456789abcdef,whsec_eu_new_0123456789abcdef' };
   const sources = sourcesFromConfig(loadIngestConfig(env), env);
   expect([...sources.keys()]).toEqual(['stripe', 'stripe-eu', 'resend', 'billing']);
   expect(sources.get('billing')?.kind).toBe('hmac');
 });
 
+const GH = 'github-hook-secret-2';
 it.each([
-  ['a name declared twice', { sources: [{ name: 'stripe', kind: 'stripe', secrets: ['x'] }] }, /declared twice/],
-  ['an unknown kind', { sources: [{ name: 'x', kind: 'paypal', secrets: ['x'] }] }, /sources\.0\.kind/],
-  ['a bad name', { sources: [{ name: 'Has Spaces', kind: 'github', secrets: ['x'] }] }, /sources\.0\.name/],
+  ['a name declared twice', { sources: [{ name: 'stripe', kind: 'stripe', secrets: [MAIN] }] }, /declared twice/],
+  ['an unknown kind', { sources: [{ name: 'x', kind: 'paypal', secrets: [GH] }] }, /sources\.0\.kind/],
+  ['a bad name', { sources: [{ name: 'Has Spaces', kind: 'github', secrets: [GH] }] }, /sources\.0\.name/],
   ['a missing secrets variable', { sources: [{ name: 'gh2', kind: 'github', secretsEnv: 'NOT_SET_ANYWHERE' }] }, /NOT_SET_ANYWHERE/],
   ['no secrets at all', { sources: [{ name: 'gh2', kind: 'github' }] }, /no secrets/],
   ['a Standard Webhooks secret that is not base64', { sources: [{ name: 'sw', kind: 'standard-webhooks', secrets: ['whsec_!!!'] }] }, /whsec_ followed by base64/],
-  ['an unexpected field', { sources: [{ name: 'gh2', kind: 'github', secrets: ['x'], tolerance: 5 }] }, /sources\.0/],
+  [
+    'a Standard Webhooks key shorter than 24 bytes',
+    { sources: [{ name: 'sw', kind: 'standard-webhooks', secrets: [`whsec_${Buffer.from('sixteen-byte-key').toString('base64')}`] }] },
+    /at least 24 bytes \(this one decodes to 16\)/,
+  ],
+  [
+    'a short secret',
+    { sources: [{ name: 'gh2', kind: 'github', secrets: ['x'] }] },
+    /source gh2: GitHub webhook secret #1 is 1 characters; use the secret the provider generated \(at least 16\)/,
+  ],
+  ['a Stripe secret without whsec_', { sources: [{ name: 'st2', kind: 'stripe', secrets: ['sk_live_0123456789abcdef'] }] }, /source st2: .*starts with whsec_/],
+  [
+    'a generic id from a header the signature does not cover',
+    { sources: [{ name: 'inhouse', kind: 'hmac', secrets: ['inhouse-signing-secret'], signatureHeader: 'X-Sig', encoding: 'hex', id: { header: 'X-Event-Id' } }] },
+    /source inhouse: the event id comes from header X-Event-Id, which the signature does not cover.*List X-Event-Id in signedHeaders .*or set bodyDedupe: true/,
+  ],
+  [
+    'a generic type from an unsigned header',
+    {
+      sources: [{ name: 'inhouse', kind: 'hmac', secrets: ['inhouse-signing-secret'], signatureHeader: 'X-Sig', encoding: 'hex', id: { field: 'id' }, type: { header: 'X-Type' } }],
+    },
+    /the event type comes from header X-Type, which the signature does not cover/,
+  ],
+  ['an unexpected field', { sources: [{ name: 'gh2', kind: 'github', secrets: [GH], tolerance: 5 }] }, /sources\.0/],
   ['invalid JSON', '{ sources: [', /not valid JSON/],
 ])('a sources file with %s fails at start with a readable message', async (_what, content, message) => {
   const target = await file(content);
-  const env = { STRIPE_WEBHOOK_SECRET: 'whsec_main', ONCEHOOK_SOURCES_FILE: target };
+  const env = { STRIPE_WEBHOOK_SECRET: MAIN, ONCEHOOK_SOURCES_FILE: target };
   expect(() => sourcesFromConfig(loadIngestConfig(env), env)).toThrow(ConfigError);
   expect(() => sourcesFromConfig(loadIngestConfig(env), env)).toThrow(message);
 });
@@ -68,4 +103,9 @@ it.each([
 it('a missing sources file is named in the error', () => {
   const env = { ONCEHOOK_SOURCES_FILE: '/nonexistent/sources.json' };
   expect(() => sourcesFromConfig(loadIngestConfig(env), env)).toThrow(/cannot read \/nonexistent\/sources.json/);
+});
+
+it('a placeholder secret in a provider variable stops ingest, naming the source', () => {
+  const env = { GITHUB_WEBHOOK_SECRET: 'x' };
+  expect(() => sourcesFromConfig(loadIngestConfig(env), env)).toThrow(/source github: GitHub webhook secret #1 is 1 characters/);
 });

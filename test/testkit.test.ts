@@ -66,7 +66,7 @@ describe('signedDelivery', () => {
 
   it.each<[DeliveryKind, string, unknown, string]>([
     ['stripe', 'stripe', { type: 'charge.refunded', data: { object: {} } }, SECRETS.stripe],
-    ['github', 'github', { action: 'opened' }, SECRETS.github],
+    ['github', 'github', { action: 'opened', issue: { number: 1 } }, SECRETS.github],
     ['shopify', 'shopify', { id: 2 }, SECRETS.shopify],
     ['standard-webhooks', 'standard-webhooks', { type: 'invoice.paid' }, SECRETS.standard],
     ['svix', 'svix', { type: 'user.created' }, SECRETS.svix],

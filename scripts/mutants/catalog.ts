@@ -33,20 +33,20 @@ export const MUTANTS: Mutant[] = [
     id: 'claim-check-then-act',
     guarantee: 'one delivery creates work: the batched claim is atomic',
     file: QUERIES,
-    search: `               ON CONFLICT (provider, event_id) DO NOTHING
-               RETURNING id, provider, event_id, state, updated_at`,
-    replace: `               WHERE NOT EXISTS (SELECT 1 FROM \${EVENTS} w WHERE w.provider = input.provider AND w.event_id = input.event_id)
-               RETURNING id, provider, event_id, state, updated_at`,
+    search: `FROM input ORDER BY ord
+               ON CONFLICT DO NOTHING`,
+    replace: `FROM input
+                WHERE NOT EXISTS (SELECT 1 FROM \${EVENTS} w WHERE w.provider = input.provider AND (w.event_id = input.event_id OR w.body_hash = input.body_hash))`,
     tests: ['test/claim-race.test.ts', 'test/concurrent-duplicates.test.ts'],
   },
   {
     id: 'claim-single-check-then-act',
     guarantee: 'one delivery creates work: the single claim is atomic',
     file: QUERIES,
-    search: `         VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb)
-         ON CONFLICT (provider, event_id) DO NOTHING`,
-    replace: `         SELECT $1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb
-          WHERE NOT EXISTS (SELECT 1 FROM \${EVENTS} w WHERE w.provider = $1::text AND w.event_id = $3::text)`,
+    search: `         VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb, $8::bytea)
+         ON CONFLICT DO NOTHING`,
+    replace: `         SELECT $1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb, $8::bytea
+          WHERE NOT EXISTS (SELECT 1 FROM \${EVENTS} w WHERE w.provider = $1::text AND (w.event_id = $3::text OR w.body_hash = $8::bytea))`,
     tests: ['test/claim-race.test.ts'],
   },
   {
@@ -327,6 +327,95 @@ export const MUTANTS: Mutant[] = [
     search: "      if ('error' in result) waiter.reject(result.error);",
     replace: "      if ('error' in result) waiter.resolve({ outcome: 'duplicate-concurrent' });",
     tests: ['test/dependency-loss.test.ts', 'test/claim-batcher.test.ts'],
+  },
+  // ---- hardening: what an attacker on the internet can do (issue 10) -----------------------
+  {
+    id: 'shopify-body-dedupe-off',
+    guarantee: 'a captured Shopify body replayed under a new id or topic is a duplicate',
+    file: 'packages/shared/src/providers/shopify.ts',
+    search: "          bodyHash: dedupe === 'off' ? null :",
+    replace: "          bodyHash: dedupe !== 'off' ? null :",
+    tests: ['test/attack-replays.test.ts'],
+  },
+  {
+    id: 'github-body-dedupe-off',
+    guarantee: 'a captured GitHub body replayed under a new delivery id is a duplicate',
+    file: 'packages/shared/src/providers/github.ts',
+    search: '          bodyHash: dedupeOnBody ? bodyHash(request.rawBody) : null,',
+    replace: '          bodyHash: null,',
+    tests: ['test/attack-replays.test.ts'],
+  },
+  {
+    id: 'github-event-unchecked',
+    guarantee: 'a GitHub body sent under another event name is refused',
+    file: 'packages/shared/src/providers/github.ts',
+    search: '      if (field !== undefined && !(field in json)) {',
+    replace: '      if (field === undefined && !(field in json)) {',
+    tests: ['test/attack-replays.test.ts'],
+  },
+  {
+    id: 'unsigned-header-id-accepted',
+    guarantee: 'a generic source taking its id from an unsigned header is refused at start',
+    file: 'packages/shared/src/providers/generic-hmac.ts',
+    search: "  if ('header' in options.id && !signed(options.id.header) && !options.bodyDedupe) {",
+    replace: "  if ('header' in options.id && !signed(options.id.header) && !options.bodyDedupe && false) {",
+    tests: ['test/attack-replays.test.ts', 'test/sources-config.test.ts'],
+  },
+  {
+    id: 'domain-key-ignored',
+    guarantee: "a step keyed on a domain object sends that object's key for every event about it",
+    file: 'packages/shared/src/idempotency-key.ts',
+    search: '  if (input.subject != null) {',
+    replace: '  if (input.subject === "never") {',
+    tests: ['test/attack-replays.test.ts', 'test/sdk.test.ts'],
+  },
+  {
+    id: 'csrf-guard-off',
+    guarantee: "a page on another site cannot make an operator's browser act on the admin",
+    file: 'apps/ingest/src/admin/index.ts',
+    search: "  admin.use('*', csrfGuard(settings.origins ?? []));",
+    replace: '',
+    tests: ['test/admin-csrf.test.ts'],
+  },
+  {
+    id: 'precheck-off',
+    guarantee: 'a delivery without its signature headers is refused before its body is read',
+    file: 'apps/ingest/src/edge-guards.ts',
+    search: '      source.precheck((header) => c.req.header(header) ?? null);',
+    replace: '',
+    tests: ['test/edge-bounds.alone.test.ts'],
+  },
+  {
+    id: 'inflight-budget-off',
+    guarantee: 'the bodies held by deliveries in progress are bounded',
+    file: 'apps/ingest/src/edge-guards.ts',
+    search: '    if (inflight + reserve > settings.maxInflightBodyBytes) {',
+    replace: '    if (inflight + reserve > Number.MAX_SAFE_INTEGER) {',
+    tests: ['test/edge-bounds.alone.test.ts', 'test/backpressure.alone.test.ts'],
+  },
+  {
+    id: 'claim-deadline-off',
+    guarantee: 'a database that stops answering gets deliveries a 503 within CLAIM_TIMEOUT_MS',
+    file: 'apps/ingest/src/claim-batcher.ts',
+    search: '    const claimed = await deadline(claiming);',
+    replace: '    const claimed = await claiming;',
+    tests: ['test/backpressure.alone.test.ts'],
+  },
+  {
+    id: 'poison-fails-batch',
+    guarantee: 'one payload Postgres refuses fails alone, not its whole batch',
+    file: 'apps/ingest/src/claim-batcher.ts',
+    search: '      if (unavailable || events.length === 1) return { results: events.map(() => ({ error })), unavailable };',
+    replace: '      return { results: events.map(() => ({ error })), unavailable };',
+    tests: ['test/backpressure.alone.test.ts', 'test/claim-batcher.test.ts'],
+  },
+  {
+    id: 'type-label-unbounded',
+    guarantee: 'senders cannot create metric series: unknown types count as other',
+    file: 'apps/ingest/src/type-labels.ts',
+    search: '      return known ? type : OTHER_TYPE;',
+    replace: '      return type;',
+    tests: ['test/edge-bounds.alone.test.ts'],
   },
   // ---- operator actions -----------------------------------------------------------------
   {

@@ -11,10 +11,23 @@
  */
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
-import { withTimeout, type EventJobData, type Faults, type IngestMetrics, type Logger, type Pool, type Queries, type RetentionPolicy, type WebhookSource } from '@oncehook/shared';
+import {
+  metricsAuthorized,
+  withTimeout,
+  type EventJobData,
+  type Faults,
+  type IngestMetrics,
+  type Logger,
+  type Pool,
+  type Queries,
+  type RetentionPolicy,
+  type WebhookSource,
+} from '@oncehook/shared';
 import { HTTPException } from 'hono/http-exception';
 import type { Queue } from 'bullmq';
 import { mountAdmin, type AdminSettings } from './admin';
+import { createEdgeGuards } from './edge-guards';
+import { createTypeLabels, type TypeLabels } from './type-labels';
 import { createClaimBatcher } from './claim-batcher';
 import { RecentDuplicates } from './recent-duplicates';
 import { receiveWebhook } from './receive-webhook';
@@ -34,6 +47,10 @@ export interface IngestDeps {
   admin?: AdminSettings;
   /** Filled by receive-webhook, shown by the admin events view (created by createApp when absent). */
   recentDuplicates?: RecentDuplicates;
+  /** When set, GET /metrics needs `Authorization: Bearer <token>` (METRICS_TOKEN). */
+  metricsToken?: string;
+  /** The bounded `type` label (created by createApp when absent, never refreshed then). */
+  typeLabels?: TypeLabels;
   now?: () => Date;
 }
 
@@ -44,6 +61,11 @@ export interface IngestSettings {
   duplicateReenqueueAfterMs: number;
   retryAfterSeconds: number;
   enqueueTimeoutMs: number;
+  /** Bytes of bodies held by deliveries in progress; past it 503 before reading (MAX_INFLIGHT_BODY_BYTES). */
+  maxInflightBodyBytes: number;
+  maxWaitingClaims: number;
+  breakerOpenMs: number;
+  claimTimeoutMs: number;
 }
 
 export function createApp(deps: IngestDeps): Hono {
@@ -56,11 +78,20 @@ export function createApp(deps: IngestDeps): Hono {
     log: deps.log,
     faults: deps.faults,
     enqueueTimeoutMs: deps.settings.enqueueTimeoutMs,
+    maxWaiting: deps.settings.maxWaitingClaims,
+    breakerOpenMs: deps.settings.breakerOpenMs,
+    claimTimeoutMs: deps.settings.claimTimeoutMs,
   });
+  deps.typeLabels ??= createTypeLabels({ pool: deps.pool, queries: deps.queries, log: deps.log });
+  const edge = createEdgeGuards(deps, claims);
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
 
   app.get('/metrics', async (c) => {
+    if (!metricsAuthorized(deps.metricsToken, c.req.header('authorization'))) {
+      c.header('WWW-Authenticate', 'Bearer');
+      return c.json({ error: 'unauthorized', message: '/metrics needs Authorization: Bearer <METRICS_TOKEN>' }, 401);
+    }
     c.header('Content-Type', deps.metrics.registry.contentType);
     return c.body(await deps.metrics.registry.metrics());
   });
@@ -74,20 +105,15 @@ export function createApp(deps: IngestDeps): Hono {
 
   app.post(
     '/webhooks/:provider',
-    // Unknown source: answer before reading a byte of the body.
-    async (c, next) => {
-      const name = c.req.param('provider');
-      if (!deps.sources.has(name)) {
-        return c.json({ error: 'unknown_provider', message: `no webhook source named "${name}" is configured` }, 404);
-      }
-      await next();
-    },
-    // Content-Length over the limit is refused up front; a chunked body is counted as it streams.
+    // Unknown source, missing or malformed signature headers, a body too large or more bytes in
+    // flight than allowed: answered before reading a byte of the body (edge-guards.ts).
+    edge.beforeBody,
+    // A chunked body is counted as it streams.
     bodyLimit({
       maxSize: deps.settings.bodyLimitBytes,
-      onError: (c) => c.json({ error: 'payload_too_large', message: `request body exceeds ${deps.settings.bodyLimitBytes} bytes (BODY_LIMIT_BYTES)` }, 413),
+      onError: (c) => edge.closing(c.json({ error: 'payload_too_large', message: `request body exceeds ${deps.settings.bodyLimitBytes} bytes (BODY_LIMIT_BYTES)` }, 413)),
     }),
-    (c) => receiveWebhook(c, deps, claims),
+    (c) => receiveWebhook(c, deps, claims, edge),
   );
 
   app.all('/webhooks/:provider', (c) => {

@@ -31,6 +31,7 @@ import {
 import type { Queue } from 'bullmq';
 import type { Hono } from 'hono';
 import { createApp, type IngestSettings } from './app';
+import { createTypeLabels } from './type-labels';
 import { RecentDuplicates } from './recent-duplicates';
 
 export interface BuildIngestOptions {
@@ -64,16 +65,21 @@ export function ingestSettings(config: IngestConfig): IngestSettings {
     duplicateReenqueueAfterMs: config.DUPLICATE_REENQUEUE_AFTER_MS,
     retryAfterSeconds: config.RETRY_AFTER_SECONDS,
     enqueueTimeoutMs: config.ENQUEUE_TIMEOUT_MS,
+    maxInflightBodyBytes: config.MAX_INFLIGHT_BODY_BYTES,
+    maxWaitingClaims: config.MAX_WAITING_CLAIMS,
+    breakerOpenMs: config.CIRCUIT_BREAKER_OPEN_MS,
+    claimTimeoutMs: config.CLAIM_TIMEOUT_MS,
   };
 }
 
 export function buildIngest(config: IngestConfig, options: BuildIngestOptions = {}): OncehookIngest {
   const sources = options.sources ?? sourcesFromConfig(config);
   const log = options.log ?? createLogger('ingest', config.LOG_LEVEL);
-  const pool = createPool(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, applicationName: 'oncehook-ingest' });
+  const pool = createPool(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, connectionTimeoutMillis: config.DATABASE_CONNECT_TIMEOUT_MS, applicationName: 'oncehook-ingest' });
   const queries = createQueries(config.ONCEHOOK_SCHEMA);
   const redis = createRedis(config.REDIS_URL, 'producer');
   const queue = createEventQueue(redis, config.QUEUE_PREFIX);
+  const typeLabels = createTypeLabels({ pool, queries, log });
   const app = createApp({
     pool,
     queries,
@@ -83,8 +89,10 @@ export function buildIngest(config: IngestConfig, options: BuildIngestOptions = 
     log,
     faults: options.faults ?? createFaults(config.ONCEHOOK_FAULTS),
     metrics: options.metrics ?? createIngestMetrics(),
-    admin: { token: config.ADMIN_TOKEN, username: config.ADMIN_USERNAME, password: config.ADMIN_PASSWORD, readOnly: config.ADMIN_READ_ONLY },
+    admin: { token: config.ADMIN_TOKEN, username: config.ADMIN_USERNAME, password: config.ADMIN_PASSWORD, readOnly: config.ADMIN_READ_ONLY, origins: config.ADMIN_ORIGINS },
     recentDuplicates: new RecentDuplicates(),
+    typeLabels,
+    metricsToken: config.METRICS_TOKEN,
     now: options.now,
     settings: ingestSettings(config),
   });
@@ -98,14 +106,27 @@ export function buildIngest(config: IngestConfig, options: BuildIngestOptions = 
     queue,
     sources,
     log,
-    listen(port = config.PORT) {
+    async listen(port = config.PORT) {
+      // The handled types, before the first delivery (a database still down is tolerated).
+      await typeLabels.refresh();
+      typeLabels.start();
       return new Promise((resolve, reject) => {
-        const s = serve({ fetch: app.fetch, port, hostname: config.HOST }, (info) => resolve({ port: info.port, server: s as Server })) as Server;
+        // Slow senders cannot hold connections and buffers: a request must be complete within
+        // REQUEST_TIMEOUT_MS (its headers within HEADERS_TIMEOUT_MS), checked every second
+        // (Node's default check runs every 30 s), and open connections are bounded.
+        const serverOptions = {
+          requestTimeout: config.REQUEST_TIMEOUT_MS,
+          headersTimeout: Math.min(config.HEADERS_TIMEOUT_MS, config.REQUEST_TIMEOUT_MS),
+          connectionsCheckingInterval: 1000,
+        };
+        const s = serve({ fetch: app.fetch, port, hostname: config.HOST, serverOptions }, (info) => resolve({ port: info.port, server: s as Server })) as Server;
+        s.maxConnections = config.MAX_CONNECTIONS;
         s.once('error', reject);
         server = s;
       });
     },
     async close() {
+      typeLabels.stop();
       if (server) {
         const s = server;
         await new Promise<void>((resolve) => {

@@ -9,15 +9,30 @@
  * it has committed:
  * - a key repeated inside one batch is claimed once; the repeats answer `duplicate` once that
  *   claim has committed;
- * - a batch that fails because one payload cannot be stored (jsonb refuses a \u0000) is
- *   retried one delivery at a time, so only the bad one gets its 400;
- * - any other failure (Postgres unavailable) fails every delivery of the batch: each answers
- *   503 and nothing was stored.
+ * - a batch that fails for any reason but an unavailable database (one poison payload: a
+ *   \u0000 jsonb refuses, a time out of range) is retried one delivery at a time, so only the
+ *   bad one fails (400 for a data exception) and the others are claimed;
+ * - an unavailable database fails every delivery of the batch: each answers 503 and nothing
+ *   was stored.
+ *
+ * Backpressure, so that an unreachable database cannot grow memory or answer times without
+ * bound:
+ * - at most `maxWaiting` deliveries wait for a batch (past it: OverloadedError at once); their
+ *   bytes are bounded at the edge (MAX_INFLIGHT_BODY_BYTES, reserved until the answer);
+ * - a batch's deliveries are answered within `claimTimeoutMs`: past it they fail
+ *   (OverloadedError, 503) and the statement is cut client-side (pg's query_timeout, which
+ *   destroys the connection). A statement that commits after all the same still has its new
+ *   events enqueued; the provider's retry is then a duplicate: nothing acknowledged is lost,
+ *   nothing is lost that was not acknowledged either;
+ * - after `breakerFailures` batches in a row find the database unavailable (or silent), the
+ *   circuit opens for `breakerOpenMs`: every waiting and new claim fails at once (503) instead
+ *   of waiting out a timeout. Then one batch goes through (half-open): success closes it.
  */
 import {
   enqueueNewEvents,
   eventKey,
-  isUnstorablePayloadError,
+  isDatabaseUnavailableError,
+  OverloadedError,
   withTimeout,
   type ClaimResult,
   type EventJobData,
@@ -40,13 +55,24 @@ export interface ClaimBatcherOptions {
   maxBatch?: number;
   /** Batches in flight at once (each holds one pool connection). */
   maxConcurrentBatches?: number;
+  /** Most deliveries waiting for a batch; past it a claim fails at once. */
+  maxWaiting?: number;
+  /** Consecutive batches that find the database unavailable before the circuit opens. */
+  breakerFailures?: number;
+  /** How long the circuit stays open. */
+  breakerOpenMs?: number;
+  /** Longest a delivery waits for its batch's statement before it is answered 503. */
+  claimTimeoutMs?: number;
   /** Called with each batch's size (metrics, tests). */
   onBatch?: (size: number) => void;
+  now?: () => number;
 }
 
 export interface ClaimBatcher {
   /** Claims the event (and enqueues it if new); resolves after the claim committed. */
   claim(event: VerifiedEvent): Promise<ClaimResult>;
+  /** The circuit: closed (normal), open (failing fast) or half-open (one batch probing). */
+  readonly circuit: 'closed' | 'open' | 'half-open';
 }
 
 interface Waiting {
@@ -58,9 +84,46 @@ interface Waiting {
 export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
   const maxBatch = options.maxBatch ?? 200;
   const maxConcurrent = options.maxConcurrentBatches ?? 4;
+  const maxWaiting = options.maxWaiting ?? 2_000;
+  const breakerFailures = options.breakerFailures ?? 2;
+  const breakerOpenMs = options.breakerOpenMs ?? 2_000;
+  const claimTimeoutMs = options.claimTimeoutMs ?? 750;
+  const now = options.now ?? Date.now;
   let waiting: Waiting[] = [];
   let inFlight = 0;
   let scheduled = false;
+  let failures = 0;
+  let openUntil = 0;
+  let probing = false;
+
+  const circuit = (): ClaimBatcher['circuit'] => (openUntil === 0 ? 'closed' : now() < openUntil ? 'open' : 'half-open');
+  const overloaded = (why: string) => new OverloadedError(`ingest cannot record deliveries right now: ${why}; nothing was stored, retry later`);
+
+  /** Batches whose statement is running: answered at once when the circuit opens. */
+  const running = new Set<Waiting[]>();
+
+  function failAllWaiting(error: unknown): void {
+    const dropped = waiting;
+    waiting = [];
+    for (const w of dropped) w.reject(error);
+    // A promise settles once: a running batch that completes later answers no one again (its
+    // new events are still enqueued).
+    for (const batch of running) for (const w of batch) w.reject(error);
+  }
+
+  function recordOutcome(unavailable: boolean): void {
+    if (!unavailable) {
+      failures = 0;
+      openUntil = 0;
+      return;
+    }
+    failures += 1;
+    if (failures >= breakerFailures || circuit() === 'half-open') {
+      if (circuit() !== 'open') options.log.warn({ failures, openMs: breakerOpenMs }, 'database unavailable: circuit open, answering 503 at once');
+      openUntil = now() + breakerOpenMs;
+      failAllWaiting(overloaded('the database is unavailable'));
+    }
+  }
 
   function schedule(): void {
     if (scheduled) return;
@@ -68,24 +131,70 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
     setImmediate(() => {
       scheduled = false;
       while (waiting.length > 0 && inFlight < maxConcurrent) {
-        const batch = waiting.slice(0, maxBatch);
+        const state = circuit();
+        if (state === 'open') {
+          failAllWaiting(overloaded('the database is unavailable (circuit open)'));
+          return;
+        }
+        if (state === 'half-open') {
+          // One batch probes; the rest wait for its verdict.
+          if (probing) return;
+          probing = true;
+        }
+        const batch = waiting.slice(0, state === 'half-open' ? 1 : maxBatch);
         waiting = waiting.slice(batch.length);
         inFlight += 1;
         void run(batch).finally(() => {
           inFlight -= 1;
+          if (state === 'half-open') probing = false;
           if (waiting.length > 0) schedule();
         });
       }
     });
   }
 
-  async function claimAll(events: VerifiedEvent[]): Promise<(ClaimResult | { error: unknown })[]> {
+  type Claimed = (ClaimResult | { error: unknown })[];
+
+  async function claimAll(events: VerifiedEvent[]): Promise<{ results: Claimed; unavailable: boolean }> {
+    const limit = { timeoutMs: claimTimeoutMs };
     try {
-      return await options.queries.claimEvents(options.pool, events);
+      return { results: await options.queries.claimEvents(options.pool, events, limit), unavailable: false };
     } catch (error) {
-      if (!isUnstorablePayloadError(error) || events.length === 1) return events.map(() => ({ error }));
-      // One bad payload poisoned the statement: claim one by one so only it fails.
-      return Promise.all(events.map((event) => options.queries.claimEvent(options.pool, event).catch((e: unknown) => ({ error: e }))));
+      const unavailable = isDatabaseUnavailableError(error);
+      if (unavailable || events.length === 1) return { results: events.map(() => ({ error })), unavailable };
+      // Something in the batch poisoned the statement: claim one by one, so only it fails.
+      options.log.warn({ err: error, events: events.length }, 'a batch of claims failed; claiming its deliveries one by one');
+      const results = await Promise.all(events.map((event) => options.queries.claimEvent(options.pool, event, limit).catch((e: unknown) => ({ error: e }))));
+      return { results, unavailable: false };
+    }
+  }
+
+  /** Resolves with the claim, or with 'timeout' after claimTimeoutMs, whichever comes first. */
+  async function deadline<T>(work: Promise<T>): Promise<T | 'timeout'> {
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), claimTimeoutMs);
+    });
+    try {
+      return await Promise.race([work, expired]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Enqueues the events a claim created; a failure or a timeout is left to the reconciler. */
+  async function enqueueCreated(unique: VerifiedEvent[], results: Claimed): Promise<void> {
+    const fresh: EventJobData[] = [];
+    results.forEach((result, i) => {
+      // A dispatch job: the worker creates the event's handler runs.
+      if ('outcome' in result && result.outcome === 'new') fresh.push({ rowId: result.rowId, provider: unique[i]!.provider, eventId: unique[i]!.eventId, attempt: 0 });
+    });
+    if (fresh.length === 0) return;
+    try {
+      await options.faults.hit('ingest.after-claim');
+      await withTimeout(enqueueNewEvents(options.queue, fresh), options.enqueueTimeoutMs, 'enqueue');
+    } catch (error) {
+      options.log.warn({ err: error, events: fresh.length }, 'enqueue failed after commit; the reconciler will enqueue these events');
     }
   }
 
@@ -106,23 +215,34 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
     });
 
     options.onBatch?.(batch.length);
-    const results = await claimAll(unique);
+    running.add(batch);
+    try {
+      await claimAndAnswer(batch, unique, slot);
+    } finally {
+      running.delete(batch);
+    }
+  }
+
+  async function claimAndAnswer(batch: Waiting[], unique: VerifiedEvent[], slot: { index: number; repeat: boolean }[]): Promise<void> {
+    const claiming = claimAll(unique);
+    const claimed = await deadline(claiming);
+    if (claimed === 'timeout') {
+      // The database did not answer in time: answer 503 now (the provider retries). The
+      // statement is cut by its query_timeout; if it commits anyway, its new events are still
+      // enqueued and the retry is a duplicate.
+      recordOutcome(true);
+      const error = overloaded(`the database did not answer within ${claimTimeoutMs} ms`);
+      for (const waiter of batch) waiter.reject(error);
+      const late = await claiming;
+      await enqueueCreated(unique, late.results);
+      return;
+    }
+    recordOutcome(claimed.unavailable);
+    const { results } = claimed;
 
     // Committed. Enqueue the new events in one round trip before answering; a failure or a
     // timeout is logged and left to the reconciler (the rows are durable).
-    const fresh: EventJobData[] = [];
-    results.forEach((result, i) => {
-      // A dispatch job: the worker creates the event's handler runs.
-      if ('outcome' in result && result.outcome === 'new') fresh.push({ rowId: result.rowId, provider: unique[i]!.provider, eventId: unique[i]!.eventId, attempt: 0 });
-    });
-    if (fresh.length > 0) {
-      try {
-        await options.faults.hit('ingest.after-claim');
-        await withTimeout(enqueueNewEvents(options.queue, fresh), options.enqueueTimeoutMs, 'enqueue');
-      } catch (error) {
-        options.log.warn({ err: error, events: fresh.length }, 'enqueue failed after commit; the reconciler will enqueue these events');
-      }
-    }
+    await enqueueCreated(unique, results);
 
     batch.forEach((waiter, i) => {
       const { index, repeat } = slot[i]!;
@@ -135,10 +255,15 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
 
   return {
     claim(event) {
+      if (circuit() === 'open') return Promise.reject(overloaded('the database is unavailable (circuit open)'));
+      if (waiting.length >= maxWaiting) return Promise.reject(overloaded(`${waiting.length} deliveries are already waiting for the database`));
       return new Promise<ClaimResult>((resolve, reject) => {
         waiting.push({ event, resolve, reject });
         schedule();
       });
+    },
+    get circuit() {
+      return circuit();
     },
   };
 }

@@ -1,5 +1,5 @@
 /**
- * One delivery, start to answer:
+ * One delivery, start to answer (after edge-guards.ts checked what it could before the body):
  *
  *   raw body -> verify signature (provider) -> stable event id -> claim (INSERT ... ON
  *   CONFLICT DO NOTHING RETURNING, batched with concurrent deliveries) -> enqueue (jobId from
@@ -7,37 +7,45 @@
  *
  * Answers
  *   202 accepted   first delivery of this event; committed, work happens asynchronously
- *   200 duplicate  the event was already claimed; no new work (a stale `received` row is
- *                  re-enqueued, idempotently)
+ *   200 duplicate  the event was already claimed (same id, or same body for a source whose id
+ *                  is not signed); no new work (a stale `received` row is re-enqueued)
  *   200 reply      a verified request answered directly, nothing stored (Slack's challenge)
  *   200 expired    signed creation time beyond the retention horizon: not processed
- *   400 / 401      not verifiable or malformed: nothing stored, nothing enqueued
- *   503            Postgres unavailable: nothing stored; Retry-After tells the provider when
+ *   400 / 401      not verifiable or malformed (a payload Postgres cannot store included):
+ *                  nothing stored, nothing enqueued
+ *   503            Postgres unavailable, or too much waiting for it: nothing stored;
+ *                  Retry-After tells the provider when
  *   500            anything unexpected; the provider retries
  *
  * The 2xx is sent only after the claim has committed. An enqueue failure after the commit
  * does not fail the delivery: the row is durable and the reconciler will enqueue it.
+ *
+ * Metric labels never come from what a sender can make up: the `type` label is a type some
+ * handler is registered for, or `other` (type-labels.ts); a duplicate is labelled with the
+ * stored event's type, not the delivery's (its header may be forged).
  */
-import type { Context } from 'hono';
 import {
   enqueueEvent,
   isDatabaseUnavailableError,
-  retentionDaysFor,
   isUnstorablePayloadError,
+  OverloadedError,
+  retentionDaysFor,
   VerificationError,
-  type ClaimResult,
   withTimeout,
+  type ClaimResult,
   type EdgeResult,
   type EventJobData,
   type Verified,
 } from '@oncehook/shared';
+import type { Context } from 'hono';
 import type { IngestDeps } from './app';
 import type { ClaimBatcher } from './claim-batcher';
+import type { EdgeGuards } from './edge-guards';
 
-export async function receiveWebhook(c: Context, deps: IngestDeps, claims: ClaimBatcher): Promise<Response> {
+export async function receiveWebhook(c: Context, deps: IngestDeps, claims: ClaimBatcher, edge: EdgeGuards): Promise<Response> {
   const started = process.hrtime.bigint();
   const source = deps.sources.get(c.req.param('provider') ?? '');
-  if (!source) throw new Error('receiveWebhook reached without a known source'); // guarded by the route
+  if (!source) throw new Error('receiveWebhook reached without a known source'); // guarded by edge-guards
   const { metrics } = deps;
   const answer = (result: EdgeResult, type: string, response: Response): Response => {
     metrics.eventsTotal.inc({ provider: source.name, type, result });
@@ -45,7 +53,15 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
     return response;
   };
 
-  const rawBody = Buffer.from(await c.req.arrayBuffer());
+  let rawBody: Buffer;
+  try {
+    rawBody = Buffer.from(await c.req.arrayBuffer());
+  } catch (error) {
+    // The sender went away (or the server's request timeout cut it) mid-body: nobody is
+    // listening for an answer; not worth more than a debug line.
+    deps.log.debug({ provider: source.name, err: error }, 'request body could not be read (client aborted or timed out)');
+    return edge.closing(c.json({ error: 'body_unreadable', message: 'the request body could not be read' }, 400));
+  }
   const now = deps.now?.() ?? new Date();
 
   // 1. Verify, THEN deduplicate: an unverified request must never reach the unique index,
@@ -55,8 +71,7 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
     verified = source.verify({ rawBody, header: (name) => c.req.header(name) ?? null, now });
   } catch (error) {
     if (!(error instanceof VerificationError)) throw error;
-    deps.log.warn({ provider: source.name, reason: error.reason, status: error.status }, `rejected delivery: ${error.message}`);
-    metrics.rejectionsTotal.inc({ provider: source.name, reason: error.reason });
+    edge.rejected(source.name, error.reason, error.status, error.message);
     return answer('rejected', 'unknown', c.json({ error: error.reason, message: error.message }, error.status));
   }
   if ('reply' in verified) {
@@ -64,7 +79,8 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
     return c.json(verified.reply.body, 200);
   }
   const { event } = verified;
-  const log = deps.log.child({ provider: event.provider, eventId: event.eventId, type: event.type });
+  const typeLabel = (type: string) => deps.typeLabels?.label(event.provider, event.kind, type) ?? 'other';
+  const log = deps.log.isLevelEnabled('info') ? deps.log.child({ provider: event.provider, eventId: event.eventId, type: event.type }) : deps.log;
 
   // Older than the retention horizon: its key may already be deleted, so claiming it could
   // process a late redelivery as new. Answer 2xx (so the provider stops) and do nothing.
@@ -73,7 +89,7 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
     log.warn({ signedAt: event.signedAt, horizonDays }, 'delivery older than the retention horizon; not processed');
     return answer(
       'expired',
-      event.type,
+      typeLabel(event.type),
       c.json(
         {
           status: 'expired',
@@ -93,22 +109,22 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
     claim = await claims.claim(event);
   } catch (error) {
     if (isUnstorablePayloadError(error)) {
-      log.warn({ err: error }, 'rejected delivery: payload cannot be stored');
-      metrics.rejectionsTotal.inc({ provider: source.name, reason: 'unstorable_payload' });
-      return answer('rejected', event.type, c.json({ error: 'unstorable_payload', message: `payload cannot be stored: ${(error as Error).message}` }, 400));
+      edge.rejected(source.name, 'unstorable_payload', 400, `payload cannot be stored: ${(error as Error).message}`);
+      return answer('rejected', typeLabel(event.type), c.json({ error: 'unstorable_payload', message: `payload cannot be stored: ${(error as Error).message}` }, 400));
     }
-    const unavailable = isDatabaseUnavailableError(error);
-    log.error({ err: error }, unavailable ? 'database unavailable; asking the provider to retry' : 'claim failed');
+    const unavailable = error instanceof OverloadedError || isDatabaseUnavailableError(error);
+    if (!(error instanceof OverloadedError)) log.error({ err: error }, unavailable ? 'database unavailable; asking the provider to retry' : 'claim failed');
     c.header('Retry-After', String(deps.settings.retryAfterSeconds));
-    return answer('error', event.type, c.json({ error: 'unavailable', message: 'the event could not be recorded; nothing was stored, retry later' }, unavailable ? 503 : 500));
+    const message = error instanceof OverloadedError ? error.message : 'the event could not be recorded; nothing was stored, retry later';
+    return answer('error', typeLabel(event.type), c.json({ error: 'unavailable', message }, unavailable ? 503 : 500));
   }
 
   if (claim.outcome === 'new') {
     log.info({ rowId: claim.rowId }, 'claimed new event');
-    return answer('new', event.type, c.json({ status: 'accepted', provider: event.provider, eventId: event.eventId }, 202));
+    return answer('new', typeLabel(event.type), c.json({ status: 'accepted', provider: event.provider, eventId: event.eventId }, 202));
   }
 
-  // Duplicate: counted as such, never as an error.
+  // Duplicate: counted as such, never as an error, under the STORED event's type.
   deps.recentDuplicates?.add({
     at: now,
     provider: event.provider,
@@ -117,9 +133,21 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
     state: claim.outcome === 'duplicate' ? claim.state : null,
   });
   if (claim.outcome === 'duplicate') {
-    log.info({ rowId: claim.rowId, state: claim.state }, 'duplicate delivery');
+    log.info(
+      { rowId: claim.rowId, state: claim.state, sameBody: claim.sameBody },
+      claim.sameBody ? 'duplicate delivery (same body as a claimed event, under another id)' : 'duplicate delivery',
+    );
+    if (claim.sameBody && claim.type !== event.type) {
+      // Either a captured body replayed under another type, or a sender that sends one body for
+      // two types (docs/providers.md, body dedupe): say so, it is never silent.
+      edge.notice(
+        `${source.name}\0cross-type`,
+        { provider: event.provider, eventId: event.eventId, type: event.type, storedType: claim.type, rowId: claim.rowId },
+        'a body already claimed under another id AND another type was answered duplicate: a replay, or a sender that sends byte-identical bodies for two types (see bodyDedupe in docs/providers.md)',
+      );
+    }
     const idleMs = Date.now() - claim.updatedAt.getTime();
-    if (claim.state === 'received' && idleMs >= deps.settings.duplicateReenqueueAfterMs) {
+    if (claim.state === 'received' && idleMs >= deps.settings.duplicateReenqueueAfterMs && !claim.sameBody) {
       // Still not dispatched after the grace period: the original enqueue may have been lost.
       // Safe to repeat: the jobId dedupes a queued job and the worker's guarded dispatch the rest.
       log.info({ rowId: claim.rowId, idleMs }, 'duplicate found the event still received; re-enqueueing its dispatch');
@@ -128,7 +156,8 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
   } else {
     log.info('duplicate delivery (concurrent with the first)');
   }
-  return answer('duplicate', event.type, c.json({ status: 'duplicate', provider: event.provider, eventId: event.eventId }, 200));
+  const storedType = claim.outcome === 'duplicate' ? claim.type : event.type;
+  return answer('duplicate', typeLabel(storedType), c.json({ status: 'duplicate', provider: event.provider, eventId: event.eventId }, 200));
 }
 
 async function enqueue(deps: IngestDeps, data: EventJobData, replaceFinished: boolean, log: IngestDeps['log']): Promise<void> {

@@ -78,7 +78,7 @@ export function workerSettings(config: WorkerConfig): WorkerSettings {
 export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], options: BuildWorkerOptions = {}): OncehookWorker {
   const log = options.log ?? createLogger('worker', config.LOG_LEVEL);
   const registry = new HandlerRegistry(handlers);
-  const pool = createPool(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, applicationName: 'oncehook-worker' });
+  const pool = createPool(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, connectionTimeoutMillis: config.DATABASE_CONNECT_TIMEOUT_MS, applicationName: 'oncehook-worker' });
   const queries = createQueries(config.ONCEHOOK_SCHEMA);
   const connection = createRedis(config.REDIS_URL, 'worker');
   const producer = createRedis(config.REDIS_URL, 'producer');
@@ -114,7 +114,15 @@ export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], 
     log,
     eventWorker,
     async start(parts = {}) {
-      if (parts.metricsServer ?? true) metricsServer = await startMetricsServer(metrics.registry, config.METRICS_PORT, config.METRICS_HOST);
+      // What this worker runs, for ingest's metric labels and the admin (best effort: a worker
+      // must start even if this write fails; the next start retries it).
+      await queries
+        .registerHandlers(
+          pool,
+          registry.all().map((h) => ({ name: h.name, source: h.source, kind: h.kind, type: h.type, description: h.description })),
+        )
+        .catch((error: unknown) => log.warn({ err: error }, 'could not record the loaded handlers in the database'));
+      if (parts.metricsServer ?? true) metricsServer = await startMetricsServer(metrics.registry, config.METRICS_PORT, config.METRICS_HOST, config.METRICS_TOKEN);
       if (parts.reconciler ?? true) eventWorker.reconciler.run();
       void eventWorker.worker.run().catch((error: unknown) => log.error({ err: error }, 'queue worker stopped'));
       await eventWorker.worker.waitUntilReady();

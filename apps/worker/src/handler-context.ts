@@ -34,7 +34,7 @@ import {
   type RecordedStep,
   type StepKind,
 } from '@oncehook/shared';
-import type { HandlerContext, StepInput, TransactionOptions } from '@oncehook/sdk';
+import type { HandlerContext, StepInput, StepOptions, TransactionOptions } from '@oncehook/sdk';
 
 export interface RunHandle {
   runId: number;
@@ -114,6 +114,19 @@ export function createRunContext(
     return record;
   }
 
+  /** The step's `key` option, checked: a domain object's id, as a non-empty line of text. */
+  function checkSubject(name: string, options: StepOptions): string | null {
+    const { key } = options;
+    if (key === undefined) return null;
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
+    if (typeof key !== 'string' || key.length === 0 || key.length > 500 || /[\u0000-\u001f\u007f]/.test(key)) {
+      throw new StepUsageError(
+        `the key of step "${name}" in handler "${run.handler}" must be the id of the object the effect is about, as 1-500 characters without control characters (got ${typeof key === 'string' ? JSON.stringify(key.slice(0, 40)) : typeof key}), e.g. { key: \`order:\${order.id}\` }`,
+      );
+    }
+    return key;
+  }
+
   function checkLease(): void {
     if (signal.aborted) throw signal.reason instanceof Error ? signal.reason : new LeaseLostError(run.runId);
   }
@@ -162,7 +175,8 @@ export function createRunContext(
     return result as T;
   }
 
-  async function step<T>(name: string, fn: (input: StepInput) => Promise<T>): Promise<T> {
+  async function step<T>(name: string, fn: (input: StepInput) => Promise<T>, options: StepOptions = {}): Promise<T> {
+    const subject = checkSubject(name, options);
     const record = claimName(name, 'external');
     if (record) {
       log.info({ step: name, kind: 'external' }, 'step already recorded; skipped');
@@ -180,6 +194,7 @@ export function createRunContext(
       step: name,
       generation: run.generation,
       keyScheme: run.keyScheme,
+      subject,
     });
     const info: CurrentStep = { runId: run.runId, handler: run.handler, step: name, kind: 'external', attempt: run.attempt, idempotencyKey };
     log.info({ step: name, kind: 'external', idempotencyKey }, 'calling external step');
@@ -189,7 +204,7 @@ export function createRunContext(
     const value = toRecordedJson(returned, name);
     await withFence(async (tx, generation) => {
       if (generation !== run.generation) throw new LeaseLostError(run.runId); // replayed meanwhile
-      await queries.recordStep(tx, { runId: run.runId, generation, name, kind: 'external', result: value, idempotencyKey });
+      await queries.recordStep(tx, { runId: run.runId, generation, name, kind: 'external', result: value, idempotencyKey, keySubject: subject });
     });
     deps.hooks?.stepCommitted?.(info);
     log.info({ step: name, kind: 'external', idempotencyKey }, 'external step recorded');

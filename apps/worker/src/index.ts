@@ -4,6 +4,7 @@ export { currentStep, createRunContext, type CurrentStep, type EngineHooks, type
 export { handlerModuleList, loadHandlerModules, resolveModule } from './load-handlers';
 export { processJob, runLeased, type JobOutcome, type ProcessDeps, type RunOutcome } from './process-event';
 export { createReconciler, type ReconcileCounts, type Reconciler } from './reconciler';
+export { startMetricsServer } from './metrics-server';
 export { HandlerRegistry } from './registry';
 export { createRetention } from './retention';
 export { createEventWorker, type EventWorker, type WorkerSettings } from './worker';

@@ -1,14 +1,19 @@
 /**
  * The worker's own small HTTP server: GET /metrics (Prometheus) and GET /healthz. Each worker
- * process has one, on METRICS_PORT.
+ * process has one, on METRICS_HOST:METRICS_PORT (loopback by default). With METRICS_TOKEN set,
+ * /metrics needs `Authorization: Bearer <token>` (docs/operating.md, protecting /metrics).
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { metricsAuthorized } from '@oncehook/shared';
 import type { Registry } from 'prom-client';
 
-export async function startMetricsServer(registry: Registry, port: number, host = '0.0.0.0'): Promise<{ port: number; close(): Promise<void> }> {
+export async function startMetricsServer(registry: Registry, port: number, host = '127.0.0.1', token?: string): Promise<{ port: number; close(): Promise<void> }> {
   const server = http.createServer((req, res) => {
-    if (req.method === 'GET' && req.url === '/metrics') {
+    if (req.method === 'GET' && req.url === '/metrics' && !metricsAuthorized(token, req.headers.authorization)) {
+      res.writeHead(401, { 'content-type': 'application/json', 'www-authenticate': 'Bearer' });
+      res.end('{"error":"unauthorized","message":"/metrics needs Authorization: Bearer <METRICS_TOKEN>"}');
+    } else if (req.method === 'GET' && req.url === '/metrics') {
       registry.metrics().then(
         (body) => {
           res.writeHead(200, { 'content-type': registry.contentType });

@@ -168,7 +168,13 @@ runMain(async () => {
       if (!reason) usage(`${command} needs --reason "why" (it is recorded with the event)`);
       return reason;
     };
-    const needTarget = () => target ?? usage(`${command} needs a row id or provider/event_id`);
+    const needTarget = () => {
+      if (target === undefined) return usage(`${command} needs a row id or provider/event_id`);
+      if (!/^\d{1,15}$/.test(target) && !/^[^/]{1,63}\/.{1,300}$/.test(target)) {
+        return usage(`"${target.slice(0, 40)}" is neither a row id (1 to 15 digits) nor provider/event_id`);
+      }
+      return target;
+    };
 
     const config = loadCommonConfig();
     const pool = createPool(config.DATABASE_URL, { max: 2, applicationName: 'oncehook-cli' });

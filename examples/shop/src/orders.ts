@@ -21,15 +21,15 @@ export interface OrderFacts {
 }
 
 /** Creates the order if new and locks it: the per-order serialization point. */
-export async function lockOrder(tx: PoolClient, order: OrderFacts): Promise<{ paidCents: number; totalCents: number; status: 'pending' | 'paid' }> {
+export async function lockOrder(tx: PoolClient, order: OrderFacts): Promise<{ paidCents: number; totalCents: number; status: 'pending' | 'paid'; chargeId: string | null }> {
   await tx.query(
     `INSERT INTO example_orders (id, customer_id, email, currency, total_cents)
      VALUES ($1::text, $2::text, $3::text, $4::text, $5::bigint)
      ON CONFLICT (id) DO NOTHING`,
     [order.orderId, order.customerId, order.email, order.currency, order.totalCents],
   );
-  const { rows } = await tx.query<{ paidCents: number; totalCents: number; status: 'pending' | 'paid' }>(
-    `SELECT paid_cents::int AS "paidCents", total_cents::int AS "totalCents", status
+  const { rows } = await tx.query<{ paidCents: number; totalCents: number; status: 'pending' | 'paid'; chargeId: string | null }>(
+    `SELECT paid_cents::int AS "paidCents", total_cents::int AS "totalCents", status, charge_id AS "chargeId"
        FROM example_orders WHERE id = $1::text
         FOR UPDATE`,
     [order.orderId],
@@ -75,20 +75,39 @@ export async function creditLedger(tx: PoolClient, accountId: string, amountCent
  * Whether to ship is decided by `becamePaid`, the RECORDED result of the earlier local step,
  * so a resumed attempt (or a replay) takes the same path as the first.
  */
-export async function receiptAndShip(ctx: HandlerContext, clients: ShopClients, order: OrderFacts, amountCents: number, becamePaid: boolean): Promise<void> {
-  const receipt = await ctx.step('send-receipt', async ({ idempotencyKey, signal }) => {
-    const sent = await clients.email.send(
-      { to: order.email, subject: `Receipt for order ${order.orderId}`, text: `We received ${(amountCents / 100).toFixed(2)} ${order.currency.toUpperCase()}.` },
-      idempotencyKey,
-      signal,
-    );
-    return { id: sent.id };
-  });
+export async function receiptAndShip(
+  ctx: HandlerContext,
+  clients: ShopClients,
+  order: OrderFacts,
+  amountCents: number,
+  becamePaid: boolean,
+  options: { keyOn?: string } = {},
+): Promise<void> {
+  // `keyOn`: the receipt is keyed on the domain object when one event per object is the rule
+  // (a Shopify order); a Stripe order takes several payments, one receipt each (the event's key).
+  const keyed = options.keyOn === undefined ? {} : { key: options.keyOn };
+  const receipt = await ctx.step(
+    'send-receipt',
+    async ({ idempotencyKey, signal }) => {
+      const sent = await clients.email.send(
+        { to: order.email, subject: `Receipt for order ${order.orderId}`, text: `We received ${(amountCents / 100).toFixed(2)} ${order.currency.toUpperCase()}.` },
+        idempotencyKey,
+        signal,
+      );
+      return { id: sent.id };
+    },
+    keyed,
+  );
+  // One shipment per order, whichever event completed it: keyed on the order.
   const shipment = becamePaid
-    ? await ctx.step('request-shipment', async ({ idempotencyKey, signal }) => {
-        const requested = await clients.fulfilment.requestShipment({ orderId: order.orderId, address: order.address, items: order.items }, idempotencyKey, signal);
-        return { id: requested.id };
-      })
+    ? await ctx.step(
+        'request-shipment',
+        async ({ idempotencyKey, signal }) => {
+          const requested = await clients.fulfilment.requestShipment({ orderId: order.orderId, address: order.address, items: order.items }, idempotencyKey, signal);
+          return { id: requested.id };
+        },
+        { key: order.orderId },
+      )
     : null;
   await ctx.transaction(
     'record-fulfilment',

@@ -2,11 +2,18 @@
  * Shopify `orders/create`: charge the customer through the payment API (Idempotency-Key from
  * the step), record the order as paid and credit the ledger (local, serialized per order),
  * email a receipt, request shipment, record both (the final step).
+ *
+ * Every effect is keyed on the ORDER, not only on the event (docs/handlers.md, "Key effects on
+ * the domain object"): Shopify's webhook id and topic are not signed, so one order can reach
+ * this handler as two events (a captured body replayed under a new id or another topic, or a
+ * second subscription). The charge, the receipt and the shipment send the order's keys (the same
+ * for every event about the order), and the order is recorded as paid only if this charge is
+ * not already recorded on it: the order is charged, credited and shipped once.
  */
 import { defineHandler } from '@oncehook/sdk';
 import { z } from 'zod';
 import type { ShopClients } from './clients';
-import { receiptAndShip, recordPayment, type OrderFacts } from './orders';
+import { lockOrder, receiptAndShip, recordPayment, type OrderFacts } from './orders';
 
 const ShopifyOrder = z.object({
   id: z.union([z.number().int(), z.string().min(1)]),
@@ -35,16 +42,30 @@ export function shopifyOrderHandler(clients: ShopClients) {
     { name: 'shop.shopify-orders', source: 'shopify', type: 'orders/create', payload: ShopifyOrder, description: 'charge, record, receipt and ship a Shopify order' },
     async (event, ctx) => {
       const order = toOrderFacts(event.payload);
-      const charge = await ctx.step('charge', async ({ idempotencyKey, signal }) => {
-        const made = await clients.payment.charge(
-          { customer: order.customerId, amount: order.totalCents, currency: order.currency, description: `Order ${order.orderId}` },
-          idempotencyKey,
-          signal,
-        );
-        return { id: made.id };
+      const charge = await ctx.step(
+        'charge',
+        async ({ idempotencyKey, signal }) => {
+          const made = await clients.payment.charge(
+            { customer: order.customerId, amount: order.totalCents, currency: order.currency, description: `Order ${order.orderId}` },
+            idempotencyKey,
+            signal,
+          );
+          return { id: made.id };
+        },
+        { key: order.orderId },
+      );
+      const recorded = await ctx.transaction('record-order', async (tx) => {
+        // The payment API answered this order's key with the charge already made: another event
+        // about this order recorded it. Nothing to credit again.
+        if ((await lockOrder(tx, order)).chargeId === charge.id) return { becamePaid: false, alreadyRecorded: true };
+        return { becamePaid: (await recordPayment(tx, order, order.totalCents, charge.id)).becamePaid, alreadyRecorded: false };
       });
-      const { becamePaid } = await ctx.transaction('record-order', (tx) => recordPayment(tx, order, order.totalCents, charge.id));
-      await receiptAndShip(ctx, clients, order, order.totalCents, becamePaid);
+      if (recorded.alreadyRecorded) {
+        ctx.log.info({ orderId: order.orderId, chargeId: charge.id }, 'order already charged and recorded by another event; nothing more to do');
+        await ctx.transaction('already-recorded', async () => ({ orderId: order.orderId, chargeId: charge.id }), { final: true });
+        return;
+      }
+      await receiptAndShip(ctx, clients, order, order.totalCents, recorded.becamePaid, { keyOn: order.orderId });
     },
   );
 }

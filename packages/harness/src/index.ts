@@ -1,3 +1,4 @@
+export * from './attacks';
 export * from './databases';
 export * from './db-urls';
 export * from './net';

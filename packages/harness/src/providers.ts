@@ -21,7 +21,7 @@ export const SECRETS = {
   svix: `whsec_${Buffer.from('svix-test-key-of-thirty-two-bytes').toString('base64')}`,
   slack: 'slack-signing-secret',
   paddle: 'pdl_ntfset_paddle_secret',
-  hmac: 'in-house-secret',
+  hmac: 'in-house-signing-secret',
 } as const;
 
 export const SOURCE_DECLARATIONS: SourceDeclaration[] = [

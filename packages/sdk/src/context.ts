@@ -35,7 +35,8 @@ export interface HandlerEvent<Payload = unknown> {
 /** What an external step's function receives. */
 export interface StepInput {
   /**
-   * Deterministic in (source, event id, handler, step name, generation): the same on every
+   * Deterministic in (source, event id, handler, step name, generation), or in (source, the
+   * step's `key`, handler, step name, generation) when the step has one: the same on every
    * attempt of this step. Send it, unchanged, as the downstream API's idempotency key.
    */
   readonly idempotencyKey: string;
@@ -43,6 +44,19 @@ export interface StepInput {
   readonly signal: AbortSignal;
   /** The run's attempt number (1 on the first). */
   readonly attempt: number;
+}
+
+export interface StepOptions {
+  /**
+   * The domain object this effect is about (`shopify-order:820982911946154508`). The step's
+   * idempotency key is then derived from (source, this key, handler, step name, generation)
+   * instead of the event id: every event about the object sends the SAME key. Two deliveries
+   * that are different events to Oncehook but one fact to you (a body replayed under a new
+   * webhook id, `orders/create` and `orders/paid` both charging one order) then charge once.
+   * A replay still starts a new generation, so a deliberate replay gets a new key.
+   * 1-500 characters without control characters.
+   */
+  key?: string;
 }
 
 export interface TransactionOptions {
@@ -102,7 +116,8 @@ export interface HandlerContext {
    * before the record, the next attempt calls again with the SAME key, so an API that honours
    * the key applies nothing new (docs/handlers.md: what is exactly once and what is not).
    *
-   * Same naming and result rules as `transaction`.
+   * Same naming and result rules as `transaction`. Pass `{ key }` to key the effect on the
+   * domain object rather than the event (StepOptions; docs/handlers.md says when to).
    */
-  step<T>(name: string, fn: (input: StepInput) => Promise<T & NoInfer<JsonChecked<T>>>): Promise<T>;
+  step<T>(name: string, fn: (input: StepInput) => Promise<T & NoInfer<JsonChecked<T>>>, options?: StepOptions): Promise<T>;
 }

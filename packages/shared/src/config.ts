@@ -31,6 +31,17 @@ const commonSchema = z.object({
   /** Connections per process. Ingest holds one per in-flight claim, a worker one per job step. */
   DATABASE_POOL_SIZE: integer(1, 1000).default(10),
   /**
+   * Longest wait for a Postgres connection. Short, so an unreachable database answers 503 (and
+   * opens ingest's circuit) within seconds instead of holding deliveries.
+   */
+  DATABASE_CONNECT_TIMEOUT_MS: integer(100, 60_000).default(2_000),
+  /**
+   * When set, GET /metrics (ingest's and each worker's) needs `Authorization: Bearer <token>`
+   * (Prometheus: `authorization: { credentials: ... }`). Unset: /metrics is open, so keep it off
+   * the internet (docs/operating.md, protecting /metrics).
+   */
+  METRICS_TOKEN: z.string().min(16, 'METRICS_TOKEN must be at least 16 characters').optional(),
+  /**
    * Test-only fault points, e.g. `ingest.after-claim:crash`. See packages/shared/src/faults.ts.
    * Empty in production.
    */
@@ -83,6 +94,36 @@ const ingestSchema = z.object({
   RETRY_AFTER_SECONDS: integer(1, 3600).default(5),
   /** Upper bound on a post-commit enqueue: past it we answer anyway and leave it to the reconciler. */
   ENQUEUE_TIMEOUT_MS: integer(50, 60_000).default(1_000),
+  /**
+   * Bytes of request bodies held by deliveries in progress (being read, verified, waiting for
+   * their claim), reserved from Content-Length (or BODY_LIMIT_BYTES when chunked) before a body
+   * is read. Past it a delivery gets 503 + Retry-After at once: memory stays bounded whatever
+   * arrives. A body in progress costs about 4-5 times its size (the bytes, the text, the parsed
+   * JSON, the query), so 16 MiB keeps bodies under ~80 MiB of memory; it admits thousands of
+   * typical (2-10 KB) deliveries at once. At least BODY_LIMIT_BYTES.
+   */
+  MAX_INFLIGHT_BODY_BYTES: integer(1024 * 1024, 4 * 1024 * 1024 * 1024).default(16 * 1024 * 1024),
+  /** Most deliveries waiting for a claim batch; past it 503 at once (the database is not keeping up). */
+  MAX_WAITING_CLAIMS: integer(1, 1_000_000).default(2_000),
+  /**
+   * Longest a delivery waits for the database to record its claim; past it 503 + Retry-After
+   * (the provider retries; if the claim committed after all, the retry is a duplicate). Claims
+   * take milliseconds (the whole request's p99 under the bench's heaviest load is ~100 ms);
+   * this bounds answers when the database stops answering.
+   */
+  CLAIM_TIMEOUT_MS: integer(100, 60_000).default(750),
+  /** How long claims fail fast (503) after the database failed twice in a row, before one is tried again. */
+  CIRCUIT_BREAKER_OPEN_MS: integer(100, 600_000).default(2_000),
+  /**
+   * A request must be complete (headers and body) within this: slow senders cannot hold
+   * connections and buffers. Providers send a webhook in well under a second; 20 s leaves room
+   * for a 25 MB GitHub payload on a slow link.
+   */
+  REQUEST_TIMEOUT_MS: integer(1_000, 600_000).default(20_000),
+  /** Headers must arrive within this. */
+  HEADERS_TIMEOUT_MS: integer(1_000, 600_000).default(10_000),
+  /** Open connections accepted at once; past it new ones are refused by the kernel's backlog. */
+  MAX_CONNECTIONS: integer(1, 1_000_000).default(4_096),
   /** Stripe webhook signing secrets (`whsec_...`), comma-separated while rotating. Enables /webhooks/stripe. */
   STRIPE_WEBHOOK_SECRET: z.string().optional(),
   /**
@@ -115,6 +156,27 @@ const ingestSchema = z.object({
   ADMIN_TOKEN: z.string().min(16, 'ADMIN_TOKEN must be at least 16 characters').optional(),
   ADMIN_USERNAME: z.string().optional(),
   ADMIN_PASSWORD: z.string().min(12, 'ADMIN_PASSWORD must be at least 12 characters').optional(),
+  /**
+   * The origins operators reach the admin at (`https://ops.example.com`), comma-separated, when
+   * a proxy rewrites the Host header; admin actions from any other origin are refused (CSRF).
+   * Default: the request's own host.
+   */
+  ADMIN_ORIGINS: z
+    .string()
+    .default('')
+    .transform((value, ctx) => {
+      const origins = value
+        .split(',')
+        .map((o) => o.trim())
+        .filter(Boolean);
+      for (const origin of origins) {
+        if (!/^https?:\/\/[^/\s]+$/.test(origin)) {
+          ctx.addIssue({ code: 'custom', message: `"${origin}" is not an origin (scheme://host[:port], no path)` });
+          return z.NEVER;
+        }
+      }
+      return origins;
+    }),
   /** Read-only admin: views work, re-drive/replay and Bull Board actions are refused. */
   ADMIN_READ_ONLY: z
     .enum(['true', 'false'])
@@ -176,7 +238,11 @@ const workerSchema = z.object({
   UNHANDLED_EVENTS: z.enum(['done', 'fail']).default('done'),
   /** Port of this worker's GET /metrics and /healthz (0 = any free port, announced on stdout). */
   METRICS_PORT: integer(0, 65535).default(9464),
-  METRICS_HOST: z.string().default('0.0.0.0'),
+  /**
+   * Listen address of the worker's metrics server. Loopback by default: /metrics has no auth.
+   * Expose it (0.0.0.0) only on a private network your Prometheus scrapes (compose does).
+   */
+  METRICS_HOST: z.string().default('127.0.0.1'),
 });
 
 export type CommonConfig = z.infer<typeof commonSchema>;
@@ -199,7 +265,16 @@ export function loadCommonConfig(env: Env = process.env): CommonConfig {
 }
 
 export function loadIngestConfig(env: Env = process.env): IngestConfig {
-  return parse(commonSchema.extend(ingestSchema.shape), env);
+  const schema = commonSchema.extend(ingestSchema.shape).superRefine((config, ctx) => {
+    if (config.MAX_INFLIGHT_BODY_BYTES < config.BODY_LIMIT_BYTES) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['MAX_INFLIGHT_BODY_BYTES'],
+        message: `must be at least BODY_LIMIT_BYTES (${config.BODY_LIMIT_BYTES}), or a body of the largest allowed size could never be admitted`,
+      });
+    }
+  });
+  return parse(schema, env);
 }
 
 export function loadWorkerConfig(env: Env = process.env): WorkerConfig {

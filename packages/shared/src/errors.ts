@@ -57,6 +57,15 @@ export class OutboundUnavailableError extends Error {
   }
 }
 
+/**
+ * Ingest cannot take a delivery right now: too many waiting for the database, too many bytes in
+ * flight, or the database failing (circuit open). Answered 503 with Retry-After at once, before
+ * anything is stored: the provider retries later, nothing is lost.
+ */
+export class OverloadedError extends Error {
+  override name = 'OverloadedError';
+}
+
 export type VerificationReason = 'missing_header' | 'malformed_header' | 'bad_signature' | 'timestamp_too_old' | 'timestamp_in_future' | 'malformed_payload' | 'invalid_event_id';
 
 /**

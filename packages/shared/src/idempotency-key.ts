@@ -20,9 +20,19 @@ export interface StepKeyInput {
   step: string;
   generation: number;
   keyScheme: 1 | 2;
+  /**
+   * The domain object the effect is about (`ctx.step('charge', fn, { key: order.id })`). When
+   * set, the key is derived from (source, subject, handler, step, generation) INSTEAD of the
+   * event id: two events about one object (a body replayed under a new id, two topics that both
+   * charge an order) send the same key, and the API applies the effect once.
+   */
+  subject?: string | null;
 }
 
 export function idempotencyKeyFor(input: StepKeyInput): string {
+  if (input.subject != null) {
+    return `oncehook-${eventKeyDigest(input.provider, '\u0001subject', input.subject, input.handler, input.step, String(input.generation)).slice(0, 48)}`;
+  }
   const parts = input.keyScheme === 1 ? [input.step, String(input.generation)] : [input.handler, input.step, String(input.generation)];
   return `oncehook-${eventKeyDigest(input.provider, input.eventId, ...parts).slice(0, 48)}`;
 }

@@ -30,3 +30,4 @@ export * from './outbound/http-client';
 export * from './idempotency-key';
 export * from './operations';
 export * from './retention';
+export * from './log-limiter';

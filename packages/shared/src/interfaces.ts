@@ -50,6 +50,12 @@ export interface VerifiedEvent {
   payload: unknown;
   /** Provider-specific facts about the delivery worth keeping (stored as jsonb). */
   meta: Record<string, string>;
+  /**
+   * sha256 of the raw body, for sources whose event id (or type) travels outside the signature
+   * (GitHub, Shopify, generic HMAC with a header id): a captured body replayed under a new id
+   * is then a duplicate too. Null for sources that sign their ids.
+   */
+  bodyHash?: Buffer | null;
 }
 
 export type EventState = 'received' | 'processing' | 'done' | 'failed';

@@ -164,7 +164,15 @@ export function createOperations(deps: { pool: Pool; queries: Queries; queue: Qu
       const keyOf = (step: RecordedStep) =>
         step.kind === 'local'
           ? null
-          : idempotencyKeyFor({ provider: event.provider, eventId: event.eventId, handler: run.handler, step: step.name, generation: nextGeneration, keyScheme: run.keyScheme });
+          : idempotencyKeyFor({
+              provider: event.provider,
+              eventId: event.eventId,
+              handler: run.handler,
+              step: step.name,
+              generation: nextGeneration,
+              keyScheme: run.keyScheme,
+              subject: step.keySubject,
+            });
       const plan: ReplayPlan = {
         rowId,
         handler: run.handler,

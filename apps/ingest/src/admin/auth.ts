@@ -15,6 +15,8 @@ export interface AdminSettings {
   username?: string;
   password?: string;
   readOnly: boolean;
+  /** Origins the admin is served from (ADMIN_ORIGINS), for the cross-site check behind a proxy; default: the request's host. */
+  origins?: string[];
 }
 
 export type AdminEnv = { Variables: { actor: string } };

@@ -16,6 +16,7 @@ import type { IngestDeps } from '../app';
 import { RecentDuplicates } from '../recent-duplicates';
 import { mountAdminApi } from './api';
 import { adminAuth, adminConfigured, type AdminEnv, type AdminSettings } from './auth';
+import { csrfGuard, securityHeaders } from './security';
 import { mountAdminViews } from './views';
 
 export type { AdminSettings } from './auth';
@@ -24,12 +25,22 @@ export function mountAdmin(app: Hono, deps: IngestDeps, settings: AdminSettings)
   if (!adminConfigured(settings)) return false;
   const ops = createOperations({ pool: deps.pool, queries: deps.queries, queue: deps.queue });
   const admin = app.basePath('/admin') as unknown as Hono<AdminEnv>;
+  admin.use('*', securityHeaders());
+  admin.use('*', csrfGuard(settings.origins ?? []));
   admin.use('*', adminAuth(settings));
 
   // Bull Board: the queue's jobs.
   const board = new HonoAdapter(serveStatic);
   createBullBoard({ queues: [new BullMQAdapter(deps.queue, { readOnlyMode: settings.readOnly })], serverAdapter: board, options: { uiConfig: { boardTitle: 'Oncehook jobs' } } });
   board.setBasePath('/admin/queues');
+  // Bull Board's page asks Google for its fonts: nothing the admin serves reaches off the
+  // machine (the page falls back to system fonts).
+  admin.use('/queues/*', async (c, next) => {
+    await next();
+    if (!(c.res.headers.get('content-type') ?? '').startsWith('text/html')) return;
+    const page = (await c.res.text()).replace(/<link[^>]+fonts\.googleapis\.com[^>]*>/g, '');
+    c.res = new Response(page, { status: c.res.status, headers: c.res.headers });
+  });
   admin.route('/queues', board.registerPlugin());
 
   mountAdminApi(admin, ops, settings);

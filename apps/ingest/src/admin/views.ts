@@ -7,7 +7,7 @@
 import type { EventDetail, EventSummary, Operations, Queries } from '@oncehook/shared';
 import type { Pool } from '@oncehook/shared';
 import type { Hono } from 'hono';
-import { html, raw } from 'hono/html';
+import { html } from 'hono/html';
 import type { RecentDuplicate, RecentDuplicates } from '../recent-duplicates';
 import type { AdminEnv, AdminSettings } from './auth';
 
@@ -17,7 +17,7 @@ th{background:#f4f6fa}.state-failed{color:#b3261e;font-weight:600}.state-process
 code{font-size:12px}nav a{margin-right:16px}.muted{color:#667}`;
 
 export function page(title: string, body: ReturnType<typeof html>) {
-  return html`<!doctype html><html><head><meta charset="utf-8"><title>${title} - Oncehook</title><style>${raw(PAGE_STYLE)}</style></head>
+  return html`<!doctype html><html><head><meta charset="utf-8"><title>${title} - Oncehook</title><link rel="stylesheet" href="/admin/assets/admin.css"></head>
 <body><nav><a href="/admin/events">Events</a><a href="/admin/queues">Jobs (Bull Board)</a></nav><h1>${title}</h1>${body}</body></html>`;
 }
 
@@ -59,6 +59,8 @@ function timeline(detail: EventDetail) {
 
 export function mountAdminViews(admin: Hono<AdminEnv>, deps: { pool: Pool; queries: Queries; ops: Operations; recentDuplicates: RecentDuplicates }, settings: AdminSettings): void {
   const { pool, queries, ops } = deps;
+  // Served, not inline: the pages' Content-Security-Policy allows styles and scripts from the admin only.
+  admin.get('/assets/admin.css', (c) => c.body(PAGE_STYLE, 200, { 'Content-Type': 'text/css; charset=utf-8', 'Cache-Control': 'max-age=3600' }));
   admin.get('/events', async (c) => {
     const [stuck, failed, recent] = await Promise.all([queries.listStuckRuns(pool, 60_000, 50), ops.list({ state: 'failed', limit: 50 }), ops.list({ limit: 25 })]);
     return c.html(

@@ -17,6 +17,9 @@ export const PG_DUPLICATE_DATABASE = '42P04';
 /** jsonb cannot store \u0000 in a string. */
 export const PG_UNTRANSLATABLE_CHARACTER = '22P05';
 export const PG_INVALID_TEXT_REPRESENTATION = '22P02';
+export const PG_DATETIME_FIELD_OVERFLOW = '22008';
+export const PG_INVALID_DATETIME_FORMAT = '22007';
+export const PG_NUMERIC_VALUE_OUT_OF_RANGE = '22003';
 /** jsonb nesting deeper than the server's stack allows. */
 export const PG_STATEMENT_TOO_COMPLEX = '54001';
 
@@ -35,12 +38,14 @@ function codeOf(error: unknown): string | undefined {
 }
 
 /**
- * The payload itself cannot be stored (verified JSON that jsonb refuses). Retrying the same
- * bytes can never succeed: the edge answers 400, not 5xx.
+ * The delivery itself cannot be stored: a data exception (SQLSTATE class 22: jsonb refusing a
+ * \u0000, a time out of range, a number too large) or jsonb nested deeper than the server
+ * allows (54001). Retrying the same bytes can never succeed: the edge answers 400 for that
+ * delivery alone, not 5xx.
  */
 export function isUnstorablePayloadError(error: unknown): boolean {
   const code = codeOf(error);
-  return code === PG_UNTRANSLATABLE_CHARACTER || code === PG_INVALID_TEXT_REPRESENTATION || code === PG_STATEMENT_TOO_COMPLEX;
+  return code !== undefined && (code.startsWith('22') || code === PG_STATEMENT_TOO_COMPLEX);
 }
 
 export function isRetryableTransactionError(error: unknown): boolean {
@@ -58,5 +63,5 @@ export function isDatabaseUnavailableError(error: unknown): boolean {
   if (error instanceof AggregateError) return error.errors.some(isDatabaseUnavailableError);
   const message = error instanceof Error ? error.message : '';
   // pg reports these without a code.
-  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|connect ECONNREFUSED/i.test(message);
+  return /Connection terminated|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|connect ECONNREFUSED/i.test(message);
 }

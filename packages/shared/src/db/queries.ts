@@ -26,8 +26,12 @@ export interface Queryable {
 export type ClaimResult =
   /** This delivery created the row: it is the one that causes work. */
   | { outcome: 'new'; rowId: number }
-  /** The row existed; its state and last touch decide whether to nudge the queue. */
-  | { outcome: 'duplicate'; rowId: number; state: EventState; updatedAt: Date }
+  /**
+   * The row existed (same event id, or same body for a source that deduplicates on it); its
+   * state and last touch decide whether to nudge the queue. `type` is the stored row's (the
+   * delivery's own may be forged in an unsigned header).
+   */
+  | { outcome: 'duplicate'; rowId: number; state: EventState; updatedAt: Date; type: string; sameBody: boolean }
   /**
    * The row was inserted by a transaction that committed after this statement's snapshot:
    * a concurrent duplicate. ON CONFLICT waited for that commit, so the row is durable; it is
@@ -35,12 +39,29 @@ export type ClaimResult =
    */
   | { outcome: 'duplicate-concurrent' };
 
+export interface ClaimOptions {
+  /**
+   * Client-side bound on the statement (pg's query_timeout): past it the claim fails with
+   * "Query read timeout" and, run through a Pool, the connection is destroyed, so a database
+   * that stopped answering cannot keep pool connections forever. The statement may still
+   * commit on the server: a claim that timed out is "unknown", never "not stored".
+   */
+  timeoutMs?: number;
+}
+
+/** pg reads query_timeout from a query's config too; its types list it on connections only. */
+function readTimeout(options: ClaimOptions): { query_timeout?: number } {
+  return options.timeoutMs === undefined ? {} : { query_timeout: options.timeoutMs };
+}
+
 /** A recorded step, as the worker reads it when it acquires a run. */
 export interface RecordedStep {
   name: string;
   kind: StepKind | null;
   result: unknown;
   idempotencyKey: string | null;
+  /** The domain object an external step's key was derived from (`ctx.step(name, fn, { key })`), else null. */
+  keySubject: string | null;
 }
 
 /** A run this worker now holds the lease on, with its event and its recorded steps. */
@@ -173,34 +194,39 @@ export function createQueries(schemaName: string) {
   // The edge: claim.
 
   /**
-   * The claim, in one round trip for both outcomes. `INSERT ... ON CONFLICT (provider,
-   * event_id) DO NOTHING RETURNING` returns a row only for the delivery that created it. If
-   * another transaction holds an uncommitted insert of the same key, Postgres waits for it:
-   * on its commit we do nothing (duplicate), on its abort we insert. The UNION branch reads
+   * The claim, in one round trip for both outcomes. `INSERT ... ON CONFLICT DO NOTHING
+   * RETURNING` returns a row only for the delivery that created it; without a conflict target
+   * it stops at either unique key: (provider, event_id), or (provider, body_hash) for sources
+   * that deduplicate on the body. If another transaction holds an uncommitted insert of the
+   * same key, Postgres waits for it: on its commit we do nothing (duplicate), on its abort we
+   * insert. The UNION branch reads
    * the existing row for the duplicate answer, in the same statement snapshot, so it sees
    * nothing if the winner committed after we started. The payload goes to Postgres as the
    * verified raw text and is cast to jsonb there.
    */
-  async function claimEvent(db: Queryable, event: VerifiedEvent): Promise<ClaimResult> {
-    const { rows } = await db.query<{ id: number; inserted: boolean; state: EventState; updatedAt: Date }>(
-      `WITH inserted AS (
-         INSERT INTO ${EVENTS} (provider, kind, event_id, type, payload, signed_at, meta)
-         VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb)
-         ON CONFLICT (provider, event_id) DO NOTHING
-         RETURNING id, state, updated_at
+  async function claimEvent(db: Pool, event: VerifiedEvent, options: ClaimOptions = {}): Promise<ClaimResult> {
+    const { rows } = await db.query<{ id: number; inserted: boolean; state: EventState; updatedAt: Date; type: string; sameBody: boolean }>({
+      ...readTimeout(options),
+      text: `WITH inserted AS (
+         INSERT INTO ${EVENTS} (provider, kind, event_id, type, payload, signed_at, meta, body_hash)
+         VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb, $8::bytea)
+         ON CONFLICT DO NOTHING
+         RETURNING id, state, updated_at, type
        )
-       SELECT id, true AS inserted, state, updated_at AS "updatedAt" FROM inserted
+       SELECT id, true AS inserted, state, updated_at AS "updatedAt", type, false AS "sameBody" FROM inserted
        UNION ALL
-       SELECT id, false AS inserted, state, updated_at AS "updatedAt"
-         FROM ${EVENTS}
-        WHERE provider = $1::text AND event_id = $3::text
-          AND NOT EXISTS (SELECT 1 FROM inserted)`,
-      [event.provider, event.kind, event.eventId, event.type, event.rawBody, event.signedAt, JSON.stringify(event.meta)],
-    );
+       (SELECT id, false AS inserted, state, updated_at AS "updatedAt", type, event_id <> $3::text AS "sameBody"
+          FROM ${EVENTS}
+         WHERE provider = $1::text AND (event_id = $3::text OR body_hash = $8::bytea)
+           AND NOT EXISTS (SELECT 1 FROM inserted)
+         ORDER BY (event_id = $3::text) DESC
+         LIMIT 1)`,
+      values: [event.provider, event.kind, event.eventId, event.type, event.rawBody, event.signedAt, JSON.stringify(event.meta), event.bodyHash ?? null],
+    });
     const row = rows[0];
     if (!row) return { outcome: 'duplicate-concurrent' };
     if (row.inserted) return { outcome: 'new', rowId: row.id };
-    return { outcome: 'duplicate', rowId: row.id, state: row.state, updatedAt: row.updatedAt };
+    return { outcome: 'duplicate', rowId: row.id, state: row.state, updatedAt: row.updatedAt, type: row.type, sameBody: row.sameBody };
   }
 
   /**
@@ -209,7 +235,7 @@ export function createQueries(schemaName: string) {
    * unique within the batch (the caller folds repeats). Results come back in input order. A
    * prepared statement (named per schema), parsed once per connection.
    */
-  async function claimEvents(db: Pool, events: VerifiedEvent[]): Promise<ClaimResult[]> {
+  async function claimEvents(db: Pool, events: VerifiedEvent[], options: ClaimOptions = {}): Promise<ClaimResult[]> {
     const columns = {
       provider: events.map((e) => e.provider),
       kind: events.map((e) => e.kind),
@@ -218,32 +244,40 @@ export function createQueries(schemaName: string) {
       payload: events.map((e) => e.rawBody),
       signedAt: events.map((e) => e.signedAt),
       meta: events.map((e) => JSON.stringify(e.meta)),
+      bodyHash: events.map((e) => e.bodyHash ?? null),
     };
-    const { rows } = await db.query<{ provider: string; eventId: string; id: number; inserted: boolean; state: EventState; updatedAt: Date }>({
+    const { rows } = await db.query<{ ord: number; id: number; inserted: boolean; state: EventState; updatedAt: Date; type: string; sameBody: boolean }>({
+      ...readTimeout(options),
       name: `oncehook-claim-events-${S}`,
       text: `WITH input AS (
-               SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::text[])
-                 AS t(provider, kind, event_id, type, payload, signed_at, meta)
+               SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::text[], $8::bytea[])
+                 WITH ORDINALITY AS t(provider, kind, event_id, type, payload, signed_at, meta, body_hash, ord)
              ), inserted AS (
-               INSERT INTO ${EVENTS} (provider, kind, event_id, type, payload, signed_at, meta)
-               SELECT provider, kind, event_id, type, payload::jsonb, signed_at, meta::jsonb FROM input
-               ON CONFLICT (provider, event_id) DO NOTHING
-               RETURNING id, provider, event_id, state, updated_at
+               INSERT INTO ${EVENTS} (provider, kind, event_id, type, payload, signed_at, meta, body_hash)
+               SELECT provider, kind, event_id, type, payload::jsonb, signed_at, meta::jsonb, body_hash FROM input ORDER BY ord
+               ON CONFLICT DO NOTHING
+               RETURNING id, provider, event_id, state, updated_at, type
              )
-             SELECT provider, event_id AS "eventId", id, true AS inserted, state, updated_at AS "updatedAt" FROM inserted
+             SELECT i.ord, x.id, true AS inserted, x.state, x.updated_at AS "updatedAt", x.type, false AS "sameBody"
+               FROM inserted x JOIN input i ON i.provider = x.provider AND i.event_id = x.event_id
              UNION ALL
-             SELECT e.provider, e.event_id, e.id, false, e.state, e.updated_at
+             SELECT i.ord, e.id, false, e.state, e.updated_at, e.type, e.event_id <> i.event_id
                FROM input i
-               JOIN ${EVENTS} e ON e.provider = i.provider AND e.event_id = i.event_id
+               CROSS JOIN LATERAL (
+                 SELECT * FROM ${EVENTS} e
+                  WHERE e.provider = i.provider AND (e.event_id = i.event_id OR e.body_hash = i.body_hash)
+                  ORDER BY (e.event_id = i.event_id) DESC
+                  LIMIT 1
+               ) e
               WHERE NOT EXISTS (SELECT 1 FROM inserted x WHERE x.provider = i.provider AND x.event_id = i.event_id)`,
-      values: [columns.provider, columns.kind, columns.eventId, columns.type, columns.payload, columns.signedAt, columns.meta],
+      values: [columns.provider, columns.kind, columns.eventId, columns.type, columns.payload, columns.signedAt, columns.meta, columns.bodyHash],
     });
-    const byKey = new Map(rows.map((row) => [`${row.provider}\0${row.eventId}`, row]));
-    return events.map((event): ClaimResult => {
-      const row = byKey.get(`${event.provider}\0${event.eventId}`);
+    const byOrd = new Map(rows.map((row) => [Number(row.ord), row]));
+    return events.map((_event, i): ClaimResult => {
+      const row = byOrd.get(i + 1);
       if (!row) return { outcome: 'duplicate-concurrent' };
       if (row.inserted) return { outcome: 'new', rowId: row.id };
-      return { outcome: 'duplicate', rowId: row.id, state: row.state, updatedAt: row.updatedAt };
+      return { outcome: 'duplicate', rowId: row.id, state: row.state, updatedAt: row.updatedAt, type: row.type, sameBody: row.sameBody };
     });
   }
 
@@ -294,7 +328,7 @@ export function createQueries(schemaName: string) {
   }
 
   const LEASED_RUN_RETURNING = `${runColumns('r')}, row_to_json((SELECT x FROM (SELECT ${eventColumns('e')}) x)) AS event,
-      (SELECT coalesce(json_agg(json_build_object('name', s.name, 'kind', s.kind, 'result', s.result, 'idempotencyKey', s.idempotency_key)), '[]')
+      (SELECT coalesce(json_agg(json_build_object('name', s.name, 'kind', s.kind, 'result', s.result, 'idempotencyKey', s.idempotency_key, 'keySubject', s.key_subject)), '[]')
          FROM ${STEPS} s WHERE s.run_id = r.id AND s.generation = r.generation) AS steps`;
 
   /**
@@ -447,12 +481,12 @@ export function createQueries(schemaName: string) {
    */
   async function recordStep(
     db: Queryable,
-    step: { runId: number; generation: number; name: string; kind: StepKind; result: unknown; idempotencyKey: string | null },
+    step: { runId: number; generation: number; name: string; kind: StepKind; result: unknown; idempotencyKey: string | null; keySubject?: string | null },
   ): Promise<void> {
     await db.query(
-      `INSERT INTO ${STEPS} (run_id, generation, name, kind, result, idempotency_key)
-       VALUES ($1::bigint, $2::int, $3::text, $4::text, $5::jsonb, $6::text)`,
-      [step.runId, step.generation, step.name, step.kind, JSON.stringify(step.result ?? null), step.idempotencyKey],
+      `INSERT INTO ${STEPS} (run_id, generation, name, kind, result, idempotency_key, key_subject)
+       VALUES ($1::bigint, $2::int, $3::text, $4::text, $5::jsonb, $6::text, $7::text)`,
+      [step.runId, step.generation, step.name, step.kind, JSON.stringify(step.result ?? null), step.idempotencyKey, step.keySubject ?? null],
     );
   }
 
@@ -593,8 +627,8 @@ export function createQueries(schemaName: string) {
            FROM target t WHERE r.id = t.id
          RETURNING r.id, r.handler, r.generation, t.state AS from_state, t.generation AS previous
        ), reused AS (
-         INSERT INTO ${STEPS} (run_id, generation, name, kind, result, idempotency_key, reused_from, completed_at)
-         SELECT m.id, m.generation, s.name, s.kind, s.result, s.idempotency_key, s.generation, s.completed_at
+         INSERT INTO ${STEPS} (run_id, generation, name, kind, result, idempotency_key, key_subject, reused_from, completed_at)
+         SELECT m.id, m.generation, s.name, s.kind, s.result, s.idempotency_key, s.key_subject, s.generation, s.completed_at
            FROM moved m JOIN ${STEPS} s ON s.run_id = m.id AND s.generation = m.previous
           WHERE s.name = ANY($3::text[])
        ), event AS (
@@ -704,7 +738,7 @@ export function createQueries(schemaName: string) {
   /** Steps of one run and generation, in the order they completed. */
   async function getSteps(db: Queryable, runId: number, generation: number): Promise<RecordedStep[]> {
     const { rows } = await db.query<RecordedStep>(
-      `SELECT name, kind, result, idempotency_key AS "idempotencyKey" FROM ${STEPS}
+      `SELECT name, kind, result, idempotency_key AS "idempotencyKey", key_subject AS "keySubject" FROM ${STEPS}
         WHERE run_id = $1::bigint AND generation = $2::int ORDER BY completed_at, name`,
       [runId, generation],
     );
@@ -772,8 +806,36 @@ export function createQueries(schemaName: string) {
     return rowCount ?? 0;
   }
 
+  // -------------------------------------------------------------------------------------------
+  // The handlers workers run (for ingest's labels and the admin).
+
+  /** Upserts what a worker loaded, at its start. */
+  async function registerHandlers(
+    db: Queryable,
+    handlers: { name: string; source: string; kind: string | undefined; type: string; description: string | undefined }[],
+  ): Promise<void> {
+    if (handlers.length === 0) return;
+    await db.query(
+      `INSERT INTO ${S}.handlers (name, source, kind, type, description)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+       ON CONFLICT (name) DO UPDATE
+          SET source = excluded.source, kind = excluded.kind, type = excluded.type,
+              description = excluded.description, last_seen_at = now()`,
+      [handlers.map((h) => h.name), handlers.map((h) => h.source), handlers.map((h) => h.kind ?? null), handlers.map((h) => h.type), handlers.map((h) => h.description ?? null)],
+    );
+  }
+
+  async function listHandlers(db: Queryable): Promise<{ name: string; source: string; kind: string | null; type: string; lastSeenAt: Date }[]> {
+    const { rows } = await db.query<{ name: string; source: string; kind: string | null; type: string; lastSeenAt: Date }>(
+      `SELECT name, source, kind, type, last_seen_at AS "lastSeenAt" FROM ${S}.handlers ORDER BY name`,
+    );
+    return rows;
+  }
+
   return {
     schema: S,
+    registerHandlers,
+    listHandlers,
     claimEvent,
     claimEvents,
     dispatchAndLease,

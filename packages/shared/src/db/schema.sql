@@ -17,6 +17,7 @@ CREATE TABLE oncehook.events (
     received_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     finished_at timestamp with time zone,
+    body_hash bytea,
     CONSTRAINT events_runs_failed_check CHECK ((runs_failed >= 0)),
     CONSTRAINT events_runs_pending_check CHECK ((runs_pending >= 0)),
     CONSTRAINT events_state_check CHECK ((state = ANY (ARRAY['received'::text, 'processing'::text, 'done'::text, 'failed'::text])))
@@ -60,6 +61,16 @@ ALTER TABLE oncehook.handler_runs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTI
     CACHE 1
 );
 
+CREATE TABLE oncehook.handlers (
+    name text NOT NULL,
+    source text NOT NULL,
+    kind text,
+    type text NOT NULL,
+    description text,
+    first_seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_seen_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
 CREATE TABLE oncehook.migrations (
     set_name text NOT NULL,
     version integer NOT NULL,
@@ -99,6 +110,7 @@ CREATE TABLE oncehook.steps (
     idempotency_key text,
     reused_from integer,
     completed_at timestamp with time zone DEFAULT now() NOT NULL,
+    key_subject text,
     CONSTRAINT steps_kind_check CHECK ((kind = ANY (ARRAY['local'::text, 'external'::text])))
 );
 
@@ -114,6 +126,9 @@ ALTER TABLE ONLY oncehook.handler_runs
 ALTER TABLE ONLY oncehook.handler_runs
     ADD CONSTRAINT handler_runs_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY oncehook.handlers
+    ADD CONSTRAINT handlers_pkey PRIMARY KEY (name);
+
 ALTER TABLE ONLY oncehook.migrations
     ADD CONSTRAINT migrations_pkey PRIMARY KEY (set_name, version);
 
@@ -122,6 +137,8 @@ ALTER TABLE ONLY oncehook.operator_actions
 
 ALTER TABLE ONLY oncehook.steps
     ADD CONSTRAINT steps_pkey PRIMARY KEY (run_id, generation, name);
+
+CREATE UNIQUE INDEX events_body_hash_key ON oncehook.events USING btree (provider, body_hash) WHERE (body_hash IS NOT NULL);
 
 CREATE INDEX events_done_retention_idx ON oncehook.events USING btree (provider, received_at) WHERE (state = 'done'::text);
 

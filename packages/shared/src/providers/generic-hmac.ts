@@ -1,12 +1,33 @@
 /**
- * Generic HMAC-SHA256, for in-house senders: one header carries the signature of the raw
- * body (or of `<timestamp>.<raw body>` when a timestamp header is configured), hex or base64,
+ * Generic HMAC-SHA256, for in-house senders: one header carries the signature, hex or base64,
  * with an optional prefix such as `sha256=`. Where the stable id and the type come from is
  * configured: a header, or a field of the JSON body (dot path).
+ *
+ * Signed content: `[<timestamp>.]` `[<value of each signedHeaders header>.]...` `<raw body>`:
+ * the timestamp when `timestampHeader` is set, then the values of the headers listed in
+ * `signedHeaders`, in order, each followed by a dot.
+ *
+ * An id or a type taken from a header the signature does not cover is refused at start: anyone
+ * holding one captured delivery could replay it under the id of the NEXT real event (which
+ * would then be dropped as a duplicate) or under another type. Either list the header in
+ * `signedHeaders` (if the sender signs it) or set `bodyDedupe: true` (a replayed body is then a
+ * duplicate whatever id it carries, and a type from a header is still refused).
  */
-import { hmacSha256, signaturesEqual } from './hmac';
-import { checkEventId, checkEventType, checkTimestamp, parseJsonBody, parseUnixSeconds, requireHeader, type DeliveryRequest, type Verified, type WebhookSource } from './types';
 import { VerificationError } from '../errors';
+import { hmacSha256, signaturesEqual } from './hmac';
+import {
+  bodyHash,
+  checkEventId,
+  checkEventType,
+  checkSecrets,
+  checkTimestamp,
+  parseJsonBody,
+  parseUnixSeconds,
+  requireHeader,
+  type DeliveryRequest,
+  type Verified,
+  type WebhookSource,
+} from './types';
 
 export type ValueLocation = { header: string } | { field: string };
 
@@ -17,9 +38,13 @@ export interface GenericHmacSourceOptions {
   encoding: 'hex' | 'base64';
   /** Text before the signature in the header, e.g. `sha256=`. */
   signaturePrefix?: string;
-  /** When set, the signed content is `<timestamp>.<raw body>` and the timestamp is checked. */
+  /** When set, the signed content starts with `<timestamp>.` and the timestamp is checked. */
   timestampHeader?: string;
   toleranceSeconds?: number;
+  /** Headers whose values are part of the signed content (after the timestamp), in this order. */
+  signedHeaders?: string[];
+  /** Deduplicate on sha256 of the body too (for an id the signature does not cover). */
+  bodyDedupe?: boolean;
   /** Where the stable event id is. */
   id: ValueLocation;
   /** Where the event type is; a fixed type when absent. */
@@ -39,32 +64,62 @@ export function createGenericHmacSource(options: GenericHmacSourceOptions): Webh
   const { name } = options;
   const tolerance = options.toleranceSeconds ?? 300;
   const prefix = options.signaturePrefix ?? '';
-  if (options.secrets.length === 0) throw new Error(`source ${name}: at least one HMAC secret is required`);
+  const signedHeaders = options.signedHeaders ?? [];
+  const signed = (header: string) => signedHeaders.some((h) => h.toLowerCase() === header.toLowerCase());
+  checkSecrets(name, 'HMAC', options.secrets);
+  if ('header' in options.id && !signed(options.id.header) && !options.bodyDedupe) {
+    throw new Error(
+      `source ${name}: the event id comes from header ${options.id.header}, which the signature does not cover: a captured delivery replayed under the id of the next real event would drop that event as a duplicate. List ${options.id.header} in signedHeaders (if the sender signs it), or set bodyDedupe: true`,
+    );
+  }
+  if (options.type && 'header' in options.type && !signed(options.type.header)) {
+    throw new Error(
+      `source ${name}: the event type comes from header ${options.type.header}, which the signature does not cover: a captured delivery could be replayed as another type. List ${options.type.header} in signedHeaders, or take the type from a body field`,
+    );
+  }
+
+  const parseHeaders = (header: DeliveryRequest['header']) => {
+    const value = requireHeader({ header }, options.signatureHeader);
+    if (!value.startsWith(prefix)) throw new VerificationError(400, 'malformed_header', `${options.signatureHeader} must start with "${prefix}"`);
+    return {
+      received: value.slice(prefix.length),
+      timestamp: options.timestampHeader ? parseUnixSeconds(requireHeader({ header }, options.timestampHeader), options.timestampHeader) : null,
+      signedValues: signedHeaders.map((h) => requireHeader({ header }, h)),
+      idFromHeader: 'header' in options.id ? requireHeader({ header }, options.id.header) : null,
+    };
+  };
+
   return {
     name,
     kind: 'hmac',
+    precheck(header) {
+      parseHeaders(header);
+    },
     verify(request: DeliveryRequest): Verified {
-      const header = requireHeader(request, options.signatureHeader);
-      if (!header.startsWith(prefix)) throw new VerificationError(400, 'malformed_header', `${options.signatureHeader} must start with "${prefix}"`);
-      const received = header.slice(prefix.length);
-      const timestamp = options.timestampHeader ? parseUnixSeconds(requireHeader(request, options.timestampHeader), options.timestampHeader) : null;
-      const idFromHeader = 'header' in options.id ? requireHeader(request, options.id.header) : null;
-
-      const signed = timestamp === null ? [request.rawBody] : [`${timestamp}.`, request.rawBody];
-      const valid = options.secrets.some((secret) => signaturesEqual(hmacSha256(secret, ...signed).toString(options.encoding), received));
+      const { received, timestamp, signedValues, idFromHeader } = parseHeaders(request.header);
+      const parts = [...(timestamp === null ? [] : [`${timestamp}.`]), ...signedValues.map((v) => `${v}.`), request.rawBody];
+      const valid = options.secrets.some((secret) => signaturesEqual(hmacSha256(secret, ...parts).toString(options.encoding), received));
       if (!valid) throw new VerificationError(401, 'bad_signature', `${options.signatureHeader} does not match the body with any configured secret`);
       if (timestamp !== null) checkTimestamp(timestamp, request.now, tolerance, options.timestampHeader ?? 'timestamp');
 
       const { text, json } = parseJsonBody(request.rawBody);
-      const eventId = checkEventId(
-        idFromHeader ?? fieldAt(json, (options.id as { field: string }).field),
-        'header' in options.id ? options.id.header : `body field "${(options.id as { field: string }).field}"`,
-      );
+      const idWhere = 'header' in options.id ? options.id.header : `body field "${options.id.field}"`;
+      const eventId = checkEventId(idFromHeader ?? fieldAt(json, (options.id as { field: string }).field), idWhere);
       const typeSpec = options.type ?? { value: 'webhook' };
       const rawType = 'value' in typeSpec ? typeSpec.value : 'header' in typeSpec ? request.header(typeSpec.header) : fieldAt(json, typeSpec.field);
       const type = checkEventType(rawType, 'header' in typeSpec ? typeSpec.header : 'field' in typeSpec ? `body field "${typeSpec.field}"` : 'type');
       return {
-        event: { provider: name, kind: 'hmac', eventId, type, signedAt: timestamp === null ? null : new Date(timestamp * 1000), rawBody: text, payload: json, meta: {} },
+        event: {
+          provider: name,
+          kind: 'hmac',
+          eventId,
+          type,
+          signedAt: timestamp === null ? null : new Date(timestamp * 1000),
+          rawBody: text,
+          payload: json,
+          meta: {},
+          bodyHash: options.bodyDedupe ? bodyHash(request.rawBody) : null,
+        },
       };
     },
   };

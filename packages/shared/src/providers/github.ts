@@ -1,46 +1,117 @@
 /**
  * GitHub: `X-Hub-Signature-256: sha256=<hex>` = HMAC-SHA256 of the raw body. The legacy SHA-1
  * `X-Hub-Signature` is never accepted on its own. No signed timestamp exists, so there is no
- * tolerance check: the dedupe key is the only replay protection (see docs/providers.md).
+ * tolerance check.
  *
  * Stable id: `X-GitHub-Delivery` is the same on redelivery, but it is shared by every hook
  * subscribed to the event, so the event id is `<X-GitHub-Hook-ID>:<X-GitHub-Delivery>`.
  * Type: `X-GitHub-Event`, plus `.<action>` when the payload has one (`issues.opened`).
+ *
+ * The id and the event name travel in headers the signature does not cover. So (docs/providers.md):
+ * - the body is a second dedupe key (sha256 of the raw body, per source): a captured body
+ *   replayed under a new delivery id is a duplicate (`bodyDedupe`, on by default; GitHub's
+ *   redeliveries repeat both the delivery id and the body, and two distinct events never have
+ *   byte-identical bodies);
+ * - the event name is checked against the body where the body shows it (an `issues` body has
+ *   `issue`, a `push` has `commits`, ...): a body replayed under another event name is a 400.
  * Rotation: GitHub signs with one secret; we accept any configured one.
  */
-import { hmacSha256, signaturesEqual } from './hmac';
-import { checkEventId, checkEventType, compactMeta, parseJsonObject, requireHeader, type DeliveryRequest, type Verified, type WebhookSource } from './types';
 import { VerificationError } from '../errors';
+import { hmacSha256, signaturesEqual } from './hmac';
+import {
+  bodyHash,
+  checkEventId,
+  checkEventType,
+  checkSecrets,
+  compactMeta,
+  parseJsonObject,
+  requireHeader,
+  type DeliveryRequest,
+  type Verified,
+  type WebhookSource,
+} from './types';
 
 export interface GitHubSourceOptions {
   name?: string;
   secrets: string[];
+  /** Deduplicate on the body too (default true): the delivery id is not signed. */
+  bodyDedupe?: boolean;
+}
+
+/** The top-level field every body of a GitHub event has: what an event name is checked against. */
+export const GITHUB_EVENT_FIELDS: Readonly<Record<string, string>> = {
+  branch_protection_rule: 'rule',
+  check_run: 'check_run',
+  check_suite: 'check_suite',
+  commit_comment: 'comment',
+  create: 'ref_type',
+  delete: 'ref_type',
+  deployment: 'deployment',
+  deployment_status: 'deployment_status',
+  discussion: 'discussion',
+  discussion_comment: 'comment',
+  fork: 'forkee',
+  installation: 'installation',
+  installation_repositories: 'repositories_added',
+  issue_comment: 'comment',
+  issues: 'issue',
+  label: 'label',
+  member: 'member',
+  milestone: 'milestone',
+  package: 'package',
+  ping: 'zen',
+  project: 'project',
+  pull_request: 'pull_request',
+  pull_request_review: 'review',
+  pull_request_review_comment: 'comment',
+  pull_request_review_thread: 'thread',
+  push: 'commits',
+  release: 'release',
+  repository_dispatch: 'client_payload',
+  star: 'starred_at',
+  status: 'sha',
+  workflow_dispatch: 'workflow',
+  workflow_job: 'workflow_job',
+  workflow_run: 'workflow_run',
+};
+
+function parseHeaders(header: DeliveryRequest['header']) {
+  const signature = header('X-Hub-Signature-256');
+  if (!signature) {
+    const legacy = header('X-Hub-Signature') ? ' (the legacy SHA-1 X-Hub-Signature alone is not accepted)' : '';
+    throw new VerificationError(400, 'missing_header', `missing X-Hub-Signature-256 header${legacy}`);
+  }
+  const match = /^sha256=([0-9a-f]{64})$/.exec(signature);
+  if (!match?.[1]) throw new VerificationError(400, 'malformed_header', 'X-Hub-Signature-256 must be sha256=<64 lowercase hex digits>');
+  return {
+    signature: match[1],
+    delivery: requireHeader({ header }, 'X-GitHub-Delivery'),
+    hookId: requireHeader({ header }, 'X-GitHub-Hook-ID'),
+    eventName: requireHeader({ header }, 'X-GitHub-Event'),
+  };
 }
 
 export function createGitHubSource(options: GitHubSourceOptions): WebhookSource {
   const name = options.name ?? 'github';
-  if (options.secrets.length === 0) throw new Error(`source ${name}: at least one GitHub webhook secret is required`);
+  const dedupeOnBody = options.bodyDedupe ?? true;
+  checkSecrets(name, 'GitHub webhook', options.secrets);
   return {
     name,
     kind: 'github',
+    precheck(header) {
+      parseHeaders(header);
+    },
     verify(request: DeliveryRequest): Verified {
-      const signature = request.header('X-Hub-Signature-256');
-      if (!signature) {
-        const legacy = request.header('X-Hub-Signature') ? ' (the legacy SHA-1 X-Hub-Signature alone is not accepted)' : '';
-        throw new VerificationError(400, 'missing_header', `missing X-Hub-Signature-256 header${legacy}`);
-      }
-      const match = /^sha256=([0-9a-f]{64})$/.exec(signature);
-      if (!match?.[1]) throw new VerificationError(400, 'malformed_header', 'X-Hub-Signature-256 must be sha256=<64 lowercase hex digits>');
-      const delivery = requireHeader(request, 'X-GitHub-Delivery');
-      const hookId = requireHeader(request, 'X-GitHub-Hook-ID');
-      const eventName = requireHeader(request, 'X-GitHub-Event');
-
-      const received = match[1];
-      const valid = options.secrets.some((secret) => signaturesEqual(hmacSha256(secret, request.rawBody).toString('hex'), received));
+      const { signature, delivery, hookId, eventName } = parseHeaders(request.header);
+      const valid = options.secrets.some((secret) => signaturesEqual(hmacSha256(secret, request.rawBody).toString('hex'), signature));
       if (!valid) throw new VerificationError(401, 'bad_signature', 'X-Hub-Signature-256 does not match the body with any configured secret');
 
       const eventId = checkEventId(`${hookId}:${delivery}`, 'X-GitHub-Hook-ID:X-GitHub-Delivery');
       const { text, json } = parseJsonObject(request.rawBody, 'GitHub event');
+      const field = GITHUB_EVENT_FIELDS[eventName];
+      if (field !== undefined && !(field in json)) {
+        throw new VerificationError(400, 'malformed_payload', `X-GitHub-Event is "${eventName}" but the body has no "${field}": the header does not belong to this body`);
+      }
       const type = checkEventType(typeof json.action === 'string' ? `${eventName}.${json.action}` : eventName, 'X-GitHub-Event');
       return {
         event: {
@@ -52,6 +123,7 @@ export function createGitHubSource(options: GitHubSourceOptions): WebhookSource 
           rawBody: text,
           payload: json,
           meta: compactMeta({ hookId, delivery, event: eventName, targetType: request.header('X-GitHub-Hook-Installation-Target-Type') }),
+          bodyHash: dedupeOnBody ? bodyHash(request.rawBody) : null,
         },
       };
     },

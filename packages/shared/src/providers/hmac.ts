@@ -27,3 +27,13 @@ export function secretsEqual(configured: string, received: string): boolean {
   const b = createHash('sha256').update(received, 'utf8').digest();
   return timingSafeEqual(a, b);
 }
+
+/**
+ * Whether a request may read /metrics: always when no METRICS_TOKEN is configured, else only
+ * with `Authorization: Bearer <token>` (compared in constant time).
+ */
+export function metricsAuthorized(token: string | undefined, authorization: string | undefined): boolean {
+  if (token === undefined) return true;
+  const match = /^Bearer (.+)$/.exec(authorization ?? '');
+  return match?.[1] !== undefined && secretsEqual(token, match[1]);
+}

@@ -13,13 +13,14 @@
 import { hmacSha256, signaturesEqual } from './hmac';
 import {
   checkEventId,
+  checkSecrets,
   checkEventType,
   checkTimestamp,
   compactMeta,
   parseJsonObject,
   parseTimestampedSignatures,
   requireHeader,
-  toDate,
+  signedTime,
   type DeliveryRequest,
   type Verified,
   type WebhookSource,
@@ -40,10 +41,13 @@ export function parsePaddleSignature(header: string): { timestamp: number; h1: s
 export function createPaddleSource(options: PaddleSourceOptions): WebhookSource {
   const name = options.name ?? 'paddle';
   const tolerance = options.toleranceSeconds ?? 60;
-  if (options.secrets.length === 0) throw new Error(`source ${name}: at least one Paddle webhook secret is required`);
+  checkSecrets(name, 'Paddle webhook', options.secrets);
   return {
     name,
     kind: 'paddle',
+    precheck(header) {
+      parsePaddleSignature(requireHeader({ header }, 'Paddle-Signature'));
+    },
     verify(request: DeliveryRequest): Verified {
       const { timestamp, h1 } = parsePaddleSignature(requireHeader(request, 'Paddle-Signature'));
       const valid = options.secrets.some((secret) => {
@@ -62,7 +66,7 @@ export function createPaddleSource(options: PaddleSourceOptions): WebhookSource 
           kind: 'paddle',
           eventId,
           type,
-          signedAt: toDate(json.occurred_at),
+          signedAt: signedTime(json.occurred_at, 'Paddle "occurred_at"'),
           rawBody: text,
           payload: json,
           meta: compactMeta({ notificationId: typeof json.notification_id === 'string' ? json.notification_id : null }),

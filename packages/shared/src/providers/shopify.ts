@@ -7,30 +7,62 @@
  * Stable id: `X-Shopify-Webhook-Id` (Shopify's docs: dedupe on it). `X-Shopify-Event-Id`
  * (shared by every subscription to the same event) is recorded in meta as `eventId`.
  * Type: `X-Shopify-Topic` (`orders/create`).
+ *
+ * The id and the topic travel in headers the signature does not cover, and an order's body does
+ * not say which topic it was sent for. So the body is a second dedupe key (docs/providers.md):
+ * - `any-topic` (default): sha256(body) per source. A captured body replayed under a new id, or
+ *   under another topic (an orders/updated body sent as orders/create), is a duplicate.
+ *   Shopify's retries repeat the webhook id and the body, so they stay plain duplicates. The
+ *   cost: two topics of one endpoint whose bodies are byte-identical count once (subscribe
+ *   them to separate sources, or use per-topic);
+ * - `per-topic`: sha256(topic NUL body): replays under a new id are caught, replays under another
+ *   topic are not (key the handlers' effects on the order, as the example does);
+ * - `off`.
  */
-import { hmacSha256, signaturesEqual } from './hmac';
-import { checkEventId, checkEventType, compactMeta, parseJsonBody, requireHeader, toDate, type DeliveryRequest, type Verified, type WebhookSource } from './types';
 import { VerificationError } from '../errors';
+import { hmacSha256, signaturesEqual } from './hmac';
+import {
+  bodyHash,
+  checkEventId,
+  checkEventType,
+  checkSecrets,
+  compactMeta,
+  parseJsonBody,
+  requireHeader,
+  toDate,
+  type DeliveryRequest,
+  type Verified,
+  type WebhookSource,
+} from './types';
+
+export type ShopifyBodyDedupe = 'any-topic' | 'per-topic' | 'off';
 
 export interface ShopifySourceOptions {
   name?: string;
   secrets: string[];
+  bodyDedupe?: ShopifyBodyDedupe;
+}
+
+function parseHeaders(header: DeliveryRequest['header']) {
+  const signature = requireHeader({ header }, 'X-Shopify-Hmac-Sha256');
+  if (!/^[A-Za-z0-9+/]{43}=$/.test(signature)) {
+    throw new VerificationError(400, 'malformed_header', 'X-Shopify-Hmac-Sha256 must be the base64 of a 32-byte HMAC');
+  }
+  return { signature, webhookId: requireHeader({ header }, 'X-Shopify-Webhook-Id'), topic: requireHeader({ header }, 'X-Shopify-Topic') };
 }
 
 export function createShopifySource(options: ShopifySourceOptions): WebhookSource {
   const name = options.name ?? 'shopify';
-  if (options.secrets.length === 0) throw new Error(`source ${name}: at least one Shopify client secret is required`);
+  const dedupe = options.bodyDedupe ?? 'any-topic';
+  checkSecrets(name, 'Shopify client', options.secrets);
   return {
     name,
     kind: 'shopify',
+    precheck(header) {
+      parseHeaders(header);
+    },
     verify(request: DeliveryRequest): Verified {
-      const signature = requireHeader(request, 'X-Shopify-Hmac-Sha256');
-      if (!/^[A-Za-z0-9+/]{43}=$/.test(signature)) {
-        throw new VerificationError(400, 'malformed_header', 'X-Shopify-Hmac-Sha256 must be the base64 of a 32-byte HMAC');
-      }
-      const webhookId = requireHeader(request, 'X-Shopify-Webhook-Id');
-      const topic = requireHeader(request, 'X-Shopify-Topic');
-
+      const { signature, webhookId, topic } = parseHeaders(request.header);
       const valid = options.secrets.some((secret) => signaturesEqual(hmacSha256(secret, request.rawBody).toString('base64'), signature));
       if (!valid) throw new VerificationError(401, 'bad_signature', 'X-Shopify-Hmac-Sha256 does not match the body with any configured secret');
 
@@ -52,6 +84,7 @@ export function createShopifySource(options: ShopifySourceOptions): WebhookSourc
             apiVersion: request.header('X-Shopify-API-Version'),
             triggeredAt: toDate(request.header('X-Shopify-Triggered-At'))?.toISOString(),
           }),
+          bodyHash: dedupe === 'off' ? null : bodyHash(dedupe === 'per-topic' ? Buffer.concat([Buffer.from(`${type}\0`), request.rawBody]) : request.rawBody),
         },
       };
     },

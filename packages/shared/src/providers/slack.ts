@@ -13,6 +13,7 @@
 import { hmacSha256, signaturesEqual } from './hmac';
 import {
   checkEventId,
+  checkSecrets,
   checkEventType,
   checkTimestamp,
   compactMeta,
@@ -20,7 +21,7 @@ import {
   parseJsonObject,
   parseUnixSeconds,
   requireHeader,
-  toDate,
+  signedTime,
   type DeliveryRequest,
   type Verified,
   type WebhookSource,
@@ -36,14 +37,21 @@ export interface SlackSourceOptions {
 export function createSlackSource(options: SlackSourceOptions): WebhookSource {
   const name = options.name ?? 'slack';
   const tolerance = options.toleranceSeconds ?? 300;
-  if (options.secrets.length === 0) throw new Error(`source ${name}: at least one Slack signing secret is required`);
+  checkSecrets(name, 'Slack signing', options.secrets);
+  const parseHeaders = (header: DeliveryRequest['header']) => {
+    const signature = requireHeader({ header }, 'X-Slack-Signature');
+    const timestamp = parseUnixSeconds(requireHeader({ header }, 'X-Slack-Request-Timestamp'), 'X-Slack-Request-Timestamp');
+    if (!/^v0=[0-9a-f]{64}$/.test(signature)) throw new VerificationError(400, 'malformed_header', 'X-Slack-Signature must be v0=<64 lowercase hex digits>');
+    return { signature, timestamp };
+  };
   return {
     name,
     kind: 'slack',
+    precheck(header) {
+      parseHeaders(header);
+    },
     verify(request: DeliveryRequest): Verified {
-      const signature = requireHeader(request, 'X-Slack-Signature');
-      const timestamp = parseUnixSeconds(requireHeader(request, 'X-Slack-Request-Timestamp'), 'X-Slack-Request-Timestamp');
-      if (!/^v0=[0-9a-f]{64}$/.test(signature)) throw new VerificationError(400, 'malformed_header', 'X-Slack-Signature must be v0=<64 lowercase hex digits>');
+      const { signature, timestamp } = parseHeaders(request.header);
       const valid = options.secrets.some((secret) => signaturesEqual(`v0=${hmacSha256(secret, `v0:${timestamp}:`, request.rawBody).toString('hex')}`, signature));
       if (!valid) throw new VerificationError(401, 'bad_signature', 'X-Slack-Signature does not match the body with any configured signing secret');
       checkTimestamp(timestamp, request.now, tolerance, 'X-Slack-Request-Timestamp');
@@ -65,7 +73,7 @@ export function createSlackSource(options: SlackSourceOptions): WebhookSource {
           kind: 'slack',
           eventId,
           type,
-          signedAt: toDate(json.event_time),
+          signedAt: signedTime(json.event_time, 'Slack "event_time"'),
           rawBody: text,
           payload: json,
           meta: compactMeta({ teamId: typeof json.team_id === 'string' ? json.team_id : null, apiAppId: typeof json.api_app_id === 'string' ? json.api_app_id : null }),

@@ -45,8 +45,8 @@ const fileSchema = z.object({
   sources: z.array(
     z.discriminatedUnion('kind', [
       z.object({ ...common, kind: z.literal('stripe'), toleranceSeconds: tolerance }).strict(),
-      z.object({ ...common, kind: z.literal('github') }).strict(),
-      z.object({ ...common, kind: z.literal('shopify') }).strict(),
+      z.object({ ...common, kind: z.literal('github'), bodyDedupe: z.boolean().optional() }).strict(),
+      z.object({ ...common, kind: z.literal('shopify'), bodyDedupe: z.enum(['any-topic', 'per-topic', 'off']).optional() }).strict(),
       z.object({ ...common, kind: z.literal('standard-webhooks'), toleranceSeconds: tolerance }).strict(),
       z.object({ ...common, kind: z.literal('slack'), toleranceSeconds: tolerance }).strict(),
       z.object({ ...common, kind: z.literal('paddle'), toleranceSeconds: tolerance }).strict(),
@@ -58,6 +58,8 @@ const fileSchema = z.object({
           encoding: z.enum(['hex', 'base64']),
           signaturePrefix: z.string().optional(),
           timestampHeader: z.string().optional(),
+          signedHeaders: z.array(z.string().min(1)).optional(),
+          bodyDedupe: z.boolean().optional(),
           toleranceSeconds: tolerance,
           id: location,
           type: z.union([location, z.object({ value: z.string().min(1) }).strict()]).optional(),
@@ -91,9 +93,9 @@ export function createSource(declaration: SourceDeclaration, env: Env = process.
       case 'stripe':
         return createStripeSource({ name, secrets, toleranceSeconds: declaration.toleranceSeconds });
       case 'github':
-        return createGitHubSource({ name, secrets });
+        return createGitHubSource({ name, secrets, bodyDedupe: declaration.bodyDedupe });
       case 'shopify':
-        return createShopifySource({ name, secrets });
+        return createShopifySource({ name, secrets, bodyDedupe: declaration.bodyDedupe });
       case 'standard-webhooks':
         return createStandardWebhooksSource({ name, secrets, toleranceSeconds: declaration.toleranceSeconds });
       case 'slack':

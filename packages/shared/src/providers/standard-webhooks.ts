@@ -19,7 +19,7 @@ import {
   compactMeta,
   parseJsonObject,
   parseUnixSeconds,
-  toDate,
+  signedTime,
   type DeliveryRequest,
   type Verified,
   type WebhookSource,
@@ -38,18 +38,26 @@ export function decodeStandardWebhooksSecret(secret: string): Buffer {
   const encoded = secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : secret;
   if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded)) throw new Error('a Standard Webhooks secret must be whsec_ followed by base64');
   const key = Buffer.from(encoded, 'base64');
-  if (key.length < 16) throw new Error('a Standard Webhooks secret must decode to at least 16 bytes');
+  // The spec: keys are 24 to 64 bytes (Svix and Resend generate 24 or 32).
+  if (key.length < 24) throw new Error(`a Standard Webhooks secret must decode to at least 24 bytes (this one decodes to ${key.length})`);
   return key;
 }
 
-function headerSet(request: DeliveryRequest): { prefix: 'webhook' | 'svix'; id: string; timestamp: string; signature: string } {
-  const prefix = request.header('webhook-id') !== null || request.header('svix-id') === null ? 'webhook' : 'svix';
+function headerSet(header: DeliveryRequest['header']): { prefix: 'webhook' | 'svix'; id: string; timestamp: number; candidates: string[] } {
+  const prefix = header('webhook-id') !== null || header('svix-id') === null ? 'webhook' : 'svix';
   const get = (suffix: string) => {
-    const value = request.header(`${prefix}-${suffix}`);
+    const value = header(`${prefix}-${suffix}`);
     if (!value) throw new VerificationError(400, 'missing_header', `missing ${prefix}-${suffix} header`);
     return value;
   };
-  return { prefix, id: get('id'), timestamp: get('timestamp'), signature: get('signature') };
+  const id = get('id');
+  const timestamp = parseUnixSeconds(get('timestamp'), `${prefix}-timestamp`);
+  const candidates = get('signature')
+    .split(' ')
+    .filter((entry) => entry.startsWith('v1,'))
+    .map((entry) => entry.slice(3));
+  if (candidates.length === 0) throw new VerificationError(400, 'malformed_header', `${prefix}-signature has no v1,<base64> entry`);
+  return { prefix, id, timestamp, candidates };
 }
 
 export function createStandardWebhooksSource(options: StandardWebhooksSourceOptions): WebhookSource {
@@ -66,16 +74,12 @@ export function createStandardWebhooksSource(options: StandardWebhooksSourceOpti
   return {
     name,
     kind: 'standard-webhooks',
+    precheck(header) {
+      headerSet(header);
+    },
     verify(request: DeliveryRequest): Verified {
-      const headers = headerSet(request);
-      const timestamp = parseUnixSeconds(headers.timestamp, `${headers.prefix}-timestamp`);
-      const candidates = headers.signature
-        .split(' ')
-        .filter((entry) => entry.startsWith('v1,'))
-        .map((entry) => entry.slice(3));
-      if (candidates.length === 0) {
-        throw new VerificationError(400, 'malformed_header', `${headers.prefix}-signature has no v1,<base64> entry`);
-      }
+      const headers = headerSet(request.header);
+      const { timestamp, candidates } = headers;
       const valid = keys.some((key) => {
         const expected = hmacSha256(key, `${headers.id}.${timestamp}.`, request.rawBody).toString('base64');
         return candidates.some((candidate) => signaturesEqual(expected, candidate));
@@ -95,7 +99,7 @@ export function createStandardWebhooksSource(options: StandardWebhooksSourceOpti
           kind: 'standard-webhooks',
           eventId,
           type,
-          signedAt: toDate(json.timestamp) ?? new Date(timestamp * 1000),
+          signedAt: signedTime(json.timestamp, 'payload "timestamp"') ?? new Date(timestamp * 1000),
           rawBody: text,
           payload: json,
           meta: compactMeta({ headers: headers.prefix }),

@@ -10,13 +10,14 @@
 import { hmacSha256, signaturesEqual } from './hmac';
 import {
   checkEventId,
+  checkSecrets,
   checkEventType,
   checkTimestamp,
   compactMeta,
   parseJsonObject,
   parseTimestampedSignatures,
   requireHeader,
-  toDate,
+  signedTime,
   type DeliveryRequest,
   type Verified,
   type WebhookSource,
@@ -45,10 +46,15 @@ export function parseStripeSignature(header: string): { timestamp: number; v1: s
 export function createStripeSource(options: StripeSourceOptions): WebhookSource {
   const name = options.name ?? 'stripe';
   const tolerance = options.toleranceSeconds ?? 300;
-  if (options.secrets.length === 0) throw new Error(`source ${name}: at least one Stripe signing secret is required`);
+  checkSecrets(name, 'Stripe signing', options.secrets, (secret) =>
+    /^whsec_\S{16,}$/.test(secret) ? null : 'is not a Stripe signing secret: it starts with whsec_ (copy it from the endpoint in the dashboard, or from `stripe listen`)',
+  );
   return {
     name,
     kind: 'stripe',
+    precheck(header) {
+      parseStripeSignature(requireHeader({ header }, STRIPE_SIGNATURE_HEADER));
+    },
     verify(request: DeliveryRequest): Verified {
       const { timestamp, v1 } = parseStripeSignature(requireHeader(request, STRIPE_SIGNATURE_HEADER));
       const valid = options.secrets.some((secret) => {
@@ -67,7 +73,7 @@ export function createStripeSource(options: StripeSourceOptions): WebhookSource 
           kind: 'stripe',
           eventId,
           type,
-          signedAt: toDate(json.created),
+          signedAt: signedTime(json.created, 'Stripe event "created"'),
           rawBody: text,
           payload: json,
           meta: compactMeta({ account: typeof json.account === 'string' ? json.account : null }),

@@ -3,6 +3,7 @@
  * stable event id out of it. Nothing is parsed as JSON before the signature checks out.
  * One file per provider beside this one; `sources.ts` builds the configured sources.
  */
+import { createHash } from 'node:crypto';
 import { VerificationError } from '../errors';
 import type { VerifiedEvent } from '../interfaces';
 
@@ -28,8 +29,19 @@ export interface WebhookSource {
   readonly name: string;
   /** Scheme / provider family. */
   readonly kind: string;
+  /**
+   * Checks the headers the scheme needs (present, well-formed) BEFORE the body is read: a
+   * request that can never verify is refused without buffering a byte of it. Throws
+   * VerificationError (400).
+   */
+  precheck(header: DeliveryRequest['header']): void;
   /** Throws VerificationError; returns the verified delivery otherwise. */
   verify(request: DeliveryRequest): Verified;
+}
+
+/** sha256 of the raw body: the second dedupe key of sources whose event id is not signed. */
+export function bodyHash(rawBody: Buffer): Buffer {
+  return createHash('sha256').update(rawBody).digest();
 }
 
 /**
@@ -56,7 +68,7 @@ export function checkEventType(value: unknown, where: string): string {
 }
 
 /** A required header, or 400 naming it. */
-export function requireHeader(request: DeliveryRequest, name: string): string {
+export function requireHeader(request: Pick<DeliveryRequest, 'header'>, name: string): string {
   const value = request.header(name);
   if (value === null || value === '') throw new VerificationError(400, 'missing_header', `missing ${name} header`);
   return value;
@@ -143,12 +155,48 @@ export function compactMeta(entries: Record<string, string | null | undefined>):
   return Object.fromEntries(Object.entries(entries).filter((entry): entry is [string, string] => typeof entry[1] === 'string' && entry[1] !== ''));
 }
 
-/** Seconds since the epoch, or an ISO string, to a Date; null when absent or not a time. */
+/** The times we store: from the epoch to the end of year 9999 (what Postgres and JS both hold). */
+const MAX_TIME_MS = Date.UTC(9999, 11, 31, 23, 59, 59);
+
+/** Seconds since the epoch, or an ISO string, to a Date; null when absent, not a time, or out of range. */
 export function toDate(value: unknown): Date | null {
-  if (typeof value === 'number' && Number.isFinite(value)) return new Date(value * 1000);
-  if (typeof value === 'string') {
-    const parsed = new Date(value);
-    return Number.isNaN(parsed.getTime()) ? null : parsed;
-  }
-  return null;
+  let date: Date | null = null;
+  if (typeof value === 'number' && Number.isFinite(value)) date = new Date(value * 1000);
+  else if (typeof value === 'string' && value.length <= 64) date = new Date(value);
+  if (!date) return null;
+  const ms = date.getTime();
+  return Number.isNaN(ms) || ms < 0 || ms > MAX_TIME_MS ? null : date;
+}
+
+/**
+ * A creation time the provider signed (Stripe `created`, Paddle `occurred_at`, ...): null when
+ * the field is absent; a 400 naming the field when it is present but not a time we can store
+ * (a verified payload with `created: 1e15` must be refused alone, not fail a whole batch of
+ * claims in Postgres).
+ */
+export function signedTime(value: unknown, where: string): Date | null {
+  if (value === undefined || value === null) return null;
+  const date = toDate(value);
+  if (!date) throw new VerificationError(400, 'malformed_payload', `${where} must be a time between 1970 and 9999 (Unix seconds or ISO 8601)`);
+  return date;
+}
+
+/** Shortest secret accepted where a provider's secrets have no known shape. */
+export const MIN_SECRET_LENGTH = 16;
+
+/**
+ * Checks configured secrets at start: at least one, none shorter than the provider's secrets
+ * can be (a typo or a placeholder such as `x` would otherwise be an HMAC key anyone can guess).
+ * Throws an Error naming the source; sources.ts turns it into a ConfigError.
+ */
+export function checkSecrets(source: string, provider: string, secrets: string[], check: (secret: string) => string | null = defaultSecretCheck): void {
+  if (secrets.length === 0) throw new Error(`source ${source}: at least one ${provider} secret is required`);
+  secrets.forEach((secret, i) => {
+    const problem = check(secret);
+    if (problem) throw new Error(`source ${source}: ${provider} secret #${i + 1} ${problem}`);
+  });
+}
+
+function defaultSecretCheck(secret: string): string | null {
+  return secret.length < MIN_SECRET_LENGTH ? `is ${secret.length} characters; use the secret the provider generated (at least ${MIN_SECRET_LENGTH})` : null;
 }
