@@ -212,10 +212,15 @@ export interface RawAnswer {
 
 /**
  * Sends prepared HTTP/1.1 requests at once over raw sockets (one connection each) and times
- * each answer. Unlike `fetch`, the client costs next to nothing per request, so on a small
+ * each answer (status 0: the connection closed, or stayed silent for giveUpAfterMs). Unlike `fetch`, the client costs next to nothing per request, so on a small
  * machine the times measure the server, not the client.
  */
-export async function rawPosts(target: { host: string; port: number; path: string }, requests: { body: string | Buffer; headers: Record<string, string> }[]): Promise<RawAnswer[]> {
+export async function rawPosts(
+  target: { host: string; port: number; path: string },
+  requests: { body: string | Buffer; headers: Record<string, string> }[],
+  options: { giveUpAfterMs?: number } = {},
+): Promise<RawAnswer[]> {
+  const giveUp = options.giveUpAfterMs ?? 120_000;
   const wire = requests.map((request) => {
     const body = Buffer.isBuffer(request.body) ? request.body : Buffer.from(request.body);
     const head = [
@@ -239,6 +244,9 @@ export async function rawPosts(target: { host: string; port: number; path: strin
           let answer: Buffer = Buffer.alloc(0);
           let firstByteMs: number | null = null;
           const socket = connect({ host: target.host, port: target.port }, () => socket.write(bytes));
+          // No answer at all within giveUpAfterMs: recorded as status 0 (the old ingest, with
+          // Postgres silent, held deliveries for good).
+          socket.setTimeout(giveUp, () => socket.destroy());
           socket.on('data', (data: Buffer) => {
             firstByteMs ??= Date.now() - started;
             if (answer.length < 4096) answer = Buffer.concat([answer, data]);
