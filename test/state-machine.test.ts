@@ -5,6 +5,7 @@ import { deliver, paymentSucceeded, signStripe, waitFor } from '@oncehook/harnes
 import { defineHandler, PermanentError } from '@oncehook/sdk';
 import type { EventRow, RunRow } from '@oncehook/shared';
 import { processJob } from '@oncehook/worker';
+import { fixture } from '@oncehook/testkit';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
@@ -217,14 +218,15 @@ describe('handler outcomes', () => {
     expect((await ledgerSummary(db.pool)).perEvent.get('evt_ledger')).toBe(1);
   });
 
-  it('a payment without a customer (Stripe CLI fixture) is credited to the guest account', async () => {
-    const payment = paymentSucceeded('evt_guest', { amount: 300 });
-    (payment.data.object as { customer: string | null }).customer = null;
+  it("Stripe CLI's own payment_intent.succeeded fixture (no customer, no metadata) is credited to the guest account, done", async () => {
+    // The shape `stripe trigger payment_intent.succeeded` sends (@oncehook/testkit fixture).
+    const payment: Record<string, unknown> = { ...fixture('stripe', 'payment_intent.succeeded'), id: 'evt_guest' };
+    expect((payment.data as { object: { customer: unknown; metadata: unknown } }).object).toMatchObject({ customer: null, metadata: {}, description: '(created by Stripe CLI)' });
     await deliver(ingest.url, signStripe(payment));
     const { event } = await finished('evt_guest');
     expect(event.state).toBe('done');
     const { rows } = await db.pool.query(`SELECT balance_cents::int AS b FROM ledger_accounts WHERE id = 'guest'`);
-    expect(rows).toEqual([{ b: 300 }]);
+    expect(rows).toEqual([{ b: 2000 }]);
   });
 
   it('a malformed payment (no amount) is dead-lettered, not retried', async () => {

@@ -12,6 +12,7 @@ import type { Server } from 'node:http';
 import { serve } from '@hono/node-server';
 import {
   createEventQueue,
+  listenFailure,
   createFaults,
   createIngestMetrics,
   createLogger,
@@ -74,7 +75,7 @@ export function ingestSettings(config: IngestConfig): IngestSettings {
 
 export function buildIngest(config: IngestConfig, options: BuildIngestOptions = {}): OncehookIngest {
   const sources = options.sources ?? sourcesFromConfig(config);
-  const log = options.log ?? createLogger('ingest', config.LOG_LEVEL);
+  const log = options.log ?? createLogger('ingest', config.LOG_LEVEL, config.LOG_FORMAT);
   const pool = createPool(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, connectionTimeoutMillis: config.DATABASE_CONNECT_TIMEOUT_MS, applicationName: 'oncehook-ingest' });
   const queries = createQueries(config.ONCEHOOK_SCHEMA);
   const redis = createRedis(config.REDIS_URL, 'producer');
@@ -121,7 +122,7 @@ export function buildIngest(config: IngestConfig, options: BuildIngestOptions = 
         };
         const s = serve({ fetch: app.fetch, port, hostname: config.HOST, serverOptions }, (info) => resolve({ port: info.port, server: s as Server })) as Server;
         s.maxConnections = config.MAX_CONNECTIONS;
-        s.once('error', reject);
+        s.once('error', (error) => reject(listenFailure(error, port, 'PORT')));
         server = s;
       });
     },

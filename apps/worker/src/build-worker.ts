@@ -76,7 +76,7 @@ export function workerSettings(config: WorkerConfig): WorkerSettings {
 }
 
 export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], options: BuildWorkerOptions = {}): OncehookWorker {
-  const log = options.log ?? createLogger('worker', config.LOG_LEVEL);
+  const log = options.log ?? createLogger('worker', config.LOG_LEVEL, config.LOG_FORMAT);
   const registry = new HandlerRegistry(handlers);
   const pool = createPool(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, connectionTimeoutMillis: config.DATABASE_CONNECT_TIMEOUT_MS, applicationName: 'oncehook-worker' });
   const queries = createQueries(config.ONCEHOOK_SCHEMA);

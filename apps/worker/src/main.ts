@@ -9,7 +9,7 @@ import { handlerModuleList, loadHandlerModules } from './load-handlers';
 
 runMain(async () => {
   const config = loadWorkerConfig();
-  const log = createLogger('worker', config.LOG_LEVEL);
+  const log = createLogger('worker', config.LOG_LEVEL, config.LOG_FORMAT);
   const { handlers, modules } = await loadHandlerModules(handlerModuleList(config.ONCEHOOK_HANDLERS));
   for (const handler of handlers) {
     log.info({ source: handler.source, type: handler.type, handler: handler.name, ...(handler.description ? { description: handler.description } : {}) }, 'handler loaded');

@@ -5,7 +5,7 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { metricsAuthorized } from '@oncehook/shared';
+import { listenFailure, metricsAuthorized } from '@oncehook/shared';
 import type { Registry } from 'prom-client';
 
 export async function startMetricsServer(registry: Registry, port: number, host = '127.0.0.1', token?: string): Promise<{ port: number; close(): Promise<void> }> {
@@ -33,7 +33,7 @@ export async function startMetricsServer(registry: Registry, port: number, host 
     }
   });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (error) => reject(listenFailure(error, port, 'METRICS_PORT')));
     server.listen(port, host, resolve);
   });
   return {

@@ -28,6 +28,8 @@ const commonSchema = z.object({
    */
   ONCEHOOK_SCHEMA: z.string().regex(SCHEMA_NAME_PATTERN, 'ONCEHOOK_SCHEMA must be 1-63 characters of a-z 0-9 _, starting with a letter or _').default(DEFAULT_SCHEMA),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** `json` (one object per line, ISO times: for log pipelines) or `pretty` (readable; `npm start` and the demo). */
+  LOG_FORMAT: z.enum(['json', 'pretty']).default('json'),
   /** Connections per process. Ingest holds one per in-flight claim, a worker one per job step. */
   DATABASE_POOL_SIZE: integer(1, 1000).default(10),
   /**

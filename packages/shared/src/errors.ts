@@ -9,6 +9,23 @@ export class ConfigError extends Error {
 }
 
 /**
+ * The process cannot start where it is (a port in use, a dependency unreachable): its message
+ * names the cause and the variable to change, and is printed as one line, without a stack.
+ */
+export class StartupError extends Error {
+  override name = 'StartupError';
+}
+
+/** A listen error, as a StartupError naming the variable that chose the port (or the error itself). */
+export function listenFailure(error: unknown, port: number, variable: string): unknown {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  if (code === 'EADDRINUSE') return new StartupError(`port ${port} is already in use (${variable}): stop what uses it, or set ${variable} to a free port`);
+  if (code === 'EACCES') return new StartupError(`not allowed to listen on port ${port} (${variable}): choose a port above 1024`);
+  if (code === 'EADDRNOTAVAIL') return new StartupError(`cannot listen on that address for port ${port}: check HOST / METRICS_HOST`);
+  return error;
+}
+
+/**
  * Throw from a handler (or let an outbound client throw it) when retrying cannot help: bad
  * data, a 4xx from a downstream API. The handler's run goes straight to `failed` with this
  * message, where an operator can inspect, fix and re-drive or replay it.

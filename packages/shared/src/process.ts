@@ -2,7 +2,7 @@
  * Process plumbing shared by the entry points: run main, turn a ConfigError into a readable
  * message and exit code 1, and wire SIGTERM/SIGINT to a graceful shutdown.
  */
-import { ConfigError } from './errors';
+import { ConfigError, StartupError } from './errors';
 
 /**
  * A plain line on stdout for supervisors and scripts ("ingest listening on 3000", "worker
@@ -14,7 +14,7 @@ export function announce(line: string): void {
 
 export function runMain(main: () => Promise<void>): void {
   main().catch((error: unknown) => {
-    if (error instanceof ConfigError) {
+    if (error instanceof ConfigError || error instanceof StartupError) {
       process.stderr.write(`${error.message}\n`);
     } else {
       process.stderr.write(`fatal: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);

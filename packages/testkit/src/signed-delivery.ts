@@ -26,7 +26,16 @@ export interface SignedDeliveryOptions {
   /** Shopify's shop domain (default example.myshopify.com). */
   shopDomain?: string;
   /** Generic HMAC sources: how the source is configured (docs/providers.md). */
-  hmac?: { signatureHeader: string; encoding: 'hex' | 'base64'; signaturePrefix?: string; timestampHeader?: string; idHeader?: string; typeHeader?: string };
+  hmac?: {
+    signatureHeader: string;
+    encoding: 'hex' | 'base64';
+    signaturePrefix?: string;
+    timestampHeader?: string;
+    idHeader?: string;
+    typeHeader?: string;
+    /** Headers whose values are signed (after the timestamp, each followed by a dot), in order. */
+    signedHeaders?: string[];
+  };
 }
 
 export interface SignedDelivery {
@@ -147,15 +156,18 @@ export function signedDelivery(kind: DeliveryKind, payload: unknown, secret: str
       const config = options.hmac;
       if (!config) throw new Error("signedDelivery('hmac', ...) needs options.hmac: the source's signatureHeader, encoding, signaturePrefix and timestampHeader");
       const body = typeof payload === 'string' ? payload : JSON.stringify(payload);
-      const parts = config.timestampHeader ? [`${timestamp}.`, body] : [body];
-      const headers: Record<string, string> = {
-        ...json,
-        [config.signatureHeader.toLowerCase()]: `${config.signaturePrefix ?? ''}${hmac(secret, ...parts).toString(config.encoding)}`,
-      };
+      const headers: Record<string, string> = { ...json };
       if (config.timestampHeader) headers[config.timestampHeader.toLowerCase()] = String(timestamp);
       const id = options.id ?? randomUUID();
       if (config.idHeader) headers[config.idHeader.toLowerCase()] = id;
       if (config.typeHeader && options.type) headers[config.typeHeader.toLowerCase()] = options.type;
+      const signedValues = (config.signedHeaders ?? []).map((name) => {
+        const value = headers[name.toLowerCase()];
+        if (value === undefined) throw new Error(`signedDelivery('hmac'): signed header ${name} has no value (set idHeader/typeHeader, or pass it)`);
+        return `${value}.`;
+      });
+      const parts = [...(config.timestampHeader ? [`${timestamp}.`] : []), ...signedValues, body];
+      headers[config.signatureHeader.toLowerCase()] = `${config.signaturePrefix ?? ''}${hmac(secret, ...parts).toString(config.encoding)}`;
       return { body, headers, eventId: id };
     }
   }

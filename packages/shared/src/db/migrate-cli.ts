@@ -24,7 +24,7 @@ runMain(async () => {
     process.exit(2);
   }
   const config = loadCommonConfig();
-  const log = createLogger('migrate', config.LOG_LEVEL);
+  const log = createLogger('migrate', config.LOG_LEVEL, config.LOG_FORMAT);
   if (await ensureDatabase(config.DATABASE_URL)) announce('created database');
   const pool = createPool(config.DATABASE_URL, { max: 1, applicationName: 'oncehook-migrate' });
   try {

@@ -73,7 +73,8 @@ export type SourceDeclaration = z.infer<typeof fileSchema>['sources'][number];
 
 type Env = Record<string, string | undefined>;
 
-function secretsOf(declaration: SourceDeclaration, env: Env): string[] {
+/** A declaration's secrets (inline, or from its secretsEnv variable). */
+export function secretsOf(declaration: SourceDeclaration, env: Env = process.env): string[] {
   if (declaration.secrets && declaration.secretsEnv) throw new ConfigError(`source ${declaration.name}: give secrets or secretsEnv, not both`);
   if (declaration.secretsEnv) {
     const value = env[declaration.secretsEnv];
@@ -147,7 +148,11 @@ function envDeclarations(config: IngestConfig): SourceDeclaration[] {
   return declarations;
 }
 
-export function sourcesFromConfig(config: IngestConfig, env: Env = process.env): Map<string, WebhookSource> {
+/**
+ * Every source the configuration declares (the provider-named variables, then
+ * ONCEHOOK_SOURCES_FILE), names unique. `npm run send` reads them to sign as ingest verifies.
+ */
+export function sourceDeclarations(config: IngestConfig): SourceDeclaration[] {
   const declarations = envDeclarations(config);
   if (config.ONCEHOOK_SOURCES_FILE) {
     let text: string;
@@ -158,13 +163,19 @@ export function sourcesFromConfig(config: IngestConfig, env: Env = process.env):
     }
     declarations.push(...parseSourcesFile(text, `ONCEHOOK_SOURCES_FILE (${config.ONCEHOOK_SOURCES_FILE})`));
   }
-  const sources = new Map<string, WebhookSource>();
+  const seen = new Set<string>();
   for (const declaration of declarations) {
-    if (sources.has(declaration.name)) {
+    if (seen.has(declaration.name)) {
       throw new ConfigError(`source "${declaration.name}" is declared twice (environment and/or ONCEHOOK_SOURCES_FILE); names must be unique`);
     }
-    sources.set(declaration.name, createSource(declaration, env));
+    seen.add(declaration.name);
   }
+  return declarations;
+}
+
+export function sourcesFromConfig(config: IngestConfig, env: Env = process.env): Map<string, WebhookSource> {
+  const sources = new Map<string, WebhookSource>();
+  for (const declaration of sourceDeclarations(config)) sources.set(declaration.name, createSource(declaration, env));
   if (sources.size === 0) {
     throw new ConfigError(
       'No webhook source is configured: set STRIPE_WEBHOOK_SECRET, GITHUB_WEBHOOK_SECRET, SHOPIFY_WEBHOOK_SECRET, STANDARD_WEBHOOKS_SECRET, SLACK_SIGNING_SECRET, PADDLE_WEBHOOK_SECRET or ONCEHOOK_SOURCES_FILE (see docs/providers.md).',

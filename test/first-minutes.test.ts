@@ -1,0 +1,144 @@
+/**
+ * A new user's first minutes, as the README tells them (issue 11): `npm start` on an empty
+ * database, `npm run send` of Stripe's own `payment_intent.succeeded` fixture, the event done
+ * with its effect; and `npm start` refusing, in one line naming the cause and the variable, when
+ * Postgres or Redis cannot be reached or a port is taken. Every process runs with a clean
+ * environment: nothing from the shell running the tests leaks in.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer, type Server } from 'node:net';
+import { freePort, REDIS_URL, ROOT, urlFor, waitFor, withAdmin } from '@oncehook/harness';
+import { createPool } from '@oncehook/shared';
+import { afterAll, expect, it } from 'vitest';
+
+const CLEAN = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp' };
+const databases: string[] = [];
+const running: ChildProcess[] = [];
+
+afterAll(async () => {
+  for (const child of running) if (child.exitCode === null) child.kill('SIGKILL');
+  for (const name of databases) await withAdmin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+});
+
+function run(script: string, args: string[], env: Record<string, string>): { child: ChildProcess; output: () => string; stderr: () => string; exited: Promise<number | null> } {
+  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: ROOT, env: { ...CLEAN, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  running.push(child);
+  let out = '';
+  let err = '';
+  child.stdout?.on('data', (c: Buffer) => {
+    out += c.toString();
+  });
+  child.stderr?.on('data', (c: Buffer) => {
+    err += c.toString();
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  return { child, output: () => out, stderr: () => err, exited };
+}
+
+async function ports(): Promise<{ PORT: string; SANDBOX_PORT: string; METRICS_PORT: string }> {
+  return { PORT: String(await freePort()), SANDBOX_PORT: String(await freePort()), METRICS_PORT: String(await freePort()) };
+}
+
+it('npm start on an empty database, npm run send of the Stripe CLI fixture: done, the guest credited, in under a minute', async () => {
+  const started = Date.now();
+  const name = `oncehook_first_${process.pid}_${Date.now() % 100_000}`;
+  databases.push(name);
+  const env = { DATABASE_URL: urlFor(name), REDIS_URL, QUEUE_PREFIX: `first-${name}`, WORKERS: '1', ...(await ports()) };
+  const stack = run('scripts/start.ts', [], env);
+  await waitFor(() => stack.output().includes('oncehook is up') || stack.child.exitCode !== null || null, { timeoutMs: 45_000, what: 'the banner' });
+  expect(stack.output(), stack.stderr()).toContain('oncehook is up');
+  expect(stack.output()).toContain('npm run send -- stripe payment_intent.succeeded');
+
+  const send = run('scripts/send.ts', ['stripe', 'payment_intent.succeeded', '--url', `http://127.0.0.1:${env.PORT}`], env);
+  expect(await send.exited, send.output() + send.stderr()).toBe(0);
+  expect(send.output()).toMatch(/#1 -> 202 accepted/);
+  const eventId = /(evt_\w+)/.exec(send.output())?.[1];
+
+  const pool = createPool(env.DATABASE_URL, { max: 1 });
+  try {
+    const state = await waitFor(
+      async () => {
+        const { rows } = await pool.query<{ state: string }>('SELECT state FROM oncehook.events WHERE event_id = $1', [eventId]);
+        return rows[0]?.state === 'done' || rows[0]?.state === 'failed' ? rows[0].state : null;
+      },
+      { timeoutMs: 20_000, what: 'the event finished' },
+    );
+    expect(state).toBe('done');
+    // Stripe's CLI fixture has no customer: the example credits the guest account.
+    const { rows } = await pool.query<{ balance: number }>(`SELECT balance_cents::int AS balance FROM ledger_accounts WHERE id = 'guest'`);
+    expect(rows).toEqual([{ balance: 2000 }]);
+  } finally {
+    await pool.end();
+  }
+  const seconds = (Date.now() - started) / 1000;
+  console.log(`[figure] empty database -> npm start ready -> npm run send -> done in ${seconds.toFixed(1)} s`);
+  expect(seconds).toBeLessThan(60);
+
+  // Ctrl-C stops everything, exit 0.
+  stack.child.kill('SIGINT');
+  expect(await stack.exited).toBe(0);
+});
+
+it('npm start refuses in one line on stderr, naming the cause and the variable: Postgres down, Redis down, a port taken', async () => {
+  const base = { REDIS_URL, QUEUE_PREFIX: 'first-refusals', WORKERS: '1' };
+  const cases: { env: Record<string, string>; message: RegExp }[] = [
+    {
+      env: { ...base, DATABASE_URL: `postgres://postgres@127.0.0.1:${await freePort()}/x`, ...(await ports()) },
+      message: /^oncehook: cannot reach Postgres at 127\.0\.0\.1:\d+ \(DATABASE_URL\): ECONNREFUSED\. Start it/,
+    },
+    {
+      env: { ...base, DATABASE_URL: urlFor('postgres'), REDIS_URL: `redis://127.0.0.1:${await freePort()}`, ...(await ports()) },
+      message: /^oncehook: cannot reach Redis at 127\.0\.0\.1:\d+ \(REDIS_URL\): ECONNREFUSED\. Start it/,
+    },
+  ];
+  // A port taken by someone else.
+  const taken: Server = createServer();
+  const takenPort = await new Promise<number>((resolve) => taken.listen(0, '127.0.0.1', () => resolve((taken.address() as { port: number }).port)));
+  cases.push({
+    env: { ...base, DATABASE_URL: urlFor('postgres'), ...(await ports()), PORT: String(takenPort) },
+    message: new RegExp(`^oncehook: port ${takenPort} is already in use \\(PORT\\)`),
+  });
+  try {
+    for (const { env, message } of cases) {
+      const start = run('scripts/start.ts', [], env);
+      expect(await start.exited).toBe(1);
+      const lines = start.stderr().trim().split('\n');
+      expect(lines, start.stderr()).toHaveLength(1);
+      expect(lines[0]).toMatch(message);
+    }
+  } finally {
+    taken.close();
+  }
+});
+
+it('ingest alone on a taken port says so in one line and exits 1', async () => {
+  const taken: Server = createServer();
+  const port = await new Promise<number>((resolve) => taken.listen(0, '127.0.0.1', () => resolve((taken.address() as { port: number }).port)));
+  try {
+    const ingest = run('apps/ingest/src/server.ts', [], {
+      STRIPE_WEBHOOK_SECRET: 'whsec_local_development_secret',
+      DATABASE_URL: urlFor('postgres'),
+      REDIS_URL,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+    });
+    expect(await ingest.exited).toBe(1);
+    expect(ingest.stderr().trim()).toBe(`port ${port} is already in use (PORT): stop what uses it, or set PORT to a free port`);
+  } finally {
+    taken.close();
+  }
+});
+
+it('npm run send explains its mistakes: an unknown source, a type without a built-in payload', async () => {
+  const unknown = run('scripts/send.ts', ['strpe'], {});
+  expect(await unknown.exited).toBe(2);
+  expect(unknown.stderr()).toMatch(/no source named "strpe" is configured; configured: stripe, github, shopify, standard-webhooks, slack, paddle/);
+  const noFixture = run('scripts/send.ts', ['stripe', 'payout.paid'], {});
+  expect(await noFixture.exited).toBe(2);
+  expect(noFixture.stderr()).toMatch(
+    /no built-in stripe payload for "payout.paid"; built in: payment_intent.succeeded, customer.updated, charge.refunded, invoice.paid \(or pass your own JSON with --file\)/,
+  );
+  const down = run('scripts/send.ts', ['stripe', '--url', `http://127.0.0.1:${await freePort()}`], {});
+  expect(await down.exited).toBe(1);
+  expect(down.output()).toMatch(/no answer \(ECONNREFUSED\): is ingest running at/);
+});
