@@ -11,10 +11,13 @@ import type { TestProject } from 'vitest/node';
 import { SHOP_MIGRATIONS } from '@oncehook/example-shop/src/handlers';
 import { ADMIN_URL, urlFor } from '@oncehook/harness';
 import { createPool, migrate } from '@oncehook/shared';
+import { detectTool, type SystemTool, type ToolStatus, toolsRequired } from './tools';
 
 declare module 'vitest' {
   export interface ProvidedContext {
     templateDb: string;
+    /** Whether each system tool is there (tests that need a missing one skip; see tools.ts). */
+    tools: Record<SystemTool, ToolStatus>;
   }
 }
 
@@ -28,7 +31,21 @@ async function admin(sql: string): Promise<void> {
   }
 }
 
+/** Which tools are missing: named with what to install; a failure when CI requires them all. */
+function checkTools(project: TestProject): void {
+  const tools = { chromium: detectTool('chromium'), 'docker-compose': detectTool('docker-compose') };
+  const missing = Object.entries(tools).filter(([, status]) => !status.available);
+  if (missing.length > 0 && toolsRequired()) {
+    throw new Error(`ONCEHOOK_CI is set and these tools are missing: ${missing.map(([name, s]) => `${name} (${s.install})`).join('; ')}. CI never skips a check.`);
+  }
+  for (const [name, status] of missing) {
+    process.stderr.write(`\nSKIPPED: ${status.neededBy}: ${name} not found at ${status.path}; ${status.install} to run them.\n`);
+  }
+  project.provide('tools', tools);
+}
+
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  checkTools(project);
   const name = `oncehook_tpl_${process.pid}_${randomBytes(3).toString('hex')}`;
   await admin(`CREATE DATABASE ${name}`);
   const pool = createPool(urlFor(name), { max: 1 });
