@@ -6,12 +6,15 @@
  */
 import { spawn } from 'node:child_process';
 import { deliver, paymentSucceeded, REDIS_URL, ROOT, signStripe } from '@oncehook/harness';
+import { loadIngestConfig } from '@oncehook/shared';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 import { type IngestHandle, q, seedRun, startIngest, T, testPrefix } from './helpers/stack';
 
 const TOKEN = 'admin-token-0123456789abcdef';
 const auth = { authorization: `Bearer ${TOKEN}` };
+const ALICE = 'alice-token-0123456789abcdef';
+const BOT = 'deploy-bot-token-0123456789';
 
 let db: TestDatabase;
 let ingest: IngestHandle;
@@ -21,7 +24,7 @@ let failedId: number;
 beforeAll(async () => {
   db = await createTestDatabase();
   prefix = testPrefix();
-  ingest = await startIngest({ databaseUrl: db.url, prefix, env: { ADMIN_TOKEN: TOKEN } });
+  ingest = await startIngest({ databaseUrl: db.url, prefix, env: { ADMIN_TOKEN: TOKEN, ADMIN_TOKENS: `alice=${ALICE},deploy-bot=${BOT}` } });
   await deliver(ingest.url, signStripe(paymentSucceeded('evt_input_target')));
   const row = await q.getEventByKey(db.pool, 'stripe', 'evt_input_target');
   await seedRun(db.pool, row!.id, { state: 'failed', attempts: 3, lastError: 'boom' });
@@ -128,4 +131,18 @@ describe('the CLI', () => {
     expect(result.output).toMatch(message);
     await unchanged();
   });
+});
+
+// Last: it changes the event.
+it('records who acted: a named token (ADMIN_TOKENS) as token:<name>', async () => {
+  const response = await fetch(`${ingest.url}/admin/api/events/${failedId}/redrive`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${ALICE}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ reason: 'card issuer back' }),
+  });
+  expect(response.status).toBe(200);
+  const { rows } = await db.pool.query<{ actor: string; reason: string }>(`SELECT actor, reason FROM ${T.actions}`);
+  expect(rows).toEqual([{ actor: 'token:alice', reason: 'card issuer back' }]);
+  expect(() => loadIngestConfig({ ADMIN_TOKENS: 'alice=short' })).toThrow(/ADMIN_TOKENS: the token of "alice" must be at least 16 characters/);
+  expect(() => loadIngestConfig({ ADMIN_TOKENS: 'no-equals-sign-here-at-all' })).toThrow(/ADMIN_TOKENS: each entry is name=token/);
 });

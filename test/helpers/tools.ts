@@ -33,7 +33,12 @@ function onPath(name: string): string | null {
 export function detectTool(tool: SystemTool): ToolStatus {
   if (tool === 'chromium') {
     const path = process.env.CHROMIUM_PATH ?? onPath('chromium') ?? onPath('chromium-browser') ?? '/usr/bin/chromium';
-    return { available: existsSync(path), path, install: 'apt-get install chromium (or set CHROMIUM_PATH)', neededBy: 'the admin browser tests (test/admin.test.ts, test/admin-csrf.test.ts, test/admin-actions.test.ts)' };
+    return {
+      available: existsSync(path),
+      path,
+      install: 'apt-get install chromium (or set CHROMIUM_PATH)',
+      neededBy: 'the admin browser tests (test/admin.test.ts, test/admin-csrf.test.ts, test/admin-actions.test.ts)',
+    };
   }
   const path = process.env.DOCKER_COMPOSE_PATH ?? onPath('docker-compose') ?? 'docker-compose';
   return { available: existsSync(path), path, install: 'apt-get install docker-compose (or set DOCKER_COMPOSE_PATH)', neededBy: 'the compose file checks (test/compose.test.ts)' };

@@ -118,7 +118,6 @@ export function createRunContext(
   function checkSubject(name: string, options: StepOptions): string | null {
     const { key } = options;
     if (key === undefined) return null;
-    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
     if (typeof key !== 'string' || key.length === 0 || key.length > 500 || /[\u0000-\u001f\u007f]/.test(key)) {
       throw new StepUsageError(
         `the key of step "${name}" in handler "${run.handler}" must be the id of the object the effect is about, as 1-500 characters without control characters (got ${typeof key === 'string' ? JSON.stringify(key.slice(0, 40)) : typeof key}), e.g. { key: \`order:\${order.id}\` }`,

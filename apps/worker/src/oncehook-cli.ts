@@ -57,6 +57,11 @@ const USAGE = `usage: npm run oncehook -- <command> [options]   (--help after a 
 ${Object.values(COMMANDS)
   .map((c) => `  ${c.usage}`)
   .join('\n')}
+
+  redrive finishes what was started: same generation, committed steps skipped, the SAME keys
+    (the APIs apply nothing twice). Use it after fixing what made a run fail.
+  replay does chosen steps AGAIN: a new generation, NEW keys for the steps re-run (their effects
+    happen once more), every other step's recorded result reused. --dry-run shows the plan first.
   --actor NAME records who acted (default: $USER).`;
 
 class UsageError extends Error {}

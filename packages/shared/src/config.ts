@@ -156,6 +156,34 @@ const ingestSchema = z.object({
    * set: a bearer token, and/or a basic-auth user and password. Unset = no admin route exists.
    */
   ADMIN_TOKEN: z.string().min(16, 'ADMIN_TOKEN must be at least 16 characters').optional(),
+  /**
+   * Named bearer tokens, `name=token,name=token` (`alice=...,deploy-bot=...`): the name is
+   * recorded as the actor of every operator action taken with the token (`token:alice`).
+   */
+  ADMIN_TOKENS: z
+    .string()
+    .default('')
+    .transform((value, ctx) => {
+      const tokens: { label: string; token: string }[] = [];
+      for (const entry of value
+        .split(',')
+        .map((e) => e.trim())
+        .filter(Boolean)) {
+        const eq = entry.indexOf('=');
+        const label = entry.slice(0, eq);
+        const token = entry.slice(eq + 1);
+        if (eq <= 0 || !/^[A-Za-z0-9._-]{1,63}$/.test(label)) {
+          ctx.addIssue({ code: 'custom', message: `each entry is name=token with a name of A-Z a-z 0-9 . _ - (got "${entry.slice(0, 20)}...")` });
+          return z.NEVER;
+        }
+        if (token.length < 16) {
+          ctx.addIssue({ code: 'custom', message: `the token of "${label}" must be at least 16 characters` });
+          return z.NEVER;
+        }
+        tokens.push({ label, token });
+      }
+      return tokens;
+    }),
   ADMIN_USERNAME: z.string().optional(),
   ADMIN_PASSWORD: z.string().min(12, 'ADMIN_PASSWORD must be at least 12 characters').optional(),
   /**

@@ -1,9 +1,9 @@
 /**
- * Admin authentication: `Authorization: Bearer <ADMIN_TOKEN>` (scripts) or HTTP basic with
- * ADMIN_USERNAME/ADMIN_PASSWORD (browsers prompt for it), through Hono's bearerAuth and
- * basicAuth, with secrets compared in constant time over sha256 digests (hmac.ts
- * secretsEqual). The actor recorded with an operator action is the basic-auth user, or
- * "token".
+ * Admin authentication: `Authorization: Bearer <token>` (scripts: ADMIN_TOKEN, or a named one
+ * of ADMIN_TOKENS) or HTTP basic with ADMIN_USERNAME/ADMIN_PASSWORD (browsers prompt for it),
+ * through Hono's bearerAuth and basicAuth, with secrets compared in constant time over sha256
+ * digests (hmac.ts secretsEqual). The actor recorded with an operator action is who acted: the
+ * basic-auth user, `token:<name>` for a named token, `token` for ADMIN_TOKEN.
  */
 import { secretsEqual } from '@oncehook/shared';
 import type { Context, MiddlewareHandler } from 'hono';
@@ -12,6 +12,8 @@ import { bearerAuth } from 'hono/bearer-auth';
 
 export interface AdminSettings {
   token?: string;
+  /** Named tokens (ADMIN_TOKENS): the name is recorded as the actor. */
+  tokens?: { label: string; token: string }[];
   username?: string;
   password?: string;
   readOnly: boolean;
@@ -24,23 +26,28 @@ export type AdminEnv = { Variables: { actor: string } };
 const UNAUTHORIZED = { error: 'unauthorized', message: 'admin routes need Authorization: Bearer <ADMIN_TOKEN> or basic auth' };
 
 export function adminConfigured(settings: AdminSettings): boolean {
-  return Boolean(settings.token || (settings.username && settings.password));
+  return Boolean(settings.token || settings.tokens?.length || (settings.username && settings.password));
 }
 
 export function adminAuth(settings: AdminSettings): MiddlewareHandler<AdminEnv> {
-  const { token, username, password } = settings;
-  const bearer = token
-    ? bearerAuth({
-        verifyToken: (received, c) => {
-          if (!secretsEqual(token, received)) return false;
-          (c as unknown as Context<AdminEnv>).set('actor', 'token');
-          return true;
-        },
-        noAuthenticationHeaderMessage: UNAUTHORIZED,
-        invalidAuthenticationHeaderMessage: UNAUTHORIZED,
-        invalidTokenMessage: UNAUTHORIZED,
-      })
-    : null;
+  const { username, password } = settings;
+  const tokens = [...(settings.token ? [{ label: null, token: settings.token }] : []), ...(settings.tokens ?? [])];
+  const bearer =
+    tokens.length > 0
+      ? bearerAuth({
+          verifyToken: (received, c) => {
+            // Every token compared, always (constant time each): timing tells nothing.
+            const matches = tokens.filter((t) => secretsEqual(t.token, received));
+            const match = matches[0];
+            if (!match) return false;
+            (c as unknown as Context<AdminEnv>).set('actor', match.label === null ? 'token' : `token:${match.label}`);
+            return true;
+          },
+          noAuthenticationHeaderMessage: UNAUTHORIZED,
+          invalidAuthenticationHeaderMessage: UNAUTHORIZED,
+          invalidTokenMessage: UNAUTHORIZED,
+        })
+      : null;
   const basic =
     username && password
       ? basicAuth({
