@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- [--duration S] [--connections 10,50,100] [--e2e-events N] [--workers 1,2,4]`
+ * `npm run bench -- [--duration S] [--connections 10,50,100] [--rounds R] [--e2e-events N] [--workers 1,2,4]`
  *
  * Side by side, in one process tree, on this machine's Postgres and Redis:
  *
@@ -8,8 +8,9 @@
  *      (a) naive: Hono + one INSERT ... ON CONFLICT DO NOTHING per request (no verification,
  *          no enqueue),
  *      (b) ceiling: Hono + signature verification + JSON parse (no database),
- *      (c) oncehook ingest (verification, group-committed claims, bulk enqueue).
- *    Printed as requests/s, p50 and p99, and oncehook's ratios to both.
+ *      (c) oncehook ingest (verification, group-committed claims, bulk enqueue),
+ *      (d) the same with DELIVERY_LOG=off (what the delivery log costs).
+ *    Printed as requests/s, p50 and p99, and oncehook's ratios to the others.
  * 2. End to end (delivery to `done`) with 1, 2 and 4 worker processes, as events/s and the
  *    ratio to 1 worker.
  * 3. Resident memory of every server process.
@@ -36,13 +37,15 @@ const SHOP_ENV = {
 export interface BenchOptions {
   durationSeconds: number;
   connections: number[];
+  /** Rounds per concurrency, alternating the servers (default 1). */
+  rounds?: number;
   e2eEvents: number;
   workers: number[];
   log?: (line: string) => void;
 }
 
 export interface IngestRow {
-  server: 'naive' | 'ceiling' | 'oncehook';
+  server: 'naive' | 'ceiling' | 'oncehook' | 'oncehook-nolog';
   connections: number;
   requestsPerSecond: number;
   p50: number;
@@ -50,6 +53,31 @@ export interface IngestRow {
   non2xx: number;
   errors: number;
   rssMb: number;
+  /** CPU of the server process per request served, in microseconds. */
+  cpuUsPerRequest: number;
+  /** CPU of the Postgres backends serving its database per request, in microseconds. */
+  dbCpuUsPerRequest: number;
+  /** Requests answered. */
+  served: number;
+}
+
+/** One row from a server's rounds: mean throughput, median latencies, CPU per request over all of them. */
+function combine(rows: IngestRow[]): IngestRow {
+  const first = rows[0]!;
+  const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+  const served = rows.reduce((n, r) => n + r.served, 0);
+  const weighted = (pick: (r: IngestRow) => number) => Math.round(rows.reduce((n, r) => n + pick(r) * r.served, 0) / Math.max(1, served));
+  return {
+    ...first,
+    requestsPerSecond: Math.round(rows.reduce((n, r) => n + r.requestsPerSecond, 0) / rows.length),
+    p50: median(rows.map((r) => r.p50)),
+    p99: median(rows.map((r) => r.p99)),
+    non2xx: rows.reduce((n, r) => n + r.non2xx, 0),
+    errors: rows.reduce((n, r) => n + r.errors, 0),
+    cpuUsPerRequest: weighted((r) => r.cpuUsPerRequest),
+    dbCpuUsPerRequest: weighted((r) => r.dbCpuUsPerRequest),
+    served,
+  };
 }
 
 export interface E2eRow {
@@ -91,6 +119,22 @@ function rssMb(pid: number): number {
   }
 }
 
+/** User + system CPU of a process so far, in ms (Linux /proc; 0 when gone). */
+function cpuMs(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // clock ticks at 100 Hz
+  } catch {
+    return 0;
+  }
+}
+
+/** The CPU so far of the Postgres backends connected to a database (their pids from pg_stat_activity). */
+async function backendsCpuMs(pool: Pool, database: string): Promise<number> {
+  const { rows } = await pool.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = $1', [database]);
+  return rows.reduce((sum, row) => sum + cpuMs(row.pid), 0);
+}
+
 async function listeningUrl(service: Service): Promise<string> {
   const line = await service.waitFor(/listening on \d+/);
   return `http://127.0.0.1:${/listening on (\d+)/.exec(line)?.[1]}`;
@@ -127,41 +171,60 @@ export async function runBench(options: BenchOptions): Promise<{ ingest: IngestR
     // ---- 1. ingest side by side --------------------------------------------------------
     const naiveDb = await createTestDatabaseOn(`oncehook_bench_naive_${run}`);
     const onceDb = await createTestDatabaseOn(`oncehook_bench_ingest_${run}`);
-    databases.push(naiveDb.name, onceDb.name);
+    const nologDb = await createTestDatabaseOn(`oncehook_bench_nolog_${run}`);
+    databases.push(naiveDb.name, onceDb.name, nologDb.name);
     const env = { LOG_LEVEL: 'warn', STRIPE_WEBHOOK_SECRET: STRIPE_SECRET, PORT: '0', HOST: '127.0.0.1', DATABASE_POOL_SIZE: '10' };
     const naive = spawnService('naive-baseline', { ...env, DATABASE_URL: naiveDb.url });
     const ceiling = spawnService('verify-only', env);
     const oncehook = spawnService('ingest', { ...env, DATABASE_URL: onceDb.url, QUEUE_PREFIX: `bench-${run}` });
-    services.push(naive, ceiling, oncehook);
-    const urls = { naive: await listeningUrl(naive), ceiling: await listeningUrl(ceiling), oncehook: await listeningUrl(oncehook) };
-    const procs = { naive, ceiling, oncehook };
+    // The same ingest without the delivery log (DELIVERY_LOG=off): what the log costs.
+    const nolog = spawnService('ingest', { ...env, DATABASE_URL: nologDb.url, QUEUE_PREFIX: `bench-nolog-${run}`, DELIVERY_LOG: 'off' });
+    services.push(naive, ceiling, oncehook, nolog);
+    const urls = { naive: await listeningUrl(naive), ceiling: await listeningUrl(ceiling), oncehook: await listeningUrl(oncehook), 'oncehook-nolog': await listeningUrl(nolog) };
+    const procs = { naive, ceiling, oncehook, 'oncehook-nolog': nolog };
     const naivePool = createPool(naiveDb.url, { max: 1 });
     const oncePool = createPool(onceDb.url, { max: 1 });
-    pools.push(naivePool, oncePool);
+    const nologPool = createPool(nologDb.url, { max: 1 });
+    pools.push(naivePool, oncePool, nologPool);
 
     const ingest: IngestRow[] = [];
+    const rounds = options.rounds ?? 1;
     for (const connections of options.connections) {
-      for (const server of ['naive', 'ceiling', 'oncehook'] as const) {
-        await naivePool.query('TRUNCATE oncehook.events CASCADE');
-        await oncePool.query('TRUNCATE oncehook.events CASCADE');
-        // Fresh signatures each round (Stripe's 300 s tolerance), 20% duplicates.
-        const requests = makeRequests(Math.max(20_000, connections * 400), `${run}_${server}_${connections}`);
-        const result = await load(urls[server], connections, options.durationSeconds, requests);
-        const row: IngestRow = {
-          server,
-          connections,
-          requestsPerSecond: Math.round(result.requests.average),
-          p50: result.latency.p50,
-          p99: result.latency.p99,
-          non2xx: result.non2xx,
-          errors: result.errors + result.timeouts,
-          rssMb: rssMb(procs[server].pid),
-        };
-        ingest.push(row);
-        log(
-          `  ${server.padEnd(8)} c=${String(connections).padEnd(4)} ${String(row.requestsPerSecond).padStart(6)} req/s  p50 ${row.p50} ms  p99 ${row.p99} ms  non-2xx ${row.non2xx}  errors ${row.errors}  rss ${row.rssMb} MB`,
-        );
-      }
+      const perRound: IngestRow[] = [];
+      // Rounds alternate the servers (naive, ceiling, oncehook, no log, naive, ...), so the
+      // machine's noise spreads over all of them; the row of a server sums its rounds.
+      for (let round = 0; round < rounds; round += 1)
+        for (const server of ['naive', 'ceiling', 'oncehook', 'oncehook-nolog'] as const) {
+          await naivePool.query('TRUNCATE oncehook.events CASCADE');
+          await oncePool.query('TRUNCATE oncehook.events CASCADE');
+          await nologPool.query('TRUNCATE oncehook.events CASCADE');
+          // Fresh signatures each round (Stripe's 300 s tolerance), 20% duplicates.
+          const requests = makeRequests(Math.max(20_000, connections * 400), `${run}_${server}_${connections}_${round}`);
+          // CPU of the server process and of the Postgres backends serving its database, per request.
+          const dbName = { naive: naiveDb.name, ceiling: null, oncehook: onceDb.name, 'oncehook-nolog': nologDb.name }[server];
+          const before = { server: cpuMs(procs[server].pid), db: dbName ? await backendsCpuMs(naivePool, dbName) : 0 };
+          const result = await load(urls[server], connections, options.durationSeconds, requests);
+          const after = { server: cpuMs(procs[server].pid), db: dbName ? await backendsCpuMs(naivePool, dbName) : 0 };
+          const served = Math.max(1, result.requests.total);
+          const row: IngestRow = {
+            server,
+            connections,
+            requestsPerSecond: Math.round(result.requests.average),
+            p50: result.latency.p50,
+            p99: result.latency.p99,
+            non2xx: result.non2xx,
+            errors: result.errors + result.timeouts,
+            rssMb: rssMb(procs[server].pid),
+            cpuUsPerRequest: Math.round(((after.server - before.server) * 1000) / served),
+            dbCpuUsPerRequest: Math.round(((after.db - before.db) * 1000) / served),
+            served,
+          };
+          perRound.push(row);
+          log(
+            `  ${server.padEnd(14)} c=${String(connections).padEnd(4)} ${String(row.requestsPerSecond).padStart(6)} req/s  p50 ${row.p50} ms  p99 ${row.p99} ms  non-2xx ${row.non2xx}  errors ${row.errors}  rss ${row.rssMb} MB  cpu ${row.cpuUsPerRequest} us/req + db ${row.dbCpuUsPerRequest} us/req`,
+          );
+        }
+      for (const server of ['naive', 'ceiling', 'oncehook', 'oncehook-nolog'] as const) ingest.push(combine(perRound.filter((r) => r.server === server)));
     }
 
     // ---- 2. end to end ---------------------------------------------------------------------
@@ -238,14 +301,23 @@ export function formatBench(result: { ingest: IngestRow[]; e2e: E2eRow[] }): str
   const lines = [
     '',
     'Ingest (signed ~1 KB Stripe events, 20% duplicates)',
-    'conns | naive req/s p99 | ceiling req/s p99 | oncehook req/s p99 | oncehook/naive thr, p99 | oncehook/ceiling thr',
+    'conns | naive req/s p99 | ceiling req/s p99 | oncehook req/s p99 | oncehook/naive thr, p99 | oncehook/ceiling thr | no log req/s | log/no log thr',
   ];
   const connections = [...new Set(result.ingest.map((r) => r.connections))];
   for (const c of connections) {
     const get = (s: IngestRow['server']) => result.ingest.find((r) => r.connections === c && r.server === s)!;
-    const [n, v, o] = [get('naive'), get('ceiling'), get('oncehook')];
+    const [n, v, o, u] = [get('naive'), get('ceiling'), get('oncehook'), get('oncehook-nolog')];
     lines.push(
-      `${String(c).padStart(5)} | ${String(n.requestsPerSecond).padStart(6)} ${String(n.p99).padStart(4)} ms | ${String(v.requestsPerSecond).padStart(7)} ${String(v.p99).padStart(4)} ms | ${String(o.requestsPerSecond).padStart(7)} ${String(o.p99).padStart(4)} ms | ${(o.requestsPerSecond / n.requestsPerSecond).toFixed(2)}x, ${(o.p99 / Math.max(1, n.p99)).toFixed(2)}x | ${(o.requestsPerSecond / v.requestsPerSecond).toFixed(2)}x`,
+      `${String(c).padStart(5)} | ${String(n.requestsPerSecond).padStart(6)} ${String(n.p99).padStart(4)} ms | ${String(v.requestsPerSecond).padStart(7)} ${String(v.p99).padStart(4)} ms | ${String(o.requestsPerSecond).padStart(7)} ${String(o.p99).padStart(4)} ms | ${(o.requestsPerSecond / n.requestsPerSecond).toFixed(2)}x, ${(o.p99 / Math.max(1, n.p99)).toFixed(2)}x | ${(o.requestsPerSecond / v.requestsPerSecond).toFixed(2)}x | ${String(u.requestsPerSecond).padStart(6)} | ${(o.requestsPerSecond / u.requestsPerSecond).toFixed(2)}x`,
+    );
+  }
+  lines.push('', 'CPU per request, microseconds (server process + its Postgres backends)', 'conns | naive | oncehook | oncehook without the delivery log | log/no log');
+  for (const c of connections) {
+    const get = (s: IngestRow['server']) => result.ingest.find((r) => r.connections === c && r.server === s)!;
+    const total = (r: IngestRow) => r.cpuUsPerRequest + r.dbCpuUsPerRequest;
+    const [n, o, u] = [get('naive'), get('oncehook'), get('oncehook-nolog')];
+    lines.push(
+      `${String(c).padStart(5)} | ${n.cpuUsPerRequest} + ${n.dbCpuUsPerRequest} | ${o.cpuUsPerRequest} + ${o.dbCpuUsPerRequest} | ${u.cpuUsPerRequest} + ${u.dbCpuUsPerRequest} | ${(total(o) / Math.max(1, total(u))).toFixed(2)}x`,
     );
   }
   lines.push('', 'End to end (delivery -> done, wallet top-ups, mean 3 deliveries per event)', 'workers | events/s | vs 1 worker');
@@ -261,6 +333,7 @@ if (process.argv[1]?.endsWith('bench.ts')) {
       connections: { type: 'string', default: '10,50,100' },
       'e2e-events': { type: 'string', default: '2000' },
       workers: { type: 'string', default: '1,2,4' },
+      rounds: { type: 'string', default: '1' },
       /** Also write the result as JSON here (the smoke test reads it). */
       'report-file': { type: 'string' },
     },
@@ -270,6 +343,7 @@ if (process.argv[1]?.endsWith('bench.ts')) {
     connections: values.connections.split(',').map(Number),
     e2eEvents: Number(values['e2e-events']),
     workers: values.workers.split(',').map(Number),
+    rounds: Number(values.rounds),
   });
   process.stdout.write(`${formatBench(result)}\n`);
   if (values['report-file']) await writeFile(values['report-file'], JSON.stringify(result, null, 2));

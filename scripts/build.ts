@@ -41,7 +41,8 @@ export const BUILDS: PackageBuild[] = [
     ],
   },
   { dir: 'packages/sdk', entries: { index: 'src/index.ts' } },
-  { dir: 'apps/ingest', entries: { index: 'src/index.ts', server: 'src/server.ts' } },
+  // The admin pages read their script next to themselves (views.ts).
+  { dir: 'apps/ingest', entries: { index: 'src/index.ts', server: 'src/server.ts' }, copy: [['src/admin/assets', 'dist/assets']] },
   { dir: 'apps/worker', entries: { index: 'src/index.ts', main: 'src/main.ts', 'oncehook-cli': 'src/oncehook-cli.ts' } },
   { dir: 'apps/sandbox', entries: { index: 'src/app.ts', server: 'src/server.ts' } },
   { dir: 'examples/shop', entries: { index: 'index.ts' } },

@@ -1,15 +1,21 @@
 /**
- * `npm run demo [-- --keep]`: Oncehook in one minute, on this machine's Postgres and Redis.
+ * `npm run demo [-- --keep] [--events N]`: Oncehook in one minute, on this machine's Postgres
+ * and Redis.
  *
- * Starts the sandbox effect APIs, ingest and two workers (a fresh `oncehook_demo` database and
- * queue prefix), fires a burst of duplicated, concurrent, partly forged deliveries from three
- * providers, waits until everything is processed, and tells what happened: deliveries sent, new
- * versus duplicate versus rejected, and each effect applied once. With --keep the processes stay
- * up so you can look around (metrics, the database); Ctrl-C stops them.
+ * Starts the sandbox effect APIs, ingest and two workers (a database and a queue prefix of this
+ * run's own, so two demos at once never touch each other), fires a burst of duplicated,
+ * concurrent, partly forged deliveries from three providers, waits until everything is
+ * processed, and tells what happened: deliveries sent, new versus duplicate versus rejected,
+ * each effect applied once, and which events had no handler and why.
+ *
+ * Without --keep it then stops everything and removes what it created (its database and its
+ * Redis keys). With --keep the processes stay up, and the demo prints where to look (the admin
+ * pages, metrics) while they are live; Ctrl-C stops them and cleans up.
  */
+import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { freePort, makeEvent, pool, ProviderSimulator, simulatorSourcesEnv, spawnService, type Service, type SimEvent, type SimSource } from '@oncehook/harness';
-import { createPool } from '@oncehook/shared';
+import { freePort, makeEvent, pool, ProviderSimulator, REDIS_URL, simulatorSourcesEnv, spawnService, type Service, type SimEvent, type SimSource } from '@oncehook/harness';
+import { createEventQueue, createPool, createRedis } from '@oncehook/shared';
 import { createTestDatabaseOn, dropDatabase } from './bench/databases';
 
 const { values } = parseArgs({ options: { keep: { type: 'boolean', default: false }, events: { type: 'string', default: '60' } } });
@@ -18,27 +24,40 @@ const services: Service[] = [];
 const stopAll = async () => {
   await Promise.all(services.map((s) => s.stop(5_000)));
 };
+const run = `${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
+const name = `oncehook_demo_${run}`;
+const prefix = `demo-${run}`;
+
+/** Removes what this run created: its database and its queue's Redis keys. */
+async function cleanUp(): Promise<void> {
+  const redis = createRedis(process.env.REDIS_URL ?? REDIS_URL, 'producer');
+  const queue = createEventQueue(redis, prefix);
+  await queue.obliterate({ force: true }).catch(() => {});
+  await queue.close();
+  redis.disconnect();
+  await dropDatabase(name).catch(() => {});
+}
 
 try {
-  const name = 'oncehook_demo';
-  await dropDatabase(name);
   const db = await createTestDatabaseOn(name);
   const dbPool = createPool(db.url, { max: 2 });
-  const prefix = `demo-${Date.now().toString(36)}`;
+  const adminPassword = randomBytes(9).toString('base64url');
   const [sandboxPort, ingestPort] = [await freePort(), await freePort()];
   const sandboxUrl = `http://127.0.0.1:${sandboxPort}`;
 
   say('Oncehook demo');
   say('=============');
-  say(`Starting the sandbox APIs (:${sandboxPort}), ingest (:${ingestPort}) and two workers on database ${name}...`);
+  say(`Starting the sandbox APIs (:${sandboxPort}), ingest (:${ingestPort}) and two workers on database ${name}, queue prefix ${prefix}...`);
   const sandbox = spawnService('sandbox', { SANDBOX_PORT: String(sandboxPort) });
   services.push(sandbox);
   await sandbox.waitFor(/sandbox listening/);
-  const common = { DATABASE_URL: db.url, QUEUE_PREFIX: prefix, LOG_LEVEL: 'warn' };
+  const common = { DATABASE_URL: db.url, QUEUE_PREFIX: prefix, LOG_LEVEL: 'warn', LOG_FORMAT: 'pretty' };
   const ingest = spawnService('ingest', {
     ...common,
     PORT: String(ingestPort),
     HOST: '127.0.0.1',
+    ADMIN_USERNAME: 'admin',
+    ADMIN_PASSWORD: adminPassword,
     ...simulatorSourcesEnv(),
   });
   services.push(ingest);
@@ -99,27 +118,39 @@ try {
   say(
     `  lost answers injected by the sandbox: ${(stats.payment?.faults ?? 0) + (stats.email?.faults ?? 0) + (stats.fulfilment?.faults ?? 0)}, answered again from its idempotency store: ${(stats.payment?.replays ?? 0) + (stats.email?.replays ?? 0) + (stats.fulfilment?.replays ?? 0)}`,
   );
-  say();
-  say('Where to look:');
-  say(`  metrics:   http://127.0.0.1:${ingestPort}/metrics  (webhook_events_total{result="new"|"duplicate"|"rejected"})`);
-  say(`  readiness: http://127.0.0.1:${ingestPort}/readyz`);
-  say(`  sandbox:   ${sandboxUrl}/stats`);
-  say(`  events:    psql ${name} -c "select provider, event_id, type, state, note from oncehook.events limit 10"`);
-  say(`  steps:     psql ${name} -c "select event_row_id, name, result from webhook_event_steps limit 10"`);
+  const { rows: unhandled } = await dbPool.query<{ provider: string; type: string; n: number }>(
+    `SELECT provider, type, count(*)::int AS n FROM oncehook.events e
+      WHERE NOT EXISTS (SELECT 1 FROM oncehook.handler_runs r WHERE r.event_row_id = e.id) AND state IN ('done', 'failed')
+      GROUP BY provider, type ORDER BY provider, type`,
+  );
+  for (const u of unhandled) {
+    say(`No handler:           ${u.n} ${u.provider} "${u.type}" events: the example shop registers no handler for them, so they are recorded`);
+    say('                      done without effects (UNHANDLED_EVENTS=done; =fail would dead-letter them to catch a missing module)');
+  }
   await dbPool.end();
 
   if (values.keep) {
     say();
-    say('Still running (--keep). Ctrl-C to stop.');
+    say('Still running (--keep). Where to look, while it runs:');
+    say(`  admin:     http://127.0.0.1:${ingestPort}/admin  (user admin, password ${adminPassword})`);
+    say(`  metrics:   http://127.0.0.1:${ingestPort}/metrics  (webhook_events_total{result="new"|"duplicate"|"rejected"})`);
+    say(`  sandbox:   ${sandboxUrl}/stats`);
+    say(`  events:    DATABASE_URL=${db.url} QUEUE_PREFIX=${prefix} npm run oncehook -- list`);
+    say('Ctrl-C stops it and removes its database and queue.');
     await new Promise<void>((resolve) => {
       process.once('SIGINT', () => resolve());
       process.once('SIGTERM', () => resolve());
     });
+  } else {
+    say();
+    say('Stopped, and its database and queue removed. `npm run demo -- --keep` keeps it running to look around (admin pages, metrics).');
   }
   await stopAll();
+  await cleanUp();
   process.exit(maxPerKey <= 1 ? 0 : 1);
 } catch (error) {
   process.stderr.write(`demo failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
   await stopAll();
+  await cleanUp();
   process.exit(1);
 }

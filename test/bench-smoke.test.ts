@@ -31,7 +31,7 @@ it('runs the ingest comparison and the end-to-end measurement', { timeout: 180_0
   console.log(`[figure] bench smoke (1 s runs; use npm run bench for real figures)\n${output.trim()}`);
   const result = JSON.parse(await readFile(reportFile, 'utf8')) as BenchResult;
   await rm(reportFile, { force: true });
-  expect(result.ingest.map((r) => r.server)).toEqual(['naive', 'ceiling', 'oncehook']);
+  expect(result.ingest.map((r) => r.server)).toEqual(['naive', 'ceiling', 'oncehook', 'oncehook-nolog']);
   for (const row of result.ingest) {
     expect(row.requestsPerSecond).toBeGreaterThan(0);
     expect(row.non2xx).toBe(0); // every signed request accepted (new or duplicate)

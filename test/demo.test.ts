@@ -1,17 +1,54 @@
-/** `npm run demo` completes and tells its story (on this machine's Postgres and Redis). */
+/**
+ * `npm run demo` completes and tells its story (on this machine's Postgres and Redis): every
+ * effect once, which events had no handler and why; two demos at the same moment each use
+ * their own database and queue, and each removes them when it ends.
+ */
 import { spawn } from 'node:child_process';
+import { REDIS_URL, ROOT, withAdmin } from '@oncehook/harness';
+import { createRedis } from '@oncehook/shared';
 import { expect, it } from 'vitest';
-import { ROOT } from '@oncehook/harness';
 
-it('npm run demo completes with every effect applied once', { timeout: 120_000 }, async () => {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/demo.ts', '--events', '30'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
-  expect(code, output).toBe(0);
-  expect(output).toMatch(/new \(202\):\s+30\b/);
-  expect(output).toMatch(/Events:\s+30 done/);
-  expect(output).toMatch(/most applied per idempotency key: 1\)/);
-  expect(output).toMatch(/charges \(renewals\): 10\n\s+receipts \(orders\):\s+10\n\s+shipments \(orders\): 10/);
+function demo(events: number): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/demo.ts', '--events', String(events)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    child.on('close', (code) => resolve({ code, output }));
+  });
+}
+
+it('two demos at once: each completes with every effect applied once, says which events had no handler, and cleans up', { timeout: 150_000 }, async () => {
+  const [a, b] = await Promise.all([demo(30), demo(15)]);
+  for (const [run, events] of [
+    [a, 30],
+    [b, 15],
+  ] as const) {
+    expect(run.code, run.output).toBe(0);
+    expect(run.output).toMatch(new RegExp(`new \\(202\\):\\s+${events}\\b`));
+    expect(run.output).toMatch(new RegExp(`Events:\\s+${events} done`));
+    expect(run.output).toMatch(/most applied per idempotency key: 1\)/);
+    expect(run.output).toMatch(new RegExp(`No handler:\\s+${events / 3} github "issues.opened" events: the example shop registers no handler for them`));
+    expect(run.output).toContain('`npm run demo -- --keep` keeps it running');
+    expect(run.output).not.toContain('http://'); // no URL printed that is already dead
+  }
+  expect(a.output).toMatch(/charges \(renewals\): 10\n\s+receipts \(orders\):\s+10\n\s+shipments \(orders\): 10/);
+
+  // What each run created is gone: its database and its Redis keys.
+  const redis = createRedis(REDIS_URL, 'producer');
+  try {
+    for (const run of [a, b]) {
+      const [, database, prefix] = /on database (\S+), queue prefix (\S+)\.\.\./.exec(run.output) ?? [];
+      expect(database).toMatch(/^oncehook_demo_/);
+      const exists = await withAdmin((c) => c.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]));
+      expect(exists.rowCount).toBe(0);
+      expect(await redis.keys(`${prefix}:*`)).toEqual([]);
+    }
+  } finally {
+    redis.disconnect();
+  }
 });

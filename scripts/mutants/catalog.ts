@@ -84,20 +84,24 @@ export const MUTANTS: Mutant[] = [
     id: 'fence-retry-token',
     guarantee: 'a worker that lost its lease cannot send the run back to received',
     file: QUERIES,
-    search: `              last_error = $3::text, updated_at = now()
-        WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
-    replace: `              last_error = $3::text, updated_at = now()
-        WHERE id = $1::bigint AND $2::uuid IS NOT NULL AND state = 'processing'`,
+    search: `          WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
+         RETURNING id
+       ), \${ATTEMPT_VERDICT('retry'`,
+    replace: `          WHERE id = $1::bigint AND $2::uuid IS NOT NULL AND state = 'processing'
+         RETURNING id
+       ), \${ATTEMPT_VERDICT('retry'`,
     tests: ['test/lease-guards.test.ts'],
   },
   {
     id: 'fence-failed-token',
     guarantee: 'a worker that lost its lease cannot dead-letter the run',
     file: QUERIES,
-    search: `                last_error = $3::text, updated_at = now()
-          WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
-    replace: `                last_error = $3::text, updated_at = now()
-          WHERE id = $1::bigint AND $2::uuid IS NOT NULL AND state = 'processing'`,
+    search: `          WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
+         RETURNING id, event_row_id
+       ), \${ATTEMPT_VERDICT('failed'`,
+    replace: `          WHERE id = $1::bigint AND $2::uuid IS NOT NULL AND state = 'processing'
+         RETURNING id, event_row_id
+       ), \${ATTEMPT_VERDICT('failed'`,
     tests: ['test/lease-guards.test.ts'],
   },
   {
@@ -295,12 +299,12 @@ export const MUTANTS: Mutant[] = [
     id: 'cap-count',
     guarantee: 'every claim counts as an attempt (crashes included)',
     file: QUERIES,
-    search: `              attempts = r.attempts + 1, updated_at = now()
-         FROM \${EVENTS} e
-        WHERE r.event_row_id = $1::bigint AND r.handler = $2::text`,
-    replace: `              attempts = r.attempts, updated_at = now()
-         FROM \${EVENTS} e
-        WHERE r.event_row_id = $1::bigint AND r.handler = $2::text`,
+    search: `                attempts = r.attempts + 1, updated_at = now()
+           FROM \${EVENTS} e
+          WHERE r.event_row_id = $1::bigint AND r.handler = $2::text`,
+    replace: `                attempts = r.attempts, updated_at = now()
+           FROM \${EVENTS} e
+          WHERE r.event_row_id = $1::bigint AND r.handler = $2::text`,
     tests: ['test/state-machine.test.ts', 'test/lease-guards.test.ts'],
   },
   {

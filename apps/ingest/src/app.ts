@@ -66,6 +66,7 @@ export interface IngestSettings {
   maxWaitingClaims: number;
   breakerOpenMs: number;
   claimTimeoutMs: number;
+  logDeliveries: boolean;
 }
 
 export function createApp(deps: IngestDeps): Hono {
@@ -81,6 +82,7 @@ export function createApp(deps: IngestDeps): Hono {
     maxWaiting: deps.settings.maxWaitingClaims,
     breakerOpenMs: deps.settings.breakerOpenMs,
     claimTimeoutMs: deps.settings.claimTimeoutMs,
+    logDeliveries: deps.settings.logDeliveries,
   });
   deps.typeLabels ??= createTypeLabels({ pool: deps.pool, queries: deps.queries, log: deps.log });
   const edge = createEdgeGuards(deps, claims);

@@ -70,6 +70,7 @@ export function ingestSettings(config: IngestConfig): IngestSettings {
     maxWaitingClaims: config.MAX_WAITING_CLAIMS,
     breakerOpenMs: config.CIRCUIT_BREAKER_OPEN_MS,
     claimTimeoutMs: config.CLAIM_TIMEOUT_MS,
+    logDeliveries: config.DELIVERY_LOG,
   };
 }
 

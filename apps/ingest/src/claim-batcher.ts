@@ -63,6 +63,8 @@ export interface ClaimBatcherOptions {
   breakerOpenMs?: number;
   /** Longest a delivery waits for its batch's statement before it is answered 503. */
   claimTimeoutMs?: number;
+  /** Record every delivery in the delivery log (default true). */
+  logDeliveries?: boolean;
   /** Called with each batch's size (metrics, tests). */
   onBatch?: (size: number) => void;
   now?: () => number;
@@ -155,10 +157,10 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
 
   type Claimed = (ClaimResult | { error: unknown })[];
 
-  async function claimAll(events: VerifiedEvent[]): Promise<{ results: Claimed; unavailable: boolean }> {
-    const limit = { timeoutMs: claimTimeoutMs };
+  async function claimAll(events: VerifiedEvent[], copies: number[]): Promise<{ results: Claimed; unavailable: boolean }> {
+    const limit = { timeoutMs: claimTimeoutMs, logDeliveries: options.logDeliveries !== false };
     try {
-      return { results: await options.queries.claimEvents(options.pool, events, limit), unavailable: false };
+      return { results: await options.queries.claimEvents(options.pool, events, { ...limit, copies }), unavailable: false };
     } catch (error) {
       const unavailable = isDatabaseUnavailableError(error);
       if (unavailable || events.length === 1) return { results: events.map(() => ({ error })), unavailable };
@@ -202,6 +204,7 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
     // Fold repeats of a key inside the batch onto its first occurrence.
     const firstIndex = new Map<string, number>();
     const unique: VerifiedEvent[] = [];
+    const copies: number[] = [];
     const slot = batch.map((w) => {
       const key = eventKey(w.event.provider, w.event.eventId);
       let index = firstIndex.get(key);
@@ -209,22 +212,24 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
         index = unique.length;
         firstIndex.set(key, index);
         unique.push(w.event);
+        copies.push(1);
         return { index, repeat: false };
       }
+      copies[index] = (copies[index] ?? 1) + 1;
       return { index, repeat: true };
     });
 
     options.onBatch?.(batch.length);
     running.add(batch);
     try {
-      await claimAndAnswer(batch, unique, slot);
+      await claimAndAnswer(batch, unique, copies, slot);
     } finally {
       running.delete(batch);
     }
   }
 
-  async function claimAndAnswer(batch: Waiting[], unique: VerifiedEvent[], slot: { index: number; repeat: boolean }[]): Promise<void> {
-    const claiming = claimAll(unique);
+  async function claimAndAnswer(batch: Waiting[], unique: VerifiedEvent[], copies: number[], slot: { index: number; repeat: boolean }[]): Promise<void> {
+    const claiming = claimAll(unique, copies);
     const claimed = await deadline(claiming);
     if (claimed === 'timeout') {
       // The database did not answer in time: answer 503 now (the provider retries). The
@@ -251,6 +256,23 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
       else if (repeat) waiter.resolve({ outcome: 'duplicate-concurrent' });
       else waiter.resolve(result);
     });
+
+    // Duplicates of a row committed after the statement's snapshot were not in its delivery
+    // log; record them now (after the answers: the log is for operators, never on the path).
+    const concurrent = unique.flatMap((event, i) => {
+      const result = results[i];
+      return result && 'outcome' in result && result.outcome === 'duplicate-concurrent' ? [{ event, copies: copies[i] ?? 1 }] : [];
+    });
+    if (concurrent.length > 0 && options.logDeliveries !== false) {
+      options.queries
+        .logDeliveries(
+          options.pool,
+          concurrent.map((c) => ({ provider: c.event.provider, eventId: c.event.eventId, copies: c.copies })),
+        )
+        .catch((error: unknown) => {
+          options.log.debug({ err: error }, 'could not log concurrent duplicate deliveries');
+        });
+    }
   }
 
   return {

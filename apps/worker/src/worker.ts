@@ -4,7 +4,7 @@
  * `createEventWorker(deps)` wires it with the reconciler; `close()` stops taking jobs, waits for
  * the ones in flight, and stops the reconciler.
  */
-import { Worker, type Queue } from 'bullmq';
+import { UnrecoverableError, Worker, type Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { enqueueEvent, EVENT_QUEUE_NAME, runRetryDelayMs, type EventJobData, type Logger, type WorkerMetrics } from '@oncehook/shared';
 import { processJob, type JobOutcome, type ProcessDeps } from './process-event';
@@ -64,6 +64,9 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
     async (job) => {
       const started = process.hrtime.bigint();
       const outcome = await processJob(processDeps, job.data);
+      if (outcome.kind === 'unhandled' && outcome.state === 'failed') {
+        throw new UnrecoverableError(`dead letter: no handler for ${outcome.provider} ${outcome.type} (UNHANDLED_EVENTS=fail)`);
+      }
       if (outcome.kind !== 'runs') return outcome.kind;
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       for (const run of outcome.runs) {
@@ -81,6 +84,11 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
           );
         }
       }
+      // A dead letter: the job fails too (no BullMQ retry: UnrecoverableError), so Bull Board
+      // lists it under FAILED with the handler's error. The run row is the truth; a re-drive
+      // replaces the failed job.
+      const dead = outcome.runs.filter((run) => run.kind === 'failed');
+      if (dead.length > 0) throw new UnrecoverableError(dead.map((run) => `dead letter: handler "${run.handler}" failed: ${run.error}`).join('; '));
       return outcome.kind;
     },
     {

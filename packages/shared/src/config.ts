@@ -114,6 +114,14 @@ const ingestSchema = z.object({
    * this bounds answers when the database stops answering.
    */
   CLAIM_TIMEOUT_MS: integer(100, 60_000).default(750),
+  /**
+   * `on`: every delivery (duplicates included) is recorded with its event, in the claim's own
+   * statement, for the admin's timeline and delivery counts. `off` saves that insert.
+   */
+  DELIVERY_LOG: z
+    .enum(['on', 'off'])
+    .default('on')
+    .transform((v) => v === 'on'),
   /** How long claims fail fast (503) after the database failed twice in a row, before one is tried again. */
   CIRCUIT_BREAKER_OPEN_MS: integer(100, 600_000).default(2_000),
   /**
@@ -274,6 +282,13 @@ const workerSchema = z.object({
    */
   METRICS_HOST: z.string().default('127.0.0.1'),
 });
+
+/** Every variable each process kind reads (the README documents each one; a test checks). */
+export const CONFIG_VARIABLES = {
+  common: Object.keys(commonSchema.shape),
+  ingest: Object.keys(ingestSchema.shape),
+  worker: Object.keys(workerSchema.shape),
+} as const;
 
 export type CommonConfig = z.infer<typeof commonSchema>;
 export type IngestConfig = CommonConfig & z.infer<typeof ingestSchema>;

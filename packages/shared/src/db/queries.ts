@@ -40,6 +40,8 @@ export type ClaimResult =
   | { outcome: 'duplicate-concurrent' };
 
 export interface ClaimOptions {
+  /** Record each delivery in the delivery log (default true; DELIVERY_LOG=off turns it off). */
+  logDeliveries?: boolean;
   /**
    * Client-side bound on the statement (pg's query_timeout): past it the claim fails with
    * "Query read timeout" and, run through a Pool, the connection is destroyed, so a database
@@ -105,6 +107,8 @@ export interface EventSummary {
   receivedAt: Date;
   updatedAt: Date;
   runs: RunSummary[];
+  /** Deliveries received (the first and its duplicates). */
+  deliveries: number;
 }
 
 export interface StepRecord {
@@ -131,11 +135,37 @@ export interface OperatorAction {
   createdAt: Date;
 }
 
+/** One delivery of an event (the delivery log). */
+export interface DeliveryRecord {
+  receivedAt: Date;
+  /** false for the delivery that created the event. */
+  duplicate: boolean;
+  /** A duplicate found by its body, under another id (body dedupe). */
+  sameBody: boolean;
+}
+
+/** One attempt of a handler run: a lease taken, and its verdict (null: cut short, taken over). */
+export interface AttemptRecord {
+  runId: number;
+  handler: string;
+  generation: number;
+  attempt: number;
+  startedAt: Date;
+  endedAt: Date | null;
+  outcome: 'done' | 'failed' | 'retry' | null;
+  error: string | null;
+}
+
 export interface EventDetail {
   event: EventRow;
   runs: RunRow[];
   steps: StepRecord[];
   operatorActions: OperatorAction[];
+  /** Deliveries received (all of them, duplicates included). */
+  deliveryCount: number;
+  /** The first 200 deliveries, oldest first. */
+  deliveries: DeliveryRecord[];
+  attempts: AttemptRecord[];
 }
 
 export interface PendingCounts {
@@ -189,9 +219,22 @@ export function createQueries(schemaName: string) {
   const RUNS = `${S}.handler_runs`;
   const STEPS = `${S}.steps`;
   const ACTIONS = `${S}.operator_actions`;
+  const DELIVERIES = `${S}.deliveries`;
+  const ATTEMPTS = `${S}.run_attempts`;
 
   // -------------------------------------------------------------------------------------------
   // The edge: claim.
+
+  /**
+   * The existing event a delivery duplicates: by its id, else by its body. Two lookups, each an
+   * exact match on one unique index (never `id = .. OR body_hash = ..`, which a generic plan may
+   * turn into a scan of every event of the source: O(events) per duplicate), the id first.
+   */
+  const MATCH_EXISTING = (provider: string, eventId: string, bodyHash: string) => `SELECT m.* FROM (
+             (SELECT e.*, 0 AS match_rank FROM ${EVENTS} e WHERE e.provider = ${provider} AND e.event_id = ${eventId})
+             UNION ALL
+             (SELECT e.*, 1 FROM ${EVENTS} e WHERE ${bodyHash} IS NOT NULL AND e.provider = ${provider} AND e.body_hash = ${bodyHash})
+           ) m ORDER BY m.match_rank LIMIT 1`;
 
   /**
    * The claim, in one round trip for both outcomes. `INSERT ... ON CONFLICT DO NOTHING
@@ -212,15 +255,21 @@ export function createQueries(schemaName: string) {
          VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb, $8::bytea)
          ON CONFLICT DO NOTHING
          RETURNING id, state, updated_at, type
-       )
-       SELECT id, true AS inserted, state, updated_at AS "updatedAt", type, false AS "sameBody" FROM inserted
-       UNION ALL
-       (SELECT id, false AS inserted, state, updated_at AS "updatedAt", type, event_id <> $3::text AS "sameBody"
-          FROM ${EVENTS}
-         WHERE provider = $1::text AND (event_id = $3::text OR body_hash = $8::bytea)
-           AND NOT EXISTS (SELECT 1 FROM inserted)
-         ORDER BY (event_id = $3::text) DESC
-         LIMIT 1)`,
+       ), result AS (
+         SELECT id, true AS inserted, state, updated_at AS "updatedAt", type, false AS "sameBody" FROM inserted
+         UNION ALL
+         (SELECT id, false AS inserted, state, updated_at AS "updatedAt", type, event_id <> $3::text AS "sameBody"
+            FROM (${MATCH_EXISTING('$1::text', '$3::text', '$8::bytea')}) e
+           WHERE NOT EXISTS (SELECT 1 FROM inserted))
+       )${
+         options.logDeliveries === false
+           ? ''
+           : `, logged AS (
+         -- The delivery log (the timeline's deliveries), in the same round trip.
+         INSERT INTO ${DELIVERIES} (event_row_id, duplicate, same_body) SELECT id, NOT inserted, "sameBody" FROM result
+       )`
+       }
+       SELECT * FROM result`,
       values: [event.provider, event.kind, event.eventId, event.type, event.rawBody, event.signedAt, JSON.stringify(event.meta), event.bodyHash ?? null],
     });
     const row = rows[0];
@@ -232,10 +281,15 @@ export function createQueries(schemaName: string) {
   /**
    * The claim for a batch of deliveries, in ONE round trip (ingest's group commit, see
    * apps/ingest/src/claim-batcher.ts). Same semantics as claimEvent, per event. Keys must be
-   * unique within the batch (the caller folds repeats). Results come back in input order. A
-   * prepared statement (named per schema), parsed once per connection.
+   * unique within the batch (the caller folds repeats). Results come back in input order.
+   *
+   * Deliberately NOT a named prepared statement: after five runs Postgres may switch a named
+   * statement to a generic plan, and with parameters unknown (and a table whose statistics lag
+   * its growth) one was seen looking duplicates up through the (provider, received_at) index,
+   * reading every event of the source per duplicate. Unnamed, every batch gets a plan for its
+   * values (~0.1 ms of planning), and the lookups stay on the unique indexes.
    */
-  async function claimEvents(db: Pool, events: VerifiedEvent[], options: ClaimOptions = {}): Promise<ClaimResult[]> {
+  async function claimEvents(db: Pool, events: VerifiedEvent[], options: ClaimOptions & { copies?: number[] } = {}): Promise<ClaimResult[]> {
     const columns = {
       provider: events.map((e) => e.provider),
       kind: events.map((e) => e.kind),
@@ -245,32 +299,40 @@ export function createQueries(schemaName: string) {
       signedAt: events.map((e) => e.signedAt),
       meta: events.map((e) => JSON.stringify(e.meta)),
       bodyHash: events.map((e) => e.bodyHash ?? null),
+      // Deliveries of this key folded into the batch (the log records each one).
+      copies: events.map((_e, i) => options.copies?.[i] ?? 1),
     };
     const { rows } = await db.query<{ ord: number; id: number; inserted: boolean; state: EventState; updatedAt: Date; type: string; sameBody: boolean }>({
       ...readTimeout(options),
-      name: `oncehook-claim-events-${S}`,
       text: `WITH input AS (
-               SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::text[], $8::bytea[])
-                 WITH ORDINALITY AS t(provider, kind, event_id, type, payload, signed_at, meta, body_hash, ord)
+               SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::text[], $8::bytea[], $9::int[])
+                 WITH ORDINALITY AS t(provider, kind, event_id, type, payload, signed_at, meta, body_hash, copies, ord)
              ), inserted AS (
                INSERT INTO ${EVENTS} (provider, kind, event_id, type, payload, signed_at, meta, body_hash)
                SELECT provider, kind, event_id, type, payload::jsonb, signed_at, meta::jsonb, body_hash FROM input ORDER BY ord
                ON CONFLICT DO NOTHING
                RETURNING id, provider, event_id, state, updated_at, type
-             )
-             SELECT i.ord, x.id, true AS inserted, x.state, x.updated_at AS "updatedAt", x.type, false AS "sameBody"
-               FROM inserted x JOIN input i ON i.provider = x.provider AND i.event_id = x.event_id
-             UNION ALL
-             SELECT i.ord, e.id, false, e.state, e.updated_at, e.type, e.event_id <> i.event_id
-               FROM input i
-               CROSS JOIN LATERAL (
-                 SELECT * FROM ${EVENTS} e
-                  WHERE e.provider = i.provider AND (e.event_id = i.event_id OR e.body_hash = i.body_hash)
-                  ORDER BY (e.event_id = i.event_id) DESC
-                  LIMIT 1
-               ) e
-              WHERE NOT EXISTS (SELECT 1 FROM inserted x WHERE x.provider = i.provider AND x.event_id = i.event_id)`,
-      values: [columns.provider, columns.kind, columns.eventId, columns.type, columns.payload, columns.signedAt, columns.meta, columns.bodyHash],
+             ), result AS (
+               SELECT i.ord, x.id, true AS inserted, x.state, x.updated_at AS "updatedAt", x.type, false AS "sameBody"
+                 FROM inserted x JOIN input i ON i.provider = x.provider AND i.event_id = x.event_id
+               UNION ALL
+               SELECT i.ord, e.id, false, e.state, e.updated_at, e.type, e.event_id <> i.event_id
+                 FROM input i
+                 CROSS JOIN LATERAL (${MATCH_EXISTING('i.provider', 'i.event_id', 'i.body_hash')}) e
+                WHERE NOT EXISTS (SELECT 1 FROM inserted x WHERE x.provider = i.provider AND x.event_id = i.event_id)
+             )${
+               options.logDeliveries === false
+                 ? ''
+                 : `, logged AS (
+               -- The delivery log (the timeline's deliveries), in the same round trip: one row per
+               -- delivery, the repeats folded into this batch included.
+               INSERT INTO ${DELIVERIES} (event_row_id, duplicate, same_body)
+               SELECT r.id, (NOT r.inserted) OR n > 1, r."sameBody" AND n = 1
+                 FROM result r JOIN input i ON i.ord = r.ord CROSS JOIN generate_series(1, i.copies) n
+             )`
+             }
+             SELECT * FROM result`,
+      values: [columns.provider, columns.kind, columns.eventId, columns.type, columns.payload, columns.signedAt, columns.meta, columns.bodyHash, columns.copies],
     });
     const byOrd = new Map(rows.map((row) => [Number(row.ord), row]));
     return events.map((_event, i): ClaimResult => {
@@ -279,6 +341,21 @@ export function createQueries(schemaName: string) {
       if (row.inserted) return { outcome: 'new', rowId: row.id };
       return { outcome: 'duplicate', rowId: row.id, state: row.state, updatedAt: row.updatedAt, type: row.type, sameBody: row.sameBody };
     });
+  }
+
+  /**
+   * Delivery-log rows for duplicates whose event the claim could not see (committed after its
+   * snapshot): looked up by key now that it is committed. Never on a delivery's path.
+   */
+  async function logDeliveries(db: Queryable, deliveries: { provider: string; eventId: string; copies: number }[]): Promise<void> {
+    await db.query(
+      `INSERT INTO ${DELIVERIES} (event_row_id, duplicate)
+       SELECT e.id, true
+         FROM unnest($1::text[], $2::text[], $3::int[]) AS k(provider, event_id, copies)
+         JOIN ${EVENTS} e ON e.provider = k.provider AND e.event_id = k.event_id
+        CROSS JOIN generate_series(1, k.copies)`,
+      [deliveries.map((d) => d.provider), deliveries.map((d) => d.eventId), deliveries.map((d) => d.copies)],
+    );
   }
 
   // -------------------------------------------------------------------------------------------
@@ -303,6 +380,9 @@ export function createQueries(schemaName: string) {
            FROM ev, unnest($2::text[], $3::uuid[]) AS h(handler, token)
          ON CONFLICT (event_row_id, handler) DO NOTHING
          RETURNING ${runColumns('r')}
+       ), attempt AS (
+         INSERT INTO ${ATTEMPTS} (run_id, lease_token, generation, attempt)
+         SELECT id, "leaseToken", generation, attempts FROM created
        )
        SELECT (SELECT row_to_json(x) FROM (SELECT ${eventColumns('ev')} FROM ev) x) AS event,
               (SELECT json_agg(c) FROM created c) AS runs
@@ -327,6 +407,17 @@ export function createQueries(schemaName: string) {
     return rowCount === 1;
   }
 
+  /** The attempt log of a lease just taken (the CTE `leased`): one row per lease token. */
+  const ATTEMPT_LOG = `attempt AS (
+         INSERT INTO ${ATTEMPTS} (run_id, lease_token, generation, attempt)
+         SELECT id, "leaseToken", generation, attempts FROM leased
+       )`;
+  /** The verdict of our lease in the attempt log (CTE `run` returning id; $2 our token). */
+  const ATTEMPT_VERDICT = (outcome: string, error: string) => `verdict AS (
+         UPDATE ${ATTEMPTS} a SET ended_at = now(), outcome = '${outcome}', error = ${error}
+           FROM run WHERE a.run_id = run.id AND a.lease_token = $2::uuid
+       )`;
+
   const LEASED_RUN_RETURNING = `${runColumns('r')}, row_to_json((SELECT x FROM (SELECT ${eventColumns('e')}) x)) AS event,
       (SELECT coalesce(json_agg(json_build_object('name', s.name, 'kind', s.kind, 'result', s.result, 'idempotencyKey', s.idempotency_key, 'keySubject', s.key_subject)), '[]')
          FROM ${STEPS} s WHERE s.run_id = r.id AND s.generation = r.generation) AS steps`;
@@ -341,14 +432,17 @@ export function createQueries(schemaName: string) {
    */
   async function acquireRun(db: Queryable, rowId: number, handler: string, token: string, leaseMs: number): Promise<LeasedRun | null> {
     const { rows } = await db.query<RunRow & { event: EventRow; steps: RecordedStep[] }>(
-      `UPDATE ${RUNS} r
-          SET state = 'processing', lease_token = $3::uuid,
-              lease_until = now() + $4::int * interval '1 millisecond',
-              attempts = r.attempts + 1, updated_at = now()
-         FROM ${EVENTS} e
-        WHERE r.event_row_id = $1::bigint AND r.handler = $2::text AND e.id = r.event_row_id
-          AND (r.state = 'received' OR (r.state = 'processing' AND r.lease_until < now()))
-       RETURNING ${LEASED_RUN_RETURNING}`,
+      `WITH leased AS (
+         UPDATE ${RUNS} r
+            SET state = 'processing', lease_token = $3::uuid,
+                lease_until = now() + $4::int * interval '1 millisecond',
+                attempts = r.attempts + 1, updated_at = now()
+           FROM ${EVENTS} e
+          WHERE r.event_row_id = $1::bigint AND r.handler = $2::text AND e.id = r.event_row_id
+            AND (r.state = 'received' OR (r.state = 'processing' AND r.lease_until < now()))
+         RETURNING ${LEASED_RUN_RETURNING}
+       ), ${ATTEMPT_LOG}
+       SELECT * FROM leased`,
       [rowId, handler, token, leaseMs],
     );
     return rows[0] ? splitLeased(rows[0]) : null;
@@ -361,14 +455,17 @@ export function createQueries(schemaName: string) {
    */
   async function acquireClaimableRuns(db: Queryable, rowId: number, token: string, leaseMs: number): Promise<LeasedRun[]> {
     const { rows } = await db.query<RunRow & { event: EventRow; steps: RecordedStep[] }>(
-      `UPDATE ${RUNS} r
-          SET state = 'processing', lease_token = $2::uuid,
-              lease_until = now() + $3::int * interval '1 millisecond',
-              attempts = r.attempts + 1, updated_at = now()
-         FROM ${EVENTS} e
-        WHERE r.event_row_id = $1::bigint AND e.id = r.event_row_id
-          AND (r.state = 'received' OR (r.state = 'processing' AND r.lease_until < now()))
-       RETURNING ${LEASED_RUN_RETURNING}`,
+      `WITH leased AS (
+         UPDATE ${RUNS} r
+            SET state = 'processing', lease_token = $2::uuid,
+                lease_until = now() + $3::int * interval '1 millisecond',
+                attempts = r.attempts + 1, updated_at = now()
+           FROM ${EVENTS} e
+          WHERE r.event_row_id = $1::bigint AND e.id = r.event_row_id
+            AND (r.state = 'received' OR (r.state = 'processing' AND r.lease_until < now()))
+         RETURNING ${LEASED_RUN_RETURNING}
+       ), ${ATTEMPT_LOG}
+       SELECT * FROM leased`,
       [rowId, token, leaseMs],
     );
     return rows.map(splitLeased);
@@ -425,8 +522,8 @@ export function createQueries(schemaName: string) {
             SET state = 'done', lease_token = NULL, lease_until = NULL, finished_at = now(),
                 updated_at = now(), note = coalesce($3::text, note)
           WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
-         RETURNING event_row_id
-       )
+         RETURNING id, event_row_id
+       ), ${ATTEMPT_VERDICT('done', 'NULL')}
        UPDATE ${EVENTS} e
           SET runs_pending = e.runs_pending - 1, state = ${EVENT_STATE_AFTER('-1', '0')},
               finished_at = CASE WHEN e.runs_pending - 1 = 0 THEN now() END, updated_at = now()
@@ -444,8 +541,8 @@ export function createQueries(schemaName: string) {
             SET state = 'failed', lease_token = NULL, lease_until = NULL, finished_at = now(),
                 last_error = $3::text, updated_at = now()
           WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
-         RETURNING event_row_id
-       )
+         RETURNING id, event_row_id
+       ), ${ATTEMPT_VERDICT('failed', '$3::text')}
        UPDATE ${EVENTS} e
           SET runs_pending = e.runs_pending - 1, runs_failed = e.runs_failed + 1, state = ${EVENT_STATE_AFTER('-1', '1')},
               finished_at = CASE WHEN e.runs_pending - 1 = 0 THEN now() END, updated_at = now()
@@ -462,10 +559,14 @@ export function createQueries(schemaName: string) {
    */
   async function releaseRunForRetry(db: Queryable, runId: number, token: string, error: string): Promise<boolean> {
     const { rowCount } = await db.query(
-      `UPDATE ${RUNS}
-          SET state = 'received', lease_token = NULL, lease_until = NULL,
-              last_error = $3::text, updated_at = now()
-        WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
+      `WITH run AS (
+         UPDATE ${RUNS}
+            SET state = 'received', lease_token = NULL, lease_until = NULL,
+                last_error = $3::text, updated_at = now()
+          WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
+         RETURNING id
+       ), ${ATTEMPT_VERDICT('retry', '$3::text')}
+       SELECT id FROM run`,
       [runId, token, error],
     );
     return rowCount === 1;
@@ -660,6 +761,7 @@ export function createQueries(schemaName: string) {
   // -------------------------------------------------------------------------------------------
   // Reads for operators.
 
+  const DELIVERY_COUNT = `(SELECT count(*)::int FROM ${DELIVERIES} d WHERE d.event_row_id = e.id) AS deliveries`;
   const RUNS_SUMMARY = `(SELECT coalesce(json_agg(json_build_object('id', r.id, 'handler', r.handler, 'state', r.state, 'attempts', r.attempts,
         'generation', r.generation, 'lastError', r.last_error, 'updatedAt', r.updated_at) ORDER BY r.handler), '[]')
       FROM ${RUNS} r WHERE r.event_row_id = e.id) AS runs`;
@@ -667,7 +769,7 @@ export function createQueries(schemaName: string) {
   async function listEvents(db: Queryable, filter: EventFilter): Promise<EventSummary[]> {
     const { rows } = await db.query<EventSummary & { runs: (RunSummary & { updatedAt: string })[] }>(
       `SELECT e.id, e.provider, e.event_id AS "eventId", e.type, e.state, e.note,
-              e.received_at AS "receivedAt", e.updated_at AS "updatedAt", ${RUNS_SUMMARY}
+              e.received_at AS "receivedAt", e.updated_at AS "updatedAt", ${RUNS_SUMMARY}, ${DELIVERY_COUNT}
          FROM ${EVENTS} e
         WHERE ($1::text IS NULL OR e.state = $1::text)
           AND ($2::text IS NULL OR e.provider = $2::text)
@@ -693,7 +795,7 @@ export function createQueries(schemaName: string) {
     if (rows.length === 0) return [];
     const { rows: events } = await db.query<EventSummary & { runs: (RunSummary & { updatedAt: string })[] }>(
       `SELECT e.id, e.provider, e.event_id AS "eventId", e.type, e.state, e.note,
-              e.received_at AS "receivedAt", e.updated_at AS "updatedAt", ${RUNS_SUMMARY}
+              e.received_at AS "receivedAt", e.updated_at AS "updatedAt", ${RUNS_SUMMARY}, ${DELIVERY_COUNT}
          FROM ${EVENTS} e WHERE e.id = ANY($1::bigint[]) ORDER BY e.updated_at`,
       [rows.map((r) => r.id)],
     );
@@ -717,7 +819,26 @@ export function createQueries(schemaName: string) {
         WHERE a.event_row_id = $1::bigint ORDER BY a.created_at`,
       [rowId],
     );
-    return { event, runs: runs.rows, steps: steps.rows, operatorActions: actions.rows };
+    const deliveries = await db.query<DeliveryRecord & { total: number }>(
+      `SELECT received_at AS "receivedAt", duplicate, same_body AS "sameBody", count(*) OVER ()::int AS total
+         FROM ${DELIVERIES} WHERE event_row_id = $1::bigint ORDER BY received_at LIMIT 200`,
+      [rowId],
+    );
+    const attempts = await db.query<AttemptRecord>(
+      `SELECT a.run_id AS "runId", r.handler, a.generation, a.attempt, a.started_at AS "startedAt", a.ended_at AS "endedAt", a.outcome, a.error
+         FROM ${ATTEMPTS} a JOIN ${RUNS} r ON r.id = a.run_id
+        WHERE r.event_row_id = $1::bigint ORDER BY a.started_at, a.attempt`,
+      [rowId],
+    );
+    return {
+      event,
+      runs: runs.rows,
+      steps: steps.rows,
+      operatorActions: actions.rows,
+      deliveryCount: deliveries.rows[0]?.total ?? 0,
+      deliveries: deliveries.rows.map(({ total: _total, ...d }) => d),
+      attempts: attempts.rows,
+    };
   }
 
   async function getEvent(db: Queryable, rowId: number): Promise<EventRow | null> {
@@ -838,6 +959,7 @@ export function createQueries(schemaName: string) {
     listHandlers,
     claimEvent,
     claimEvents,
+    logDeliveries,
     dispatchAndLease,
     finishUnhandled,
     acquireRun,
