@@ -106,8 +106,18 @@ try {
 
   say();
   say(`Deliveries sent:      ${answers.length + invalid.length} in ${seconds} s (including processing)`);
+  // On a loaded machine a claim can commit after the ingest already answered 503 (CLAIM_TIMEOUT_MS):
+  // the provider retries and that retry is the 200 duplicate. Nothing is lost, but that event has no 202.
+  const claimedUnderRetry = outcomes.filter((o) => !o.event.forged && o.answers.includes(200) && !o.answers.includes(202)).length;
+  const retryLater = answers.filter((a) => a !== 200 && a !== 202);
   say(`  new (202):          ${answers.filter((a) => a === 202).length}  <- one per event: the claim`);
+  if (claimedUnderRetry > 0) {
+    say(`                      + ${claimedUnderRetry} claimed while the answer was a retryable error; the retry answered duplicate`);
+  }
   say(`  duplicate (200):    ${answers.filter((a) => a === 200).length}  <- answered 2xx, no work`);
+  if (retryLater.length > 0) {
+    say(`  retry later:        ${retryLater.length}  <- 503/timeout under load (${[...new Set(retryLater)].join(', ')}); the provider retried, nothing was lost`);
+  }
   say(`  forged (400/401):   ${invalid.filter((a) => a === 400 || a === 401).length}  <- nothing stored`);
   say(`Events:               ${states.map((s) => `${s.n} ${s.state}`).join(', ')}`);
   say(`Effects applied once each (sandbox counters; most applied per idempotency key: ${maxPerKey}):`);
