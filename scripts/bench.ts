@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- [--duration S] [--connections 10,50,100] [--rounds R] [--e2e-events N] [--workers 1,2,4]`
+ * `npm run bench -- [--duration S] [--connections 10,50,100|none] [--rounds R] [--e2e-events N] [--workers 1,2,4]`
  *
  * Side by side, in one process tree, on this machine's Postgres and Redis:
  *
@@ -22,17 +22,11 @@ import { readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
-import { copiesFor, pool as promisePool, signStripe, spawnService, STRIPE_SECRET, type Service } from '@oncehook/harness';
-import { createPool, type Pool } from '@oncehook/shared';
+import { REDIS_URL, signStripe, spawnService, STRIPE_SECRET, type Service } from '@oncehook/harness';
+import { createPool, createRedis, type Pool } from '@oncehook/shared';
+import { cpuMs } from './bench/costs';
 import { createTestDatabaseOn, dropDatabase } from './bench/databases';
-
-/** The example shop, for the end-to-end top-ups (one local step; its APIs are not called). */
-const SHOP_ENV = {
-  ONCEHOOK_HANDLERS: 'examples/shop',
-  SHOP_PAYMENT_API_URL: 'http://127.0.0.1:9/payment',
-  SHOP_EMAIL_API_URL: 'http://127.0.0.1:9/email',
-  SHOP_FULFILMENT_API_URL: 'http://127.0.0.1:9/fulfilment',
-};
+import { measureEndToEnd, measureQueueCeiling, type E2eRow, type QueueCeiling } from './bench/e2e';
 
 export interface BenchOptions {
   durationSeconds: number;
@@ -41,6 +35,8 @@ export interface BenchOptions {
   rounds?: number;
   e2eEvents: number;
   workers: number[];
+  /** Jobs for the BullMQ no-op ceiling (default 20,000). */
+  queueJobs?: number;
   log?: (line: string) => void;
 }
 
@@ -80,15 +76,6 @@ function combine(rows: IngestRow[]): IngestRow {
   };
 }
 
-export interface E2eRow {
-  workers: number;
-  events: number;
-  deliveries: number;
-  seconds: number;
-  eventsPerSecond: number;
-  workerRssMb: number[];
-}
-
 const PAD = 'x'.repeat(760); // brings each event to ~1 KB
 
 /** Signed requests, 20% of them duplicates of an earlier event (as provider retries are). */
@@ -114,16 +101,6 @@ function rssMb(pid: number): number {
   try {
     const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
     return match ? Math.round(Number(match[1]) / 1024) : 0;
-  } catch {
-    return 0;
-  }
-}
-
-/** User + system CPU of a process so far, in ms (Linux /proc; 0 when gone). */
-function cpuMs(pid: number): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // clock ticks at 100 Hz
   } catch {
     return 0;
   }
@@ -161,7 +138,13 @@ async function load(url: string, connections: number, durationSeconds: number, r
   return result;
 }
 
-export async function runBench(options: BenchOptions): Promise<{ ingest: IngestRow[]; e2e: E2eRow[] }> {
+export interface BenchResult {
+  ingest: IngestRow[];
+  e2e: E2eRow[];
+  queueCeiling: QueueCeiling;
+}
+
+export async function runBench(options: BenchOptions): Promise<BenchResult> {
   const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
   const run = Math.random().toString(36).slice(2, 8);
   const services: Service[] = [];
@@ -227,69 +210,25 @@ export async function runBench(options: BenchOptions): Promise<{ ingest: IngestR
       for (const server of ['naive', 'ceiling', 'oncehook', 'oncehook-nolog'] as const) ingest.push(combine(perRound.filter((r) => r.server === server)));
     }
 
-    // ---- 2. end to end ---------------------------------------------------------------------
-    const e2e: E2eRow[] = [];
-    for (const workerCount of options.workers) {
-      const db = await createTestDatabaseOn(`oncehook_bench_e2e_${workerCount}_${run}`);
-      databases.push(db.name);
-      const prefix = `bench-e2e-${workerCount}-${run}`;
-      const ingestProc = spawnService('ingest', { ...env, DATABASE_URL: db.url, QUEUE_PREFIX: prefix });
-      services.push(ingestProc);
-      const url = await listeningUrl(ingestProc);
-      const workers = Array.from({ length: workerCount }, () =>
-        spawnService('worker', {
-          LOG_LEVEL: 'warn',
-          METRICS_PORT: '0',
-          DATABASE_URL: db.url,
-          QUEUE_PREFIX: prefix,
-          WORKER_CONCURRENCY: '16',
-          DATABASE_POOL_SIZE: '10',
-          ...SHOP_ENV,
-        }),
-      );
-      services.push(...workers);
-      await Promise.all(workers.map((w) => w.waitFor(/worker ready/)));
-      const dbPool = createPool(db.url, { max: 2 });
-      pools.push(dbPool);
+    // ---- 2. the queue's own ceiling ------------------------------------------------------
+    const queueCeiling = await measureQueueCeiling(`bench-ceiling-${run}`, options.queueJobs ?? 20_000);
+    log(`  bullmq no-op: added ${queueCeiling.addedPerSecond} jobs/s (addBulk), processed ${queueCeiling.processedPerSecond} jobs/s (concurrency 32)`);
 
-      // Wallet top-ups (one local step each), each delivered a mean of 3 times.
-      const deliveries: { body: string; headers: Record<string, string> }[] = [];
-      for (let n = 0; n < options.e2eEvents; n += 1) {
-        const event = {
-          id: `evt_e2e_${run}_${workerCount}_${n}`,
-          object: 'event',
-          type: 'payment_intent.succeeded',
-          created: Math.floor(Date.now() / 1000),
-          data: { object: { amount: 100, amount_received: 100, currency: 'usd', customer: `cus_${n % 100}` } },
-        };
-        for (let k = copiesFor(); k > 0; k -= 1) deliveries.push(signStripe(event));
+    // ---- 3. end to end ---------------------------------------------------------------------
+    const e2e: E2eRow[] = [];
+    const redis = createRedis(REDIS_URL, 'producer');
+    try {
+      for (const workerCount of options.workers) {
+        const row = await measureEndToEnd(run, workerCount, options.e2eEvents, env, redis, services, databases, pools);
+        e2e.push(row);
+        log(
+          `  e2e workers=${workerCount}: ${row.events} events (${row.deliveries} deliveries) done in ${row.seconds} s = ${row.eventsPerSecond} events/s; claim->start p50 ${row.claimToStartP50Ms} ms; cpu/event ${row.cpuMsPerEvent.total} ms; worker rss ${row.workerRssMb.join(', ')} MB`,
+        );
       }
-      const started = performance.now();
-      await promisePool(deliveries, 50, async (d) => {
-        const res = await fetch(`${url}/webhooks/stripe`, { method: 'POST', body: d.body, headers: d.headers });
-        await res.arrayBuffer();
-      });
-      for (;;) {
-        const { rows } = await dbPool.query<{ done: number }>(`SELECT count(*) FILTER (WHERE state = 'done')::int AS done FROM oncehook.events`);
-        if ((rows[0]?.done ?? 0) >= options.e2eEvents) break;
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-      const seconds = (performance.now() - started) / 1000;
-      const row: E2eRow = {
-        workers: workerCount,
-        events: options.e2eEvents,
-        deliveries: deliveries.length,
-        seconds: Number(seconds.toFixed(2)),
-        eventsPerSecond: Math.round(options.e2eEvents / seconds),
-        workerRssMb: workers.map((w) => rssMb(w.pid)),
-      };
-      e2e.push(row);
-      log(
-        `  e2e workers=${workerCount}: ${row.events} events (${row.deliveries} deliveries) done in ${row.seconds} s = ${row.eventsPerSecond} events/s; worker rss ${row.workerRssMb.join(', ')} MB; ingest rss ${rssMb(ingestProc.pid)} MB`,
-      );
-      await Promise.all([ingestProc, ...workers].map((s) => s.stop()));
+    } finally {
+      redis.disconnect();
     }
-    return { ingest, e2e };
+    return { ingest, e2e, queueCeiling };
   } finally {
     await Promise.all(services.map((s) => s.kill9()));
     await Promise.all(pools.map((p) => p.end().catch(() => {})));
@@ -297,7 +236,7 @@ export async function runBench(options: BenchOptions): Promise<{ ingest: IngestR
   }
 }
 
-export function formatBench(result: { ingest: IngestRow[]; e2e: E2eRow[] }): string {
+export function formatBench(result: BenchResult): string {
   const lines = [
     '',
     'Ingest (signed ~1 KB Stripe events, 20% duplicates)',
@@ -320,9 +259,33 @@ export function formatBench(result: { ingest: IngestRow[]; e2e: E2eRow[] }): str
       `${String(c).padStart(5)} | ${n.cpuUsPerRequest} + ${n.dbCpuUsPerRequest} | ${o.cpuUsPerRequest} + ${o.dbCpuUsPerRequest} | ${u.cpuUsPerRequest} + ${u.dbCpuUsPerRequest} | ${(total(o) / Math.max(1, total(u))).toFixed(2)}x`,
     );
   }
-  lines.push('', 'End to end (delivery -> done, wallet top-ups, mean 3 deliveries per event)', 'workers | events/s | vs 1 worker');
+  lines.push(
+    '',
+    `Queue ceiling (BullMQ alone on the same Redis, ${result.queueCeiling.jobs} no-op jobs): added ${result.queueCeiling.addedPerSecond} jobs/s, processed ${result.queueCeiling.processedPerSecond} jobs/s`,
+    '',
+    'End to end (delivery -> done, wallet top-ups with one local step, mean 3 deliveries per event, autocannon 50 connections, pre-signed)',
+    'workers | events/s | vs 1 worker | vs queue ceiling | claim->start p50 p99 ms',
+  );
   const base = result.e2e[0]?.eventsPerSecond ?? 1;
-  for (const row of result.e2e) lines.push(`${String(row.workers).padStart(7)} | ${String(row.eventsPerSecond).padStart(8)} | ${(row.eventsPerSecond / base).toFixed(2)}x`);
+  for (const row of result.e2e) {
+    lines.push(
+      `${String(row.workers).padStart(7)} | ${String(row.eventsPerSecond).padStart(8)} | ${(row.eventsPerSecond / base).toFixed(2).padStart(10)}x | ${((100 * row.eventsPerSecond) / result.queueCeiling.processedPerSecond).toFixed(1).padStart(15)}% | ${row.claimToStartP50Ms} ${row.claimToStartP99Ms}`,
+    );
+  }
+  lines.push('', 'CPU per event, ms (load generator excluded)', 'workers | ingest | workers | postgres | redis | total');
+  for (const row of result.e2e) {
+    const c = row.cpuMsPerEvent;
+    lines.push(
+      `${String(row.workers).padStart(7)} | ${String(c.ingest).padStart(6)} | ${String(c.workers).padStart(7)} | ${String(c.postgres).padStart(8)} | ${String(c.redis).padStart(5)} | ${c.total}`,
+    );
+  }
+  lines.push('', 'Work per event', 'workers | pg transactions | pg statements (ingest + workers) | rows written | WAL bytes | redis commands');
+  for (const row of result.e2e) {
+    const p = row.perEvent;
+    lines.push(
+      `${String(row.workers).padStart(7)} | ${String(p.transactions).padStart(15)} | ${p.statements} (${p.ingestStatements} + ${p.workerStatements}) | ${String(p.rowsWritten).padStart(12)} | ${String(p.walBytes).padStart(9)} | ${p.redisCommands}`,
+    );
+  }
   return lines.join('\n');
 }
 
@@ -340,7 +303,7 @@ if (process.argv[1]?.endsWith('bench.ts')) {
   });
   const result = await runBench({
     durationSeconds: Number(values.duration),
-    connections: values.connections.split(',').map(Number),
+    connections: values.connections === 'none' ? [] : values.connections.split(',').map(Number),
     e2eEvents: Number(values['e2e-events']),
     workers: values.workers.split(',').map(Number),
     rounds: Number(values.rounds),

@@ -2,6 +2,7 @@
  * The edge: verify, claim, enqueue, answer. Real HTTP into an in-process ingest over real
  * Postgres and Redis. Every rejection must leave no row and no job behind.
  */
+import http from 'node:http';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { jobIdFor } from '@oncehook/shared';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
@@ -41,7 +42,7 @@ describe('POST /webhooks/:provider', () => {
     expect((row!.payload as { id: string }).id).toBe('evt_new_1');
     expect(row?.signedAt).toBeInstanceOf(Date);
     const job = await ingest.queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_new_1', attempt: 0 }));
-    expect(job?.data).toEqual({ rowId: row?.id, provider: 'stripe', eventId: 'evt_new_1', attempt: 0 });
+    expect(job?.data).toEqual({ rowId: row?.id, provider: 'stripe', eventId: 'evt_new_1', kind: 'stripe', type: 'payment_intent.succeeded', attempt: 0 });
   });
 
   it('answers a redelivery (new timestamp, new signature) with 200 duplicate and no new row', async () => {
@@ -113,6 +114,30 @@ describe('POST /webhooks/:provider', () => {
     expect(res.status).toBe(413);
     expect(res.json).toMatchObject({ error: 'payload_too_large' });
     await nothingStored();
+  });
+
+  /** POSTs a body in chunks with Transfer-Encoding: chunked (no Content-Length). */
+  function postChunked(body: string, headers: Record<string, string>, chunkBytes = 8 * 1024): Promise<{ status: number; json: Record<string, unknown> }> {
+    return new Promise((resolve, reject) => {
+      const request = http.request(`${ingest.url}/webhooks/stripe`, { method: 'POST', headers: { ...headers, 'transfer-encoding': 'chunked' } }, (res) => {
+        let text = '';
+        res.on('data', (chunk: Buffer) => (text += chunk.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, json: JSON.parse(text) as Record<string, unknown> }));
+      });
+      request.on('error', reject);
+      for (let i = 0; i < body.length; i += chunkBytes) request.write(body.slice(i, i + chunkBytes));
+      request.end();
+    });
+  }
+
+  it('a chunked body (no Content-Length) is counted as it streams: over BODY_LIMIT_BYTES 413, within it accepted', async () => {
+    const huge = signStripe({ ...paymentSucceeded('evt_chunked_huge'), pad: 'x'.repeat(70 * 1024) });
+    const over = await postChunked(huge.body, huge.headers);
+    expect(over).toMatchObject({ status: 413, json: { error: 'payload_too_large' } });
+    await nothingStored();
+    const small = signStripe(paymentSucceeded('evt_chunked_small'));
+    const accepted = await postChunked(small.body, small.headers, 64);
+    expect(accepted).toMatchObject({ status: 202, json: { eventId: 'evt_chunked_small' } });
   });
 
   it('answers 404 for an unknown provider and 405 for a wrong method', async () => {

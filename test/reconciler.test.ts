@@ -50,6 +50,8 @@ it('re-enqueues the dispatch of received events past the threshold once per thre
     rowId: stale,
     provider: 'stripe',
     eventId: 'evt_stale',
+    kind: 'stripe',
+    type: 't',
     attempt: 0,
   });
   expect(await queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_fresh', attempt: 0 }))).toBeUndefined();

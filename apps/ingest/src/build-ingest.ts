@@ -77,7 +77,13 @@ export function ingestSettings(config: IngestConfig): IngestSettings {
 export function buildIngest(config: IngestConfig, options: BuildIngestOptions = {}): OncehookIngest {
   const sources = options.sources ?? sourcesFromConfig(config);
   const log = options.log ?? createLogger('ingest', config.LOG_LEVEL, config.LOG_FORMAT);
-  const pool = createPool(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, connectionTimeoutMillis: config.DATABASE_CONNECT_TIMEOUT_MS, applicationName: 'oncehook-ingest' });
+  const metrics = options.metrics ?? createIngestMetrics();
+  const pool = createPool(config.DATABASE_URL, {
+    max: config.DATABASE_POOL_SIZE,
+    connectionTimeoutMillis: config.DATABASE_CONNECT_TIMEOUT_MS,
+    applicationName: 'oncehook-ingest',
+    onStatement: () => metrics.dbStatements.inc(),
+  });
   const queries = createQueries(config.ONCEHOOK_SCHEMA);
   const redis = createRedis(config.REDIS_URL, 'producer');
   const queue = createEventQueue(redis, config.QUEUE_PREFIX);
@@ -90,7 +96,7 @@ export function buildIngest(config: IngestConfig, options: BuildIngestOptions = 
     sources,
     log,
     faults: options.faults ?? createFaults(config.ONCEHOOK_FAULTS),
-    metrics: options.metrics ?? createIngestMetrics(),
+    metrics,
     admin: {
       token: config.ADMIN_TOKEN,
       tokens: config.ADMIN_TOKENS,

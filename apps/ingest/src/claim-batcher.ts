@@ -189,7 +189,10 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
     const fresh: EventJobData[] = [];
     results.forEach((result, i) => {
       // A dispatch job: the worker creates the event's handler runs.
-      if ('outcome' in result && result.outcome === 'new') fresh.push({ rowId: result.rowId, provider: unique[i]!.provider, eventId: unique[i]!.eventId, attempt: 0 });
+      if ('outcome' in result && result.outcome === 'new') {
+        const event = unique[i]!;
+        fresh.push({ rowId: result.rowId, provider: event.provider, eventId: event.eventId, kind: event.kind, type: event.type, attempt: 0 });
+      }
     });
     if (fresh.length === 0) return;
     try {

@@ -151,7 +151,7 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
       // Still not dispatched after the grace period: the original enqueue may have been lost.
       // Safe to repeat: the jobId dedupes a queued job and the worker's guarded dispatch the rest.
       log.info({ rowId: claim.rowId, idleMs }, 'duplicate found the event still received; re-enqueueing its dispatch');
-      await enqueue(deps, { rowId: claim.rowId, provider: event.provider, eventId: event.eventId, attempt: 0 }, true, log);
+      await enqueue(deps, { rowId: claim.rowId, provider: event.provider, eventId: event.eventId, kind: event.kind, type: claim.type, attempt: 0 }, true, log);
     }
   } else {
     log.info('duplicate delivery (concurrent with the first)');

@@ -78,12 +78,17 @@ export function workerSettings(config: WorkerConfig): WorkerSettings {
 export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], options: BuildWorkerOptions = {}): OncehookWorker {
   const log = options.log ?? createLogger('worker', config.LOG_LEVEL, config.LOG_FORMAT);
   const registry = new HandlerRegistry(handlers);
-  const pool = createPool(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, connectionTimeoutMillis: config.DATABASE_CONNECT_TIMEOUT_MS, applicationName: 'oncehook-worker' });
+  const metrics = options.metrics ?? createWorkerMetrics();
+  const pool = createPool(config.DATABASE_URL, {
+    max: config.DATABASE_POOL_SIZE,
+    connectionTimeoutMillis: config.DATABASE_CONNECT_TIMEOUT_MS,
+    applicationName: 'oncehook-worker',
+    onStatement: () => metrics.dbStatements.inc(),
+  });
   const queries = createQueries(config.ONCEHOOK_SCHEMA);
   const connection = createRedis(config.REDIS_URL, 'worker');
   const producer = createRedis(config.REDIS_URL, 'producer');
   const queue = createEventQueue(producer, config.QUEUE_PREFIX);
-  const metrics = options.metrics ?? createWorkerMetrics();
   const stopObserving = observeOutbound((outcome) => metrics.outboundCalls.inc({ api: outcome.name, outcome: outcome.result }));
 
   const eventWorker = createEventWorker(

@@ -86,8 +86,14 @@ export async function processJob(deps: ProcessDeps, job: EventJobData): Promise<
 
 async function dispatch(deps: ProcessDeps, job: EventJobData): Promise<JobOutcome> {
   const { queries, pool, settings } = deps;
-  const event = await queries.getEvent(pool, job.rowId);
-  if (!event) return { kind: 'skipped' };
+  // The job carries the event's kind and type (jobs from older versions do not: read the event).
+  let target: { id: number; provider: string; eventId: string; kind: string; type: string; state: string } | null =
+    job.kind !== undefined && job.type !== undefined ? { id: job.rowId, provider: job.provider, eventId: job.eventId, kind: job.kind, type: job.type, state: 'received' } : null;
+  if (!target) target = await queries.getEvent(pool, job.rowId);
+  if (!target) return { kind: 'skipped' };
+  const event = target;
+  // `received` is a guess when it came from the job: every statement below is guarded by the
+  // row's real state, and a repeated job falls through to the claimable runs.
   if (event.state === 'received') {
     const handlers = deps.registry.match(event.provider, event.kind, event.type);
     if (handlers.length === 0) {

@@ -39,9 +39,10 @@ export interface Service {
 
 const running = new Set<Service>();
 
-export function spawnService(kind: ServiceKind, env: Record<string, string>, args: string[] = [], options: { root?: string } = {}): Service {
+export function spawnService(kind: ServiceKind, env: Record<string, string>, args: string[] = [], options: { root?: string; nodeArgs?: string[] } = {}): Service {
   // `root`: another checkout of the repository (npm run attack measures an older release).
-  const proc = spawn(process.execPath, ['--import', 'tsx', ENTRIES[kind], ...args], {
+  // `nodeArgs`: flags for node itself (--cpu-prof: the bench's profiles).
+  const proc = spawn(process.execPath, [...(options.nodeArgs ?? []), '--import', 'tsx', ENTRIES[kind], ...args], {
     cwd: options.root ?? ROOT,
     env: { ...process.env, LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

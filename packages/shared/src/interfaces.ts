@@ -114,6 +114,13 @@ export interface EventJobData {
   provider: string;
   eventId: string;
   handler?: string;
+  /**
+   * A dispatch job's event kind and type, so the worker matches handlers without reading the
+   * event first (one statement less per event). Absent in jobs from older versions: the worker
+   * then reads the event.
+   */
+  kind?: string;
+  type?: string;
   /** The run's attempt count when the job was enqueued: the job runs attempt + 1 (0 for a dispatch). */
   attempt: number;
 }

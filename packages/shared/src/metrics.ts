@@ -7,6 +7,8 @@
  * webhook_rejections_total{provider,reason}   why deliveries were refused (bad_signature,
  *   timestamp_too_old, malformed_payload, ...).
  * webhook_ingest_duration_seconds{result}     time from request to answer.
+ * oncehook_db_statements_total                statements sent to Postgres (BEGIN/COMMIT included);
+ *   with webhook_events_total, the statements per delivery (the bench reports it).
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
@@ -17,6 +19,7 @@ export interface IngestMetrics {
   eventsTotal: Counter<'provider' | 'type' | 'result'>;
   rejectionsTotal: Counter<'provider' | 'reason'>;
   ingestDuration: Histogram<'result'>;
+  dbStatements: Counter;
 }
 
 export function createIngestMetrics(options: { defaultMetrics?: boolean } = {}): IngestMetrics {
@@ -43,6 +46,7 @@ export function createIngestMetrics(options: { defaultMetrics?: boolean } = {}):
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
       registers: [registry],
     }),
+    dbStatements: dbStatementsCounter(registry),
   };
 }
 
@@ -60,6 +64,7 @@ export function createIngestMetrics(options: { defaultMetrics?: boolean } = {}):
  * webhook_reconciler_recoveries_total{kind}                           reclaimed (expired lease) | requeued (lost job)
  * webhook_reconciler_leader                                           1 if this process ran the last reconciler pass
  * webhook_outbound_calls_total{api,outcome}                           ok | retryable | permanent | network_error | timeout
+ * oncehook_db_statements_total                                        statements sent to Postgres (BEGIN/COMMIT included)
  * The gauges are refreshed by each worker's reconciler loop (every RECONCILE_INTERVAL_MS).
  */
 export interface WorkerMetrics {
@@ -75,6 +80,7 @@ export interface WorkerMetrics {
   recoveriesTotal: Counter<'kind'>;
   reconcilerLeader: Gauge;
   outboundCalls: Counter<'api' | 'outcome'>;
+  dbStatements: Counter;
 }
 
 export function createWorkerMetrics(options: { defaultMetrics?: boolean } = {}): WorkerMetrics {
@@ -120,5 +126,15 @@ export function createWorkerMetrics(options: { defaultMetrics?: boolean } = {}):
     recoveriesTotal: new Counter({ name: 'webhook_reconciler_recoveries_total', help: 'Events and runs the reconciler recovered', labelNames: ['kind'], registers }),
     reconcilerLeader: new Gauge({ name: 'webhook_reconciler_leader', help: '1 if this process ran the last reconciler pass', registers }),
     outboundCalls: new Counter({ name: 'webhook_outbound_calls_total', help: 'Outbound API tries by API and outcome', labelNames: ['api', 'outcome'], registers }),
+    dbStatements: dbStatementsCounter(registry),
   };
+}
+
+/** Statements this process sent to Postgres (createPool's onStatement). */
+function dbStatementsCounter(registry: Registry): Counter {
+  return new Counter({
+    name: 'oncehook_db_statements_total',
+    help: 'Statements sent to Postgres by this process (BEGIN and COMMIT included)',
+    registers: [registry],
+  });
 }

@@ -117,7 +117,7 @@ export function createOperations(deps: { pool: Pool; queries: Queries; queue: Qu
       if (!event) return { ok: false, rowId, reason: `no event with row id ${rowId}` };
       if (event.state === 'received') {
         // Never dispatched: nothing to move, just make sure its dispatch is queued.
-        await enqueueEvent(queue, { rowId, provider: event.provider, eventId: event.eventId, attempt: 0 }, { replaceFinished: true });
+        await enqueueEvent(queue, { rowId, provider: event.provider, eventId: event.eventId, kind: event.kind, type: event.type, attempt: 0 }, { replaceFinished: true });
         return { ok: true, rowId, runs: [], dispatch: true };
       }
       const moved = await queries.redriveRuns(pool, rowId, options.handler ?? null, actor, reason);

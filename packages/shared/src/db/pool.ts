@@ -12,6 +12,8 @@ export interface PoolOptions {
   /** Fail fast when Postgres is unreachable instead of queueing requests behind a dead server. */
   connectionTimeoutMillis?: number;
   applicationName?: string;
+  /** Called once per statement sent on any of the pool's connections (oncehook_db_statements_total). */
+  onStatement?: () => void;
 }
 
 export function createPool(connectionString: string, options: PoolOptions = {}): pg.Pool {
@@ -25,6 +27,18 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
   // An idle client losing its connection (Postgres restarted) emits 'error' on the pool; without
   // a listener that would crash the process. The next query simply gets a fresh connection.
   pool.on('error', () => {});
+  const { onStatement } = options;
+  if (onStatement) {
+    // pool.query goes through client.query too, so wrapping each new connection's query counts
+    // every statement the process sends (transactions' BEGIN and COMMIT included).
+    pool.on('connect', (client) => {
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+        onStatement();
+        return query(...args);
+      };
+    });
+  }
   return pool;
 }
 

@@ -14,6 +14,7 @@
  * finishing at once serialize on the event row, and the second re-evaluates its SET on the
  * row the first committed, so the event is `done` exactly when its last run is.
  */
+import { createHash } from 'node:crypto';
 import type { EventJobData, EventRow, EventState, RunRow, RunState, StepKind, VerifiedEvent } from '../interfaces';
 import { schemaIdentifier } from '../schema-name';
 import type { Pool } from './pool';
@@ -21,6 +22,8 @@ import type { Pool } from './pool';
 /** A pool or a client inside a transaction. */
 export interface Queryable {
   query<R extends object = Record<string, unknown>>(text: string, values?: unknown[]): Promise<{ rows: R[]; rowCount: number | null }>;
+  /** A named prepared statement (`prepared()`). */
+  query<R extends object = Record<string, unknown>>(config: { name: string; text: string; values: unknown[] }): Promise<{ rows: R[]; rowCount: number | null }>;
 }
 
 export type ClaimResult =
@@ -213,6 +216,19 @@ const EVENT_STATE_AFTER = (dPending: string, dFailed: string) => `CASE
       WHEN e.runs_failed + ${dFailed} > 0 THEN 'failed'
       ELSE 'done' END`;
 
+/**
+ * A named prepared statement for the worker's hot path (one run's lease, steps and verdict):
+ * Postgres parses and plans it once per connection instead of once per execution (pg keeps
+ * the name per connection). The name carries a hash of the text, so two schemas (or two
+ * versions of a query) never share one. Only for statements whose every parameter is matched
+ * through a unique index, where a generic plan is the custom plan: the claim is NOT prepared
+ * (a generic plan for its duplicate lookup was O(events); see MATCH_EXISTING).
+ */
+function prepared(name: string, text: string): (values: unknown[]) => { name: string; text: string; values: unknown[] } {
+  const full = `oncehook_${name}_${createHash('sha256').update(text).digest('hex').slice(0, 12)}`;
+  return (values) => ({ name: full, text, values });
+}
+
 export function createQueries(schemaName: string) {
   const S = schemaIdentifier(schemaName);
   const EVENTS = `${S}.events`;
@@ -361,16 +377,9 @@ export function createQueries(schemaName: string) {
   // -------------------------------------------------------------------------------------------
   // The worker: dispatch, lease, fence, transitions.
 
-  /**
-   * Dispatch: received -> processing, creating one run per handler AND leasing them all to the
-   * caller, in one statement (each run starts `processing`, attempt 1, with its own token).
-   * Returns the event and the leased runs; null (0 rows) = the event is not `received` (already
-   * dispatched, finished, or gone): the caller looks for claimable runs instead. Two workers
-   * dispatching at once serialize on the event row; the second finds it `processing`.
-   */
-  async function dispatchAndLease(db: Queryable, rowId: number, runs: { handler: string; token: string }[], leaseMs: number): Promise<{ event: EventRow; runs: RunRow[] } | null> {
-    const { rows } = await db.query<{ event: EventRow; runs: RunRow[] | null }>(
-      `WITH ev AS (
+  const DISPATCH_AND_LEASE_SQL = prepared(
+    'dispatchAndLease',
+    `WITH ev AS (
          UPDATE ${EVENTS} SET state = 'processing', runs_pending = cardinality($2::text[]), updated_at = now()
           WHERE id = $1::bigint AND state = 'received'
          RETURNING *
@@ -387,23 +396,32 @@ export function createQueries(schemaName: string) {
        SELECT (SELECT row_to_json(x) FROM (SELECT ${eventColumns('ev')} FROM ev) x) AS event,
               (SELECT json_agg(c) FROM created c) AS runs
         WHERE EXISTS (SELECT 1 FROM ev)`,
-      [rowId, runs.map((r) => r.handler), runs.map((r) => r.token), leaseMs],
-    );
+  );
+  /**
+   * Dispatch: received -> processing, creating one run per handler AND leasing them all to the
+   * caller, in one statement (each run starts `processing`, attempt 1, with its own token).
+   * Returns the event and the leased runs; null (0 rows) = the event is not `received` (already
+   * dispatched, finished, or gone): the caller looks for claimable runs instead. Two workers
+   * dispatching at once serialize on the event row; the second finds it `processing`.
+   */
+  async function dispatchAndLease(db: Queryable, rowId: number, runs: { handler: string; token: string }[], leaseMs: number): Promise<{ event: EventRow; runs: RunRow[] } | null> {
+    const { rows } = await db.query<{ event: EventRow; runs: RunRow[] | null }>(DISPATCH_AND_LEASE_SQL([rowId, runs.map((r) => r.handler), runs.map((r) => r.token), leaseMs]));
     const row = rows[0];
     if (!row) return null;
     return { event: reviveEvent(row.event), runs: (row.runs ?? []).map(reviveRun) };
   }
 
+  const FINISH_UNHANDLED_SQL = prepared(
+    'finishUnhandled',
+    `UPDATE ${EVENTS} SET state = $2::text, note = $3::text, finished_at = now(), updated_at = now()
+        WHERE id = $1::bigint AND state = 'received'`,
+  );
   /**
    * An event with no handler: received -> done (or failed, per UNHANDLED_EVENTS) with a note.
    * false (0 rows) = the event was dispatched or finished meanwhile.
    */
   async function finishUnhandled(db: Queryable, rowId: number, state: 'done' | 'failed', note: string): Promise<boolean> {
-    const { rowCount } = await db.query(
-      `UPDATE ${EVENTS} SET state = $2::text, note = $3::text, finished_at = now(), updated_at = now()
-        WHERE id = $1::bigint AND state = 'received'`,
-      [rowId, state, note],
-    );
+    const { rowCount } = await db.query(FINISH_UNHANDLED_SQL([rowId, state, note]));
     return rowCount === 1;
   }
 
@@ -422,17 +440,9 @@ export function createQueries(schemaName: string) {
       (SELECT coalesce(json_agg(json_build_object('name', s.name, 'kind', s.kind, 'result', s.result, 'idempotencyKey', s.idempotency_key, 'keySubject', s.key_subject)), '[]')
          FROM ${STEPS} s WHERE s.run_id = r.id AND s.generation = r.generation) AS steps`;
 
-  /**
-   * The guarded claim of one run: received -> processing, or take over a processing run whose
-   * lease expired. Sets a fresh token (which fences out the previous holder), counts the
-   * attempt, and reads the event and the run's recorded steps in the same statement.
-   *
-   * null (0 rows) = not ours to run: done or failed, another worker holds a live lease, or the
-   * run does not exist. The caller acknowledges the job and does nothing else.
-   */
-  async function acquireRun(db: Queryable, rowId: number, handler: string, token: string, leaseMs: number): Promise<LeasedRun | null> {
-    const { rows } = await db.query<RunRow & { event: EventRow; steps: RecordedStep[] }>(
-      `WITH leased AS (
+  const ACQUIRE_RUN_SQL = prepared(
+    'acquireRun',
+    `WITH leased AS (
          UPDATE ${RUNS} r
             SET state = 'processing', lease_token = $3::uuid,
                 lease_until = now() + $4::int * interval '1 millisecond',
@@ -443,19 +453,23 @@ export function createQueries(schemaName: string) {
          RETURNING ${LEASED_RUN_RETURNING}
        ), ${ATTEMPT_LOG}
        SELECT * FROM leased`,
-      [rowId, handler, token, leaseMs],
-    );
+  );
+  /**
+   * The guarded claim of one run: received -> processing, or take over a processing run whose
+   * lease expired. Sets a fresh token (which fences out the previous holder), counts the
+   * attempt, and reads the event and the run's recorded steps in the same statement.
+   *
+   * null (0 rows) = not ours to run: done or failed, another worker holds a live lease, or the
+   * run does not exist. The caller acknowledges the job and does nothing else.
+   */
+  async function acquireRun(db: Queryable, rowId: number, handler: string, token: string, leaseMs: number): Promise<LeasedRun | null> {
+    const { rows } = await db.query<RunRow & { event: EventRow; steps: RecordedStep[] }>(ACQUIRE_RUN_SQL([rowId, handler, token, leaseMs]));
     return rows[0] ? splitLeased(rows[0]) : null;
   }
 
-  /**
-   * Every claimable run of an event (received, or a lease that expired), leased to the caller
-   * at once: for a dispatch job that finds its event already dispatched (a repeated job, or a
-   * run carried over from an older database). Same guard as acquireRun, per run.
-   */
-  async function acquireClaimableRuns(db: Queryable, rowId: number, token: string, leaseMs: number): Promise<LeasedRun[]> {
-    const { rows } = await db.query<RunRow & { event: EventRow; steps: RecordedStep[] }>(
-      `WITH leased AS (
+  const ACQUIRE_CLAIMABLE_RUNS_SQL = prepared(
+    'acquireClaimableRuns',
+    `WITH leased AS (
          UPDATE ${RUNS} r
             SET state = 'processing', lease_token = $2::uuid,
                 lease_until = now() + $3::int * interval '1 millisecond',
@@ -466,8 +480,14 @@ export function createQueries(schemaName: string) {
          RETURNING ${LEASED_RUN_RETURNING}
        ), ${ATTEMPT_LOG}
        SELECT * FROM leased`,
-      [rowId, token, leaseMs],
-    );
+  );
+  /**
+   * Every claimable run of an event (received, or a lease that expired), leased to the caller
+   * at once: for a dispatch job that finds its event already dispatched (a repeated job, or a
+   * run carried over from an older database). Same guard as acquireRun, per run.
+   */
+  async function acquireClaimableRuns(db: Queryable, rowId: number, token: string, leaseMs: number): Promise<LeasedRun[]> {
+    const { rows } = await db.query<RunRow & { event: EventRow; steps: RecordedStep[] }>(ACQUIRE_CLAIMABLE_RUNS_SQL([rowId, token, leaseMs]));
     return rows.map(splitLeased);
   }
 
@@ -480,20 +500,27 @@ export function createQueries(schemaName: string) {
     return rowCount === 1;
   }
 
+  const RENEW_LEASE_SQL = prepared(
+    'renewLease',
+    `UPDATE ${RUNS}
+          SET lease_until = now() + $3::int * interval '1 millisecond'
+        WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
+  );
   /**
    * Extends our lease while the handler runs. false (0 rows) = the lease is no longer ours
    * (it expired and was taken over, or the reconciler released it): stop and commit nothing.
    */
   async function renewLease(db: Queryable, runId: number, token: string, leaseMs: number): Promise<boolean> {
-    const { rowCount } = await db.query(
-      `UPDATE ${RUNS}
-          SET lease_until = now() + $3::int * interval '1 millisecond'
-        WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
-      [runId, token, leaseMs],
-    );
+    const { rowCount } = await db.query(RENEW_LEASE_SQL([runId, token, leaseMs]));
     return rowCount === 1;
   }
 
+  const LOCK_LEASED_RUN_SQL = prepared(
+    'lockLeasedRun',
+    `SELECT generation FROM ${RUNS}
+        WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
+        FOR NO KEY UPDATE`,
+  );
   /**
    * The fence, taken as the first statement of every step transaction: locks the run row (FOR
    * NO KEY UPDATE, the same lock an UPDATE of it takes) and proves we still hold the lease.
@@ -501,23 +528,13 @@ export function createQueries(schemaName: string) {
    * roll back, commit nothing. Returns the generation the steps belong to.
    */
   async function lockLeasedRun(db: Queryable, runId: number, token: string): Promise<{ generation: number } | null> {
-    const { rows } = await db.query<{ generation: number }>(
-      `SELECT generation FROM ${RUNS}
-        WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
-        FOR NO KEY UPDATE`,
-      [runId, token],
-    );
+    const { rows } = await db.query<{ generation: number }>(LOCK_LEASED_RUN_SQL([runId, token]));
     return rows[0] ?? null;
   }
 
-  /**
-   * processing -> done, fenced, and the event's counters and state in the same statement.
-   * false (0 rows) = our lease was taken over: another worker owns the run now, and nothing
-   * we did may be reported as its outcome.
-   */
-  async function markRunDone(db: Queryable, runId: number, token: string, note: string | null = null): Promise<boolean> {
-    const { rowCount } = await db.query(
-      `WITH run AS (
+  const MARK_RUN_DONE_SQL = prepared(
+    'markRunDone',
+    `WITH run AS (
          UPDATE ${RUNS}
             SET state = 'done', lease_token = NULL, lease_until = NULL, finished_at = now(),
                 updated_at = now(), note = coalesce($3::text, note)
@@ -528,15 +545,20 @@ export function createQueries(schemaName: string) {
           SET runs_pending = e.runs_pending - 1, state = ${EVENT_STATE_AFTER('-1', '0')},
               finished_at = CASE WHEN e.runs_pending - 1 = 0 THEN now() END, updated_at = now()
          FROM run WHERE e.id = run.event_row_id`,
-      [runId, token, note],
-    );
+  );
+  /**
+   * processing -> done, fenced, and the event's counters and state in the same statement.
+   * false (0 rows) = our lease was taken over: another worker owns the run now, and nothing
+   * we did may be reported as its outcome.
+   */
+  async function markRunDone(db: Queryable, runId: number, token: string, note: string | null = null): Promise<boolean> {
+    const { rowCount } = await db.query(MARK_RUN_DONE_SQL([runId, token, note]));
     return rowCount === 1;
   }
 
-  /** processing -> failed (the dead letter state), fenced, with the event. false = lease lost. */
-  async function markRunFailed(db: Queryable, runId: number, token: string, error: string): Promise<boolean> {
-    const { rowCount } = await db.query(
-      `WITH run AS (
+  const MARK_RUN_FAILED_SQL = prepared(
+    'markRunFailed',
+    `WITH run AS (
          UPDATE ${RUNS}
             SET state = 'failed', lease_token = NULL, lease_until = NULL, finished_at = now(),
                 last_error = $3::text, updated_at = now()
@@ -547,19 +569,16 @@ export function createQueries(schemaName: string) {
           SET runs_pending = e.runs_pending - 1, runs_failed = e.runs_failed + 1, state = ${EVENT_STATE_AFTER('-1', '1')},
               finished_at = CASE WHEN e.runs_pending - 1 = 0 THEN now() END, updated_at = now()
          FROM run WHERE e.id = run.event_row_id`,
-      [runId, token, error],
-    );
+  );
+  /** processing -> failed (the dead letter state), fenced, with the event. false = lease lost. */
+  async function markRunFailed(db: Queryable, runId: number, token: string, error: string): Promise<boolean> {
+    const { rowCount } = await db.query(MARK_RUN_FAILED_SQL([runId, token, error]));
     return rowCount === 1;
   }
 
-  /**
-   * processing -> received after a retryable error, fenced; the worker enqueues the next
-   * attempt after a backoff. The run stays pending, so the event does not change. false (0
-   * rows) = lease lost; the new owner decides what happens next.
-   */
-  async function releaseRunForRetry(db: Queryable, runId: number, token: string, error: string): Promise<boolean> {
-    const { rowCount } = await db.query(
-      `WITH run AS (
+  const RELEASE_RUN_FOR_RETRY_SQL = prepared(
+    'releaseRunForRetry',
+    `WITH run AS (
          UPDATE ${RUNS}
             SET state = 'received', lease_token = NULL, lease_until = NULL,
                 last_error = $3::text, updated_at = now()
@@ -567,14 +586,25 @@ export function createQueries(schemaName: string) {
          RETURNING id
        ), ${ATTEMPT_VERDICT('retry', '$3::text')}
        SELECT id FROM run`,
-      [runId, token, error],
-    );
+  );
+  /**
+   * processing -> received after a retryable error, fenced; the worker enqueues the next
+   * attempt after a backoff. The run stays pending, so the event does not change. false (0
+   * rows) = lease lost; the new owner decides what happens next.
+   */
+  async function releaseRunForRetry(db: Queryable, runId: number, token: string, error: string): Promise<boolean> {
+    const { rowCount } = await db.query(RELEASE_RUN_FOR_RETRY_SQL([runId, token, error]));
     return rowCount === 1;
   }
 
   // -------------------------------------------------------------------------------------------
   // Steps (recovery points). Recorded inside a transaction that holds the fence.
 
+  const RECORD_STEP_SQL = prepared(
+    'recordStep',
+    `INSERT INTO ${STEPS} (run_id, generation, name, kind, result, idempotency_key, key_subject)
+       VALUES ($1::bigint, $2::int, $3::text, $4::text, $5::jsonb, $6::text, $7::text)`,
+  );
   /**
    * Records a completed step. The primary key (run, generation, name) makes a second record of
    * the same step a unique violation: it cannot happen under the fence, and if it ever did,
@@ -584,11 +614,7 @@ export function createQueries(schemaName: string) {
     db: Queryable,
     step: { runId: number; generation: number; name: string; kind: StepKind; result: unknown; idempotencyKey: string | null; keySubject?: string | null },
   ): Promise<void> {
-    await db.query(
-      `INSERT INTO ${STEPS} (run_id, generation, name, kind, result, idempotency_key, key_subject)
-       VALUES ($1::bigint, $2::int, $3::text, $4::text, $5::jsonb, $6::text, $7::text)`,
-      [step.runId, step.generation, step.name, step.kind, JSON.stringify(step.result ?? null), step.idempotencyKey, step.keySubject ?? null],
-    );
+    await db.query(RECORD_STEP_SQL([step.runId, step.generation, step.name, step.kind, JSON.stringify(step.result ?? null), step.idempotencyKey, step.keySubject ?? null]));
   }
 
   // -------------------------------------------------------------------------------------------
@@ -650,7 +676,7 @@ export function createQueries(schemaName: string) {
          LIMIT $2::int
          FOR UPDATE SKIP LOCKED))
         AND state = 'received'
-      RETURNING id AS "rowId", provider, event_id AS "eventId", 0 AS attempt`;
+      RETURNING id AS "rowId", provider, event_id AS "eventId", kind, type, 0 AS attempt`;
 
   /**
    * Events claimed but never dispatched (ingest died between commit and enqueue, Redis lost the
@@ -841,8 +867,9 @@ export function createQueries(schemaName: string) {
     };
   }
 
+  const GET_EVENT_SQL = prepared('getEvent', `SELECT ${eventColumns('e')} FROM ${EVENTS} e WHERE e.id = $1::bigint`);
   async function getEvent(db: Queryable, rowId: number): Promise<EventRow | null> {
-    const { rows } = await db.query<EventRow>(`SELECT ${eventColumns('e')} FROM ${EVENTS} e WHERE e.id = $1::bigint`, [rowId]);
+    const { rows } = await db.query<EventRow>(GET_EVENT_SQL([rowId]));
     return rows[0] ?? null;
   }
 

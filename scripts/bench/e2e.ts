@@ -1,0 +1,242 @@
+/**
+ * The bench's end-to-end measurement and the queue's own ceiling.
+ *
+ * End to end: an ingest and N workers on a fresh database; wallet top-ups (one local step
+ * each), each delivered a mean of 3 times, pre-signed and fired by autocannon (the cheapest
+ * load generator at hand: no signing or fetch objects per request in the measured window).
+ * From the first delivery until every event is `done`, it measures events/s and, per event,
+ * the CPU of every tier (costs.ts), Postgres transactions, statements, rows and WAL, and Redis
+ * commands; and the claim-to-start latency (event received -> its handler run created).
+ *
+ * Queue ceiling: BullMQ alone on the same Redis: addBulk N jobs, then a no-op processor at
+ * concurrency 32. What the queue can carry, printed beside what the pipeline carries.
+ */
+import { readFileSync } from 'node:fs';
+import { Queue, Worker } from 'bullmq';
+import autocannon from 'autocannon';
+import type { Redis } from 'ioredis';
+import { copiesFor, REDIS_URL, signStripe, spawnService, type Service } from '@oncehook/harness';
+import { createPool, createRedis, type Pool } from '@oncehook/shared';
+import { difference, snapshot, type Costs, type Subjects } from './costs';
+import { createTestDatabaseOn } from './databases';
+
+/** The example shop, for the end-to-end top-ups (one local step; its APIs are not called). */
+const SHOP_ENV = {
+  ONCEHOOK_HANDLERS: 'examples/shop',
+  SHOP_PAYMENT_API_URL: 'http://127.0.0.1:9/payment',
+  SHOP_EMAIL_API_URL: 'http://127.0.0.1:9/email',
+  SHOP_FULFILMENT_API_URL: 'http://127.0.0.1:9/fulfilment',
+};
+
+export interface E2eRow {
+  workers: number;
+  events: number;
+  deliveries: number;
+  seconds: number;
+  eventsPerSecond: number;
+  /** Event received -> its handler run created (dispatch), median and 99th percentile. */
+  claimToStartP50Ms: number;
+  claimToStartP99Ms: number;
+  /** CPU ms per event by tier (ingest, workers, postgres, redis) and in total (load generator excluded). */
+  cpuMsPerEvent: Record<'ingest' | 'workers' | 'postgres' | 'redis' | 'total', number>;
+  /** Per event: Postgres transactions, statements (ingest + workers), rows written, WAL bytes; Redis commands. */
+  perEvent: { transactions: number; statements: number; ingestStatements: number; workerStatements: number; rowsWritten: number; walBytes: number; redisCommands: number };
+  workerRssMb: number[];
+  costs: Costs;
+}
+
+const round = (n: number, digits = 2) => Number(n.toFixed(digits));
+
+async function listeningUrl(service: Service): Promise<string> {
+  const line = await service.waitFor(/listening on \d+/);
+  return `http://127.0.0.1:${/listening on (\d+)/.exec(line)?.[1]}`;
+}
+
+export async function measureEndToEnd(
+  run: string,
+  workerCount: number,
+  events: number,
+  env: Record<string, string>,
+  redis: Redis,
+  services: Service[],
+  databases: string[],
+  pools: Pool[],
+): Promise<E2eRow> {
+  const db = await createTestDatabaseOn(`oncehook_bench_e2e_${workerCount}_${run}`);
+  databases.push(db.name);
+  const prefix = `bench-e2e-${workerCount}-${run}`;
+  const ingest = spawnService('ingest', { ...env, DATABASE_URL: db.url, QUEUE_PREFIX: prefix });
+  services.push(ingest);
+  const url = await listeningUrl(ingest);
+  const workers = Array.from({ length: workerCount }, () =>
+    spawnService('worker', {
+      LOG_LEVEL: 'warn',
+      METRICS_PORT: '0',
+      DATABASE_URL: db.url,
+      QUEUE_PREFIX: prefix,
+      WORKER_CONCURRENCY: '16',
+      DATABASE_POOL_SIZE: '10',
+      ...SHOP_ENV,
+    }),
+  );
+  services.push(...workers);
+  const metricsPorts = await Promise.all(workers.map(async (w) => Number(/worker metrics on (\d+)/.exec(await w.waitFor(/worker metrics on \d+/))?.[1])));
+  await Promise.all(workers.map((w) => w.waitFor(/worker ready/)));
+  const statsPool = createPool(db.url, { max: 1, applicationName: 'bench' });
+  pools.push(statsPool);
+
+  // Wallet top-ups (one local step each), each delivered a mean of 3 times, in shuffled order.
+  const deliveries: { body: string; headers: Record<string, string> }[] = [];
+  for (let n = 0; n < events; n += 1) {
+    const event = {
+      id: `evt_e2e_${run}_${workerCount}_${n}`,
+      object: 'event',
+      type: 'payment_intent.succeeded',
+      created: Math.floor(Date.now() / 1000),
+      data: { object: { amount: 100, amount_received: 100, currency: 'usd', customer: `cus_${n % 100}` } },
+    };
+    for (let k = copiesFor(); k > 0; k -= 1) deliveries.push(signStripe(event));
+  }
+  for (let i = deliveries.length - 1; i > 0; i -= 1) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [deliveries[i], deliveries[j]] = [deliveries[j]!, deliveries[i]!];
+  }
+
+  const subjects: Subjects = {
+    pool: statsPool,
+    database: db.name,
+    redis,
+    processes: { ingest: ingest.pid, ...Object.fromEntries(workers.map((w, i) => [`worker-${i + 1}`, w.pid])) },
+    metricsUrls: { ingest: `${url}/metrics`, ...Object.fromEntries(metricsPorts.map((port, i) => [`worker-${i + 1}`, `http://127.0.0.1:${port}/metrics`])) },
+  };
+  const before = await snapshot(subjects);
+  const started = performance.now();
+  let next = 0;
+  const fired = autocannon({
+    url,
+    connections: 50,
+    amount: deliveries.length,
+    requests: [
+      {
+        method: 'POST',
+        path: '/webhooks/stripe',
+        setupRequest: (request) => {
+          const d = deliveries[next % deliveries.length]!;
+          next += 1;
+          return { ...request, body: d.body, headers: { ...d.headers } };
+        },
+      },
+    ],
+  });
+  const answers = await fired;
+  if (answers.non2xx > 0 || answers.errors > 0) throw new Error(`end to end: ${answers.non2xx} non-2xx answers and ${answers.errors} errors`);
+  for (;;) {
+    const { rows } = await statsPool.query<{ done: number }>(`SELECT count(*) FILTER (WHERE state = 'done')::int AS done FROM oncehook.events`);
+    if ((rows[0]?.done ?? 0) >= events) break;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  const seconds = (performance.now() - started) / 1000;
+  const costs = difference(before, await snapshot(subjects));
+  const { rows: latency } = await statsPool.query<{ p50: number; p99: number }>(
+    `SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) AS p50, percentile_cont(0.99) WITHIN GROUP (ORDER BY ms) AS p99
+       FROM (SELECT extract(epoch FROM r.created_at - e.received_at) * 1000 AS ms
+               FROM oncehook.events e JOIN oncehook.handler_runs r ON r.event_row_id = e.id) t`,
+  );
+
+  const sum = (pick: (name: string) => boolean) =>
+    Object.entries(costs.cpuMs)
+      .filter(([name]) => pick(name))
+      .reduce((n, [, v]) => n + v, 0);
+  const tiers = {
+    ingest: sum((n) => n === 'ingest'),
+    workers: sum((n) => n.startsWith('worker-')),
+    // Every backend of the database but the bench's own statistics connection.
+    postgres: sum((n) => n.startsWith('postgres') && n !== 'postgres (bench)'),
+    redis: costs.cpuMs.redis ?? 0,
+  };
+  const ingestStatements = costs.statements.ingest ?? 0;
+  const workerStatements = Object.entries(costs.statements)
+    .filter(([name]) => name.startsWith('worker-'))
+    .reduce((n, [, v]) => n + v, 0);
+  const row: E2eRow = {
+    workers: workerCount,
+    events,
+    deliveries: deliveries.length,
+    seconds: round(seconds),
+    eventsPerSecond: Math.round(events / seconds),
+    claimToStartP50Ms: round(latency[0]?.p50 ?? 0, 1),
+    claimToStartP99Ms: round(latency[0]?.p99 ?? 0, 1),
+    cpuMsPerEvent: {
+      ingest: round(tiers.ingest / events),
+      workers: round(tiers.workers / events),
+      postgres: round(tiers.postgres / events),
+      redis: round(tiers.redis / events),
+      total: round((tiers.ingest + tiers.workers + tiers.postgres + tiers.redis) / events),
+    },
+    perEvent: {
+      transactions: round(costs.transactions / events),
+      statements: round((ingestStatements + workerStatements) / events),
+      ingestStatements: round(ingestStatements / events),
+      workerStatements: round(workerStatements / events),
+      rowsWritten: round(costs.rowsWritten / events),
+      walBytes: Math.round(costs.walBytes / events),
+      redisCommands: round(costs.redisCommands / events),
+    },
+    workerRssMb: workers.map((w) => rssMb(w.pid)),
+    costs,
+  };
+  await Promise.all([ingest, ...workers].map((s) => s.stop()));
+  return row;
+}
+
+function rssMb(pid: number): number {
+  try {
+    const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match ? Math.round(Number(match[1]) / 1024) : 0;
+  } catch {
+    return 0;
+  }
+}
+
+export interface QueueCeiling {
+  jobs: number;
+  addedPerSecond: number;
+  processedPerSecond: number;
+}
+
+/** BullMQ alone on the same Redis: addBulk `jobs` jobs (in chunks of 1000), then a no-op processor at concurrency 32. */
+export async function measureQueueCeiling(prefix: string, jobs: number): Promise<QueueCeiling> {
+  const producer = createRedis(REDIS_URL, 'producer');
+  const connection = createRedis(REDIS_URL, 'worker');
+  const queue = new Queue('ceiling', { connection: producer, prefix, defaultJobOptions: { removeOnComplete: { count: 1000 }, removeOnFail: true } });
+  try {
+    const addStarted = performance.now();
+    for (let i = 0; i < jobs; i += 1000) {
+      await queue.addBulk(Array.from({ length: Math.min(1000, jobs - i) }, (_, k) => ({ name: 'noop', data: { n: i + k }, opts: { jobId: `j-${i + k}` } })));
+    }
+    const addSeconds = (performance.now() - addStarted) / 1000;
+    let processed = 0;
+    let allDone: () => void = () => {};
+    const finished = new Promise<void>((resolve) => {
+      allDone = resolve;
+    });
+    const processStarted = performance.now();
+    const worker = new Worker(
+      'ceiling',
+      async () => {
+        processed += 1;
+        if (processed === jobs) allDone();
+      },
+      { connection, prefix, concurrency: 32 },
+    );
+    await finished;
+    await worker.close();
+    const processSeconds = (performance.now() - processStarted) / 1000;
+    return { jobs, addedPerSecond: Math.round(jobs / addSeconds), processedPerSecond: Math.round(jobs / processSeconds) };
+  } finally {
+    await queue.obliterate({ force: true }).catch(() => {});
+    await queue.close();
+    producer.disconnect();
+    connection.disconnect();
+  }
+}
