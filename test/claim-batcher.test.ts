@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createEventQueue, createRedis, isUnstorablePayloadError, jobIdFor, noFaults, type ClaimResult, type VerifiedEvent } from '@oncehook/shared';
-import { createClaimBatcher } from '@oncehook/ingest';
+import { createClaimBatcher, createEnqueueRelay } from '@oncehook/ingest';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 import { REDIS_URL } from '@oncehook/harness';
 import { q, testLog, testPrefix, T } from './helpers/stack';
@@ -36,13 +36,13 @@ const event = (eventId: string, rawBody = '{"ok":true}'): VerifiedEvent => ({
 
 it('claims a burst in few statements; repeats answer duplicate; one bad payload fails alone', async () => {
   const sizes: number[] = [];
+  const relay = createEnqueueRelay({ queue, log: testLog, faults: noFaults, enqueueTimeoutMs: 1_000 });
   const batcher = createClaimBatcher({
     pool: db.pool,
     queries: q,
-    queue,
+    relay,
     log: testLog,
     faults: noFaults,
-    enqueueTimeoutMs: 1_000,
     maxConcurrentBatches: 1,
     onBatch: (n) => sizes.push(n),
   });
@@ -69,6 +69,7 @@ it('claims a burst in few statements; repeats answer duplicate; one bad payload 
 
   const { rows } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${T.events}`);
   expect(rows[0]?.n).toBe(41);
+  await relay.flush(2_000); // the jobs are added after the answers
   expect(await queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_b_7', attempt: 0 }))).toBeDefined();
   expect(await queue.count()).toBe(41);
 });

@@ -8,7 +8,8 @@
  */
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { killAllServices, spawnService } from '@oncehook/harness';
+import { killAllServices, REDIS_URL, spawnService } from '@oncehook/harness';
+import { createEventQueue, createRedis, jobIdFor } from '@oncehook/shared';
 import { ingestUrl, ledgerSummary, q, testEnv, startIngest, testPrefix, T, onlyRun } from './helpers/stack';
 import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
 import { waitFor } from '@oncehook/harness';
@@ -94,6 +95,25 @@ it('ingest killed between commit and enqueue: the event still finishes via the r
   await worker.stop();
 });
 
+it('ingest killed after the answer, before the enqueue: acknowledged, and still finished via the reconciler', async () => {
+  const prefix = testPrefix();
+  const ingest = spawnService('ingest', testEnv({ databaseUrl: db.url, prefix, extra: { ONCEHOOK_FAULTS: 'ingest.before-enqueue:crash' } }));
+  const url = await ingestUrl(ingest);
+  // The answer goes out before the relay adds the job (Redis is not on the answer's path)...
+  const answer = await deliver(url, signStripe(paymentSucceeded('evt_relay_crash', { account: 'cus_r', amount: 7 })));
+  expect(answer.status).toBe(202);
+  // ...and the process dies right after, with the job never added.
+  const { signal } = await ingest.exited;
+  expect(signal).toBe('SIGKILL');
+  expect((await q.getEventByKey(db.pool, 'stripe', 'evt_relay_crash'))?.state).toBe('received');
+
+  const worker = spawnService('worker', testEnv({ databaseUrl: db.url, prefix }));
+  await doneRun('evt_relay_crash');
+  await worker.waitFor(/re-enqueued \(received but not picked up\)/, 5_000);
+  expect((await ledgerSummary(db.pool)).perEvent.get('evt_relay_crash')).toBe(1);
+  await worker.stop();
+});
+
 it('SIGTERM during a handler: the worker finishes the in-flight job, then exits 0', async () => {
   const prefix = testPrefix();
   const ingest = await startIngest({ databaseUrl: db.url, prefix });
@@ -123,4 +143,14 @@ it('SIGTERM during a delivery: ingest answers it (202), then exits 0', async () 
   expect((await pending).status).toBe(202);
   expect((await ingest.exited).code).toBe(0);
   expect((await q.getEventByKey(db.pool, 'stripe', 'evt_ingest_sigterm'))?.state).toBe('received');
+  // The relay was flushed before the queue closed: the job is there, not left to the reconciler.
+  const redis = createRedis(REDIS_URL, 'producer');
+  const queue = createEventQueue(redis, prefix);
+  try {
+    expect(await queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_ingest_sigterm', attempt: 0 }))).toBeDefined();
+  } finally {
+    await queue.obliterate({ force: true });
+    await queue.close();
+    redis.disconnect();
+  }
 });

@@ -29,6 +29,7 @@ import { mountAdmin, type AdminSettings } from './admin';
 import { createEdgeGuards } from './edge-guards';
 import { createTypeLabels, type TypeLabels } from './type-labels';
 import { createClaimBatcher } from './claim-batcher';
+import { createEnqueueRelay, type EnqueueRelay } from './enqueue-relay';
 import { RecentDuplicates } from './recent-duplicates';
 import { receiveWebhook } from './receive-webhook';
 
@@ -51,6 +52,8 @@ export interface IngestDeps {
   metricsToken?: string;
   /** The bounded `type` label (created by createApp when absent, never refreshed then). */
   typeLabels?: TypeLabels;
+  /** Adds new events' jobs to the queue after the answers; created by createApp when absent. */
+  relay?: EnqueueRelay;
   now?: () => Date;
 }
 
@@ -72,13 +75,13 @@ export interface IngestSettings {
 export function createApp(deps: IngestDeps): Hono {
   const app = new Hono();
   deps.recentDuplicates ??= new RecentDuplicates();
+  deps.relay ??= createEnqueueRelay({ queue: deps.queue, log: deps.log, faults: deps.faults, enqueueTimeoutMs: deps.settings.enqueueTimeoutMs });
   const claims = createClaimBatcher({
     pool: deps.pool,
     queries: deps.queries,
-    queue: deps.queue,
+    relay: deps.relay,
     log: deps.log,
     faults: deps.faults,
-    enqueueTimeoutMs: deps.settings.enqueueTimeoutMs,
     maxWaiting: deps.settings.maxWaitingClaims,
     breakerOpenMs: deps.settings.breakerOpenMs,
     claimTimeoutMs: deps.settings.claimTimeoutMs,

@@ -32,6 +32,7 @@ import {
 import type { Queue } from 'bullmq';
 import type { Hono } from 'hono';
 import { createApp, type IngestSettings } from './app';
+import { createEnqueueRelay } from './enqueue-relay';
 import { createTypeLabels } from './type-labels';
 import { RecentDuplicates } from './recent-duplicates';
 
@@ -88,6 +89,8 @@ export function buildIngest(config: IngestConfig, options: BuildIngestOptions = 
   const redis = createRedis(config.REDIS_URL, 'producer');
   const queue = createEventQueue(redis, config.QUEUE_PREFIX);
   const typeLabels = createTypeLabels({ pool, queries, log });
+  const faults = options.faults ?? createFaults(config.ONCEHOOK_FAULTS);
+  const relay = createEnqueueRelay({ queue, log, faults, enqueueTimeoutMs: config.ENQUEUE_TIMEOUT_MS });
   const app = createApp({
     pool,
     queries,
@@ -95,7 +98,8 @@ export function buildIngest(config: IngestConfig, options: BuildIngestOptions = 
     pingRedis: () => redis.ping(),
     sources,
     log,
-    faults: options.faults ?? createFaults(config.ONCEHOOK_FAULTS),
+    faults,
+    relay,
     metrics,
     admin: {
       token: config.ADMIN_TOKEN,
@@ -153,6 +157,8 @@ export function buildIngest(config: IngestConfig, options: BuildIngestOptions = 
           s.closeIdleConnections();
         });
       }
+      // The answered deliveries' jobs not yet added (the reconciler would add them too, later).
+      await relay.flush(config.ENQUEUE_TIMEOUT_MS * 2);
       await queue.close();
       redis.disconnect();
       await pool.end();

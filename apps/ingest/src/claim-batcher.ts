@@ -1,7 +1,7 @@
 /**
  * Group commit for claims: deliveries that arrive while earlier batches are in flight are
- * claimed together, in ONE statement (queries.claimEvents), and their new events enqueued
- * together, in ONE Redis round trip (queue.addBulk). Under light load a batch is a single
+ * claimed together, in ONE statement (queries.claimEvents), and their new events handed to
+ * the enqueue relay (enqueue-relay.ts), which adds them to the queue after the answers. Under light load a batch is a single
  * delivery and adds no wait; under load batches grow by themselves, because a new batch only
  * starts when fewer than `maxConcurrentBatches` are in flight.
  *
@@ -29,11 +29,9 @@
  *   of waiting out a timeout. Then one batch goes through (half-open): success closes it.
  */
 import {
-  enqueueNewEvents,
   eventKey,
   isDatabaseUnavailableError,
   OverloadedError,
-  withTimeout,
   type ClaimResult,
   type EventJobData,
   type Faults,
@@ -42,15 +40,15 @@ import {
   type Queries,
   type VerifiedEvent,
 } from '@oncehook/shared';
-import type { Queue } from 'bullmq';
+import type { EnqueueRelay } from './enqueue-relay';
 
 export interface ClaimBatcherOptions {
   pool: Pool;
   queries: Queries;
-  queue: Queue<EventJobData>;
+  /** Where the dispatch jobs of new events go, off the answer's path (enqueue-relay.ts). */
+  relay: EnqueueRelay;
   log: Logger;
   faults: Faults;
-  enqueueTimeoutMs: number;
   /** Most deliveries in one statement. */
   maxBatch?: number;
   /** Batches in flight at once (each holds one pool connection). */
@@ -184,8 +182,8 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
     }
   }
 
-  /** Enqueues the events a claim created; a failure or a timeout is left to the reconciler. */
-  async function enqueueCreated(unique: VerifiedEvent[], results: Claimed): Promise<void> {
+  /** Hands the events a claim created to the relay (which leaves a failure to the reconciler). */
+  function relayCreated(unique: VerifiedEvent[], results: Claimed): void {
     const fresh: EventJobData[] = [];
     results.forEach((result, i) => {
       // A dispatch job: the worker creates the event's handler runs.
@@ -194,13 +192,7 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
         fresh.push({ rowId: result.rowId, provider: event.provider, eventId: event.eventId, kind: event.kind, type: event.type, attempt: 0 });
       }
     });
-    if (fresh.length === 0) return;
-    try {
-      await options.faults.hit('ingest.after-claim');
-      await withTimeout(enqueueNewEvents(options.queue, fresh), options.enqueueTimeoutMs, 'enqueue');
-    } catch (error) {
-      options.log.warn({ err: error, events: fresh.length }, 'enqueue failed after commit; the reconciler will enqueue these events');
-    }
+    options.relay.push(fresh);
   }
 
   async function run(batch: Waiting[]): Promise<void> {
@@ -242,15 +234,16 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
       const error = overloaded(`the database did not answer within ${claimTimeoutMs} ms`);
       for (const waiter of batch) waiter.reject(error);
       const late = await claiming;
-      await enqueueCreated(unique, late.results);
+      relayCreated(unique, late.results);
       return;
     }
     recordOutcome(claimed.unavailable);
     const { results } = claimed;
 
-    // Committed. Enqueue the new events in one round trip before answering; a failure or a
-    // timeout is logged and left to the reconciler (the rows are durable).
-    await enqueueCreated(unique, results);
+    // Committed: the rows are durable, the answers can go. The new events' jobs go to the
+    // relay, which adds them after the answers, in bulk (Redis is not on the answer's path).
+    await options.faults.hit('ingest.after-claim');
+    relayCreated(unique, results);
 
     batch.forEach((waiter, i) => {
       const { index, repeat } = slot[i]!;

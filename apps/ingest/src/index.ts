@@ -2,4 +2,5 @@
 export { buildIngest, ingestSettings, type BuildIngestOptions, type OncehookIngest } from './build-ingest';
 export { createApp, type IngestDeps, type IngestSettings } from './app';
 export { createClaimBatcher, type ClaimBatcher } from './claim-batcher';
+export { createEnqueueRelay, type EnqueueRelay } from './enqueue-relay';
 export type { AdminSettings } from './admin';

@@ -2,8 +2,8 @@
  * The context handed to a handler for one attempt of one run: fenced local steps
  * (`transaction`) and external steps with an idempotency key (`step`), both recorded.
  *
- * Local step:    [recorded? return the record]  BEGIN; fence; fn(tx); check JSON; record;
- *                [final: run done + event]; COMMIT
+ * Local step:    [recorded? return the record]  BEGIN; fence; fn(tx); check JSON; record
+ *                (final: record + run done + event, one statement); COMMIT
  * External step: [recorded? return the record]  renew the lease (proves we still hold it and
  *                gives the call a full lease); fn({ idempotencyKey }) outside any
  *                transaction (no lock held over the network); check JSON;
@@ -163,8 +163,12 @@ export function createRunContext(
     }
     const result = await withFence(async (tx, generation) => {
       const value: Json = toRecordedJson(await currentStepStorage.run(info, () => fn(tx)), name);
-      await queries.recordStep(tx, { runId: run.runId, generation, name, kind: 'local', result: value, idempotencyKey: null });
-      if (options.final) await finishRun(tx);
+      if (options.final) {
+        // The record and the run's `done` in one statement (one round trip less per event).
+        if (!(await queries.recordFinalStep(tx, { runId: run.runId, generation, name, result: value }, run.token))) throw new LeaseLostError(run.runId);
+      } else {
+        await queries.recordStep(tx, { runId: run.runId, generation, name, kind: 'local', result: value, idempotencyKey: null });
+      }
       await deps.faults.hit('worker.step-before-commit', { step: name });
       return value;
     });

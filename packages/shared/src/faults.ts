@@ -8,7 +8,8 @@
  *   ONCEHOOK_FAULTS="worker.before-done:error"          throw right before the final commit
  * Each hit prints `oncehook-fault <point>` on stdout first, so a test can wait for the moment.
  *
- * Points in the code: ingest.after-claim, worker.in-handler, worker.step-before-commit,
+ * Points in the code: ingest.after-claim (committed, not yet answered), ingest.before-enqueue
+ * (answered, the relay about to add the job), worker.in-handler, worker.step-before-commit,
  * worker.after-external-call, worker.before-done.
  */
 export type FaultAction = { kind: 'crash' } | { kind: 'delay'; ms: number } | { kind: 'error' };

@@ -570,6 +570,34 @@ export function createQueries(schemaName: string) {
               finished_at = CASE WHEN e.runs_pending - 1 = 0 THEN now() END, updated_at = now()
          FROM run WHERE e.id = run.event_row_id`,
   );
+  const RECORD_FINAL_STEP_SQL = prepared(
+    'recordFinalStep',
+    `WITH step AS (
+         INSERT INTO ${STEPS} (run_id, generation, name, kind, result)
+         VALUES ($1::bigint, $3::int, $4::text, 'local', $5::jsonb)
+         RETURNING run_id
+       ), run AS (
+         UPDATE ${RUNS}
+            SET state = 'done', lease_token = NULL, lease_until = NULL, finished_at = now(), updated_at = now()
+          WHERE id = (SELECT run_id FROM step) AND lease_token = $2::uuid AND state = 'processing'
+         RETURNING id, event_row_id
+       ), ${ATTEMPT_VERDICT('done', 'NULL')}
+       UPDATE ${EVENTS} e
+          SET runs_pending = e.runs_pending - 1, state = ${EVENT_STATE_AFTER('-1', '0')},
+              finished_at = CASE WHEN e.runs_pending - 1 = 0 THEN now() END, updated_at = now()
+         FROM run WHERE e.id = run.event_row_id`,
+  );
+  /**
+   * A `final` local step: its record AND processing -> done (with the event), in one statement
+   * inside the step's fenced transaction (recordStep + markRunDone in one round trip). false (0
+   * rows) = the lease was lost: the caller throws and the transaction, step record and
+   * domain writes included, rolls back.
+   */
+  async function recordFinalStep(db: Queryable, step: { runId: number; generation: number; name: string; result: unknown }, token: string): Promise<boolean> {
+    const { rowCount } = await db.query(RECORD_FINAL_STEP_SQL([step.runId, token, step.generation, step.name, JSON.stringify(step.result ?? null)]));
+    return rowCount === 1;
+  }
+
   /** processing -> failed (the dead letter state), fenced, with the event. false = lease lost. */
   async function markRunFailed(db: Queryable, runId: number, token: string, error: string): Promise<boolean> {
     const { rowCount } = await db.query(MARK_RUN_FAILED_SQL([runId, token, error]));
@@ -994,6 +1022,7 @@ export function createQueries(schemaName: string) {
     bindLegacyRun,
     renewLease,
     lockLeasedRun,
+    recordFinalStep,
     markRunDone,
     markRunFailed,
     releaseRunForRetry,

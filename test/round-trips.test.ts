@@ -1,0 +1,62 @@
+/**
+ * Round trips per event are what the worker's CPU (and Postgres's) is mostly made of: every
+ * statement is a write syscall, a wake-up of a backend and a parse/bind/execute. The count is
+ * deterministic, so it is pinned here: a change that adds a statement to the hot path shows up
+ * as a failing test, not as a slower bench nobody reads. Counted by the pool's own counter
+ * (createPool's onStatement, oncehook_db_statements_total).
+ */
+import { paymentSucceeded } from '@oncehook/harness';
+import { createPool, type Pool } from '@oncehook/shared';
+import { processJob } from '@oncehook/worker';
+import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
+import { createTestDatabase, type TestDatabase } from './helpers/db';
+import { claimStripe, dispatchJob, engine, exampleHandlers, TRUNCATE_ALL } from './helpers/stack';
+
+let db: TestDatabase;
+let counted: Pool;
+let statements = 0;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  counted = createPool(db.url, { max: 2, onStatement: () => (statements += 1) });
+});
+afterAll(async () => {
+  await counted.end();
+  await db.drop();
+});
+beforeEach(async () => {
+  await db.pool.query(TRUNCATE_ALL);
+});
+
+/** A wallet top-up (the shop's payment handler: one final local step of 3 statements). */
+async function topUp(eventId: string): Promise<number> {
+  const { data } = paymentSucceeded(eventId, { account: 'acct_rt', amount: 500 }) as { data: Record<string, unknown> };
+  return claimStripe(db.pool, eventId, 'payment_intent.succeeded', { data });
+}
+
+async function statementsFor(job: Parameters<typeof processJob>[1]): Promise<number> {
+  const before = statements;
+  const outcome = await processJob(engine(counted, exampleHandlers()), job);
+  expect(outcome).toMatchObject({ kind: 'runs', runs: [{ kind: 'done' }] });
+  return statements - before;
+}
+
+it('a dispatch job that carries the type: 5 statements of the engine around the handler’s 3 (dispatch+lease; BEGIN, fence, record+done, COMMIT)', async () => {
+  const rowId = await topUp('evt_rt_typed');
+  // The handler's own statements (ledger account, balance, entry) are 3 of these.
+  expect(await statementsFor({ ...dispatchJob(rowId, 'evt_rt_typed'), kind: 'stripe', type: 'payment_intent.succeeded' })).toBe(5 + 3);
+});
+
+it('a dispatch job from an older version (no type) reads the event first: one statement more', async () => {
+  const rowId = await topUp('evt_rt_untyped');
+  expect(await statementsFor(dispatchJob(rowId, 'evt_rt_untyped'))).toBe(6 + 3);
+});
+
+it('the job’s type is only a hint: a repeated dispatch job for a finished event runs nothing', async () => {
+  const rowId = await topUp('evt_rt_repeat');
+  await statementsFor({ ...dispatchJob(rowId, 'evt_rt_repeat'), kind: 'stripe', type: 'payment_intent.succeeded' });
+  const again = await processJob(engine(counted, exampleHandlers()), { ...dispatchJob(rowId, 'evt_rt_repeat'), kind: 'stripe', type: 'payment_intent.succeeded' });
+  expect(again).toEqual({ kind: 'skipped' });
+  const { rows } = await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM ledger_entries');
+  expect(rows[0]?.n).toBe(1);
+});
