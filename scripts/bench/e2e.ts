@@ -34,9 +34,12 @@ export interface E2eRow {
   deliveries: number;
   seconds: number;
   eventsPerSecond: number;
-  /** Event received -> its handler run created (dispatch), median and 99th percentile. */
+  /** Event received -> its handler run created (dispatch), median and 99th percentile, under the load (mostly the backlog). */
   claimToStartP50Ms: number;
   claimToStartP99Ms: number;
+  /** The same for 100 events sent one every 20 ms to idle workers: what the enqueue path adds. */
+  idleClaimToStartP50Ms: number;
+  idleClaimToStartP99Ms: number;
   /** CPU ms per event by tier (ingest, workers, postgres, redis) and in total (load generator excluded). */
   cpuMsPerEvent: Record<'ingest' | 'workers' | 'postgres' | 'redis' | 'total', number>;
   /** Per event: Postgres transactions, statements (ingest + workers), rows written, WAL bytes; Redis commands. */
@@ -137,11 +140,34 @@ export async function measureEndToEnd(
   }
   const seconds = (performance.now() - started) / 1000;
   const costs = difference(before, await snapshot(subjects));
-  const { rows: latency } = await statsPool.query<{ p50: number; p99: number }>(
-    `SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) AS p50, percentile_cont(0.99) WITHIN GROUP (ORDER BY ms) AS p99
+  const latencySql = `SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) AS p50, percentile_cont(0.99) WITHIN GROUP (ORDER BY ms) AS p99
        FROM (SELECT extract(epoch FROM r.created_at - e.received_at) * 1000 AS ms
-               FROM oncehook.events e JOIN oncehook.handler_runs r ON r.event_row_id = e.id) t`,
+               FROM oncehook.events e JOIN oncehook.handler_runs r ON r.event_row_id = e.id
+              WHERE e.event_id LIKE $1) t`;
+  const { rows: latency } = await statsPool.query<{ p50: number; p99: number }>(latencySql, [`evt_e2e_${run}_%`]);
+
+  // Claim to start with workers that are not saturated: what the enqueue path itself adds.
+  // 100 events, one every 20 ms, after the load (a saturated pipeline measures its backlog).
+  const probes = Array.from({ length: 100 }, (_, n) =>
+    signStripe({
+      id: `evt_probe_${run}_${workerCount}_${n}`,
+      object: 'event',
+      type: 'payment_intent.succeeded',
+      created: Math.floor(Date.now() / 1000),
+      data: { object: { amount: 1, amount_received: 1, currency: 'usd', customer: 'cus_probe' } },
+    }),
   );
+  for (const probe of probes) {
+    const res = await fetch(`${url}/webhooks/stripe`, { method: 'POST', body: probe.body, headers: probe.headers });
+    await res.arrayBuffer();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  for (;;) {
+    const { rows } = await statsPool.query<{ n: number }>(`SELECT count(*)::int AS n FROM oncehook.events WHERE state = 'done' AND event_id LIKE $1`, [`evt_probe_${run}_%`]);
+    if ((rows[0]?.n ?? 0) >= probes.length) break;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  const { rows: idle } = await statsPool.query<{ p50: number; p99: number }>(latencySql, [`evt_probe_${run}_%`]);
 
   const sum = (pick: (name: string) => boolean) =>
     Object.entries(costs.cpuMs)
@@ -166,6 +192,8 @@ export async function measureEndToEnd(
     eventsPerSecond: Math.round(events / seconds),
     claimToStartP50Ms: round(latency[0]?.p50 ?? 0, 1),
     claimToStartP99Ms: round(latency[0]?.p99 ?? 0, 1),
+    idleClaimToStartP50Ms: round(idle[0]?.p50 ?? 0, 1),
+    idleClaimToStartP99Ms: round(idle[0]?.p99 ?? 0, 1),
     cpuMsPerEvent: {
       ingest: round(tiers.ingest / events),
       workers: round(tiers.workers / events),
