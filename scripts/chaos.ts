@@ -1,5 +1,5 @@
 /**
- * `npm run chaos -- [--events N] [--workers W] [--concurrency C]`
+ * `npm run chaos -- [--events N] [--workers W] [--concurrency C] [--queue-shards S]`
  *
  * Oncehook's promise under failure, as a command. On a Postgres and a Redis of its own (own
  * ports; the machine's shared servers are never touched), with ingest and W worker processes
@@ -45,6 +45,8 @@ export interface ChaosOptions {
   events: number;
   workers: number;
   concurrency: number;
+  /** QUEUE_SHARDS of every process (default 1). */
+  queueShards?: number;
   /** Longest wait for the system to drain after the last delivery. */
   drainTimeoutMs?: number;
   log?: (line: string) => void;
@@ -70,7 +72,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const run = Math.random().toString(36).slice(2, 8);
   const violations: string[] = [];
 
-  log(`chaos ${run}: ${options.events} events, ${options.workers} workers, concurrency ${options.concurrency}`);
+  log(`chaos ${run}: ${options.events} events, ${options.workers} workers, concurrency ${options.concurrency}, ${options.queueShards ?? 1} queue shard(s)`);
   const redis = await startOwnRedis();
   const postgres = await startOwnPostgres();
   const sandbox = await startSandbox();
@@ -98,6 +100,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       DATABASE_URL: database.url,
       REDIS_URL: redis.url,
       QUEUE_PREFIX: `chaos-${run}`,
+      QUEUE_SHARDS: String(options.queueShards ?? 1),
       LOG_LEVEL: 'info',
       DATABASE_POOL_SIZE: '10',
     };
@@ -336,6 +339,7 @@ if (process.argv[1]?.endsWith('chaos.ts')) {
       events: { type: 'string', default: '2000' },
       workers: { type: 'string', default: '3' },
       concurrency: { type: 'string', default: '50' },
+      'queue-shards': { type: 'string', default: '1' },
       'drain-timeout-seconds': { type: 'string', default: '180' },
       /** Also write the report as JSON here (the smoke test reads it). */
       'report-file': { type: 'string' },
@@ -345,6 +349,7 @@ if (process.argv[1]?.endsWith('chaos.ts')) {
     events: Number(values.events),
     workers: Number(values.workers),
     concurrency: Number(values.concurrency),
+    queueShards: Number(values['queue-shards']),
     drainTimeoutMs: Number(values['drain-timeout-seconds']) * 1000,
   });
   process.stdout.write(`${formatReport(report)}\n`);

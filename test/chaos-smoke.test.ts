@@ -1,7 +1,8 @@
 /**
  * The small version of `npm run chaos`, run as the command itself: every fault at least once
  * (workers, ingest and Redis killed, Postgres restarted, sandbox faults), then the same
- * checks: acknowledged => done, effects exactly once, forged-only events leave no trace.
+ * checks: acknowledged => done, effects exactly once, forged-only events leave no trace. With
+ * QUEUE_SHARDS=4: every process routes by event key through the kills and the lost queue.
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -15,7 +16,23 @@ it('survives the chaos run with zero violations', { timeout: 240_000 }, async ()
   const reportFile = path.join(tmpdir(), `oncehook-chaos-${randomBytes(4).toString('hex')}.json`);
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', 'scripts/chaos.ts', '--events', '150', '--workers', '2', '--concurrency', '20', '--drain-timeout-seconds', '120', '--report-file', reportFile],
+    [
+      '--import',
+      'tsx',
+      'scripts/chaos.ts',
+      '--events',
+      '150',
+      '--workers',
+      '2',
+      '--concurrency',
+      '20',
+      '--queue-shards',
+      '4',
+      '--drain-timeout-seconds',
+      '120',
+      '--report-file',
+      reportFile,
+    ],
     { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let output = '';

@@ -14,8 +14,8 @@ import { bodyLimit } from 'hono/body-limit';
 import {
   metricsAuthorized,
   withTimeout,
-  type EventJobData,
   type Faults,
+  type JobTarget,
   type IngestMetrics,
   type Logger,
   type Pool,
@@ -24,7 +24,6 @@ import {
   type WebhookSource,
 } from '@oncehook/shared';
 import { HTTPException } from 'hono/http-exception';
-import type { Queue } from 'bullmq';
 import { mountAdmin, type AdminSettings } from './admin';
 import { createEdgeGuards } from './edge-guards';
 import { createTypeLabels, type TypeLabels } from './type-labels';
@@ -36,7 +35,8 @@ import { receiveWebhook } from './receive-webhook';
 export interface IngestDeps {
   pool: Pool;
   queries: Queries;
-  queue: Queue<EventJobData>;
+  /** The event queue(s); sharded queues route each job by its event key. */
+  queue: JobTarget;
   /** Answers when Redis is reachable; used by /readyz. */
   pingRedis: () => Promise<unknown>;
   sources: ReadonlyMap<string, WebhookSource>;

@@ -11,7 +11,8 @@
 import type { Server } from 'node:http';
 import { serve } from '@hono/node-server';
 import {
-  createEventQueue,
+  createEventQueues,
+  type EventQueues,
   listenFailure,
   createFaults,
   createIngestMetrics,
@@ -50,7 +51,10 @@ export interface OncehookIngest {
   app: Hono;
   pool: Pool;
   queries: Queries;
+  /** The first shard's queue (the only one when QUEUE_SHARDS=1). */
   queue: Queue<EventJobData>;
+  /** Every shard, and the router by event key. */
+  queues: EventQueues;
   sources: ReadonlyMap<string, WebhookSource>;
   log: Logger;
   /** Listens on PORT/HOST (or the given port); resolves with the port bound. */
@@ -87,14 +91,15 @@ export function buildIngest(config: IngestConfig, options: BuildIngestOptions = 
   });
   const queries = createQueries(config.ONCEHOOK_SCHEMA);
   const redis = createRedis(config.REDIS_URL, 'producer');
-  const queue = createEventQueue(redis, config.QUEUE_PREFIX);
+  const queues = createEventQueues(redis, config.QUEUE_PREFIX, config.QUEUE_SHARDS);
+  const queue = queues.shards[0]!;
   const typeLabels = createTypeLabels({ pool, queries, log });
   const faults = options.faults ?? createFaults(config.ONCEHOOK_FAULTS);
-  const relay = createEnqueueRelay({ queue, log, faults, enqueueTimeoutMs: config.ENQUEUE_TIMEOUT_MS });
+  const relay = createEnqueueRelay({ queue: queues, log, faults, enqueueTimeoutMs: config.ENQUEUE_TIMEOUT_MS });
   const app = createApp({
     pool,
     queries,
-    queue,
+    queue: queues,
     pingRedis: () => redis.ping(),
     sources,
     log,
@@ -123,6 +128,7 @@ export function buildIngest(config: IngestConfig, options: BuildIngestOptions = 
     pool,
     queries,
     queue,
+    queues,
     sources,
     log,
     async listen(port = config.PORT) {
@@ -159,7 +165,7 @@ export function buildIngest(config: IngestConfig, options: BuildIngestOptions = 
       }
       // The answered deliveries' jobs not yet added (the reconciler would add them too, later).
       await relay.flush(config.ENQUEUE_TIMEOUT_MS * 2);
-      await queue.close();
+      await queues.close();
       redis.disconnect();
       await pool.end();
     },

@@ -19,11 +19,10 @@
  * claims (never each other's), so no coordination is needed. `flush()` on shutdown adds what
  * is pending before the queue closes.
  */
-import { enqueueNewEvents, withTimeout, type EventJobData, type Faults, type Logger } from '@oncehook/shared';
-import type { Queue } from 'bullmq';
+import { enqueueNewEvents, withTimeout, type EventJobData, type Faults, type JobTarget, type Logger } from '@oncehook/shared';
 
 export interface EnqueueRelayOptions {
-  queue: Queue<EventJobData>;
+  queue: JobTarget;
   log: Logger;
   faults: Faults;
   /** Longest one bulk add may take before it is given up (the reconciler covers it). */

@@ -8,7 +8,8 @@
  *   await worker.close();   // stop taking jobs, finish in-flight ones, close connections
  */
 import {
-  createEventQueue,
+  createEventQueues,
+  type EventQueues,
   createFaults,
   createLogger,
   createPool,
@@ -43,7 +44,10 @@ export interface OncehookWorker {
   config: WorkerConfig;
   pool: Pool;
   queries: Queries;
+  /** The first shard's queue (the only one when QUEUE_SHARDS=1). */
   queue: Queue<EventJobData>;
+  /** Every shard, and the router by event key. */
+  queues: EventQueues;
   registry: HandlerRegistry;
   metrics: WorkerMetrics;
   log: Logger;
@@ -65,6 +69,8 @@ export function workerSettings(config: WorkerConfig): WorkerSettings {
     retryBackoffMs: config.RETRY_BACKOFF_MS,
     unhandled: config.UNHANDLED_EVENTS,
     queuePrefix: config.QUEUE_PREFIX,
+    queueShards: config.QUEUE_SHARDS,
+    consumeShards: config.WORKER_QUEUE_SHARDS,
     retention: {
       policy: { defaultDays: config.RETENTION_DAYS, overrides: config.RETENTION_OVERRIDES },
       batchSize: config.RETENTION_BATCH_SIZE,
@@ -88,7 +94,8 @@ export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], 
   const queries = createQueries(config.ONCEHOOK_SCHEMA);
   const connection = createRedis(config.REDIS_URL, 'worker');
   const producer = createRedis(config.REDIS_URL, 'producer');
-  const queue = createEventQueue(producer, config.QUEUE_PREFIX);
+  const queues = createEventQueues(producer, config.QUEUE_PREFIX, config.QUEUE_SHARDS);
+  const queue = queues.shards[0]!;
   const stopObserving = observeOutbound((outcome) => metrics.outboundCalls.inc({ api: outcome.name, outcome: outcome.result }));
 
   const eventWorker = createEventWorker(
@@ -96,7 +103,7 @@ export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], 
       pool,
       queries,
       connection,
-      queue,
+      queue: queues,
       registry,
       log,
       faults: options.faults ?? createFaults(config.ONCEHOOK_FAULTS),
@@ -114,6 +121,7 @@ export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], 
     pool,
     queries,
     queue,
+    queues,
     registry,
     metrics,
     log,
@@ -129,8 +137,8 @@ export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], 
         .catch((error: unknown) => log.warn({ err: error }, 'could not record the loaded handlers in the database'));
       if (parts.metricsServer ?? true) metricsServer = await startMetricsServer(metrics.registry, config.METRICS_PORT, config.METRICS_HOST, config.METRICS_TOKEN);
       if (parts.reconciler ?? true) eventWorker.reconciler.run();
-      void eventWorker.worker.run().catch((error: unknown) => log.error({ err: error }, 'queue worker stopped'));
-      await eventWorker.worker.waitUntilReady();
+      for (const worker of eventWorker.workers) void worker.run().catch((error: unknown) => log.error({ err: error }, 'queue worker stopped'));
+      await Promise.all(eventWorker.workers.map((worker) => worker.waitUntilReady()));
       return { metricsPort: metricsServer?.port ?? null };
     },
     async close() {
@@ -139,7 +147,7 @@ export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], 
       await eventWorker.close();
       await metricsServer?.close();
       stopObserving();
-      await queue.close();
+      await queues.close();
       connection.disconnect();
       producer.disconnect();
       await pool.end();

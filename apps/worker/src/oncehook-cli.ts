@@ -5,7 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import {
-  createEventQueue,
+  createEventQueues,
   createOperations,
   createPool,
   createQueries,
@@ -184,7 +184,7 @@ runMain(async () => {
     const config = loadCommonConfig();
     const pool = createPool(config.DATABASE_URL, { max: 2, applicationName: 'oncehook-cli' });
     const redis = createRedis(config.REDIS_URL, 'producer');
-    const queue = createEventQueue(redis, config.QUEUE_PREFIX);
+    const queue = createEventQueues(redis, config.QUEUE_PREFIX, config.QUEUE_SHARDS);
     const queries = createQueries(config.ONCEHOOK_SCHEMA);
     const ops = createOperations({ pool, queries, queue });
     try {

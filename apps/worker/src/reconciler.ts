@@ -17,8 +17,18 @@
  *
  * `runOnce()` for tests (returns the counts), `run()` for the loop, `stop()` to end it.
  */
-import { advisoryLockKey, enqueueEvent, withTransaction, type EventJobData, type Logger, type Pool, type Queries, type WorkerMetrics } from '@oncehook/shared';
-import type { Queue } from 'bullmq';
+import {
+  advisoryLockKey,
+  enqueueEvent,
+  queuesOf,
+  withTransaction,
+  type EventJobData,
+  type JobTarget,
+  type Logger,
+  type Pool,
+  type Queries,
+  type WorkerMetrics,
+} from '@oncehook/shared';
 
 export interface ReconcilerSettings {
   intervalMs: number;
@@ -46,7 +56,7 @@ export interface Reconciler {
 export function createReconciler(deps: {
   pool: Pool;
   queries: Queries;
-  queue: Queue<EventJobData>;
+  queue: JobTarget;
   log: Logger;
   settings: ReconcilerSettings;
   metrics?: WorkerMetrics;
@@ -67,10 +77,17 @@ export function createReconciler(deps: {
     metrics.stuck.set({ kind: 'processing_lease_expired' }, counts.runsProcessingExpired);
     metrics.stuck.set({ kind: 'received_not_picked_up' }, counts.eventsReceivedStale + counts.runsReceivedStale);
     metrics.deadLetters.set(counts.runsFailed);
-    const jobs = await queue.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed');
-    for (const [state, n] of Object.entries(jobs)) metrics.queueJobs.set({ state }, n);
-    const [oldest] = await queue.getJobs(['waiting'], 0, 0, true);
-    metrics.oldestWaitingSeconds.set(oldest ? Math.max(0, (Date.now() - oldest.timestamp) / 1000) : 0);
+    // Summed over the shards; the oldest waiting job of any shard.
+    const totals: Record<string, number> = { waiting: 0, active: 0, delayed: 0, failed: 0, completed: 0 };
+    let oldestAt = Number.POSITIVE_INFINITY;
+    for (const shard of queuesOf(queue)) {
+      const jobs = await shard.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed');
+      for (const [state, n] of Object.entries(jobs)) totals[state] = (totals[state] ?? 0) + n;
+      const [oldest] = await shard.getJobs(['waiting'], 0, 0, true);
+      if (oldest) oldestAt = Math.min(oldestAt, oldest.timestamp);
+    }
+    for (const [state, n] of Object.entries(totals)) metrics.queueJobs.set({ state }, n);
+    metrics.oldestWaitingSeconds.set(Number.isFinite(oldestAt) ? Math.max(0, (Date.now() - oldestAt) / 1000) : 0);
   }
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<unknown> | undefined;

@@ -4,9 +4,9 @@
  * `createEventWorker(deps)` wires it with the reconciler; `close()` stops taking jobs, waits for
  * the ones in flight, and stops the reconciler.
  */
-import { UnrecoverableError, Worker, type Queue } from 'bullmq';
+import { UnrecoverableError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { enqueueEvent, EVENT_QUEUE_NAME, runRetryDelayMs, type EventJobData, type Logger, type WorkerMetrics } from '@oncehook/shared';
+import { enqueueEvent, eventQueueNames, runRetryDelayMs, type EventJobData, type JobTarget, type Logger, type WorkerMetrics } from '@oncehook/shared';
 import { processJob, type JobOutcome, type ProcessDeps } from './process-event';
 import { createReconciler, type Reconciler, type ReconcilerSettings } from './reconciler';
 import { createRetention, type RetentionSettings } from './retention';
@@ -20,21 +20,26 @@ export interface WorkerSettings {
   retryBackoffMs: number;
   unhandled: 'done' | 'fail';
   queuePrefix: string;
+  /** QUEUE_SHARDS: how many queues the events are spread over. */
+  queueShards: number;
+  /** The shards this worker consumes (WORKER_QUEUE_SHARDS); empty = all. */
+  consumeShards: number[];
   reconciler: ReconcilerSettings;
 }
 
 export interface EventWorkerDeps extends Omit<ProcessDeps, 'settings' | 'onUnhandled'> {
   /** Blocking connection for the BullMQ Worker (maxRetriesPerRequest: null). */
   connection: Redis;
-  /** Producer queue for retries and the reconciler's re-enqueues. */
-  queue: Queue<EventJobData>;
+  /** Producer queue(s) for retries and the reconciler's re-enqueues (routed by event key when sharded). */
+  queue: JobTarget;
   settings: WorkerSettings;
   metrics?: WorkerMetrics;
   log: Logger;
 }
 
 export interface EventWorker {
-  worker: Worker<EventJobData, JobOutcome['kind']>;
+  /** One BullMQ Worker per consumed shard (one when QUEUE_SHARDS=1). */
+  workers: Worker<EventJobData, JobOutcome['kind']>[];
   reconciler: Reconciler;
   close(): Promise<void>;
 }
@@ -59,55 +64,58 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
     },
   };
 
-  const worker = new Worker<EventJobData, JobOutcome['kind']>(
-    EVENT_QUEUE_NAME,
-    async (job) => {
-      const started = process.hrtime.bigint();
-      const outcome = await processJob(processDeps, job.data);
-      if (outcome.kind === 'unhandled' && outcome.state === 'failed') {
-        throw new UnrecoverableError(`dead letter: no handler for ${outcome.provider} ${outcome.type} (UNHANDLED_EVENTS=fail)`);
+  const processor = async (job: { data: EventJobData }): Promise<JobOutcome['kind']> => {
+    const started = process.hrtime.bigint();
+    const outcome = await processJob(processDeps, job.data);
+    if (outcome.kind === 'unhandled' && outcome.state === 'failed') {
+      throw new UnrecoverableError(`dead letter: no handler for ${outcome.provider} ${outcome.type} (UNHANDLED_EVENTS=fail)`);
+    }
+    if (outcome.kind !== 'runs') return outcome.kind;
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+    for (const run of outcome.runs) {
+      if (run.kind === 'skipped') continue;
+      const labels = { provider: outcome.provider, type: run.type, handler: run.handler, outcome: run.kind };
+      metrics?.processingDuration.observe(labels, seconds);
+      metrics?.processedTotal.inc(labels);
+      if (run.kind === 'retry') {
+        // The failure is recorded on the run (state received). The next attempt is a job of
+        // its own, delayed by the backoff. If this add is lost, the reconciler re-enqueues
+        // the run after REQUEUE_AFTER_MS.
+        const next: EventJobData = { rowId: job.data.rowId, provider: job.data.provider, eventId: job.data.eventId, handler: run.handler, attempt: run.attempt };
+        await enqueueEvent(deps.queue, next, { delayMs: runRetryDelayMs(run.attempt, settings.retryBackoffMs) }).catch((error: unknown) =>
+          log.warn({ err: error, rowId: next.rowId, handler: run.handler }, 'could not schedule the retry; the reconciler will re-enqueue it'),
+        );
       }
-      if (outcome.kind !== 'runs') return outcome.kind;
-      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      for (const run of outcome.runs) {
-        if (run.kind === 'skipped') continue;
-        const labels = { provider: outcome.provider, type: run.type, handler: run.handler, outcome: run.kind };
-        metrics?.processingDuration.observe(labels, seconds);
-        metrics?.processedTotal.inc(labels);
-        if (run.kind === 'retry') {
-          // The failure is recorded on the run (state received). The next attempt is a job of
-          // its own, delayed by the backoff. If this add is lost, the reconciler re-enqueues
-          // the run after REQUEUE_AFTER_MS.
-          const next: EventJobData = { rowId: job.data.rowId, provider: job.data.provider, eventId: job.data.eventId, handler: run.handler, attempt: run.attempt };
-          await enqueueEvent(deps.queue, next, { delayMs: runRetryDelayMs(run.attempt, settings.retryBackoffMs) }).catch((error: unknown) =>
-            log.warn({ err: error, rowId: next.rowId, handler: run.handler }, 'could not schedule the retry; the reconciler will re-enqueue it'),
-          );
-        }
-      }
-      // A dead letter: the job fails too (no BullMQ retry: UnrecoverableError), so Bull Board
-      // lists it under FAILED with the handler's error. The run row is the truth; a re-drive
-      // replaces the failed job.
-      const dead = outcome.runs.filter((run) => run.kind === 'failed');
-      if (dead.length > 0) throw new UnrecoverableError(dead.map((run) => `dead letter: handler "${run.handler}" failed: ${run.error}`).join('; '));
-      return outcome.kind;
-    },
-    {
-      connection: deps.connection,
-      prefix: settings.queuePrefix,
-      concurrency: settings.concurrency,
-      autorun: options.autorun ?? true,
-      // BullMQ's job lock is its own lease on the job. Tied to ours: when a worker dies, its
-      // active jobs are declared stalled and re-run about when its run leases expire,
-      // instead of after BullMQ's 30 s default (a stalled job still holds its job id, which
-      // blocks the reconciler's re-enqueue of an event that was never dispatched).
-      lockDuration: settings.leaseMs,
-      stalledInterval: settings.leaseMs,
-      maxStalledCount: 2,
-    },
+    }
+    // A dead letter: the job fails too (no BullMQ retry: UnrecoverableError), so Bull Board
+    // lists it under FAILED with the handler's error. The run row is the truth; a re-drive
+    // replaces the failed job.
+    const dead = outcome.runs.filter((run) => run.kind === 'failed');
+    if (dead.length > 0) throw new UnrecoverableError(dead.map((run) => `dead letter: handler "${run.handler}" failed: ${run.error}`).join('; '));
+    return outcome.kind;
+  };
+
+  const names = eventQueueNames(settings.queueShards);
+  const consumed = settings.consumeShards.length > 0 ? settings.consumeShards : names.map((_, i) => i);
+  const workers = consumed.map(
+    (shard) =>
+      new Worker<EventJobData, JobOutcome['kind']>(names[shard]!, processor, {
+        connection: deps.connection,
+        prefix: settings.queuePrefix,
+        concurrency: settings.concurrency,
+        autorun: options.autorun ?? true,
+        // BullMQ's job lock is its own lease on the job. Tied to ours: when a worker dies, its
+        // active jobs are declared stalled and re-run about when its run leases expire,
+        // instead of after BullMQ's 30 s default (a stalled job still holds its job id, which
+        // blocks the reconciler's re-enqueue of an event that was never dispatched).
+        lockDuration: settings.leaseMs,
+        stalledInterval: settings.leaseMs,
+        maxStalledCount: 2,
+      }),
   );
   // A job that errors is already logged with its event; connection errors are retried by
   // ioredis. Listening keeps either from becoming an unhandled 'error' event.
-  worker.on('error', (error) => log.warn({ err: error }, 'queue worker error'));
+  for (const worker of workers) worker.on('error', (error) => log.warn({ err: error }, 'queue worker error'));
 
   const retention = settings.retention
     ? {
@@ -126,11 +134,11 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
   });
 
   return {
-    worker,
+    workers,
     reconciler,
     async close() {
       await reconciler.stop();
-      await worker.close();
+      await Promise.all(workers.map((worker) => worker.close()));
     },
   };
 }

@@ -23,6 +23,14 @@ const commonSchema = z.object({
    */
   QUEUE_PREFIX: z.string().min(1).default('oncehook'),
   /**
+   * Queues the events are spread over, by a hash of the event key (queue.ts). 1: one queue,
+   * `webhook-events`. N > 1: `{webhook-events-0}` ... `{webhook-events-N-1}`, each name its own
+   * Redis Cluster hash tag, so a cluster spreads them over its shards. Every process of one
+   * installation must use the same N (a job routed by another N lands in a queue nobody reads
+   * until the reconciler re-enqueues it after REQUEUE_AFTER_MS).
+   */
+  QUEUE_SHARDS: integer(1, 256).default(1),
+  /**
    * The Postgres schema of Oncehook's own tables, so they never mix with the application's.
    * Every process of one installation must use the same one.
    */
@@ -228,6 +236,24 @@ const workerSchema = z.object({
   /** Jobs one worker process runs at once. Handlers mostly wait on I/O, so more than cores. */
   WORKER_CONCURRENCY: integer(1, 1000).default(8),
   /**
+   * The shards this worker consumes, as comma-separated indexes (`0,1`); empty = all of them.
+   * WORKER_CONCURRENCY applies to each consumed shard.
+   */
+  WORKER_QUEUE_SHARDS: z
+    .string()
+    .default('')
+    .transform((value, ctx) => {
+      const list = value
+        .split(',')
+        .map((part) => part.trim())
+        .filter(Boolean);
+      if (!list.every((part) => /^\d{1,3}$/.test(part))) {
+        ctx.addIssue({ code: 'custom', message: `WORKER_QUEUE_SHARDS must be comma-separated shard indexes like "0,2" (got "${value}")` });
+        return z.NEVER;
+      }
+      return list.map(Number);
+    }),
+  /**
    * How long a claim on a handler run lasts without renewal. A running handler renews it
    * every third of this, so it only expires when the worker died or hung: it bounds how long a
    * crashed worker's run waits before another worker takes it over.
@@ -323,5 +349,15 @@ export function loadIngestConfig(env: Env = process.env): IngestConfig {
 }
 
 export function loadWorkerConfig(env: Env = process.env): WorkerConfig {
-  return parse(commonSchema.extend(workerSchema.shape), env);
+  const schema = commonSchema.extend(workerSchema.shape).superRefine((config, ctx) => {
+    const outside = config.WORKER_QUEUE_SHARDS.filter((shard) => shard >= config.QUEUE_SHARDS);
+    if (outside.length > 0) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['WORKER_QUEUE_SHARDS'],
+        message: `shard ${outside.join(', ')} does not exist: QUEUE_SHARDS=${config.QUEUE_SHARDS} has shards 0 to ${config.QUEUE_SHARDS - 1}`,
+      });
+    }
+  });
+  return parse(schema, env);
 }

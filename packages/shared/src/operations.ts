@@ -11,12 +11,11 @@
  *   asked for explicitly. `dryRun` returns the plan and changes nothing.
  * Neither ever touches a run a worker holds a live lease on (guarded UPDATEs).
  */
-import type { Queue } from 'bullmq';
 import type { Pool } from './db/pool';
 import type { EventDetail, EventFilter, EventSummary, MovedRun, Queries, RecordedStep } from './db/queries';
 import { idempotencyKeyFor } from './idempotency-key';
-import type { EventJobData, RunRow, StepKind } from './interfaces';
-import { enqueueEvent } from './queue';
+import type { RunRow, StepKind } from './interfaces';
+import { enqueueEvent, type JobTarget } from './queue';
 
 export interface RedriveResult {
   ok: true;
@@ -88,7 +87,7 @@ function describeRun(run: RunRow): string {
   return `handler "${run.handler}" is ${run.state}`;
 }
 
-export function createOperations(deps: { pool: Pool; queries: Queries; queue: Queue<EventJobData> }): Operations {
+export function createOperations(deps: { pool: Pool; queries: Queries; queue: JobTarget }): Operations {
   const { pool, queries, queue } = deps;
 
   async function enqueueMoved(moved: MovedRun[]): Promise<void> {

@@ -73,10 +73,62 @@ export function createRedis(url: string, role: RedisRole): Redis {
   return redis;
 }
 
-export function createEventQueue(connection: Redis, prefix: string): Queue<EventJobData> {
-  const queue = new Queue<EventJobData>(EVENT_QUEUE_NAME, { connection, prefix, defaultJobOptions: EVENT_JOB_OPTIONS });
+export function createEventQueue(connection: Redis, prefix: string, name: string = EVENT_QUEUE_NAME): Queue<EventJobData> {
+  const queue = new Queue<EventJobData>(name, { connection, prefix, defaultJobOptions: EVENT_JOB_OPTIONS });
   queue.on('error', () => {});
   return queue;
+}
+
+/**
+ * Queue names for QUEUE_SHARDS=n. One shard keeps the historical name; several are each
+ * wrapped in braces, a Redis Cluster hash tag of their own (all of one queue's keys in one
+ * slot, as BullMQ's Lua scripts need; different queues in different slots).
+ */
+export function eventQueueNames(shards: number): string[] {
+  if (shards <= 1) return [EVENT_QUEUE_NAME];
+  return Array.from({ length: shards }, (_, i) => `{${EVENT_QUEUE_NAME}-${i}}`);
+}
+
+/**
+ * The shard of an event: its key's digest modulo the shard count. Every job of one event (its
+ * dispatch, each run's attempts) goes to the same shard, whoever enqueues it (ingest, a
+ * worker's retry, the reconciler, a re-drive).
+ */
+export function shardOf(job: Pick<EventJobData, 'provider' | 'eventId'>, shards: number): number {
+  if (shards <= 1) return 0;
+  return Number.parseInt(eventKeyDigest(job.provider, job.eventId).slice(0, 8), 16) % shards;
+}
+
+/** The event queues of an installation: one per shard, and the router between them. */
+export class EventQueues {
+  constructor(readonly shards: readonly Queue<EventJobData>[]) {
+    if (shards.length === 0) throw new Error('EventQueues needs at least one queue');
+  }
+
+  /** The queue an event's jobs go to. */
+  forJob(job: Pick<EventJobData, 'provider' | 'eventId'>): Queue<EventJobData> {
+    return this.shards[shardOf(job, this.shards.length)]!;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.shards.map((queue) => queue.close()));
+  }
+}
+
+export function createEventQueues(connection: Redis, prefix: string, shards: number): EventQueues {
+  return new EventQueues(eventQueueNames(shards).map((name) => createEventQueue(connection, prefix, name)));
+}
+
+/** Where jobs go: one queue, or a sharded set (routed by event key). */
+export type JobTarget = Queue<EventJobData> | EventQueues;
+
+/** The queues behind a target (Bull Board, metrics). */
+export function queuesOf(target: JobTarget): readonly Queue<EventJobData>[] {
+  return target instanceof EventQueues ? target.shards : [target];
+}
+
+function queueFor(target: JobTarget, job: Pick<EventJobData, 'provider' | 'eventId'>): Queue<EventJobData> {
+  return target instanceof EventQueues ? target.forJob(job) : target;
 }
 
 export interface EnqueueOptions {
@@ -94,13 +146,22 @@ export interface EnqueueOptions {
  * Adds the first jobs of many new events in one Redis round trip (ingest's group commit). The
  * queue's default job options apply, as for enqueueEvent.
  */
-export async function enqueueNewEvents(queue: Queue<EventJobData>, items: EventJobData[]): Promise<void> {
+export async function enqueueNewEvents(target: JobTarget, items: EventJobData[]): Promise<void> {
   if (items.length === 0) return;
-  await queue.addBulk(items.map((data) => ({ name: EVENT_JOB_NAME, data, opts: { jobId: jobIdFor(data) } })));
+  // One addBulk per shard, side by side.
+  const byQueue = new Map<Queue<EventJobData>, EventJobData[]>();
+  for (const item of items) {
+    const queue = queueFor(target, item);
+    const list = byQueue.get(queue);
+    if (list) list.push(item);
+    else byQueue.set(queue, [item]);
+  }
+  await Promise.all([...byQueue].map(([queue, list]) => queue.addBulk(list.map((data) => ({ name: EVENT_JOB_NAME, data, opts: { jobId: jobIdFor(data) } })))));
 }
 
 /** Adds a dispatch job, or a run's job for its next attempt. Idempotent per job id while the job exists. */
-export async function enqueueEvent(queue: Queue<EventJobData>, data: EventJobData, options: EnqueueOptions = {}): Promise<void> {
+export async function enqueueEvent(target: JobTarget, data: EventJobData, options: EnqueueOptions = {}): Promise<void> {
+  const queue = queueFor(target, data);
   const jobId = jobIdFor(data);
   if (options.replaceFinished) {
     const existing = await queue.getJob(jobId);

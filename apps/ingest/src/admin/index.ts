@@ -10,7 +10,7 @@ import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { HonoAdapter } from '@bull-board/hono';
 import { serveStatic } from '@hono/node-server/serve-static';
-import { createOperations } from '@oncehook/shared';
+import { createOperations, queuesOf } from '@oncehook/shared';
 import type { Hono } from 'hono';
 import type { IngestDeps } from '../app';
 import { RecentDuplicates } from '../recent-duplicates';
@@ -31,7 +31,12 @@ export function mountAdmin(app: Hono, deps: IngestDeps, settings: AdminSettings)
 
   // Bull Board: the queue's jobs.
   const board = new HonoAdapter(serveStatic);
-  createBullBoard({ queues: [new BullMQAdapter(deps.queue, { readOnlyMode: settings.readOnly })], serverAdapter: board, options: { uiConfig: { boardTitle: 'Oncehook jobs' } } });
+  // One board entry per shard (QUEUE_SHARDS).
+  createBullBoard({
+    queues: queuesOf(deps.queue).map((queue) => new BullMQAdapter(queue, { readOnlyMode: settings.readOnly })),
+    serverAdapter: board,
+    options: { uiConfig: { boardTitle: 'Oncehook jobs' } },
+  });
   board.setBasePath('/admin/queues');
   // Bull Board's page asks Google for its fonts: nothing the admin serves reaches off the
   // machine (the page falls back to system fonts).
