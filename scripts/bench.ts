@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- [--duration S] [--connections 10,50,100|none] [--rounds R] [--e2e-events N] [--workers 1,2,4]`
+ * `npm run bench -- [--duration S] [--connections 10,50,100|none] [--rounds R] [--e2e-events N] [--workers 1,2,4] [--profile DIR]`
  *
  * Side by side, in one process tree, on this machine's Postgres and Redis:
  *
@@ -20,11 +20,13 @@
  */
 import { readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import { REDIS_URL, signStripe, spawnService, STRIPE_SECRET, type Service } from '@oncehook/harness';
 import { createPool, createRedis, type Pool } from '@oncehook/shared';
 import { cpuMs } from './bench/costs';
+import { summarizeProfiles } from './bench/profile';
 import { createTestDatabaseOn, dropDatabase } from './bench/databases';
 import { measureEndToEnd, measureQueueCeiling, type E2eRow, type QueueCeiling } from './bench/e2e';
 
@@ -35,6 +37,8 @@ export interface BenchOptions {
   rounds?: number;
   e2eEvents: number;
   workers: number[];
+  /** CPU profiles of the end-to-end processes (first worker count) go here; their top frames are printed. */
+  profileDir?: string;
   /** Jobs for the BullMQ no-op ceiling (default 20,000). */
   queueJobs?: number;
   log?: (line: string) => void;
@@ -219,7 +223,9 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     const redis = createRedis(REDIS_URL, 'producer');
     try {
       for (const workerCount of options.workers) {
-        const row = await measureEndToEnd(run, workerCount, options.e2eEvents, env, redis, services, databases, pools);
+        const profileDir = options.profileDir && e2e.length === 0 ? options.profileDir : undefined;
+        const row = await measureEndToEnd(run, workerCount, options.e2eEvents, env, redis, services, databases, pools, profileDir);
+        if (profileDir) for (const line of summarizeProfiles(profileDir, row.pids)) log(line);
         e2e.push(row);
         log(
           `  e2e workers=${workerCount}: ${row.events} events (${row.deliveries} deliveries) done in ${row.seconds} s = ${row.eventsPerSecond} events/s; claim->start p50 ${row.claimToStartP50Ms} ms; cpu/event ${row.cpuMsPerEvent.total} ms; worker rss ${row.workerRssMb.join(', ')} MB`,
@@ -297,6 +303,8 @@ if (process.argv[1]?.endsWith('bench.ts')) {
       'e2e-events': { type: 'string', default: '2000' },
       workers: { type: 'string', default: '1,2,4' },
       rounds: { type: 'string', default: '1' },
+      /** CPU profiles of the first end-to-end run's processes (node --cpu-prof) into this directory. */
+      profile: { type: 'string' },
       /** Also write the result as JSON here (the smoke test reads it). */
       'report-file': { type: 'string' },
     },
@@ -307,6 +315,7 @@ if (process.argv[1]?.endsWith('bench.ts')) {
     e2eEvents: Number(values['e2e-events']),
     workers: values.workers.split(',').map(Number),
     rounds: Number(values.rounds),
+    profileDir: values.profile ? path.resolve(values.profile) : undefined,
   });
   process.stdout.write(`${formatBench(result)}\n`);
   if (values['report-file']) await writeFile(values['report-file'], JSON.stringify(result, null, 2));

@@ -45,6 +45,8 @@ export interface E2eRow {
   /** Per event: Postgres transactions, statements (ingest + workers), rows written, WAL bytes; Redis commands. */
   perEvent: { transactions: number; statements: number; ingestStatements: number; workerStatements: number; rowsWritten: number; walBytes: number; redisCommands: number };
   workerRssMb: number[];
+  /** pid -> process name (ingest, worker-1, ...), for the profiles. */
+  pids: Record<number, string>;
   costs: Costs;
 }
 
@@ -64,23 +66,31 @@ export async function measureEndToEnd(
   services: Service[],
   databases: string[],
   pools: Pool[],
+  /** Write CPU profiles of ingest and the workers here (node --cpu-prof). */
+  profileDir?: string,
 ): Promise<E2eRow> {
   const db = await createTestDatabaseOn(`oncehook_bench_e2e_${workerCount}_${run}`);
   databases.push(db.name);
   const prefix = `bench-e2e-${workerCount}-${run}`;
-  const ingest = spawnService('ingest', { ...env, DATABASE_URL: db.url, QUEUE_PREFIX: prefix });
+  const nodeArgs = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
+  const ingest = spawnService('ingest', { ...env, DATABASE_URL: db.url, QUEUE_PREFIX: prefix }, [], { nodeArgs });
   services.push(ingest);
   const url = await listeningUrl(ingest);
   const workers = Array.from({ length: workerCount }, () =>
-    spawnService('worker', {
-      LOG_LEVEL: 'warn',
-      METRICS_PORT: '0',
-      DATABASE_URL: db.url,
-      QUEUE_PREFIX: prefix,
-      WORKER_CONCURRENCY: '16',
-      DATABASE_POOL_SIZE: '10',
-      ...SHOP_ENV,
-    }),
+    spawnService(
+      'worker',
+      {
+        LOG_LEVEL: 'warn',
+        METRICS_PORT: '0',
+        DATABASE_URL: db.url,
+        QUEUE_PREFIX: prefix,
+        WORKER_CONCURRENCY: '16',
+        DATABASE_POOL_SIZE: '10',
+        ...SHOP_ENV,
+      },
+      [],
+      { nodeArgs },
+    ),
   );
   services.push(...workers);
   const metricsPorts = await Promise.all(workers.map(async (w) => Number(/worker metrics on (\d+)/.exec(await w.waitFor(/worker metrics on \d+/))?.[1])));
@@ -211,6 +221,7 @@ export async function measureEndToEnd(
       redisCommands: round(costs.redisCommands / events),
     },
     workerRssMb: workers.map((w) => rssMb(w.pid)),
+    pids: { [ingest.pid]: 'ingest', ...Object.fromEntries(workers.map((w, i) => [w.pid, `worker-${i + 1}`])) },
     costs,
   };
   await Promise.all([ingest, ...workers].map((s) => s.stop()));
