@@ -37,6 +37,8 @@ export interface BenchOptions {
   rounds?: number;
   e2eEvents: number;
   workers: number[];
+  /** Another checkout of Oncehook (a worktree of an older commit, with node_modules) whose end-to-end run is measured beside this one's. */
+  baselineRoot?: string;
   /** CPU profiles of the end-to-end processes (first worker count) go here; their top frames are printed. */
   profileDir?: string;
   /** Jobs for the BullMQ no-op ceiling (default 20,000). */
@@ -223,13 +225,18 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     const redis = createRedis(REDIS_URL, 'producer');
     try {
       for (const workerCount of options.workers) {
-        const profileDir = options.profileDir && e2e.length === 0 ? options.profileDir : undefined;
-        const row = await measureEndToEnd(run, workerCount, options.e2eEvents, env, redis, services, databases, pools, profileDir);
-        if (profileDir) for (const line of summarizeProfiles(profileDir, row.pids)) log(line);
-        e2e.push(row);
-        log(
-          `  e2e workers=${workerCount}: ${row.events} events (${row.deliveries} deliveries) done in ${row.seconds} s = ${row.eventsPerSecond} events/s; claim->start p50 ${row.claimToStartP50Ms} ms; cpu/event ${row.cpuMsPerEvent.total} ms; worker rss ${row.workerRssMb.join(', ')} MB`,
-        );
+        // With a baseline checkout, its run and this one's alternate (baseline first), so the
+        // machine's noise falls on both.
+        const sides = options.baselineRoot ? [{ label: 'baseline', root: options.baselineRoot }, { label: 'this checkout' }] : [{ label: 'this checkout' }];
+        for (const side of sides) {
+          const profileDir = options.profileDir && !side.root && !e2e.some((r) => r.label === side.label) ? options.profileDir : undefined;
+          const row = await measureEndToEnd({ run, workers: workerCount, events: options.e2eEvents, env, redis, services, databases, pools, profileDir, ...side });
+          if (profileDir) for (const line of summarizeProfiles(profileDir, row.pids)) log(line);
+          e2e.push(row);
+          log(
+            `  e2e ${row.label} workers=${workerCount}: ${row.events} events (${row.deliveries} deliveries) done in ${row.seconds} s = ${row.eventsPerSecond} events/s; claim->start p50 ${row.claimToStartP50Ms} ms; cpu/event ${row.cpuMsPerEvent.total} ms; worker rss ${row.workerRssMb.join(', ')} MB`,
+          );
+        }
       }
     } finally {
       redis.disconnect();
@@ -270,27 +277,43 @@ export function formatBench(result: BenchResult): string {
     `Queue ceiling (BullMQ alone on the same Redis, ${result.queueCeiling.jobs} no-op jobs): added ${result.queueCeiling.addedPerSecond} jobs/s, processed ${result.queueCeiling.processedPerSecond} jobs/s`,
     '',
     'End to end (delivery -> done, wallet top-ups with one local step, mean 3 deliveries per event, autocannon 50 connections, pre-signed)',
-    'workers | events/s | vs 1 worker | vs queue ceiling | claim->start p50 p99 ms under load | idle workers',
+    'checkout      | workers | events/s | vs 1 worker | vs queue ceiling | claim->start p50 p99 ms under load | idle workers',
   );
-  const base = result.e2e[0]?.eventsPerSecond ?? 1;
+  const side = (row: E2eRow) => row.label.padEnd(13);
   for (const row of result.e2e) {
+    const base = result.e2e.find((r) => r.label === row.label)?.eventsPerSecond ?? 1;
     lines.push(
-      `${String(row.workers).padStart(7)} | ${String(row.eventsPerSecond).padStart(8)} | ${(row.eventsPerSecond / base).toFixed(2).padStart(10)}x | ${((100 * row.eventsPerSecond) / result.queueCeiling.processedPerSecond).toFixed(1).padStart(15)}% | ${row.claimToStartP50Ms} ${row.claimToStartP99Ms} | ${row.idleClaimToStartP50Ms} ${row.idleClaimToStartP99Ms}`,
+      `${side(row)} | ${String(row.workers).padStart(7)} | ${String(row.eventsPerSecond).padStart(8)} | ${(row.eventsPerSecond / base).toFixed(2).padStart(10)}x | ${((100 * row.eventsPerSecond) / result.queueCeiling.processedPerSecond).toFixed(1).padStart(15)}% | ${row.claimToStartP50Ms} ${row.claimToStartP99Ms} | ${row.idleClaimToStartP50Ms} ${row.idleClaimToStartP99Ms}`,
     );
   }
-  lines.push('', 'CPU per event, ms (load generator excluded)', 'workers | ingest | workers | postgres | redis | total');
+  lines.push('', 'CPU per event, ms (load generator excluded)', 'checkout      | workers | ingest | workers | postgres | redis | total');
   for (const row of result.e2e) {
     const c = row.cpuMsPerEvent;
     lines.push(
-      `${String(row.workers).padStart(7)} | ${String(c.ingest).padStart(6)} | ${String(c.workers).padStart(7)} | ${String(c.postgres).padStart(8)} | ${String(c.redis).padStart(5)} | ${c.total}`,
+      `${side(row)} | ${String(row.workers).padStart(7)} | ${String(c.ingest).padStart(6)} | ${String(c.workers).padStart(7)} | ${String(c.postgres).padStart(8)} | ${String(c.redis).padStart(5)} | ${c.total}`,
     );
   }
-  lines.push('', 'Work per event', 'workers | pg transactions | pg statements (ingest + workers) | rows written | WAL bytes | redis commands');
+  lines.push(
+    '',
+    'Work per event (statements: counted by the processes; a baseline without the counter shows 0)',
+    'checkout      | workers | pg transactions | pg statements (ingest + workers) | rows written | WAL bytes | redis commands',
+  );
   for (const row of result.e2e) {
     const p = row.perEvent;
     lines.push(
-      `${String(row.workers).padStart(7)} | ${String(p.transactions).padStart(15)} | ${p.statements} (${p.ingestStatements} + ${p.workerStatements}) | ${String(p.rowsWritten).padStart(12)} | ${String(p.walBytes).padStart(9)} | ${p.redisCommands}`,
+      `${side(row)} | ${String(row.workers).padStart(7)} | ${String(p.transactions).padStart(15)} | ${p.statements} (${p.ingestStatements} + ${p.workerStatements}) | ${String(p.rowsWritten).padStart(12)} | ${String(p.walBytes).padStart(9)} | ${p.redisCommands}`,
     );
+  }
+  const pairs = result.e2e.filter((r) => r.label === 'baseline');
+  if (pairs.length > 0) {
+    lines.push('', 'This checkout against the baseline, same run', 'workers | events/s | CPU per event | pg transactions per event | redis commands per event');
+    for (const before of pairs) {
+      const after = result.e2e.find((r) => r.label !== 'baseline' && r.workers === before.workers);
+      if (!after) continue;
+      lines.push(
+        `${String(before.workers).padStart(7)} | ${(after.eventsPerSecond / before.eventsPerSecond).toFixed(2)}x | ${(after.cpuMsPerEvent.total / before.cpuMsPerEvent.total).toFixed(2)}x (${before.cpuMsPerEvent.total} -> ${after.cpuMsPerEvent.total} ms) | ${before.perEvent.transactions} -> ${after.perEvent.transactions} | ${before.perEvent.redisCommands} -> ${after.perEvent.redisCommands}`,
+      );
+    }
   }
   return lines.join('\n');
 }
@@ -305,6 +328,8 @@ if (process.argv[1]?.endsWith('bench.ts')) {
       rounds: { type: 'string', default: '1' },
       /** CPU profiles of the first end-to-end run's processes (node --cpu-prof) into this directory. */
       profile: { type: 'string' },
+      /** Another checkout measured end to end beside this one (before/after in one run). */
+      'baseline-root': { type: 'string' },
       /** Also write the result as JSON here (the smoke test reads it). */
       'report-file': { type: 'string' },
     },
@@ -316,6 +341,7 @@ if (process.argv[1]?.endsWith('bench.ts')) {
     workers: values.workers.split(',').map(Number),
     rounds: Number(values.rounds),
     profileDir: values.profile ? path.resolve(values.profile) : undefined,
+    baselineRoot: values['baseline-root'] ? path.resolve(values['baseline-root']) : undefined,
   });
   process.stdout.write(`${formatBench(result)}\n`);
   if (values['report-file']) await writeFile(values['report-file'], JSON.stringify(result, null, 2));

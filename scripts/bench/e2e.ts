@@ -29,6 +29,8 @@ const SHOP_ENV = {
 };
 
 export interface E2eRow {
+  /** `this checkout`, or `baseline` (another checkout, `--baseline-root`). */
+  label: string;
   workers: number;
   events: number;
   deliveries: number;
@@ -57,23 +59,32 @@ async function listeningUrl(service: Service): Promise<string> {
   return `http://127.0.0.1:${/listening on (\d+)/.exec(line)?.[1]}`;
 }
 
-export async function measureEndToEnd(
-  run: string,
-  workerCount: number,
-  events: number,
-  env: Record<string, string>,
-  redis: Redis,
-  services: Service[],
-  databases: string[],
-  pools: Pool[],
+export interface EndToEndOptions {
+  run: string;
+  workers: number;
+  events: number;
+  env: Record<string, string>;
+  redis: Redis;
+  /** Collected for cleanup by the caller. */
+  services: Service[];
+  databases: string[];
+  pools: Pool[];
   /** Write CPU profiles of ingest and the workers here (node --cpu-prof). */
-  profileDir?: string,
-): Promise<E2eRow> {
-  const db = await createTestDatabaseOn(`oncehook_bench_e2e_${workerCount}_${run}`);
+  profileDir?: string;
+  /** Run another checkout's ingest and workers (a baseline: `--baseline-root`). */
+  root?: string;
+  /** What the row is called: `this checkout` or `baseline`. */
+  label: string;
+}
+
+export async function measureEndToEnd(options: EndToEndOptions): Promise<E2eRow> {
+  const { run, workers: workerCount, events, env, redis, services, databases, pools, profileDir, root } = options;
+  const tag = `${workerCount}_${root ? 'base' : 'this'}_${run}`;
+  const db = await createTestDatabaseOn(`oncehook_bench_e2e_${tag}`);
   databases.push(db.name);
-  const prefix = `bench-e2e-${workerCount}-${run}`;
+  const prefix = `bench-e2e-${tag}`;
   const nodeArgs = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
-  const ingest = spawnService('ingest', { ...env, DATABASE_URL: db.url, QUEUE_PREFIX: prefix }, [], { nodeArgs });
+  const ingest = spawnService('ingest', { ...env, DATABASE_URL: db.url, QUEUE_PREFIX: prefix }, [], { nodeArgs, root });
   services.push(ingest);
   const url = await listeningUrl(ingest);
   const workers = Array.from({ length: workerCount }, () =>
@@ -89,7 +100,7 @@ export async function measureEndToEnd(
         ...SHOP_ENV,
       },
       [],
-      { nodeArgs },
+      { nodeArgs, root },
     ),
   );
   services.push(...workers);
@@ -195,6 +206,7 @@ export async function measureEndToEnd(
     .filter(([name]) => name.startsWith('worker-'))
     .reduce((n, [, v]) => n + v, 0);
   const row: E2eRow = {
+    label: options.label,
     workers: workerCount,
     events,
     deliveries: deliveries.length,
