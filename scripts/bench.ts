@@ -229,9 +229,13 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
         // machine's noise falls on both.
         const sides = options.baselineRoot ? [{ label: 'baseline', root: options.baselineRoot }, { label: 'this checkout' }] : [{ label: 'this checkout' }];
         for (const side of sides) {
-          const profileDir = options.profileDir && !side.root && !e2e.some((r) => r.label === side.label) ? options.profileDir : undefined;
+          // Profiles of the first run of each side, in <dir>/this and <dir>/baseline.
+          const profileDir = options.profileDir && !e2e.some((r) => r.label === side.label) ? path.join(options.profileDir, side.root ? 'baseline' : 'this') : undefined;
           const row = await measureEndToEnd({ run, workers: workerCount, events: options.e2eEvents, env, redis, services, databases, pools, profileDir, ...side });
-          if (profileDir) for (const line of summarizeProfiles(profileDir, row.pids)) log(line);
+          if (profileDir) {
+            log(`  profiles of ${side.label}:`);
+            for (const line of summarizeProfiles(profileDir, row.pids)) log(line);
+          }
           e2e.push(row);
           log(
             `  e2e ${row.label} workers=${workerCount}: ${row.events} events (${row.deliveries} deliveries) done in ${row.seconds} s = ${row.eventsPerSecond} events/s; claim->start p50 ${row.claimToStartP50Ms} ms; cpu/event ${row.cpuMsPerEvent.total} ms; worker rss ${row.workerRssMb.join(', ')} MB`,
