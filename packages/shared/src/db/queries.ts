@@ -532,6 +532,11 @@ export function createQueries(schemaName: string) {
     return rows[0] ?? null;
   }
 
+  /** The event's counters and state after one of its runs finished `done` (CTE `run` returning event_row_id). */
+  const EVENT_AFTER_RUN_DONE = `UPDATE ${EVENTS} e
+          SET runs_pending = e.runs_pending - 1, state = ${EVENT_STATE_AFTER('-1', '0')},
+              finished_at = CASE WHEN e.runs_pending - 1 = 0 THEN now() END, updated_at = now()
+         FROM run WHERE e.id = run.event_row_id`;
   const MARK_RUN_DONE_SQL = prepared(
     'markRunDone',
     `WITH run AS (
@@ -541,10 +546,7 @@ export function createQueries(schemaName: string) {
           WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
          RETURNING id, event_row_id
        ), ${ATTEMPT_VERDICT('done', 'NULL')}
-       UPDATE ${EVENTS} e
-          SET runs_pending = e.runs_pending - 1, state = ${EVENT_STATE_AFTER('-1', '0')},
-              finished_at = CASE WHEN e.runs_pending - 1 = 0 THEN now() END, updated_at = now()
-         FROM run WHERE e.id = run.event_row_id`,
+       ${EVENT_AFTER_RUN_DONE}`,
   );
   /**
    * processing -> done, fenced, and the event's counters and state in the same statement.
@@ -582,10 +584,7 @@ export function createQueries(schemaName: string) {
           WHERE id = (SELECT run_id FROM step) AND lease_token = $2::uuid AND state = 'processing'
          RETURNING id, event_row_id
        ), ${ATTEMPT_VERDICT('done', 'NULL')}
-       UPDATE ${EVENTS} e
-          SET runs_pending = e.runs_pending - 1, state = ${EVENT_STATE_AFTER('-1', '0')},
-              finished_at = CASE WHEN e.runs_pending - 1 = 0 THEN now() END, updated_at = now()
-         FROM run WHERE e.id = run.event_row_id`,
+       ${EVENT_AFTER_RUN_DONE}`,
   );
   /**
    * A `final` local step: its record AND processing -> done (with the event), in one statement
