@@ -139,7 +139,7 @@ it('an out-of-order (stale) customer update is ignored; a newer one applies', as
   const stale = await db.pool.query(
     `SELECT s.result FROM ${T.steps} s JOIN ${T.runs} r ON r.id = s.run_id JOIN ${T.events} e ON e.id = r.event_row_id WHERE e.event_id = 'evt_cu_old'`,
   );
-  expect(stale.rows[0]).toEqual({ result: { applied: false } });
+  expect(stale.rows[0]).toMatchObject({ result: { applied: false, reason: 'stale' } });
 
   await deliver(ingest.url, customerUpdated('evt_cu_newest', t, 'newest@example.com'));
   await allFinished(3);

@@ -75,7 +75,9 @@ it('without the example named, npm run migrate creates no example table, and eve
   const run = spawnService('migrate', { DATABASE_URL: database.url });
   expect((await run.exited).code).toBe(0);
   await withPool(database.url, async (pool) => {
-    expect(await tablesBySchema(pool)).toEqual({ oncehook: ['deliveries', 'events', 'handler_runs', 'handlers', 'migrations', 'operator_actions', 'run_attempts', 'steps'] });
+    expect(await tablesBySchema(pool)).toEqual({
+      oncehook: ['deliveries', 'events', 'handler_runs', 'handlers', 'migrations', 'object_versions', 'operator_actions', 'run_attempts', 'steps'],
+    });
   });
 
   // The example's own set, asked for explicitly, adds its tables where the application's live.
@@ -147,11 +149,17 @@ it('upgrades a database from before the schema: tables moved, data kept, in-flig
 
     const result = await migrate(pool, { sets: [{ name: 'shop', dir: SHOP_MIGRATIONS }] });
     expect(result).toEqual({
-      applied: ['oncehook/0001_schema.sql', 'oncehook/0002_body_hash_and_handlers.sql', 'oncehook/0003_deliveries_and_attempts.sql', 'shop/0001_shop.sql'],
+      applied: [
+        'oncehook/0001_schema.sql',
+        'oncehook/0002_body_hash_and_handlers.sql',
+        'oncehook/0003_deliveries_and_attempts.sql',
+        'oncehook/0004_object_versions.sql',
+        'shop/0001_shop.sql',
+      ],
       upgradedLegacy: true,
     });
     const tables = await tablesBySchema(pool);
-    expect(tables.oncehook).toEqual(['deliveries', 'events', 'handler_runs', 'handlers', 'migrations', 'operator_actions', 'run_attempts', 'steps']);
+    expect(tables.oncehook).toEqual(['deliveries', 'events', 'handler_runs', 'handlers', 'migrations', 'object_versions', 'operator_actions', 'run_attempts', 'steps']);
     expect(tables.public).toEqual(['example_customers', 'example_orders', 'ledger_accounts', 'ledger_entries']); // the example's, kept with their data
     expect((await pool.query(`SELECT balance_cents::int AS b FROM ledger_accounts`)).rows).toEqual([{ b: 1000 }]);
 

@@ -470,6 +470,23 @@ export const MUTANTS: Mutant[] = [
     replace: '    job.kind === undefined && job.type !== undefined ? {',
     tests: ['test/round-trips.test.ts'],
   },
+  // ---- ordering helpers -----------------------------------------------------------------
+  {
+    id: 'ordered-never-stale',
+    guarantee: 'ctx.ordered: an older update never overwrites a newer one',
+    file: QUERIES,
+    search: '          WHERE v.version <= excluded.version',
+    replace: '          WHERE true',
+    tests: ['test/ordering.test.ts', 'test/effects.test.ts'],
+  },
+  {
+    id: 'object-lock-noop',
+    guarantee: 'ctx.lock serialises local steps about one object',
+    file: QUERIES,
+    search: "    await tx.query('SELECT pg_advisory_xact_lock($1::bigint)', [advisoryLockKey(schemaName, 'object', objectKey)]);",
+    replace: "    await tx.query('SELECT $1::bigint', [advisoryLockKey(schemaName, 'object', objectKey)]);",
+    tests: ['test/ordering.test.ts'],
+  },
   // ---- operator actions -----------------------------------------------------------------
   {
     id: 'redrive-live-lease',

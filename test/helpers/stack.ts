@@ -38,6 +38,7 @@ export const T = {
   runs: `${DEFAULT_SCHEMA}.handler_runs`,
   steps: `${DEFAULT_SCHEMA}.steps`,
   actions: `${DEFAULT_SCHEMA}.operator_actions`,
+  versions: `${DEFAULT_SCHEMA}.object_versions`,
 } as const;
 
 /** A queue prefix of this test's own, so tests never see each other's jobs. */
@@ -176,7 +177,7 @@ export async function onlyRun(pool: Pool, provider: string, eventId: string) {
   return { event, run: runs[0]! };
 }
 
-export const TRUNCATE_ALL = `TRUNCATE ${T.events}, ledger_entries, ledger_accounts, example_orders, example_customers CASCADE`;
+export const TRUNCATE_ALL = `TRUNCATE ${T.events}, ${T.versions}, ledger_entries, ledger_accounts, example_orders, example_customers CASCADE`;
 
 /**
  * Puts an event into a given state by hand, as if a worker had run it: one run of `handler`

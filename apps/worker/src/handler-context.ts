@@ -34,7 +34,7 @@ import {
   type RecordedStep,
   type StepKind,
 } from '@oncehook/shared';
-import type { HandlerContext, StepInput, StepOptions, TransactionOptions } from '@oncehook/sdk';
+import type { HandlerContext, Ordering, StepInput, StepOptions, TransactionOptions } from '@oncehook/sdk';
 
 export interface RunHandle {
   runId: number;
@@ -59,6 +59,9 @@ export interface CurrentStep {
 }
 
 const currentStepStorage = new AsyncLocalStorage<CurrentStep>();
+
+/** The transaction of the local step the calling code runs inside (ctx.ordered and ctx.lock use it). */
+const localTransactionStorage = new AsyncLocalStorage<{ tx: PoolClient; step: string; runId: number }>();
 
 /** The step the calling code runs inside, if any. */
 export function currentStep(): CurrentStep | undefined {
@@ -162,7 +165,7 @@ export function createRunContext(
       return record.result as T;
     }
     const result = await withFence(async (tx, generation) => {
-      const value: Json = toRecordedJson(await currentStepStorage.run(info, () => fn(tx)), name);
+      const value: Json = toRecordedJson(await currentStepStorage.run(info, () => localTransactionStorage.run({ tx, step: name, runId: run.runId }, () => fn(tx))), name);
       if (options.final) {
         // The record and the run's `done` in one statement (one round trip less per event).
         if (!(await queries.recordFinalStep(tx, { runId: run.runId, generation, name, result: value }, run.token))) throw new LeaseLostError(run.runId);
@@ -214,11 +217,47 @@ export function createRunContext(
     return value as T;
   }
 
+  /** The current local step's transaction; StepUsageError outside one (or inside another run's). */
+  function localTransaction(method: 'ordered' | 'lock', objectKey: unknown): { tx: PoolClient; step: string } {
+    const local = localTransactionStorage.getStore();
+    if (!local || local.runId !== run.runId) {
+      throw new StepUsageError(
+        `ctx.${method}() in handler "${run.handler}" must be called inside a local step, where its effect commits with the step's writes: await ctx.transaction('apply', async (tx) => { ${method === 'ordered' ? "const { stale } = await ctx.ordered('customer:' + id, event.signedAt); if (stale) return { skipped: 'stale' };" : "await ctx.lock('order:' + id);"} ... })`,
+      );
+    }
+    if (typeof objectKey !== 'string' || objectKey.length === 0 || objectKey.length > 500 || /[\u0000-\u001f\u007f]/.test(objectKey)) {
+      throw new StepUsageError(
+        `the object key given to ctx.${method}() in handler "${run.handler}" must be 1-500 characters without control characters, e.g. \`customer:\${customer.id}\``,
+      );
+    }
+    return local;
+  }
+
+  async function ordered(objectKey: string, version: number | Date): Promise<Ordering> {
+    const { tx, step } = localTransaction('ordered', objectKey);
+    const value = version instanceof Date ? version.getTime() : version;
+    if (typeof value !== 'number' || !Number.isFinite(value)) {
+      throw new StepUsageError(
+        `the version given to ctx.ordered('${objectKey}', ...) in handler "${run.handler}" must be a finite number or a valid Date (got ${String(version)})`,
+      );
+    }
+    const { stale, previous } = await queries.recordObjectVersion(tx, run.handler, objectKey, value);
+    if (stale) log.info({ step, objectKey, version: value, newest: previous }, 'stale update: a newer version of this object was applied already');
+    return { stale, previous, version: value };
+  }
+
+  async function lock(objectKey: string): Promise<void> {
+    const { tx } = localTransaction('lock', objectKey);
+    await queries.lockObject(tx, objectKey);
+  }
+
   return {
     log,
     signal,
     transaction: transaction as HandlerContext['transaction'],
     step: step as HandlerContext['step'],
+    ordered,
+    lock,
     get completed() {
       return completed;
     },

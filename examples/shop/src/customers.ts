@@ -1,11 +1,13 @@
 /**
  * Stripe `customer.updated`, the out-of-order example. Stripe does not guarantee delivery
  * order, so an older update can arrive after a newer one. Each event carries its signed
- * creation time (`created`); the profile keeps the creation time of the update it reflects and
- * takes an update only if it is newer. A stale one is recorded as ignored, not applied.
+ * creation time (`created`, `event.signedAt`): `ctx.ordered` records, per customer, the newest
+ * version this handler applied, and says `stale` when a newer one was applied already. A stale
+ * update writes nothing and its step records `{ applied: false, reason: 'stale' }`.
  *
- * The check and the write are one statement (a conditional upsert), so two updates racing for
- * the same customer cannot both win: the row lock taken by ON CONFLICT orders them.
+ * `ctx.ordered` is one upsert inside the step's transaction: two updates racing for the same
+ * customer on two workers cannot both win (its row lock orders them), and the version commits
+ * or rolls back with the profile write.
  */
 import { defineHandler, PermanentError } from '@oncehook/sdk';
 
@@ -18,18 +20,16 @@ export const customerProfileHandler = defineHandler(
     await ctx.transaction(
       'apply-profile',
       async (tx) => {
-        // 0 rows = the stored profile already reflects a newer (or the same) update: stale.
-        const { rowCount } = await tx.query(
+        const { stale, previous } = await ctx.ordered(`customer:${customer.id}`, signedAt);
+        if (stale) return { applied: false, reason: 'stale', newer: previous };
+        await tx.query(
           `INSERT INTO example_customers (id, email, name, version_at)
            VALUES ($1::text, $2::text, $3::text, $4::timestamptz)
            ON CONFLICT (id) DO UPDATE
-              SET email = excluded.email, name = excluded.name, version_at = excluded.version_at, updated_at = now()
-            WHERE example_customers.version_at < excluded.version_at`,
+              SET email = excluded.email, name = excluded.name, version_at = excluded.version_at, updated_at = now()`,
           [customer.id, customer.email ?? null, customer.name ?? null, signedAt],
         );
-        const applied = rowCount === 1;
-        if (!applied) ctx.log.info({ customer: customer.id }, 'stale customer.updated ignored (the profile reflects a newer event)');
-        return { applied };
+        return { applied: true, reason: 'newest', newer: null };
       },
       { final: true },
     );

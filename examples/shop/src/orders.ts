@@ -2,10 +2,12 @@
  * Orders, shared by the Stripe and Shopify flows.
  *
  * Concurrency choice: SERIALIZE PER OBJECT. Every write to an order happens in a local step
- * that first takes `SELECT ... FOR UPDATE` on the order row, so two events about the same
- * order (two partial payments arriving at the same moment, handled by two workers) run their
- * read-modify-write one after the other and neither update is lost. The lock is held only for
- * the local transaction, never across an external call.
+ * that first takes `ctx.lock('order:<id>')` (the SDK's per-object lock, a transaction-scoped
+ * advisory lock), so two events about the same order (two partial payments arriving at the
+ * same moment, handled by two workers) run their read-modify-write one after the other and
+ * neither update is lost. The lock is held only for the local transaction, never across an
+ * external call. (`SELECT ... FOR UPDATE` on the row would do too once the row exists; the
+ * lock also covers the first payment, which creates it.)
  */
 import type { HandlerContext, PoolClient } from '@oncehook/sdk';
 import type { ShopClients } from './clients';
@@ -20,8 +22,11 @@ export interface OrderFacts {
   items: { sku: string; quantity: number }[];
 }
 
-/** Creates the order if new and locks it: the per-order serialization point. */
-export async function lockOrder(tx: PoolClient, order: OrderFacts): Promise<{ paidCents: number; totalCents: number; status: 'pending' | 'paid'; chargeId: string | null }> {
+/** The lock key of an order (ctx.lock): every local step that writes the order takes it first. */
+export const orderLock = (orderId: string) => `order:${orderId}`;
+
+/** Creates the order if new and reads it; the caller holds ctx.lock(orderLock(id)). */
+export async function readOrder(tx: PoolClient, order: OrderFacts): Promise<{ paidCents: number; totalCents: number; status: 'pending' | 'paid'; chargeId: string | null }> {
   await tx.query(
     `INSERT INTO example_orders (id, customer_id, email, currency, total_cents)
      VALUES ($1::text, $2::text, $3::text, $4::text, $5::bigint)
@@ -30,8 +35,7 @@ export async function lockOrder(tx: PoolClient, order: OrderFacts): Promise<{ pa
   );
   const { rows } = await tx.query<{ paidCents: number; totalCents: number; status: 'pending' | 'paid'; chargeId: string | null }>(
     `SELECT paid_cents::int AS "paidCents", total_cents::int AS "totalCents", status, charge_id AS "chargeId"
-       FROM example_orders WHERE id = $1::text
-        FOR UPDATE`,
+       FROM example_orders WHERE id = $1::text`,
     [order.orderId],
   );
   const row = rows[0];
@@ -39,10 +43,10 @@ export async function lockOrder(tx: PoolClient, order: OrderFacts): Promise<{ pa
   return row;
 }
 
-/** Records a payment on a locked order; says whether this payment completed it. */
+/** Records a payment on an order whose lock the caller holds; says whether this payment completed it. */
 export async function recordPayment(tx: PoolClient, order: OrderFacts, amountCents: number, chargeId: string | null): Promise<{ becamePaid: boolean; paidCents: number }> {
-  const current = await lockOrder(tx, order);
-  // Read-modify-write, safe because the row is locked (see the header).
+  const current = await readOrder(tx, order);
+  // Read-modify-write, safe because the caller holds the order's lock (see the header).
   const paidCents = current.paidCents + amountCents;
   const becamePaid = current.status === 'pending' && paidCents >= current.totalCents;
   await tx.query(

@@ -14,7 +14,7 @@
  */
 import { defineHandler, PermanentError } from '@oncehook/sdk';
 import type { ShopClients } from './clients';
-import { creditLedger, receiptAndShip, recordPayment, type OrderFacts } from './orders';
+import { creditLedger, orderLock, receiptAndShip, recordPayment, type OrderFacts } from './orders';
 
 /** Where a payment without a customer is credited. */
 export const GUEST_ACCOUNT = 'guest';
@@ -56,7 +56,10 @@ export function paymentHandler(clients: ShopClients) {
         address: metadata.address ?? 'address on file',
         items: [{ sku: metadata.sku ?? 'sku-default', quantity: 1 }],
       };
-      const { becamePaid } = await ctx.transaction('record-payment', (tx) => recordPayment(tx, order, amountCents, intent.id));
+      const { becamePaid } = await ctx.transaction('record-payment', async (tx) => {
+        await ctx.lock(orderLock(orderId));
+        return recordPayment(tx, order, amountCents, intent.id);
+      });
       await receiptAndShip(ctx, clients, order, amountCents, becamePaid);
     },
   );

@@ -13,7 +13,7 @@
 import { defineHandler } from '@oncehook/sdk';
 import { z } from 'zod';
 import type { ShopClients } from './clients';
-import { lockOrder, receiptAndShip, recordPayment, type OrderFacts } from './orders';
+import { orderLock, readOrder, receiptAndShip, recordPayment, type OrderFacts } from './orders';
 
 const ShopifyOrder = z.object({
   id: z.union([z.number().int(), z.string().min(1)]),
@@ -57,7 +57,8 @@ export function shopifyOrderHandler(clients: ShopClients) {
       const recorded = await ctx.transaction('record-order', async (tx) => {
         // The payment API answered this order's key with the charge already made: another event
         // about this order recorded it. Nothing to credit again.
-        if ((await lockOrder(tx, order)).chargeId === charge.id) return { becamePaid: false, alreadyRecorded: true };
+        await ctx.lock(orderLock(order.orderId));
+        if ((await readOrder(tx, order)).chargeId === charge.id) return { becamePaid: false, alreadyRecorded: true };
         return { becamePaid: (await recordPayment(tx, order, order.totalCents, charge.id)).becamePaid, alreadyRecorded: false };
       });
       if (recorded.alreadyRecorded) {

@@ -120,4 +120,35 @@ export interface HandlerContext {
    * domain object rather than the event (StepOptions; docs/handlers.md says when to).
    */
   step<T>(name: string, fn: (input: StepInput) => Promise<T & NoInfer<JsonChecked<T>>>, options?: StepOptions): Promise<T>;
+  /**
+   * Inside a local step (`ctx.transaction`'s function) only: orders updates of one domain
+   * object when the provider does not. Records `version` as the newest update of `objectKey`
+   * this handler applied, unless a newer one was applied already: then `stale` is true and the
+   * step should write nothing (return something that says so: it is recorded). The record
+   * commits or rolls back with the step. Equal versions are not stale.
+   *
+   * `version`: the provider's ordering field of the object, as a number or a Date (Stripe: the
+   * event's `created`, i.e. `event.signedAt`; Shopify: the resource's `updated_at`). Use one unit
+   * per object key. Throws StepUsageError outside a local step.
+   */
+  ordered(objectKey: string, version: number | Date): Promise<Ordering>;
+  /**
+   * Inside a local step only: waits for, then holds until the step commits, a lock on
+   * `objectKey` (a Postgres transaction-scoped advisory lock), so local steps of any handler
+   * about the same object run one at a time. For read-then-write logic on an object (a
+   * balance, an order's paid total) without writing `SELECT ... FOR UPDATE` yourself. Take
+   * locks of several objects in one order everywhere, or two steps can deadlock (Postgres
+   * then aborts one, which is retried). Throws StepUsageError outside a local step.
+   */
+  lock(objectKey: string): Promise<void>;
+}
+
+/** What `ctx.ordered` found. */
+export interface Ordering {
+  /** A newer update of this object was applied already: write nothing. */
+  readonly stale: boolean;
+  /** The newest version applied before this call (null: the first update of this object). */
+  readonly previous: number | null;
+  /** This update's version as recorded (a Date becomes epoch milliseconds). */
+  readonly version: number;
 }

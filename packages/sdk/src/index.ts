@@ -12,7 +12,7 @@
  * Guide: docs/handlers.md.
  */
 export { defineHandler, isHandler, HANDLER_NAME_PATTERN, type Handler, type HandlerOptions } from './define-handler';
-export type { HandlerContext, HandlerEvent, Json, JsonChecked, Logger, PoolClient, StepInput, StepOptions, TransactionOptions } from './context';
+export type { HandlerContext, HandlerEvent, Json, JsonChecked, Logger, Ordering, PoolClient, StepInput, StepOptions, TransactionOptions } from './context';
 export {
   PROVIDER_KINDS,
   type EventTypeFor,

@@ -6,12 +6,15 @@
  *
  *   migrate     serialises `npm run migrate` runs (transaction-scoped)
  *   reconciler  one reconciler (and retention) pass at a time across all workers (transaction-scoped)
+ *   object      a handler's ctx.lock(objectKey): local steps about one domain object, one at a
+ *               time (transaction-scoped; the object key is part of the hash)
  */
 import { createHash } from 'node:crypto';
 
-export type LockPurpose = 'migrate' | 'reconciler';
+export type LockPurpose = 'migrate' | 'reconciler' | 'object';
 
-/** The key as a decimal string, to pass as `$1::bigint`. */
-export function advisoryLockKey(schema: string, purpose: LockPurpose): string {
-  return createHash('sha256').update(`oncehook-lock\0${schema}\0${purpose}`).digest().readBigInt64BE(0).toString();
+/** The key as a decimal string, to pass as `$1::bigint`. `subject`: what is locked (the object key). */
+export function advisoryLockKey(schema: string, purpose: LockPurpose, subject?: string): string {
+  const parts = subject === undefined ? ['oncehook-lock', schema, purpose] : ['oncehook-lock', schema, purpose, subject];
+  return createHash('sha256').update(parts.join('\0')).digest().readBigInt64BE(0).toString();
 }

@@ -15,6 +15,7 @@
  * row the first committed, so the event is `done` exactly when its last run is.
  */
 import { createHash } from 'node:crypto';
+import { advisoryLockKey } from '../lock-keys';
 import type { EventJobData, EventRow, EventState, RunRow, RunState, StepKind, VerifiedEvent } from '../interfaces';
 import { schemaIdentifier } from '../schema-name';
 import type { Pool } from './pool';
@@ -237,6 +238,7 @@ export function createQueries(schemaName: string) {
   const ACTIONS = `${S}.operator_actions`;
   const DELIVERIES = `${S}.deliveries`;
   const ATTEMPTS = `${S}.run_attempts`;
+  const VERSIONS = `${S}.object_versions`;
 
   // -------------------------------------------------------------------------------------------
   // The edge: claim.
@@ -645,6 +647,41 @@ export function createQueries(schemaName: string) {
   }
 
   // -------------------------------------------------------------------------------------------
+  // Per-object ordering and locks (the SDK's ctx.ordered and ctx.lock), inside a local step.
+
+  /**
+   * Serialises local steps about one object: a transaction-scoped advisory lock on a key hashed
+   * from the schema and the object key (lock-keys.ts); released by the step's COMMIT/ROLLBACK.
+   */
+  async function lockObject(tx: Queryable, objectKey: string): Promise<void> {
+    await tx.query('SELECT pg_advisory_xact_lock($1::bigint)', [advisoryLockKey(schemaName, 'object', objectKey)]);
+  }
+
+  /**
+   * Records `version` as the highest applied for (handler, object) unless a higher one is
+   * already recorded. The check and the write are one upsert: ON CONFLICT DO UPDATE locks the
+   * row and evaluates its WHERE on the newest committed version, so two steps racing for one
+   * object cannot both win. Equal versions are not stale (a replay of the same update applies).
+   * `previous` is what the row held before (null: first update of this object).
+   */
+  async function recordObjectVersion(tx: Queryable, handler: string, objectKey: string, version: number): Promise<{ stale: boolean; previous: number | null }> {
+    const { rows } = await tx.query<{ previous: string | null; applied: boolean }>(
+      `WITH prior AS (
+         SELECT version FROM ${VERSIONS} WHERE handler = $1::text AND object_key = $2::text
+       ), up AS (
+         INSERT INTO ${VERSIONS} AS v (handler, object_key, version) VALUES ($1::text, $2::text, $3::numeric)
+         ON CONFLICT (handler, object_key) DO UPDATE SET version = excluded.version, updated_at = now()
+          WHERE v.version <= excluded.version
+         RETURNING 1
+       )
+       SELECT (SELECT version::text FROM prior) AS previous, EXISTS (SELECT 1 FROM up) AS applied`,
+      [handler, objectKey, version],
+    );
+    const row = rows[0]!;
+    return { stale: !row.applied, previous: row.previous === null ? null : Number(row.previous) };
+  }
+
+  // -------------------------------------------------------------------------------------------
   // The reconciler.
 
   /** SQL of releaseExpiredLeases ($1 limit); exported so tests can EXPLAIN it. */
@@ -1021,6 +1058,8 @@ export function createQueries(schemaName: string) {
     bindLegacyRun,
     renewLease,
     lockLeasedRun,
+    lockObject,
+    recordObjectVersion,
     recordFinalStep,
     markRunDone,
     markRunFailed,

@@ -85,6 +85,13 @@ CREATE TABLE oncehook.migrations (
     applied_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+CREATE TABLE oncehook.object_versions (
+    handler text NOT NULL,
+    object_key text NOT NULL,
+    version numeric NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
 CREATE TABLE oncehook.operator_actions (
     id bigint NOT NULL,
     event_row_id bigint NOT NULL,
@@ -150,6 +157,9 @@ ALTER TABLE ONLY oncehook.handlers
 
 ALTER TABLE ONLY oncehook.migrations
     ADD CONSTRAINT migrations_pkey PRIMARY KEY (set_name, version);
+
+ALTER TABLE ONLY oncehook.object_versions
+    ADD CONSTRAINT object_versions_pkey PRIMARY KEY (handler, object_key);
 
 ALTER TABLE ONLY oncehook.operator_actions
     ADD CONSTRAINT operator_actions_pkey PRIMARY KEY (id);
