@@ -69,6 +69,7 @@ it('re-enqueues received runs past the threshold (their retry job was lost)', as
     provider: 'stripe',
     eventId: 'evt_run_lost',
     handler: 'h1',
+    generation: 0,
     attempt: 2,
   });
 });

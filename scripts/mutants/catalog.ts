@@ -470,6 +470,15 @@ export const MUTANTS: Mutant[] = [
     replace: '    job.kind === undefined && job.type !== undefined ? {',
     tests: ['test/round-trips.test.ts'],
   },
+  {
+    id: 'run-job-id-ignores-generation',
+    guarantee: "a replayed run's retries are not swallowed by the earlier generation's jobs",
+    file: 'packages/shared/src/queue.ts',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the search text is source code containing a template literal
+    search: "  const generation = job.generation ? `g${job.generation}-` : '';",
+    replace: "  const generation = '';",
+    tests: ['test/fan-out.test.ts'],
+  },
   // ---- ordering helpers -----------------------------------------------------------------
   {
     id: 'ordered-never-stale',

@@ -61,7 +61,7 @@ export type RunOutcome =
   | { kind: 'done'; handler: string; type: string }
   | { kind: 'failed'; handler: string; type: string; error: string }
   /** Recorded on the run (state received); the caller schedules job attempt `attempt` + 1. */
-  | { kind: 'retry'; handler: string; type: string; error: string; attempt: number }
+  | { kind: 'retry'; handler: string; type: string; error: string; attempt: number; generation: number }
   | { kind: 'lease-lost'; handler: string; type: string }
   /** Not ours to run (finished, or leased by another worker): acknowledged, nothing done. */
   | { kind: 'skipped'; handler: string };
@@ -184,7 +184,7 @@ export async function runLeased(deps: ProcessDeps, leased: LeasedRun, token: str
   const retry = async (error: string, logged: unknown): Promise<RunOutcome> => {
     if (!(await queries.releaseRunForRetry(pool, run.id, token, error))) return outcome('lease-lost');
     log.warn({ err: logged }, 'run failed; will retry');
-    return { kind: 'retry', handler: run.handler, type: event.type, error, attempt: run.attempts };
+    return { kind: 'retry', handler: run.handler, type: event.type, error, attempt: run.attempts, generation: run.generation };
   };
 
   if (run.attempts > settings.maxAttempts) {

@@ -81,7 +81,14 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
         // The failure is recorded on the run (state received). The next attempt is a job of
         // its own, delayed by the backoff. If this add is lost, the reconciler re-enqueues
         // the run after REQUEUE_AFTER_MS.
-        const next: EventJobData = { rowId: job.data.rowId, provider: job.data.provider, eventId: job.data.eventId, handler: run.handler, attempt: run.attempt };
+        const next: EventJobData = {
+          rowId: job.data.rowId,
+          provider: job.data.provider,
+          eventId: job.data.eventId,
+          handler: run.handler,
+          generation: run.generation,
+          attempt: run.attempt,
+        };
         await enqueueEvent(deps.queue, next, { delayMs: runRetryDelayMs(run.attempt, settings.retryBackoffMs) }).catch((error: unknown) =>
           log.warn({ err: error, rowId: next.rowId, handler: run.handler }, 'could not schedule the retry; the reconciler will re-enqueue it'),
         );

@@ -121,6 +121,12 @@ export interface EventJobData {
    */
   kind?: string;
   type?: string;
+  /**
+   * A run job's generation (replays start a new one). Part of the job id from generation 1 on,
+   * so a replayed run's attempts never collide with the ids of its earlier generation's jobs,
+   * which Redis may still keep (completed jobs are kept for Bull Board). Absent = 0.
+   */
+  generation?: number;
   /** The run's attempt count when the job was enqueued: the job runs attempt + 1 (0 for a dispatch). */
   attempt: number;
 }

@@ -29,11 +29,14 @@ export const EVENT_JOB_NAME = 'event';
  *
  * BullMQ rejects custom ids that look like integers or contain ':' (its key separator), and
  * provider ids may contain anything, so the key is hashed (event-key.ts): `evt-` + 32 hex
- * digits + `-d` for a dispatch; `run-` + 32 hex digits of (event key, handler) + `-<attempt>`.
+ * digits + `-d` for a dispatch; `run-` + 32 hex digits of (event key, handler) + `-<attempt>`,
+ * or `-g<generation>-<attempt>` from a replay's generation 1 on (a new generation's attempt 1
+ * must not be swallowed by the completed job of generation 0's attempt 1).
  */
-export function jobIdFor(job: Pick<EventJobData, 'provider' | 'eventId' | 'handler' | 'attempt'>): string {
+export function jobIdFor(job: Pick<EventJobData, 'provider' | 'eventId' | 'handler' | 'attempt' | 'generation'>): string {
   if (job.handler === undefined) return `evt-${eventKeyDigest(job.provider, job.eventId).slice(0, 32)}-d`;
-  return `run-${eventKeyDigest(job.provider, job.eventId, job.handler).slice(0, 32)}-${job.attempt}`;
+  const generation = job.generation ? `g${job.generation}-` : '';
+  return `run-${eventKeyDigest(job.provider, job.eventId, job.handler).slice(0, 32)}-${generation}${job.attempt}`;
 }
 
 /**

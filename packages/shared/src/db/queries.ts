@@ -696,7 +696,7 @@ export function createQueries(schemaName: string) {
          LIMIT $1::int
          FOR UPDATE SKIP LOCKED))
         AND r.state = 'processing' AND r.lease_until < now() AND e.id = r.event_row_id
-      RETURNING r.event_row_id AS "rowId", e.provider, e.event_id AS "eventId", r.handler, r.attempts AS attempt`;
+      RETURNING r.event_row_id AS "rowId", e.provider, e.event_id AS "eventId", r.handler, r.generation, r.attempts AS attempt`;
 
   /**
    * processing -> received for runs whose lease expired: the worker died or hung. Clearing the
@@ -719,7 +719,7 @@ export function createQueries(schemaName: string) {
          LIMIT $2::int
          FOR UPDATE SKIP LOCKED))
         AND r.state = 'received' AND e.id = r.event_row_id
-      RETURNING r.event_row_id AS "rowId", e.provider, e.event_id AS "eventId", r.handler, r.attempts AS attempt`;
+      RETURNING r.event_row_id AS "rowId", e.provider, e.event_id AS "eventId", r.handler, r.generation, r.attempts AS attempt`;
 
   /**
    * `received` runs untouched for `olderThanMs`: their job was lost (Redis flushed or failed
@@ -794,7 +794,7 @@ export function createQueries(schemaName: string) {
       handler: row.handler,
       fromState: row.fromState,
       generation: row.generation,
-      job: { rowId, provider: row.provider, eventId: row.eventId, handler: row.handler, attempt: 0 },
+      job: { rowId, provider: row.provider, eventId: row.eventId, handler: row.handler, generation: row.generation, attempt: 0 },
     }));
   }
 
@@ -844,7 +844,7 @@ export function createQueries(schemaName: string) {
       handler: row.handler,
       fromState: row.fromState,
       generation: row.generation,
-      job: { rowId: input.rowId, provider: row.provider, eventId: row.eventId, handler: row.handler, attempt: 0 },
+      job: { rowId: input.rowId, provider: row.provider, eventId: row.eventId, handler: row.handler, generation: row.generation, attempt: 0 },
     };
   }
 
