@@ -12,3 +12,40 @@ export interface RetentionPolicy {
 export function retentionDaysFor(policy: RetentionPolicy, provider: string): number {
   return policy.overrides[provider] ?? policy.defaultDays;
 }
+
+/**
+ * How long each built-in provider keeps redelivering an event on its own (docs/providers.md,
+ * "what each provider's redelivery repeats"): a key must be kept at least this long, or an
+ * automatic redelivery after the key was deleted would be processed as a new event. Manual
+ * resends reach further (Stripe's CLI: 30 days; Svix: while the payload is retained): the
+ * default RETENTION_DAYS (35) covers Stripe's; docs/operating.md, "Retention", says the rest.
+ */
+export const REDELIVERY_WINDOWS: Readonly<Record<string, { days: number; what: string }>> = {
+  stripe: { days: 3, what: 'Stripe retries live-mode deliveries for up to 3 days' },
+  github: { days: 3, what: 'GitHub redelivers (manually or through its API) deliveries of the last 3 days' },
+  shopify: { days: 1, what: 'Shopify retries 8 times over 4 hours' },
+  'standard-webhooks': { days: 4, what: 'Standard Webhooks senders retry for days (the reference schedule spans about 75 hours)' },
+  slack: { days: 1, what: 'Slack retries 3 times within 5 minutes' },
+  paddle: { days: 3, what: 'Paddle retries up to 60 times over 3 days' },
+};
+
+/**
+ * Refuses a retention shorter than a source's provider redelivers for, naming the source, the
+ * provider's window and the variable to change. Sources of a kind without a documented window
+ * (generic HMAC) are not checked.
+ */
+export function retentionProblems(policy: RetentionPolicy, sources: readonly { name: string; kind: string }[]): string[] {
+  const problems: string[] = [];
+  for (const source of sources) {
+    const window = REDELIVERY_WINDOWS[source.kind];
+    if (!window) continue;
+    const days = retentionDaysFor(policy, source.name);
+    if (days < window.days) {
+      const setting = source.name in policy.overrides ? `RETENTION_OVERRIDES ${source.name}=${days}` : `RETENTION_DAYS=${days}`;
+      problems.push(
+        `${setting} keeps the keys of source "${source.name}" for ${days} day(s), but ${window.what}: a redelivery after the key is gone would be processed again. Keep them at least ${window.days} days (the default is 35).`,
+      );
+    }
+  }
+  return problems;
+}

@@ -12,6 +12,7 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import type { IngestConfig } from '../config';
 import { ConfigError } from '../errors';
+import { retentionProblems } from '../retention';
 import { createGenericHmacSource } from './generic-hmac';
 import { createGitHubSource } from './github';
 import { createPaddleSource } from './paddle';
@@ -176,6 +177,8 @@ export function sourceDeclarations(config: IngestConfig): SourceDeclaration[] {
 export function sourcesFromConfig(config: IngestConfig, env: Env = process.env): Map<string, WebhookSource> {
   const sources = new Map<string, WebhookSource>();
   for (const declaration of sourceDeclarations(config)) sources.set(declaration.name, createSource(declaration, env));
+  const tooShort = retentionProblems({ defaultDays: config.RETENTION_DAYS, overrides: config.RETENTION_OVERRIDES }, [...sources.values()]);
+  if (tooShort.length > 0) throw new ConfigError(`Retention shorter than a provider's redelivery window:\n  ${tooShort.join('\n  ')}`);
   if (sources.size === 0) {
     throw new ConfigError(
       'No webhook source is configured: set STRIPE_WEBHOOK_SECRET, GITHUB_WEBHOOK_SECRET, SHOPIFY_WEBHOOK_SECRET, STANDARD_WEBHOOKS_SECRET, SLACK_SIGNING_SECRET, PADDLE_WEBHOOK_SECRET or ONCEHOOK_SOURCES_FILE (see docs/providers.md).',
