@@ -320,8 +320,9 @@ export const MUTANTS: Mutant[] = [
     id: 'ack-before-commit',
     guarantee: 'the 2xx is sent only after the claim committed',
     file: 'apps/ingest/src/receive-webhook.ts',
-    search: '    claim = await claims.claim(event);',
-    replace: "    claim = await Promise.race([claims.claim(event), new Promise<ClaimResult>((resolve) => setImmediate(() => resolve({ outcome: 'new', rowId: -1 })))]);",
+    search: '    claim = await claims.claim(traceparent ? { ...event, traceparent } : event);',
+    replace:
+      "    claim = await Promise.race([claims.claim(traceparent ? { ...event, traceparent } : event), new Promise<ClaimResult>((resolve) => setImmediate(() => resolve({ outcome: 'new', rowId: -1 })))]);",
     tests: ['test/dependency-loss.test.ts', 'test/ingest-edge.test.ts'],
   },
   {
@@ -495,6 +496,15 @@ export const MUTANTS: Mutant[] = [
     search: "    await tx.query('SELECT pg_advisory_xact_lock($1::bigint)', [advisoryLockKey(schemaName, 'object', objectKey)]);",
     replace: "    await tx.query('SELECT $1::bigint', [advisoryLockKey(schemaName, 'object', objectKey)]);",
     tests: ['test/ordering.test.ts'],
+  },
+  // ---- tracing --------------------------------------------------------------------------
+  {
+    id: 'trace-not-on-event',
+    guarantee: "retries and recoveries continue the delivery's trace (it is kept on the event row)",
+    file: QUERIES,
+    search: '                trace_parent = coalesce($5::text, trace_parent)',
+    replace: '                trace_parent = trace_parent',
+    tests: ['test/tracing.test.ts'],
   },
   // ---- operator actions -----------------------------------------------------------------
   {

@@ -12,6 +12,7 @@
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import {
+  inSpan,
   metricsAuthorized,
   withTimeout,
   type Faults,
@@ -24,6 +25,7 @@ import {
   type WebhookSource,
 } from '@oncehook/shared';
 import { HTTPException } from 'hono/http-exception';
+import { SpanKind } from '@opentelemetry/api';
 import { mountAdmin, type AdminSettings } from './admin';
 import { createEdgeGuards } from './edge-guards';
 import { createTypeLabels, type TypeLabels } from './type-labels';
@@ -124,7 +126,8 @@ export function createApp(deps: IngestDeps): Hono {
     // full web Request per delivery (12% of ingest CPU in a profile) and loses node-server's
     // direct read of the body.
     (c, next) => (/^\d{1,15}$/.test(c.req.header('content-length') ?? '') ? next() : chunkedLimit(c, next)),
-    (c) => receiveWebhook(c, deps, claims, edge),
+    // One span per delivery (tracing.ts; a no-op unless OTEL_* asks for traces).
+    (c) => inSpan('webhook.receive', { kind: SpanKind.SERVER, attributes: { 'oncehook.source': c.req.param('provider') ?? '' } }, () => receiveWebhook(c, deps, claims, edge)),
   );
 
   app.all('/webhooks/:provider', (c) => {

@@ -189,7 +189,15 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
       // A dispatch job: the worker creates the event's handler runs.
       if ('outcome' in result && result.outcome === 'new') {
         const event = unique[i]!;
-        fresh.push({ rowId: result.rowId, provider: event.provider, eventId: event.eventId, kind: event.kind, type: event.type, attempt: 0 });
+        fresh.push({
+          rowId: result.rowId,
+          provider: event.provider,
+          eventId: event.eventId,
+          kind: event.kind,
+          type: event.type,
+          attempt: 0,
+          ...(event.traceparent ? { trace: event.traceparent } : {}),
+        });
       }
     });
     options.relay.push(fresh);

@@ -32,11 +32,13 @@ import {
   retentionDaysFor,
   VerificationError,
   withTimeout,
+  currentTraceparent,
   type ClaimResult,
   type EdgeResult,
   type EventJobData,
   type Verified,
 } from '@oncehook/shared';
+import { trace } from '@opentelemetry/api';
 import type { Context } from 'hono';
 import type { IngestDeps } from './app';
 import type { ClaimBatcher } from './claim-batcher';
@@ -48,6 +50,7 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
   if (!source) throw new Error('receiveWebhook reached without a known source'); // guarded by edge-guards
   const { metrics } = deps;
   const answer = (result: EdgeResult, type: string, response: Response): Response => {
+    trace.getActiveSpan()?.setAttributes({ 'oncehook.outcome': result, 'http.response.status_code': response.status });
     metrics.eventsTotal.inc({ provider: source.name, type, result });
     metrics.ingestDuration.observe({ result }, Number(process.hrtime.bigint() - started) / 1e9);
     return response;
@@ -79,6 +82,7 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
     return c.json(verified.reply.body, 200);
   }
   const { event } = verified;
+  trace.getActiveSpan()?.setAttributes({ 'oncehook.event_id': event.eventId, 'oncehook.event_type': event.type });
   const typeLabel = (type: string) => deps.typeLabels?.label(event.provider, event.kind, type) ?? 'other';
   const log = deps.log.isLevelEnabled('info') ? deps.log.child({ provider: event.provider, eventId: event.eventId, type: event.type }) : deps.log;
 
@@ -106,7 +110,9 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
   //    and one Redis round trip (claim-batcher.ts). Resolves after the claim has committed.
   let claim: ClaimResult;
   try {
-    claim = await claims.claim(event);
+    // The delivery's trace goes with the event: the dispatch job continues it.
+    const traceparent = currentTraceparent();
+    claim = await claims.claim(traceparent ? { ...event, traceparent } : event);
   } catch (error) {
     if (isUnstorablePayloadError(error)) {
       edge.rejected(source.name, 'unstorable_payload', 400, `payload cannot be stored: ${(error as Error).message}`);

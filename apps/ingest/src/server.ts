@@ -3,11 +3,13 @@
  * deliveries finish (each either commits its claim and answers, or answers 5xx), then close
  * the queue, Redis and the pool.
  */
-import { announce, loadIngestConfig, onShutdownSignal, runMain } from '@oncehook/shared';
+import { announce, loadIngestConfig, onShutdownSignal, runMain, startTracing } from '@oncehook/shared';
 import { buildIngest } from './build-ingest';
 
 runMain(async () => {
   const config = loadIngestConfig();
+  // OpenTelemetry, when the OTEL_* variables ask for it (tracing.ts); before anything makes a span.
+  const tracing = await startTracing('oncehook-ingest');
   const ingest = buildIngest(config);
   const { port } = await ingest.listen();
   // Tests and scripts wait for this line (and read the port when PORT=0).
@@ -17,6 +19,7 @@ runMain(async () => {
   onShutdownSignal(async (signal) => {
     ingest.log.info({ signal }, 'shutting down: no new connections, finishing in-flight deliveries');
     await ingest.close();
+    await tracing?.shutdown();
     ingest.log.info('ingest stopped');
   }, config.SHUTDOWN_TIMEOUT_MS);
 });

@@ -19,8 +19,10 @@
  * attempt, a result that JSON would change, a step whose kind differs from its record.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
+import type { Span } from '@opentelemetry/api';
 import {
   idempotencyKeyFor,
+  inSpan,
   LeaseLostError,
   StepUsageError,
   toRecordedJson,
@@ -164,17 +166,19 @@ export function createRunContext(
       log.info({ step: name, kind: 'local' }, 'step already committed; skipped');
       return record.result as T;
     }
-    const result = await withFence(async (tx, generation) => {
-      const value: Json = toRecordedJson(await currentStepStorage.run(info, () => localTransactionStorage.run({ tx, step: name, runId: run.runId }, () => fn(tx))), name);
-      if (options.final) {
-        // The record and the run's `done` in one statement (one round trip less per event).
-        if (!(await queries.recordFinalStep(tx, { runId: run.runId, generation, name, result: value }, run.token))) throw new LeaseLostError(run.runId);
-      } else {
-        await queries.recordStep(tx, { runId: run.runId, generation, name, kind: 'local', result: value, idempotencyKey: null });
-      }
-      await deps.faults.hit('worker.step-before-commit', { step: name });
-      return value;
-    });
+    const result = await inSpan('oncehook.step', { attributes: { 'oncehook.step': name, 'oncehook.step.kind': 'local' } }, () =>
+      withFence(async (tx, generation) => {
+        const value: Json = toRecordedJson(await currentStepStorage.run(info, () => localTransactionStorage.run({ tx, step: name, runId: run.runId }, () => fn(tx))), name);
+        if (options.final) {
+          // The record and the run's `done` in one statement (one round trip less per event).
+          if (!(await queries.recordFinalStep(tx, { runId: run.runId, generation, name, result: value }, run.token))) throw new LeaseLostError(run.runId);
+        } else {
+          await queries.recordStep(tx, { runId: run.runId, generation, name, kind: 'local', result: value, idempotencyKey: null });
+        }
+        await deps.faults.hit('worker.step-before-commit', { step: name });
+        return value;
+      }),
+    );
     if (options.final) completed = true;
     deps.hooks?.stepCommitted?.(info);
     log.info({ step: name, kind: 'local' }, 'step committed');
@@ -188,6 +192,11 @@ export function createRunContext(
       log.info({ step: name, kind: 'external' }, 'step already recorded; skipped');
       return record.result as T;
     }
+    return inSpan('oncehook.step', { attributes: { 'oncehook.step': name, 'oncehook.step.kind': 'external' } }, (span) => callAndRecord(name, fn, subject, span));
+  }
+
+  /** An external step not recorded yet: prove the lease, call with the step's key, record. */
+  async function callAndRecord<T>(name: string, fn: (input: StepInput) => Promise<T>, subject: string | null, span: Span): Promise<T> {
     // A worker that stalled past its lease must not call out at all (the run may have been
     // finished and even replayed meanwhile, and an API forgets keys after a while): prove
     // the lease, and renew it so the call has all of it.
@@ -203,6 +212,7 @@ export function createRunContext(
       subject,
     });
     const info: CurrentStep = { runId: run.runId, handler: run.handler, step: name, kind: 'external', attempt: run.attempt, idempotencyKey };
+    span.setAttribute('oncehook.idempotency_key', idempotencyKey);
     log.info({ step: name, kind: 'external', idempotencyKey }, 'calling external step');
     deps.hooks?.externalCall?.(info);
     const returned = await currentStepStorage.run(info, () => fn({ idempotencyKey, signal, attempt: run.attempt }));

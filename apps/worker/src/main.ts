@@ -3,12 +3,14 @@
  * worker and start it; on SIGTERM stop taking jobs, let the ones in flight finish (their
  * leases cover the rest if the timeout hits), then close connections.
  */
-import { announce, createLogger, loadWorkerConfig, onShutdownSignal, runMain } from '@oncehook/shared';
+import { announce, createLogger, loadWorkerConfig, onShutdownSignal, runMain, startTracing } from '@oncehook/shared';
 import { buildWorker } from './build-worker';
 import { handlerModuleList, loadHandlerModules } from './load-handlers';
 
 runMain(async () => {
   const config = loadWorkerConfig();
+  // OpenTelemetry, when the OTEL_* variables ask for it (tracing.ts); before anything makes a span.
+  const tracing = await startTracing('oncehook-worker');
   const log = createLogger('worker', config.LOG_LEVEL, config.LOG_FORMAT);
   const { handlers, modules } = await loadHandlerModules(handlerModuleList(config.ONCEHOOK_HANDLERS));
   for (const handler of handlers) {
@@ -27,6 +29,7 @@ runMain(async () => {
   onShutdownSignal(async (signal) => {
     log.info({ signal }, 'shutting down: no new jobs, finishing in-flight ones');
     await worker.close();
+    await tracing?.shutdown();
     log.info('worker stopped');
   }, config.SHUTDOWN_TIMEOUT_MS);
 });

@@ -21,9 +21,12 @@
  *   lease lost at any point -> stop, commit nothing more; the new owner finishes
  */
 import { randomUUID } from 'node:crypto';
+import { SpanStatusCode } from '@opentelemetry/api';
 import { UnrecoverableError } from 'bullmq';
 import {
+  contextFrom,
   describeError,
+  inSpan,
   LeaseLostError,
   PermanentError,
   type EventJobData,
@@ -110,6 +113,7 @@ async function dispatch(deps: ProcessDeps, job: EventJobData): Promise<JobOutcom
       event.id,
       [...tokens].map(([handler, token]) => ({ handler, token })),
       settings.leaseMs,
+      job.trace ?? null,
     );
     if (dispatched) {
       deps.log.debug({ rowId: event.id, handlers: handlers.map((h) => h.name) }, 'dispatched');
@@ -163,7 +167,35 @@ function handlerEvent(event: EventRow, leased: LeasedRun, payload: unknown): Han
   };
 }
 
+/**
+ * One attempt of a leased run, in a span of the event's trace (the delivery's traceparent,
+ * stored on the event by the dispatch): retries and recoveries continue the same trace.
+ */
 export async function runLeased(deps: ProcessDeps, leased: LeasedRun, token: string): Promise<RunOutcome> {
+  const { run, event } = leased;
+  return inSpan(
+    'oncehook.run',
+    {
+      parent: contextFrom(event.traceParent),
+      attributes: {
+        'oncehook.source': event.provider,
+        'oncehook.event_id': event.eventId,
+        'oncehook.event_type': event.type,
+        'oncehook.handler': run.handler,
+        'oncehook.attempt': run.attempts,
+        'oncehook.generation': run.generation,
+      },
+    },
+    async (span) => {
+      const result = await runLeasedAttempt(deps, leased, token);
+      span.setAttribute('oncehook.outcome', result.kind);
+      if (result.kind === 'failed' || result.kind === 'retry') span.setStatus({ code: SpanStatusCode.ERROR, message: result.error });
+      return result;
+    },
+  );
+}
+
+async function runLeasedAttempt(deps: ProcessDeps, leased: LeasedRun, token: string): Promise<RunOutcome> {
   const { pool, queries, settings } = deps;
   const { run, event } = leased;
   const log = deps.log.child({

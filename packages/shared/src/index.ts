@@ -31,3 +31,4 @@ export * from './idempotency-key';
 export * from './operations';
 export * from './retention';
 export * from './log-limiter';
+export * from './tracing';

@@ -56,6 +56,8 @@ export interface VerifiedEvent {
    * is then a duplicate too. Null for sources that sign their ids.
    */
   bodyHash?: Buffer | null;
+  /** The W3C traceparent of the delivery's span (tracing.ts); absent when tracing is off. */
+  traceparent?: string;
 }
 
 export type EventState = 'received' | 'processing' | 'done' | 'failed';
@@ -83,6 +85,8 @@ export interface EventRow {
   receivedAt: Date;
   updatedAt: Date;
   finishedAt: Date | null;
+  /** The traceparent of the delivery that created it, stored by the dispatch (tracing.ts); null when not traced. */
+  traceParent: string | null;
 }
 
 /** A row of `handler_runs`. */
@@ -127,6 +131,12 @@ export interface EventJobData {
    * which Redis may still keep (completed jobs are kept for Bull Board). Absent = 0.
    */
   generation?: number;
+  /**
+   * A dispatch job's W3C traceparent: the delivery that created the event (tracing.ts). The
+   * dispatch stores it on the event row, where every later lease (retries, recoveries) reads
+   * it. Absent when not traced.
+   */
+  trace?: string;
   /** The run's attempt count when the job was enqueued: the job runs attempt + 1 (0 for a dispatch). */
   attempt: number;
 }

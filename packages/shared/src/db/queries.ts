@@ -198,7 +198,7 @@ function eventColumns(alias: string): string {
   return `${alias}.id, ${alias}.provider, ${alias}.kind, ${alias}.event_id AS "eventId", ${alias}.type, ${alias}.payload,
     ${alias}.signed_at AS "signedAt", ${alias}.meta, ${alias}.state, ${alias}.runs_pending AS "runsPending",
     ${alias}.runs_failed AS "runsFailed", ${alias}.note, ${alias}.received_at AS "receivedAt",
-    ${alias}.updated_at AS "updatedAt", ${alias}.finished_at AS "finishedAt"`;
+    ${alias}.updated_at AS "updatedAt", ${alias}.finished_at AS "finishedAt", ${alias}.trace_parent AS "traceParent"`;
 }
 
 function runColumns(alias: string): string {
@@ -382,7 +382,8 @@ export function createQueries(schemaName: string) {
   const DISPATCH_AND_LEASE_SQL = prepared(
     'dispatchAndLease',
     `WITH ev AS (
-         UPDATE ${EVENTS} SET state = 'processing', runs_pending = cardinality($2::text[]), updated_at = now()
+         UPDATE ${EVENTS} SET state = 'processing', runs_pending = cardinality($2::text[]), updated_at = now(),
+                trace_parent = coalesce($5::text, trace_parent)
           WHERE id = $1::bigint AND state = 'received'
          RETURNING *
        ), created AS (
@@ -406,8 +407,17 @@ export function createQueries(schemaName: string) {
    * dispatched, finished, or gone): the caller looks for claimable runs instead. Two workers
    * dispatching at once serialize on the event row; the second finds it `processing`.
    */
-  async function dispatchAndLease(db: Queryable, rowId: number, runs: { handler: string; token: string }[], leaseMs: number): Promise<{ event: EventRow; runs: RunRow[] } | null> {
-    const { rows } = await db.query<{ event: EventRow; runs: RunRow[] | null }>(DISPATCH_AND_LEASE_SQL([rowId, runs.map((r) => r.handler), runs.map((r) => r.token), leaseMs]));
+  async function dispatchAndLease(
+    db: Queryable,
+    rowId: number,
+    runs: { handler: string; token: string }[],
+    leaseMs: number,
+    /** The delivery's traceparent (from the dispatch job), kept on the event for later leases. */
+    traceParent: string | null = null,
+  ): Promise<{ event: EventRow; runs: RunRow[] } | null> {
+    const { rows } = await db.query<{ event: EventRow; runs: RunRow[] | null }>(
+      DISPATCH_AND_LEASE_SQL([rowId, runs.map((r) => r.handler), runs.map((r) => r.token), leaseMs, traceParent]),
+    );
     const row = rows[0];
     if (!row) return null;
     return { event: reviveEvent(row.event), runs: (row.runs ?? []).map(reviveRun) };

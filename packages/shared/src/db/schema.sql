@@ -25,6 +25,7 @@ CREATE TABLE oncehook.events (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     finished_at timestamp with time zone,
     body_hash bytea,
+    trace_parent text,
     CONSTRAINT events_runs_failed_check CHECK ((runs_failed >= 0)),
     CONSTRAINT events_runs_pending_check CHECK ((runs_pending >= 0)),
     CONSTRAINT events_state_check CHECK ((state = ANY (ARRAY['received'::text, 'processing'::text, 'done'::text, 'failed'::text])))

@@ -14,8 +14,10 @@
  * - When tries run out on a retryable failure it throws OutboundUnavailableError: the step
  *   fails, the run is retried later by the worker with the SAME key.
  */
+import { context, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { backoffDelayMs } from '../backoff';
 import { OutboundUnavailableError, PermanentError } from '../errors';
+import { tracer } from '../tracing';
 
 export interface OutboundClientOptions {
   /** Name used in errors and metrics (payment, email, fulfilment). */
@@ -112,6 +114,20 @@ export function createOutboundClient(options: OutboundClientOptions): OutboundCl
         let retryAfterMs: number | null = null;
         const timeout = AbortSignal.timeout(timeoutMs);
         const startedAt = performance.now();
+        // One client span per try, a child of the step's span (tracing.ts); its context goes out
+        // as the `traceparent` header, so a traced API joins the trace.
+        const span = tracer().startSpan(`outbound ${options.name}`, {
+          kind: SpanKind.CLIENT,
+          attributes: { 'http.request.method': req.method, 'url.full': url.toString(), 'oncehook.idempotency_key': req.idempotencyKey ?? '', 'oncehook.try': attempt },
+        });
+        const traceHeaders: Record<string, string> = {};
+        propagation.inject(trace.setSpan(context.active(), span), traceHeaders);
+        const finish = (outcome: OutboundOutcome) => {
+          span.setAttributes({ 'oncehook.outbound.result': outcome.result, ...(outcome.status ? { 'http.response.status_code': outcome.status } : {}) });
+          if (outcome.result !== 'ok') span.setStatus({ code: SpanStatusCode.ERROR, message: outcome.result });
+          span.end();
+          report(outcome);
+        };
         const tried = () => ({
           name: options.name,
           method: req.method,
@@ -124,6 +140,7 @@ export function createOutboundClient(options: OutboundClientOptions): OutboundCl
             method: req.method,
             headers: {
               'content-type': 'application/json',
+              ...traceHeaders,
               ...options.headers,
               ...(req.idempotencyKey && !req.idempotencyKeyField ? { 'idempotency-key': req.idempotencyKey } : {}),
             },
@@ -138,15 +155,15 @@ export function createOutboundClient(options: OutboundClientOptions): OutboundCl
             /* keep the text */
           }
           if (response.ok) {
-            report({ ...tried(), result: 'ok', status: response.status });
+            finish({ ...tried(), result: 'ok', status: response.status });
             return { status: response.status, body: body as T, headers: response.headers };
           }
           const detail = typeof body === 'string' ? body.slice(0, 300) : JSON.stringify(body).slice(0, 300);
           if (!RETRYABLE_STATUS(response.status)) {
-            report({ ...tried(), result: 'permanent', status: response.status });
+            finish({ ...tried(), result: 'permanent', status: response.status });
             throw new PermanentError(`${options.name} API answered ${response.status} to ${req.method} ${url.pathname}: ${detail}`);
           }
-          report({ ...tried(), result: 'retryable', status: response.status });
+          finish({ ...tried(), result: 'retryable', status: response.status });
           lastProblem = `${response.status}: ${detail}`;
           lastStatus = response.status;
           retryAfterMs = parseRetryAfter(response.headers.get('retry-after'));
@@ -154,7 +171,7 @@ export function createOutboundClient(options: OutboundClientOptions): OutboundCl
           if (error instanceof PermanentError) throw error;
           if (req.signal?.aborted) throw req.signal.reason instanceof Error ? req.signal.reason : error;
           const timedOut = timeout.aborted;
-          report({ ...tried(), result: timedOut ? 'timeout' : 'network_error' });
+          finish({ ...tried(), result: timedOut ? 'timeout' : 'network_error' });
           lastProblem = timedOut
             ? `timed out after ${timeoutMs}ms`
             : `network error: ${(error as Error).cause instanceof Error ? ((error as Error).cause as Error).message : (error as Error).message}`;
