@@ -155,6 +155,7 @@ it('upgrades a database from before the schema: tables moved, data kept, in-flig
         'oncehook/0003_deliveries_and_attempts.sql',
         'oncehook/0004_object_versions.sql',
         'oncehook/0005_trace_parent.sql',
+        'oncehook/0006_key_horizon.sql',
         'shop/0001_shop.sql',
       ],
       upgradedLegacy: true,

@@ -1,7 +1,9 @@
 /**
- * Retention: done events past their source's horizon are deleted in bounded batches under
- * the reconciler's leadership; failed ones are kept; a redelivery inside the horizon is still
- * a duplicate; a delivery older than the horizon is answered `expired` and not processed.
+ * Retention, two horizons: done events past their source's payload horizon (RETENTION_DAYS) lose
+ * their payload, runs, steps and delivery log and keep a narrow key row; rows past the key
+ * horizon (KEY_RETENTION_DAYS) are deleted; in bounded batches under the reconciler's
+ * leadership; failed ones are kept. A redelivery inside the key horizon is a duplicate (also
+ * after the payload went); one past it is answered `expired` and not processed.
  */
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { advisoryLockKey, DEFAULT_SCHEMA } from '@oncehook/shared';
@@ -14,11 +16,16 @@ import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
 let db: TestDatabase;
 let ingest: IngestHandle;
 const probe = createMetricsProbe();
-const policy = { defaultDays: 3, overrides: { shopify: 1 } };
+const policy = { defaultDays: 3, overrides: { shopify: 1 }, keyDays: 5 };
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  ingest = await startIngest({ databaseUrl: db.url, prefix: testPrefix(), env: { RETENTION_DAYS: '3', RETENTION_OVERRIDES: 'shopify=1' }, metrics: probe.metrics });
+  ingest = await startIngest({
+    databaseUrl: db.url,
+    prefix: testPrefix(),
+    env: { RETENTION_DAYS: '3', RETENTION_OVERRIDES: 'shopify=1', KEY_RETENTION_DAYS: '5' },
+    metrics: probe.metrics,
+  });
 });
 afterAll(async () => {
   await ingest.close();
@@ -44,7 +51,7 @@ async function aged(provider: string, eventId: string, ageDays: number, state: '
   await db.pool.query(`INSERT INTO ${T.steps} (run_id, generation, name, kind, result) VALUES ($1, 0, 's', 'local', '{}')`, [run.rows[0]!.id]);
 }
 
-it('deletes exactly the done events past each source horizon, in batches, keeping failed ones', async () => {
+it('prunes done events past their source payload horizon, deletes rows past the key horizon, in batches, keeping failed ones', async () => {
   for (const age of [0.5, 1.5, 2.5, 3.5, 4.5, 5.5]) {
     await aged('stripe', `evt_${age}`, age, 'done');
     await aged('shopify', `wh_${age}`, age, 'done');
@@ -54,34 +61,48 @@ it('deletes exactly the done events past each source horizon, in batches, keepin
 
   const retention = createRetention({ pool: db.pool, queries: q, log: testLog, settings: { policy, batchSize: 2, maxBatches: 10 } });
   const counts = await retention.runOnce();
-  expect(counts).toEqual({ leader: true, deleted: 8, byProvider: { shopify: 5, stripe: 3 } });
+  // shopify (1 day): 1.5 .. 4.5 pruned, 5.5 deleted; stripe (3 days): 3.5, 4.5 pruned, 5.5 deleted.
+  expect(counts).toEqual({ leader: true, pruned: 6, deleted: 2, byProvider: { shopify: { pruned: 4, deleted: 1 }, stripe: { pruned: 2, deleted: 1 } } });
 
-  const { rows } = await db.pool.query<{ provider: string; event_id: string }>(`SELECT provider, event_id FROM ${T.events} ORDER BY provider, event_id`);
-  expect(rows.map((r) => `${r.provider}/${r.event_id}`)).toEqual([
+  const { rows } = await db.pool.query<{ key: string; pruned: boolean; payload: unknown }>(
+    `SELECT provider || '/' || event_id AS key, pruned_at IS NOT NULL AS pruned, payload FROM ${T.events} ORDER BY provider, event_id`,
+  );
+  expect(rows.map((r) => `${r.key}${r.pruned ? ' (key only)' : ''}`)).toEqual([
     'shopify/wh_0.5',
+    'shopify/wh_1.5 (key only)',
+    'shopify/wh_2.5 (key only)',
+    'shopify/wh_3.5 (key only)',
+    'shopify/wh_4.5 (key only)',
     'stripe/evt_0.5',
     'stripe/evt_1.5',
     'stripe/evt_2.5',
+    'stripe/evt_3.5 (key only)',
+    'stripe/evt_4.5 (key only)',
     'stripe/evt_failed_old', // a dead letter waits for a human
-    'stripe/evt_stuck_old', // not finished: never deleted
+    'stripe/evt_stuck_old', // not finished: never pruned or deleted
   ]);
+  expect(rows.filter((r) => r.pruned).every((r) => r.payload === null)).toBe(true);
   const steps = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${T.steps}`);
-  expect(steps.rows[0]?.n).toBe(5); // the deleted events' runs and steps went with them
-  expect(await retention.runOnce()).toMatchObject({ deleted: 0 });
+  expect(steps.rows[0]?.n).toBe(5); // only the events that kept their payload kept runs and steps
+  expect(await retention.runOnce()).toMatchObject({ pruned: 0, deleted: 0 });
 });
 
-it('a redelivery inside the horizon is still a duplicate; one past it is answered expired, not processed', async () => {
-  const inside = paymentSucceeded('evt_inside', { created: Math.floor(Date.now() / 1000) - 2.5 * 86_400 });
+it('a redelivery after the payload went but inside the key horizon is a duplicate; one past the key horizon is answered expired, not processed', async () => {
+  const inside = paymentSucceeded('evt_inside', { created: Math.floor(Date.now() / 1000) - 4 * 86_400 });
   expect((await deliver(ingest.url, signStripe(inside))).status).toBe(202);
-  await db.pool.query(`UPDATE ${T.events} SET state = 'done', received_at = now() - interval '2.5 days' WHERE event_id = 'evt_inside'`);
-  await createRetention({ pool: db.pool, queries: q, log: testLog, settings: { policy, batchSize: 100, maxBatches: 1 } }).runOnce();
+  await db.pool.query(`UPDATE ${T.events} SET state = 'done', received_at = now() - interval '4 days' WHERE event_id = 'evt_inside'`);
+  expect(await createRetention({ pool: db.pool, queries: q, log: testLog, settings: { policy, batchSize: 100, maxBatches: 1 } }).runOnce()).toMatchObject({
+    pruned: 1,
+    deleted: 0,
+  });
+  expect((await q.getEventByKey(db.pool, 'stripe', 'evt_inside'))?.prunedAt).toBeInstanceOf(Date);
   expect(await deliver(ingest.url, signStripe(inside))).toMatchObject({ status: 200, json: { status: 'duplicate' } });
 
   await ingest.queue.obliterate({ force: true });
-  const late = paymentSucceeded('evt_late', { created: Math.floor(Date.now() / 1000) - 4 * 86_400 });
+  const late = paymentSucceeded('evt_late', { created: Math.floor(Date.now() / 1000) - 6 * 86_400 });
   const answer = await deliver(ingest.url, signStripe(late));
   expect(answer).toMatchObject({ status: 200, json: { status: 'expired' } });
-  expect(String(answer.json.message)).toMatch(/beyond the 3-day retention horizon/);
+  expect(String(answer.json.message)).toMatch(/beyond the 5-day key retention horizon \(KEY_RETENTION_DAYS\)/);
   expect(await q.getEventByKey(db.pool, 'stripe', 'evt_late')).toBeNull();
   expect(await probe.value(`webhook_events_total`, { provider: 'stripe', result: 'expired' })).toBe(1);
   expect(await ingest.queue.count()).toBe(0);
@@ -94,7 +115,7 @@ it('runs only as the reconciler leader', async () => {
     await holder.query('BEGIN');
     await holder.query('SELECT pg_advisory_xact_lock($1::bigint)', [advisoryLockKey(DEFAULT_SCHEMA, 'reconciler')]);
     const counts = await createRetention({ pool: db.pool, queries: q, log: testLog, settings: { policy, batchSize: 10, maxBatches: 1 } }).runOnce();
-    expect(counts).toMatchObject({ leader: false, deleted: 0 });
+    expect(counts).toMatchObject({ leader: false, pruned: 0, deleted: 0 });
   } finally {
     await holder.query('COMMIT');
     holder.release();
@@ -121,11 +142,15 @@ it('each batch is an index range scan with a limit: its cost does not grow with 
     return rows.map((r) => r['QUERY PLAN']).join('\n');
   };
   try {
-    const plan = await explain(q.RETENTION_DELETE_SQL, 'text, int, int', `'stripe', 3, 1000`);
+    const plan = await explain(q.RETENTION_DELETE_SQL, 'text, int, int', `'stripe', 30, 1000`);
     expect(plan).toMatch(/Limit/);
     expect(plan).toMatch(/Index Scan using events_done_retention_idx/);
     expect(plan).toMatch(/Index Scan using events_pkey/); // the delete itself, by primary key
     expect(plan).not.toMatch(/Seq Scan/);
+    const prune = await explain(q.RETENTION_PRUNE_SQL, 'text, int, int', `'stripe', 3, 1000`);
+    expect(prune).toMatch(/Limit/);
+    expect(prune).toMatch(/Index Scan using events_prune_idx/);
+    expect(prune).not.toMatch(/Seq Scan/);
     // The reconciler's batch statements have the same shape.
     for (const [sql, types, args] of [
       [q.STALE_EVENTS_SQL, 'int, int', '30000, 500'],
@@ -138,6 +163,7 @@ it('each batch is an index range scan with a limit: its cost does not grow with 
     client.release();
   }
   const counts = await createRetention({ pool: db.pool, queries: q, log: testLog, settings: { policy, batchSize: 5000, maxBatches: 2 } }).runOnce();
+  expect(counts.pruned).toBeGreaterThan(0);
   expect(counts.deleted).toBeGreaterThan(0);
-  expect(Object.values(counts.byProvider).every((n) => n <= 10_000)).toBe(true); // bounded per run
+  expect(Object.values(counts.byProvider).every((n) => n.pruned <= 10_000 && n.deleted <= 10_000)).toBe(true); // bounded per run
 });

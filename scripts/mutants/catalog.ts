@@ -497,6 +497,25 @@ export const MUTANTS: Mutant[] = [
     replace: "    await tx.query('SELECT $1::bigint', [advisoryLockKey(schemaName, 'object', objectKey)]);",
     tests: ['test/ordering.test.ts'],
   },
+  // ---- retention: two horizons ----------------------------------------------------------
+  {
+    id: 'prune-deletes-key',
+    guarantee: 'past the payload horizon the key stays: a late redelivery is a duplicate',
+    file: QUERIES,
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the search text is source code containing a template literal
+    search: "      UPDATE ${EVENTS} SET payload = NULL, meta = '{}', note = NULL, pruned_at = now()",
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the replacement is source code containing a template literal
+    replace: '      DELETE FROM ${EVENTS}',
+    tests: ['test/key-horizon.test.ts', 'test/retention.test.ts'],
+  },
+  {
+    id: 'expiry-on-payload-horizon',
+    guarantee: 'ingest answers expired only past the key horizon',
+    file: 'apps/ingest/src/receive-webhook.ts',
+    search: '  const horizonDays = deps.settings.retention.keyDays;',
+    replace: '  const horizonDays = deps.settings.retention.defaultDays;',
+    tests: ['test/key-horizon.test.ts', 'test/retention.test.ts'],
+  },
   // ---- tracing --------------------------------------------------------------------------
   {
     id: 'trace-not-on-event',

@@ -66,7 +66,7 @@ export interface OncehookIngest {
 /** The ingest's settings, from its configuration: the one mapping from environment to settings. */
 export function ingestSettings(config: IngestConfig): IngestSettings {
   return {
-    retention: { defaultDays: config.RETENTION_DAYS, overrides: config.RETENTION_OVERRIDES },
+    retention: { defaultDays: config.RETENTION_DAYS, overrides: config.RETENTION_OVERRIDES, keyDays: config.KEY_RETENTION_DAYS },
     bodyLimitBytes: config.BODY_LIMIT_BYTES,
     duplicateReenqueueAfterMs: config.DUPLICATE_REENQUEUE_AFTER_MS,
     retryAfterSeconds: config.RETRY_AFTER_SECONDS,

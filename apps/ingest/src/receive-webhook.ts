@@ -29,7 +29,6 @@ import {
   isDatabaseUnavailableError,
   isUnstorablePayloadError,
   OverloadedError,
-  retentionDaysFor,
   VerificationError,
   withTimeout,
   currentTraceparent,
@@ -86,11 +85,13 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
   const typeLabel = (type: string) => deps.typeLabels?.label(event.provider, event.kind, type) ?? 'other';
   const log = deps.log.isLevelEnabled('info') ? deps.log.child({ provider: event.provider, eventId: event.eventId, type: event.type }) : deps.log;
 
-  // Older than the retention horizon: its key may already be deleted, so claiming it could
-  // process a late redelivery as new. Answer 2xx (so the provider stops) and do nothing.
-  const horizonDays = retentionDaysFor(deps.settings.retention, event.provider);
+  // Older than the key horizon (KEY_RETENTION_DAYS): its key may already be deleted, so
+  // claiming it could process a late redelivery as new. Answer 2xx (so the provider stops) and
+  // do nothing. Between the payload and the key horizons the key is still there: the claim
+  // answers duplicate.
+  const horizonDays = deps.settings.retention.keyDays;
   if (event.signedAt && now.getTime() - event.signedAt.getTime() > horizonDays * 86_400_000) {
-    log.warn({ signedAt: event.signedAt, horizonDays }, 'delivery older than the retention horizon; not processed');
+    log.warn({ signedAt: event.signedAt, horizonDays }, 'delivery older than the key retention horizon; not processed');
     return answer(
       'expired',
       typeLabel(event.type),
@@ -99,7 +100,7 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
           status: 'expired',
           provider: event.provider,
           eventId: event.eventId,
-          message: `event was created ${event.signedAt.toISOString()}, beyond the ${horizonDays}-day retention horizon; not processed`,
+          message: `event was created ${event.signedAt.toISOString()}, beyond the ${horizonDays}-day key retention horizon (KEY_RETENTION_DAYS); not processed`,
         },
         200,
       ),

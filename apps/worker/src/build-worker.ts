@@ -72,7 +72,7 @@ export function workerSettings(config: WorkerConfig): WorkerSettings {
     queueShards: config.QUEUE_SHARDS,
     consumeShards: config.WORKER_QUEUE_SHARDS,
     retention: {
-      policy: { defaultDays: config.RETENTION_DAYS, overrides: config.RETENTION_OVERRIDES },
+      policy: { defaultDays: config.RETENTION_DAYS, overrides: config.RETENTION_OVERRIDES, keyDays: config.KEY_RETENTION_DAYS },
       batchSize: config.RETENTION_BATCH_SIZE,
       maxBatches: config.RETENTION_MAX_BATCHES,
       intervalMs: config.RETENTION_INTERVAL_MS,

@@ -63,6 +63,12 @@ const commonSchema = z.object({
    * the worker deletes done events older than this.
    */
   RETENTION_DAYS: integer(1, 3650).default(35),
+  /**
+   * Days an event's key (the narrow row: dedupe key, body hash, type, final state, times) is
+   * kept after its payload, runs and steps were deleted at RETENTION_DAYS. A redelivery within
+   * it is a duplicate; past it, ingest answers `expired`. Must be at least every RETENTION_*.
+   */
+  KEY_RETENTION_DAYS: integer(1, 36500).default(400),
   /** Per-source overrides, `name=days,name=days` (e.g. `shopify=2,slack=1`). */
   RETENTION_OVERRIDES: z
     .string()
@@ -335,8 +341,21 @@ export function loadCommonConfig(env: Env = process.env): CommonConfig {
   return parse(commonSchema, env);
 }
 
+/** Keys must outlive payloads: KEY_RETENTION_DAYS below a payload horizon is refused. */
+function checkKeyHorizon(config: CommonConfig, ctx: z.RefinementCtx): void {
+  const longest = Math.max(config.RETENTION_DAYS, ...Object.values(config.RETENTION_OVERRIDES));
+  if (config.KEY_RETENTION_DAYS < longest) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['KEY_RETENTION_DAYS'],
+      message: `is ${config.KEY_RETENTION_DAYS} days, shorter than a payload horizon of ${longest} days (RETENTION_DAYS / RETENTION_OVERRIDES): keys must be kept at least as long as payloads`,
+    });
+  }
+}
+
 export function loadIngestConfig(env: Env = process.env): IngestConfig {
   const schema = commonSchema.extend(ingestSchema.shape).superRefine((config, ctx) => {
+    checkKeyHorizon(config, ctx);
     if (config.MAX_INFLIGHT_BODY_BYTES < config.BODY_LIMIT_BYTES) {
       ctx.addIssue({
         code: 'custom',
@@ -350,6 +369,7 @@ export function loadIngestConfig(env: Env = process.env): IngestConfig {
 
 export function loadWorkerConfig(env: Env = process.env): WorkerConfig {
   const schema = commonSchema.extend(workerSchema.shape).superRefine((config, ctx) => {
+    checkKeyHorizon(config, ctx);
     const outside = config.WORKER_QUEUE_SHARDS.filter((shard) => shard >= config.QUEUE_SHARDS);
     if (outside.length > 0) {
       ctx.addIssue({

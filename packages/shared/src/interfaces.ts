@@ -87,6 +87,8 @@ export interface EventRow {
   finishedAt: Date | null;
   /** The traceparent of the delivery that created it, stored by the dispatch (tracing.ts); null when not traced. */
   traceParent: string | null;
+  /** When retention deleted its payload, runs and steps (RETENTION_DAYS); the key stays until KEY_RETENTION_DAYS. */
+  prunedAt: Date | null;
 }
 
 /** A row of `handler_runs`. */

@@ -87,6 +87,11 @@ function describeRun(run: RunRow): string {
   return `handler "${run.handler}" is ${run.state}`;
 }
 
+/** Why an event whose payload retention deleted cannot run again. */
+function prunedReason(prunedAt: Date): string {
+  return `retention deleted this event's payload, runs and steps on ${prunedAt.toISOString()} (RETENTION_DAYS); only its key is kept (KEY_RETENTION_DAYS), so it cannot run again`;
+}
+
 export function createOperations(deps: { pool: Pool; queries: Queries; queue: JobTarget }): Operations {
   const { pool, queries, queue } = deps;
 
@@ -114,6 +119,7 @@ export function createOperations(deps: { pool: Pool; queries: Queries; queue: Jo
     async redrive(rowId, options, actor, reason) {
       const event = await queries.getEvent(pool, rowId);
       if (!event) return { ok: false, rowId, reason: `no event with row id ${rowId}` };
+      if (event.prunedAt) return { ok: false, rowId, reason: prunedReason(event.prunedAt) };
       if (event.state === 'received') {
         // Never dispatched: nothing to move, just make sure its dispatch is queued.
         await enqueueEvent(queue, { rowId, provider: event.provider, eventId: event.eventId, kind: event.kind, type: event.type, attempt: 0 }, { replaceFinished: true });
@@ -134,6 +140,7 @@ export function createOperations(deps: { pool: Pool; queries: Queries; queue: Jo
     async replay(rowId, options, actor, reason) {
       const event = await queries.getEvent(pool, rowId);
       if (!event) return { ok: false, rowId, reason: `no event with row id ${rowId}` };
+      if (event.prunedAt) return { ok: false, rowId, reason: prunedReason(event.prunedAt) };
       const run = await pickRun(rowId, options.handler);
       if (typeof run === 'string') return { ok: false, rowId, reason: run };
       if (run.state !== 'done' && run.state !== 'failed') {

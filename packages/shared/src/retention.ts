@@ -1,12 +1,18 @@
 /**
- * Retention horizons: how long an event's key is kept, per source. The horizon must exceed
+ * Retention horizons, two per event: its payload (with its runs, steps and delivery log) is
+ * kept RETENTION_DAYS per source, its key (a narrow row) KEY_RETENTION_DAYS.
+ *
+ * Historically one horizon: how long an event's key is kept, per source. The horizon must exceed
  * the provider's longest redelivery window (docs/providers.md), or a late redelivery would
  * find no key and be processed as new. Ingest refuses deliveries whose signed creation time
  * is already past the horizon (they could be such late redeliveries).
  */
 export interface RetentionPolicy {
+  /** Payload horizon (RETENTION_DAYS): payload, runs, steps and the delivery log go. */
   defaultDays: number;
   overrides: Record<string, number>;
+  /** Key horizon (KEY_RETENTION_DAYS): the narrow row goes; at least every payload horizon. */
+  keyDays: number;
 }
 
 export function retentionDaysFor(policy: RetentionPolicy, provider: string): number {

@@ -203,7 +203,11 @@ export function mountAdminViews(admin: Hono<AdminEnv>, deps: { pool: Pool; queri
 ${detail.runs.map((r) => html`<tr><td>${r.handler}</td><td class="state-${r.state}">${r.state}</td><td>${r.attempts}</td><td>${r.generation}</td><td>${r.leaseUntil ? `until ${r.leaseUntil.toISOString()}` : '-'}</td><td>${r.lastError ?? '-'}</td></tr>`)}</table>`
         }
 <h2>Timeline</h2>${timeline(detail)}
-<h2>Payload</h2><pre><code>${JSON.stringify(e.payload, null, 2)}</code></pre>`,
+<h2>Payload</h2>${
+          e.prunedAt
+            ? html`<p class="muted">Deleted by retention on ${e.prunedAt.toISOString()} (RETENTION_DAYS), with the runs and steps; the key is kept until KEY_RETENTION_DAYS, so a redelivery is still a duplicate.</p>`
+            : html`<pre><code>${JSON.stringify(e.payload, null, 2)}</code></pre>`
+        }`,
         settings.readOnly ? [] : ['/admin/assets/event-actions.js'],
       ),
     );

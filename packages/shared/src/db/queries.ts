@@ -198,7 +198,8 @@ function eventColumns(alias: string): string {
   return `${alias}.id, ${alias}.provider, ${alias}.kind, ${alias}.event_id AS "eventId", ${alias}.type, ${alias}.payload,
     ${alias}.signed_at AS "signedAt", ${alias}.meta, ${alias}.state, ${alias}.runs_pending AS "runsPending",
     ${alias}.runs_failed AS "runsFailed", ${alias}.note, ${alias}.received_at AS "receivedAt",
-    ${alias}.updated_at AS "updatedAt", ${alias}.finished_at AS "finishedAt", ${alias}.trace_parent AS "traceParent"`;
+    ${alias}.updated_at AS "updatedAt", ${alias}.finished_at AS "finishedAt", ${alias}.trace_parent AS "traceParent",
+    ${alias}.pruned_at AS "prunedAt"`;
 }
 
 function runColumns(alias: string): string {
@@ -1018,6 +1019,33 @@ export function createQueries(schemaName: string) {
          FOR UPDATE SKIP LOCKED))`;
 
   /**
+   * SQL of pruneExpiredBatch ($1 provider, $2 days, $3 limit); exported so tests can EXPLAIN it.
+   * One statement: the batch (one source's oldest done events with a payload, past the payload
+   * horizon; SKIP LOCKED) loses its runs (steps, attempts and operator actions cascade) and its
+   * delivery log, and the event row keeps only its key, type, state and times.
+   */
+  const RETENTION_PRUNE_SQL = `WITH batch AS (
+        SELECT id FROM ${EVENTS}
+         WHERE provider = $1::text AND state = 'done' AND pruned_at IS NULL
+           AND received_at < now() - $2::int * interval '1 day'
+         ORDER BY received_at
+         LIMIT $3::int
+         FOR UPDATE SKIP LOCKED
+      ), runs_gone AS (
+        DELETE FROM ${RUNS} WHERE event_row_id = ANY(ARRAY(SELECT id FROM batch))
+      ), deliveries_gone AS (
+        DELETE FROM ${DELIVERIES} WHERE event_row_id = ANY(ARRAY(SELECT id FROM batch))
+      )
+      UPDATE ${EVENTS} SET payload = NULL, meta = '{}', note = NULL, pruned_at = now()
+       WHERE id = ANY(ARRAY(SELECT id FROM batch))`;
+
+  /** Prunes one batch past the payload horizon (RETENTION_PRUNE_SQL); returns how many. */
+  async function pruneExpiredBatch(db: Queryable, provider: string, days: number, limit: number): Promise<number> {
+    const { rowCount } = await db.query(RETENTION_PRUNE_SQL, [provider, days, limit]);
+    return rowCount ?? 0;
+  }
+
+  /**
    * Deletes one batch of one provider's done events received more than `days` ago, oldest first
    * (index events_done_retention_idx; runs, steps and operator actions cascade). Failed events
    * are never deleted: they are dead letters waiting for a human. Returns the number deleted
@@ -1094,6 +1122,8 @@ export function createQueries(schemaName: string) {
     distinctProviders,
     RETENTION_DELETE_SQL,
     deleteExpiredBatch,
+    pruneExpiredBatch,
+    RETENTION_PRUNE_SQL,
   };
 }
 
@@ -1103,7 +1133,14 @@ export type Queries = ReturnType<typeof createQueries>;
 const dateOrNull = (value: unknown): Date | null => (value === null || value === undefined ? null : new Date(value as string));
 
 function reviveEvent(raw: EventRow): EventRow {
-  return { ...raw, signedAt: dateOrNull(raw.signedAt), receivedAt: new Date(raw.receivedAt), updatedAt: new Date(raw.updatedAt), finishedAt: dateOrNull(raw.finishedAt) };
+  return {
+    ...raw,
+    signedAt: dateOrNull(raw.signedAt),
+    receivedAt: new Date(raw.receivedAt),
+    updatedAt: new Date(raw.updatedAt),
+    finishedAt: dateOrNull(raw.finishedAt),
+    prunedAt: dateOrNull(raw.prunedAt),
+  };
 }
 
 function reviveRun(raw: RunRow): RunRow {

@@ -14,7 +14,7 @@ CREATE TABLE oncehook.events (
     kind text NOT NULL,
     event_id text NOT NULL,
     type text NOT NULL,
-    payload jsonb NOT NULL,
+    payload jsonb,
     signed_at timestamp with time zone,
     meta jsonb DEFAULT '{}'::jsonb NOT NULL,
     state text DEFAULT 'received'::text NOT NULL,
@@ -26,6 +26,7 @@ CREATE TABLE oncehook.events (
     finished_at timestamp with time zone,
     body_hash bytea,
     trace_parent text,
+    pruned_at timestamp with time zone,
     CONSTRAINT events_runs_failed_check CHECK ((runs_failed >= 0)),
     CONSTRAINT events_runs_pending_check CHECK ((runs_pending >= 0)),
     CONSTRAINT events_state_check CHECK ((state = ANY (ARRAY['received'::text, 'processing'::text, 'done'::text, 'failed'::text])))
@@ -178,6 +179,8 @@ CREATE UNIQUE INDEX events_body_hash_key ON oncehook.events USING btree (provide
 CREATE INDEX events_done_retention_idx ON oncehook.events USING btree (provider, received_at) WHERE (state = 'done'::text);
 
 CREATE INDEX events_provider_received_idx ON oncehook.events USING btree (provider, received_at);
+
+CREATE INDEX events_prune_idx ON oncehook.events USING btree (provider, received_at) WHERE ((state = 'done'::text) AND (pruned_at IS NULL));
 
 CREATE INDEX events_received_idx ON oncehook.events USING btree (updated_at) WHERE (state = 'received'::text);
 

@@ -177,7 +177,7 @@ export function sourceDeclarations(config: IngestConfig): SourceDeclaration[] {
 export function sourcesFromConfig(config: IngestConfig, env: Env = process.env): Map<string, WebhookSource> {
   const sources = new Map<string, WebhookSource>();
   for (const declaration of sourceDeclarations(config)) sources.set(declaration.name, createSource(declaration, env));
-  const tooShort = retentionProblems({ defaultDays: config.RETENTION_DAYS, overrides: config.RETENTION_OVERRIDES }, [...sources.values()]);
+  const tooShort = retentionProblems({ defaultDays: config.RETENTION_DAYS, overrides: config.RETENTION_OVERRIDES, keyDays: config.KEY_RETENTION_DAYS }, [...sources.values()]);
   if (tooShort.length > 0) throw new ConfigError(`Retention shorter than a provider's redelivery window:\n  ${tooShort.join('\n  ')}`);
   if (sources.size === 0) {
     throw new ConfigError(
