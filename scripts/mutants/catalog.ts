@@ -523,7 +523,7 @@ export const MUTANTS: Mutant[] = [
     file: QUERIES,
     search: '                trace_parent = coalesce($5::text, trace_parent)',
     replace: '                trace_parent = trace_parent',
-    tests: ['test/tracing.test.ts'],
+    tests: ['test/tracing.test.ts', 'test/tracing-crash.test.ts'],
   },
   // ---- operator actions -----------------------------------------------------------------
   {

@@ -27,6 +27,7 @@ import {
   contextFrom,
   describeError,
   inSpan,
+  tracer,
   LeaseLostError,
   PermanentError,
   type EventJobData,
@@ -187,6 +188,11 @@ export async function runLeased(deps: ProcessDeps, leased: LeasedRun, token: str
       },
     },
     async (span) => {
+      // A marker that this attempt started, ended at once: if the process dies mid-attempt (its
+      // run span never ends, so it is never exported), the trace still shows the attempt.
+      tracer()
+        .startSpan('oncehook.attempt', { attributes: { 'oncehook.handler': run.handler, 'oncehook.attempt': run.attempts } })
+        .end();
       const result = await runLeasedAttempt(deps, leased, token);
       span.setAttribute('oncehook.outcome', result.kind);
       if (result.kind === 'failed' || result.kind === 'retry') span.setStatus({ code: SpanStatusCode.ERROR, message: result.error });

@@ -7,6 +7,7 @@
  * The spans of one event, in one trace:
  *   webhook.receive          ingest: one delivery (verify, claim), attributes provider, event id, outcome
  *   oncehook.run             worker: one attempt of one handler's run (handler, attempt, generation, outcome)
+ *     oncehook.attempt       a zero-length marker at the attempt's start (survives a kill -9 of the worker)
  *     oncehook.step          each step run (not the ones skipped as recorded): name, kind, idempotency key
  *       outbound <api>       each outbound HTTP try of the SDK's client, with the idempotency key
  *
