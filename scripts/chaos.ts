@@ -59,7 +59,7 @@ export interface ChaosReport {
   deliveries: { total: number; ok2xx: number; client4xx: number; server5xx: number; network: number; invalidSent: number; invalidRejected: number };
   kills: { workers: number; ingest: number; redisRestarts: number; postgresRestarts: number };
   recoveries: { reenqueued: number };
-  effects: { charges: number; emails: number; shipments: number; ledgerEntries: number; sandboxFaults: number; sandboxReplays: number };
+  effects: { charges: number; emails: number; shipments: number; ledgerEntries: number; fanoutIndex: number; fanoutNotify: number; sandboxFaults: number; sandboxReplays: number };
   sendMs: number;
   drainMs: number;
   violations: string[];
@@ -82,6 +82,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const database = await createEmptyDatabase(postgres.baseUrl);
     dbPool = createPool(database.url, { max: 4, connectionTimeoutMillis: 2_000 });
     await migrate(dbPool, { sets: [{ name: 'shop', dir: SHOP_MIGRATIONS }] });
+    // The fan-out handlers' effects (scripts/chaos/fanout-handlers.ts): one row per (handler, event).
+    await dbPool.query('CREATE TABLE IF NOT EXISTS chaos_fanout (handler text NOT NULL, event_id text NOT NULL, at timestamptz NOT NULL DEFAULT now())');
     const db = dbPool;
 
     // Transient faults only: every one of them must be survived without a double effect.
@@ -121,7 +123,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       REQUEUE_AFTER_MS: '2000',
       MAX_ATTEMPTS: '200',
       RETRY_BACKOFF_MS: '100',
-      ONCEHOOK_HANDLERS: 'examples/shop',
+      // The shop, and two handlers on GitHub issues.opened: every handler's effects exactly once.
+      ONCEHOOK_HANDLERS: 'examples/shop,scripts/chaos/fanout-handlers.ts',
       SHOP_PAYMENT_API_URL: `${sandbox.url}/payment`,
       SHOP_EMAIL_API_URL: `${sandbox.url}/email`,
       SHOP_FULFILMENT_API_URL: `${sandbox.url}/fulfilment`,
@@ -244,6 +247,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const shipmentsFor = count(stats.fulfilment.effects, 'order_id');
     const { rows: ledgerRows } = await db.query<{ source_event_id: string; n: number }>(`SELECT source_event_id, count(*)::int AS n FROM ledger_entries GROUP BY source_event_id`);
     const ledgerBySource = new Map(ledgerRows.map((r) => [r.source_event_id, r.n]));
+    const { rows: fanoutRows } = await db.query<{ handler: string; event_id: string; n: number }>(
+      `SELECT handler, event_id, count(*)::int AS n FROM chaos_fanout GROUP BY handler, event_id`,
+    );
+    const fanout = new Map(fanoutRows.map((r) => [`${r.handler}/${r.event_id}`, r.n]));
 
     for (const [name, service] of Object.entries(stats)) {
       if (maxAppliedPerKey(service) > 1) violations.push(`${name}: an idempotency key was applied ${maxAppliedPerKey(service)} times`);
@@ -277,6 +284,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         if (charges !== expected) violations.push(`${event.key}: ${charges} charges (expected ${expected})`);
         const entries = ledgerBySource.get(`renewal:${subscription}:${event.id}`) ?? 0;
         if (entries !== expected) violations.push(`${event.key}: ${entries} ledger entries (expected ${expected})`);
+      } else if (event.source === 'github') {
+        // Fan-out: each of the two handlers exactly once, whatever the other one did.
+        for (const handler of ['index', 'notify']) {
+          const n = fanout.get(`${handler}/${storedIdOf(event)}`) ?? 0;
+          if (n !== expected) violations.push(`${event.key}: ${n} ${handler} rows (expected ${expected}; fan-out handler chaos.issue-${handler})`);
+        }
       }
     }
 
@@ -302,6 +315,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         emails: stats.email.applied,
         shipments: stats.fulfilment.applied,
         ledgerEntries: ledgerRows.reduce((n, r) => n + r.n, 0),
+        fanoutIndex: fanoutRows.filter((r) => r.handler === 'index').reduce((n, r) => n + r.n, 0),
+        fanoutNotify: fanoutRows.filter((r) => r.handler === 'notify').reduce((n, r) => n + r.n, 0),
         sandboxFaults: stats.payment.faults + stats.email.faults + stats.fulfilment.faults,
         sandboxReplays: stats.payment.replays + stats.email.replays + stats.fulfilment.replays,
       },
@@ -327,7 +342,7 @@ export function formatReport(report: ChaosReport): string {
     `deliveries (forged): ${d.invalidSent}, rejected with 400/401: ${d.invalidRejected}`,
     `kills: ${report.kills.workers} workers (kill -9), ${report.kills.ingest} ingest (kill -9), ${report.kills.redisRestarts} Redis restart, ${report.kills.postgresRestarts} Postgres restart`,
     `recoveries: ${report.recoveries.reenqueued} re-enqueues by the reconciler`,
-    `effects applied: ${report.effects.charges} charges, ${report.effects.emails} emails, ${report.effects.shipments} shipments, ${report.effects.ledgerEntries} ledger entries (sandbox faults injected: ${report.effects.sandboxFaults}, answered from idempotency stores: ${report.effects.sandboxReplays})`,
+    `effects applied: ${report.effects.charges} charges, ${report.effects.emails} emails, ${report.effects.shipments} shipments, ${report.effects.ledgerEntries} ledger entries, fan-out ${report.effects.fanoutIndex} + ${report.effects.fanoutNotify} (sandbox faults injected: ${report.effects.sandboxFaults}, answered from idempotency stores: ${report.effects.sandboxReplays})`,
     `time: sending ${(report.sendMs / 1000).toFixed(1)} s, drain after the last delivery ${(report.drainMs / 1000).toFixed(1)} s`,
     report.violations.length === 0 ? 'violations: none' : `VIOLATIONS (${report.violations.length}):\n  ${report.violations.slice(0, 50).join('\n  ')}`,
   ].join('\n');

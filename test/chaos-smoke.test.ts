@@ -53,8 +53,9 @@ it('survives the chaos run with zero violations', { timeout: 240_000 }, async ()
   expect(report.acknowledged).toBe(150);
   expect(report.kills).toMatchObject({ ingest: 1, redisRestarts: 1, postgresRestarts: 1 });
   expect(report.kills.workers).toBeGreaterThanOrEqual(1);
-  // 60 Stripe order payments (receipt + shipment) and 60 renewals (charge), 30 GitHub (none).
-  expect(report.effects).toMatchObject({ charges: 60, emails: 60, shipments: 60, ledgerEntries: 120 });
+  // 60 Stripe order payments (receipt + shipment) and 60 renewals (charge); 30 GitHub issues,
+  // each fanned out to two handlers (one of them failing the first attempt of a third).
+  expect(report.effects).toMatchObject({ charges: 60, emails: 60, shipments: 60, ledgerEntries: 120, fanoutIndex: 30, fanoutNotify: 30 });
   // Forged deliveries are refused (400/401), or cut by the ingest kill; never a 2xx (that would
   // be a violation above).
   expect(report.deliveries.invalidRejected).toBeGreaterThanOrEqual(1);
