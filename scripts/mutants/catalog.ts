@@ -516,7 +516,48 @@ export const MUTANTS: Mutant[] = [
     replace: '  const horizonDays = deps.settings.retention.defaultDays;',
     tests: ['test/key-horizon.test.ts', 'test/retention.test.ts'],
   },
+  {
+    id: 'key-horizon-unchecked',
+    guarantee: 'a key horizon shorter than a payload horizon is refused at start',
+    file: 'packages/shared/src/config.ts',
+    search: '  if (config.KEY_RETENTION_DAYS < longest) {',
+    replace: '  if (config.KEY_RETENTION_DAYS < 0) {',
+    tests: ['test/key-horizon.test.ts'],
+  },
+  {
+    id: 'retention-window-unchecked',
+    guarantee: "a payload horizon shorter than the provider's redelivery window is refused at start",
+    file: 'packages/shared/src/providers/sources.ts',
+    search: '  if (tooShort.length > 0) throw',
+    replace: '  if (tooShort.length < 0) throw',
+    tests: ['test/config.test.ts'],
+  },
+  {
+    id: 'pruned-event-replayed',
+    guarantee: 'an event whose payload retention deleted cannot run again',
+    file: 'packages/shared/src/operations.ts',
+    search: '      if (event.prunedAt) return { ok: false, rowId, reason: prunedReason(event.prunedAt) };\n      const run = await pickRun(',
+    replace: '      const run = await pickRun(',
+    tests: ['test/key-horizon.test.ts'],
+  },
+  // ---- queue shards (config) ------------------------------------------------------------
+  {
+    id: 'missing-shard-accepted',
+    guarantee: 'a worker asked for a shard that does not exist refuses to start',
+    file: 'packages/shared/src/config.ts',
+    search: '    if (outside.length > 0) {',
+    replace: '    if (outside.length < 0) {',
+    tests: ['test/queue-shards.test.ts'],
+  },
   // ---- tracing --------------------------------------------------------------------------
+  {
+    id: 'attempt-marker-off',
+    guarantee: "a killed worker's attempt still shows in the event's trace",
+    file: PROCESS,
+    search: "        .startSpan('oncehook.attempt', { attributes: { 'oncehook.handler': run.handler, 'oncehook.attempt': run.attempts } })\n        .end();",
+    replace: '',
+    tests: ['test/tracing-crash.test.ts'],
+  },
   {
     id: 'trace-not-on-event',
     guarantee: "retries and recoveries continue the delivery's trace (it is kept on the event row)",
