@@ -25,23 +25,28 @@
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { sign as githubSign } from '@octokit/webhooks-methods';
-import { killAllServices, rawPosts, rssMiB, sampleMax, SECRETS, signStripe, slowBodies, spawnService, startBlackhole, STRIPE_SECRET, type Service } from '@oncehook/harness';
+import {
+  killAllServices,
+  rawPosts,
+  REDIS_URL,
+  rssMiB,
+  sampleMax,
+  SECRETS,
+  signStripe,
+  slowBodies,
+  spawnService,
+  startBlackhole,
+  STRIPE_SECRET,
+  urlFor,
+  withAdmin,
+  type Service,
+} from '@oncehook/harness';
 import pg from 'pg';
 
-const BASE = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432';
-const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const SCENARIOS = ['slow-bodies', 'blackhole', 'labels', 'poison'] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
-async function adminQuery(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: `${BASE}/postgres` });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
+const adminQuery = (sql: string) => withAdmin((client) => client.query(sql));
 
 async function countRows(url: string): Promise<number> {
   const client = new pg.Client({ connectionString: url });
@@ -200,7 +205,7 @@ async function main(): Promise<void> {
   for (const scenario of chosen) {
     const name = `oncehook_attack_${randomBytes(4).toString('hex')}`;
     await adminQuery(`CREATE DATABASE ${name}`);
-    const databaseUrl = `${BASE}/${name}`;
+    const databaseUrl = urlFor(name);
     try {
       const migrate = spawnService('migrate', { DATABASE_URL: databaseUrl }, [], { root });
       const { code } = await migrate.exited;

@@ -8,27 +8,29 @@
  *      (a) naive: Hono + one INSERT ... ON CONFLICT DO NOTHING per request (no verification,
  *          no enqueue),
  *      (b) ceiling: Hono + signature verification + JSON parse (no database),
- *      (c) oncehook ingest (verification, group-committed claims, bulk enqueue),
+ *      (c) oncehook ingest (verification, group-committed claims, the enqueue relay),
  *      (d) the same with DELIVERY_LOG=off (what the delivery log costs).
  *    Printed as requests/s, p50 and p99, and oncehook's ratios to the others.
- * 2. End to end (delivery to `done`) with 1, 2 and 4 worker processes, as events/s and the
- *    ratio to 1 worker.
- * 3. Resident memory of every server process.
+ *    Also CPU per request of the server and of its Postgres backends.
+ * 2. The queue's own ceiling: BullMQ alone on the same Redis (bench/e2e.ts).
+ * 3. End to end (delivery to `done`) with each worker count: events/s, CPU per event per tier,
+ *    statements, commits, rows, WAL and Redis commands per event, claim-to-start latency
+ *    (bench/costs.ts, bench/e2e.ts); `--baseline-root DIR` runs another checkout beside this
+ *    one, `--profile DIR` writes and summarises CPU profiles (bench/profile.ts).
  *
  * All servers log at `warn`. Numbers are only comparable within one run (noisy machines):
  * read the ratios.
  */
-import { readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import { REDIS_URL, signStripe, spawnService, STRIPE_SECRET, type Service } from '@oncehook/harness';
 import { createPool, createRedis, type Pool } from '@oncehook/shared';
-import { cpuMs } from './bench/costs';
+import { cpuMs, rssMb } from './bench/costs';
 import { summarizeProfiles } from './bench/profile';
 import { createTestDatabaseOn, dropDatabase } from './bench/databases';
-import { measureEndToEnd, measureQueueCeiling, type E2eRow, type QueueCeiling } from './bench/e2e';
+import { listeningUrl, measureEndToEnd, measureQueueCeiling, type E2eRow, type QueueCeiling } from './bench/e2e';
 
 export interface BenchOptions {
   durationSeconds: number;
@@ -103,24 +105,10 @@ function makeRequests(count: number, run: string): { body: string; headers: Reco
   return requests;
 }
 
-function rssMb(pid: number): number {
-  try {
-    const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return match ? Math.round(Number(match[1]) / 1024) : 0;
-  } catch {
-    return 0;
-  }
-}
-
 /** The CPU so far of the Postgres backends connected to a database (their pids from pg_stat_activity). */
 async function backendsCpuMs(pool: Pool, database: string): Promise<number> {
   const { rows } = await pool.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = $1', [database]);
   return rows.reduce((sum, row) => sum + cpuMs(row.pid), 0);
-}
-
-async function listeningUrl(service: Service): Promise<string> {
-  const line = await service.waitFor(/listening on \d+/);
-  return `http://127.0.0.1:${/listening on (\d+)/.exec(line)?.[1]}`;
 }
 
 async function load(url: string, connections: number, durationSeconds: number, requests: { body: string; headers: Record<string, string> }[]) {

@@ -60,3 +60,28 @@ it('the job’s type is only a hint: a repeated dispatch job for a finished even
   const { rows } = await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM ledger_entries');
   expect(rows[0]?.n).toBe(1);
 });
+
+it('each process counts the statements it sends in oncehook_db_statements_total (ingest and worker)', async () => {
+  const { createIngestMetrics, createWorkerMetrics } = await import('@oncehook/shared');
+  const { startIngest, startWorker, testPrefix } = await import('./helpers/stack');
+  const ingestMetrics = createIngestMetrics({ defaultMetrics: false });
+  const workerMetrics = createWorkerMetrics({ defaultMetrics: false });
+  const prefix = testPrefix();
+  const ingest = await startIngest({ databaseUrl: db.url, prefix, metrics: ingestMetrics });
+  const worker = await startWorker({ databaseUrl: db.url, prefix, metrics: workerMetrics });
+  try {
+    const value = async (metrics: typeof ingestMetrics | typeof workerMetrics) => (await metrics.dbStatements.get()).values[0]?.value ?? 0;
+    const [ingestBefore, workerBefore] = [await value(ingestMetrics), await value(workerMetrics)];
+    await ingest.pool.query('SELECT 1');
+    await worker.pool.query('SELECT 1');
+    await worker.pool.query('SELECT 2');
+    // At least ours (a periodic refresh of the type labels may add its own meanwhile).
+    expect(await value(ingestMetrics)).toBeGreaterThanOrEqual(ingestBefore + 1);
+    expect(await value(workerMetrics)).toBeGreaterThanOrEqual(workerBefore + 2);
+    expect(await ingestMetrics.registry.metrics()).toContain('oncehook_db_statements_total');
+  } finally {
+    await worker.close();
+    await ingest.queue.obliterate({ force: true });
+    await ingest.close();
+  }
+});

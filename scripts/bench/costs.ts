@@ -15,8 +15,18 @@
  * server-wide: nothing else should run during a measurement.
  */
 import { readFileSync } from 'node:fs';
+import { rssMiB } from '@oncehook/harness';
 import type { Redis } from 'ioredis';
 import type { Pool } from '@oncehook/shared';
+
+/** Resident memory of a process in whole MiB (0 when gone). */
+export function rssMb(pid: number): number {
+  try {
+    return Math.round(rssMiB(pid));
+  } catch {
+    return 0;
+  }
+}
 
 /** User + system CPU of a process so far, in ms (0 when gone). */
 export function cpuMs(pid: number): number {

@@ -11,13 +11,12 @@
  * Queue ceiling: BullMQ alone on the same Redis: addBulk N jobs, then a no-op processor at
  * concurrency 32. What the queue can carry, printed beside what the pipeline carries.
  */
-import { readFileSync } from 'node:fs';
 import { Queue, Worker } from 'bullmq';
 import autocannon from 'autocannon';
 import type { Redis } from 'ioredis';
 import { copiesFor, REDIS_URL, signStripe, spawnService, type Service } from '@oncehook/harness';
 import { createPool, createRedis, type Pool } from '@oncehook/shared';
-import { difference, snapshot, type Costs, type Subjects } from './costs';
+import { difference, rssMb, snapshot, type Costs, type Subjects } from './costs';
 import { createTestDatabaseOn } from './databases';
 
 /** The example shop, for the end-to-end top-ups (one local step; its APIs are not called). */
@@ -54,7 +53,8 @@ export interface E2eRow {
 
 const round = (n: number, digits = 2) => Number(n.toFixed(digits));
 
-async function listeningUrl(service: Service): Promise<string> {
+/** The URL of a spawned ingest (its `listening on <port>` line). */
+export async function listeningUrl(service: Service): Promise<string> {
   const line = await service.waitFor(/listening on \d+/);
   return `http://127.0.0.1:${/listening on (\d+)/.exec(line)?.[1]}`;
 }
@@ -238,15 +238,6 @@ export async function measureEndToEnd(options: EndToEndOptions): Promise<E2eRow>
   };
   await Promise.all([ingest, ...workers].map((s) => s.stop()));
   return row;
-}
-
-function rssMb(pid: number): number {
-  try {
-    const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return match ? Math.round(Number(match[1]) / 1024) : 0;
-  } catch {
-    return 0;
-  }
 }
 
 export interface QueueCeiling {

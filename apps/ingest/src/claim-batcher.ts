@@ -69,7 +69,7 @@ export interface ClaimBatcherOptions {
 }
 
 export interface ClaimBatcher {
-  /** Claims the event (and enqueues it if new); resolves after the claim committed. */
+  /** Claims the event (a new one's job goes to the relay); resolves after the claim committed. */
   claim(event: VerifiedEvent): Promise<ClaimResult>;
   /** The circuit: closed (normal), open (failing fast) or half-open (one batch probing). */
   readonly circuit: 'closed' | 'open' | 'half-open';

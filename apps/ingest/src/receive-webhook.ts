@@ -2,23 +2,23 @@
  * One delivery, start to answer (after edge-guards.ts checked what it could before the body):
  *
  *   raw body -> verify signature (provider) -> stable event id -> claim (INSERT ... ON
- *   CONFLICT DO NOTHING RETURNING, batched with concurrent deliveries) -> enqueue (jobId from
- *   the event key, in bulk) -> answer
+ *   CONFLICT DO NOTHING RETURNING, batched with concurrent deliveries) -> answer; the new
+ *   event's dispatch job is added right after by the enqueue relay (enqueue-relay.ts)
  *
  * Answers
  *   202 accepted   first delivery of this event; committed, work happens asynchronously
  *   200 duplicate  the event was already claimed (same id, or same body for a source whose id
  *                  is not signed); no new work (a stale `received` row is re-enqueued)
  *   200 reply      a verified request answered directly, nothing stored (Slack's challenge)
- *   200 expired    signed creation time beyond the retention horizon: not processed
+ *   200 expired    signed creation time beyond the key horizon (KEY_RETENTION_DAYS): not processed
  *   400 / 401      not verifiable or malformed (a payload Postgres cannot store included):
  *                  nothing stored, nothing enqueued
  *   503            Postgres unavailable, or too much waiting for it: nothing stored;
  *                  Retry-After tells the provider when
  *   500            anything unexpected; the provider retries
  *
- * The 2xx is sent only after the claim has committed. An enqueue failure after the commit
- * does not fail the delivery: the row is durable and the reconciler will enqueue it.
+ * The 2xx is sent only after the claim has committed. The enqueue happens after the answer;
+ * if it fails (or the process dies first), the row is durable and the reconciler enqueues it.
  *
  * Metric labels never come from what a sender can make up: the `type` label is a type some
  * handler is registered for, or `other` (type-labels.ts); a duplicate is labelled with the

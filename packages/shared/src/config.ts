@@ -108,7 +108,7 @@ const ingestSchema = z.object({
   DUPLICATE_REENQUEUE_AFTER_MS: integer(0).default(10_000),
   /** Seconds a 503 asks the provider to wait (`Retry-After`) when the database is unavailable. */
   RETRY_AFTER_SECONDS: integer(1, 3600).default(5),
-  /** Upper bound on a post-commit enqueue: past it we answer anyway and leave it to the reconciler. */
+  /** Upper bound on one bulk add of the enqueue relay (after the answers): past it the reconciler enqueues those events. */
   ENQUEUE_TIMEOUT_MS: integer(50, 60_000).default(1_000),
   /**
    * Bytes of request bodies held by deliveries in progress (being read, verified, waiting for
