@@ -10,7 +10,7 @@ import { createPool, type Pool } from '@oncehook/shared';
 import { processJob } from '@oncehook/worker';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { claimStripe, dispatchJob, engine, exampleHandlers, TRUNCATE_ALL } from './helpers/stack';
+import { claimStripe, dispatchJob, engine, exampleHandlers, q, TRUNCATE_ALL } from './helpers/stack';
 
 let db: TestDatabase;
 let counted: Pool;
@@ -57,6 +57,8 @@ it('the job’s type is only a hint: a repeated dispatch job for a finished even
   await statementsFor({ ...dispatchJob(rowId, 'evt_rt_repeat'), kind: 'stripe', type: 'payment_intent.succeeded' });
   const again = await processJob(engine(counted, exampleHandlers()), { ...dispatchJob(rowId, 'evt_rt_repeat'), kind: 'stripe', type: 'payment_intent.succeeded' });
   expect(again).toEqual({ kind: 'skipped' });
+  // The repeated dispatch statement found the event not `received` and changed nothing.
+  expect(await q.getEventByKey(db.pool, 'stripe', 'evt_rt_repeat')).toMatchObject({ state: 'done', runsPending: 0 });
   const { rows } = await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM ledger_entries');
   expect(rows[0]?.n).toBe(1);
 });

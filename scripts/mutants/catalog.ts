@@ -57,7 +57,9 @@ export const MUTANTS: Mutant[] = [
          RETURNING *`,
     replace: `          WHERE id = $1::bigint
          RETURNING *`,
-    tests: ['test/concurrent-duplicates.test.ts', 'test/testkit.test.ts'],
+    // round-trips: a dispatch job that carries the type always runs the dispatch statement, so
+    // a repeated job for a finished event depends on this guard alone.
+    tests: ['test/round-trips.test.ts', 'test/concurrent-duplicates.test.ts', 'test/testkit.test.ts'],
   },
   // ---- the fence ------------------------------------------------------------------------
   {
