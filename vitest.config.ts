@@ -1,8 +1,21 @@
 import { defineConfig } from 'vitest/config';
 
+/** Run a second time with QUEUE_BACKEND=postgres (test/helpers/stack.ts, TEST_QUEUE_BACKEND). */
+const POSTGRES_QUEUE_FILES = [
+  'test/crash-recovery.test.ts',
+  'test/effects-crash.test.ts',
+  'test/tracing-crash.test.ts',
+  'test/chaos-smoke.test.ts',
+  'test/concurrent-duplicates.test.ts',
+  'test/fan-out.test.ts',
+  'test/operations.test.ts',
+  'test/admin.test.ts',
+];
+
 /**
- * Two groups of test files. Most run two at a time (two cores), each with its own database and
- * queue prefix. The attack tests that bound answer times and memory under a flood of
+ * Three groups of test files. Most run two at a time (two cores), each with its own database and
+ * queue prefix. Then the tests that matter for the queue run again with the queue in Postgres.
+ * The attack tests that bound answer times and memory under a flood of
  * connections (`*.alone.test.ts`) run afterwards, one at a time: another test file's processes
  * on the same two cores would be measured with them.
  */
@@ -19,8 +32,21 @@ export default defineConfig({
         test: { name: 'suite', include: ['test/**/*.test.ts'], exclude: ['test/**/*.alone.test.ts'], maxWorkers: 2, fileParallelism: true, sequence: { groupOrder: 0 } },
       },
       {
+        // The same crash, chaos and queue-facing tests with the queue in Postgres
+        // (QUEUE_BACKEND=postgres, no Redis): the bar that mode is shipped on.
         extends: true,
-        test: { name: 'alone', include: ['test/**/*.alone.test.ts'], fileParallelism: false, sequence: { groupOrder: 1 } },
+        test: {
+          name: 'postgres-queue',
+          include: POSTGRES_QUEUE_FILES,
+          env: { TEST_QUEUE_BACKEND: 'postgres' },
+          maxWorkers: 2,
+          fileParallelism: true,
+          sequence: { groupOrder: 1 },
+        },
+      },
+      {
+        extends: true,
+        test: { name: 'alone', include: ['test/**/*.alone.test.ts'], fileParallelism: false, sequence: { groupOrder: 2 } },
       },
     ],
   },

@@ -1,5 +1,6 @@
 /**
- * `npm run bench -- [--duration S] [--connections 10,50,100|none] [--rounds R] [--e2e-events N] [--workers 1,2,4] [--profile DIR]`
+ * `npm run bench -- [--duration S] [--connections 10,50,100|none] [--rounds R] [--e2e-events N] [--workers 1,2,4] [--profile DIR]
+ *   [--baseline-root DIR] [--queue-backends redis|postgres|redis,postgres]`
  *
  * Side by side, in one process tree, on this machine's Postgres and Redis:
  *
@@ -12,11 +13,14 @@
  *      (d) the same with DELIVERY_LOG=off (what the delivery log costs).
  *    Printed as requests/s, p50 and p99, and oncehook's ratios to the others.
  *    Also CPU per request of the server and of its Postgres backends.
- * 2. The queue's own ceiling: BullMQ alone on the same Redis (bench/e2e.ts).
+ * 2. The queue's own ceiling: BullMQ alone on the same Redis (bench/e2e.ts); with
+ *    `--queue-backends ...postgres`, also on BullMQ's Postgres backend.
  * 3. End to end (delivery to `done`) with each worker count: events/s, CPU per event per tier,
  *    statements, commits, rows, WAL and Redis commands per event, claim-to-start latency
  *    (bench/costs.ts, bench/e2e.ts); `--baseline-root DIR` runs another checkout beside this
- *    one, `--profile DIR` writes and summarises CPU profiles (bench/profile.ts).
+ *    one, `--profile DIR` writes and summarises CPU profiles (bench/profile.ts),
+ *    `--queue-backends redis,postgres` runs each worker count with the queue in Redis and in
+ *    Postgres (QUEUE_BACKEND), side by side.
  *
  * All servers log at `warn`. Numbers are only comparable within one run (noisy machines):
  * read the ratios.
@@ -26,7 +30,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import { REDIS_URL, signStripe, spawnService, STRIPE_SECRET, type Service } from '@oncehook/harness';
-import { createPool, createRedis, type Pool } from '@oncehook/shared';
+import { createPool, createRedis, type Pool, type QueueBackend } from '@oncehook/shared';
 import { cpuMs, rssMb } from './bench/costs';
 import { summarizeProfiles } from './bench/profile';
 import { createTestDatabaseOn, dropDatabase } from './bench/databases';
@@ -45,6 +49,12 @@ export interface BenchOptions {
   profileDir?: string;
   /** Jobs for the BullMQ no-op ceiling (default 20,000). */
   queueJobs?: number;
+  /**
+   * Queue stores measured end to end (default redis). With postgres too, each worker count also
+   * runs with QUEUE_BACKEND=postgres (`postgres queue` rows), and BullMQ's no-op ceiling is
+   * measured on its Postgres backend as well.
+   */
+  queueBackends?: QueueBackend[];
   log?: (line: string) => void;
 }
 
@@ -136,6 +146,8 @@ export interface BenchResult {
   ingest: IngestRow[];
   e2e: E2eRow[];
   queueCeiling: QueueCeiling;
+  /** BullMQ's no-op ceiling on its Postgres backend (when postgres is among queueBackends). */
+  postgresQueueCeiling?: QueueCeiling;
 }
 
 export async function runBench(options: BenchOptions): Promise<BenchResult> {
@@ -207,6 +219,16 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     // ---- 2. the queue's own ceiling ------------------------------------------------------
     const queueCeiling = await measureQueueCeiling(`bench-ceiling-${run}`, options.queueJobs ?? 20_000);
     log(`  bullmq no-op: added ${queueCeiling.addedPerSecond} jobs/s (addBulk), processed ${queueCeiling.processedPerSecond} jobs/s (concurrency 32)`);
+    const backends = options.queueBackends ?? ['redis'];
+    let postgresQueueCeiling: QueueCeiling | undefined;
+    if (backends.includes('postgres')) {
+      const ceilingDb = await createTestDatabaseOn(`oncehook_bench_pgq_ceiling_${run}`);
+      databases.push(ceilingDb.name);
+      postgresQueueCeiling = await measureQueueCeiling(`bench-ceiling-${run}`, options.queueJobs ?? 20_000, ceilingDb.url);
+      log(
+        `  bullmq no-op on Postgres: added ${postgresQueueCeiling.addedPerSecond} jobs/s (addBulk), processed ${postgresQueueCeiling.processedPerSecond} jobs/s (concurrency 32)`,
+      );
+    }
 
     // ---- 3. end to end ---------------------------------------------------------------------
     const e2e: E2eRow[] = [];
@@ -215,7 +237,11 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
       for (const workerCount of options.workers) {
         // With a baseline checkout, its run and this one's alternate (baseline first), so the
         // machine's noise falls on both.
-        const sides = options.baselineRoot ? [{ label: 'baseline', root: options.baselineRoot }, { label: 'this checkout' }] : [{ label: 'this checkout' }];
+        const sides: { label: string; root?: string; queueBackend?: QueueBackend }[] = options.baselineRoot
+          ? [{ label: 'baseline', root: options.baselineRoot }, { label: 'this checkout' }]
+          : [{ label: 'this checkout' }];
+        if (!backends.includes('redis')) sides.pop();
+        if (backends.includes('postgres')) sides.push({ label: 'postgres queue', queueBackend: 'postgres' });
         for (const side of sides) {
           // Profiles of the first run of each side, in <dir>/this and <dir>/baseline.
           const profileDir = options.profileDir && !e2e.some((r) => r.label === side.label) ? path.join(options.profileDir, side.root ? 'baseline' : 'this') : undefined;
@@ -233,7 +259,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     } finally {
       redis.disconnect();
     }
-    return { ingest, e2e, queueCeiling };
+    return { ingest, e2e, queueCeiling, postgresQueueCeiling };
   } finally {
     await Promise.all(services.map((s) => s.kill9()));
     await Promise.all(pools.map((p) => p.end().catch(() => {})));
@@ -267,15 +293,22 @@ export function formatBench(result: BenchResult): string {
   lines.push(
     '',
     `Queue ceiling (BullMQ alone on the same Redis, ${result.queueCeiling.jobs} no-op jobs): added ${result.queueCeiling.addedPerSecond} jobs/s, processed ${result.queueCeiling.processedPerSecond} jobs/s`,
+    ...(result.postgresQueueCeiling
+      ? [
+          `Queue ceiling on Postgres (BullMQ's Postgres backend, same no-op test): added ${result.postgresQueueCeiling.addedPerSecond} jobs/s, processed ${result.postgresQueueCeiling.processedPerSecond} jobs/s`,
+        ]
+      : []),
     '',
     'End to end (delivery -> done, wallet top-ups with one local step, mean 3 deliveries per event, autocannon 50 connections, pre-signed)',
     'checkout      | workers | events/s | vs 1 worker | vs queue ceiling | claim->start p50 p99 ms under load | idle workers',
   );
-  const side = (row: E2eRow) => row.label.padEnd(13);
+  const side = (row: E2eRow) => row.label.padEnd(14);
   for (const row of result.e2e) {
     const base = result.e2e.find((r) => r.label === row.label)?.eventsPerSecond ?? 1;
+    // Each row against its own queue store's ceiling.
+    const ceiling = (row.queueBackend === 'postgres' ? result.postgresQueueCeiling : result.queueCeiling) ?? result.queueCeiling;
     lines.push(
-      `${side(row)} | ${String(row.workers).padStart(7)} | ${String(row.eventsPerSecond).padStart(8)} | ${(row.eventsPerSecond / base).toFixed(2).padStart(10)}x | ${((100 * row.eventsPerSecond) / result.queueCeiling.processedPerSecond).toFixed(1).padStart(15)}% | ${row.claimToStartP50Ms} ${row.claimToStartP99Ms} | ${row.idleClaimToStartP50Ms} ${row.idleClaimToStartP99Ms}`,
+      `${side(row)} | ${String(row.workers).padStart(7)} | ${String(row.eventsPerSecond).padStart(8)} | ${(row.eventsPerSecond / base).toFixed(2).padStart(10)}x | ${((100 * row.eventsPerSecond) / ceiling.processedPerSecond).toFixed(1).padStart(15)}% | ${row.claimToStartP50Ms} ${row.claimToStartP99Ms} | ${row.idleClaimToStartP50Ms} ${row.idleClaimToStartP99Ms}`,
     );
   }
   lines.push('', 'CPU per event, ms (load generator excluded)', 'checkout      | workers | ingest | workers | postgres | redis | total');
@@ -322,10 +355,18 @@ if (process.argv[1]?.endsWith('bench.ts')) {
       profile: { type: 'string' },
       /** Another checkout measured end to end beside this one (before/after in one run). */
       'baseline-root': { type: 'string' },
+      /** Queue stores to run end to end: redis, postgres or both (redis,postgres). */
+      'queue-backends': { type: 'string', default: 'redis' },
       /** Also write the result as JSON here (the smoke test reads it). */
       'report-file': { type: 'string' },
     },
   });
+  const queueBackends = values['queue-backends'].split(',').map((b) => b.trim());
+  const unknownBackend = queueBackends.find((b) => b !== 'redis' && b !== 'postgres');
+  if (unknownBackend !== undefined || queueBackends.length === 0) {
+    process.stderr.write(`--queue-backends takes redis, postgres or redis,postgres (got "${values['queue-backends']}")\n`);
+    process.exit(2);
+  }
   const result = await runBench({
     durationSeconds: Number(values.duration),
     connections: values.connections === 'none' ? [] : values.connections.split(',').map(Number),
@@ -334,6 +375,7 @@ if (process.argv[1]?.endsWith('bench.ts')) {
     rounds: Number(values.rounds),
     profileDir: values.profile ? path.resolve(values.profile) : undefined,
     baselineRoot: values['baseline-root'] ? path.resolve(values['baseline-root']) : undefined,
+    queueBackends: queueBackends as QueueBackend[],
   });
   process.stdout.write(`${formatBench(result)}\n`);
   if (values['report-file']) await writeFile(values['report-file'], JSON.stringify(result, null, 2));

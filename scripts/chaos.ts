@@ -1,5 +1,5 @@
 /**
- * `npm run chaos -- [--events N] [--workers W] [--concurrency C] [--queue-shards S]`
+ * `npm run chaos -- [--events N] [--workers W] [--concurrency C] [--queue-shards S] [--queue-backend redis|postgres]`
  *
  * Oncehook's promise under failure, as a command. On a Postgres and a Redis of its own (own
  * ports; the machine's shared servers are never touched), with ingest and W worker processes
@@ -8,7 +8,8 @@
  * duplicates, retries, late redeliveries and forged copies, while it:
  *   - kill -9s random workers at random moments (and starts replacements),
  *   - kill -9s ingest once (and restarts it),
- *   - restarts Redis without persistence once (the queue is lost),
+ *   - restarts Redis without persistence once (the queue is lost); with `--queue-backend
+ *     postgres` there is no Redis: the queue lives in the Postgres that is restarted,
  *   - restarts Postgres once (immediate shutdown: connections cut mid-transaction).
  * Then it waits for the system to drain and checks:
  *   - every event whose delivery got a 2xx is `done`;
@@ -39,7 +40,7 @@ import {
   type SimEvent,
   type SimSource,
 } from '@oncehook/harness';
-import { createPool, migrate, type Pool } from '@oncehook/shared';
+import { createPool, migrate, type Pool, type QueueBackend } from '@oncehook/shared';
 
 export interface ChaosOptions {
   events: number;
@@ -47,6 +48,8 @@ export interface ChaosOptions {
   concurrency: number;
   /** QUEUE_SHARDS of every process (default 1). */
   queueShards?: number;
+  /** QUEUE_BACKEND of every process (default redis; postgres: no Redis is started). */
+  queueBackend?: QueueBackend;
   /** Longest wait for the system to drain after the last delivery. */
   drainTimeoutMs?: number;
   log?: (line: string) => void;
@@ -72,8 +75,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const run = Math.random().toString(36).slice(2, 8);
   const violations: string[] = [];
 
-  log(`chaos ${run}: ${options.events} events, ${options.workers} workers, concurrency ${options.concurrency}, ${options.queueShards ?? 1} queue shard(s)`);
-  const redis = await startOwnRedis();
+  const queueBackend = options.queueBackend ?? 'redis';
+  log(`chaos ${run}: ${options.events} events, ${options.workers} workers, concurrency ${options.concurrency}, ${options.queueShards ?? 1} queue shard(s) on ${queueBackend}`);
+  const redis = queueBackend === 'redis' ? await startOwnRedis() : undefined;
   const postgres = await startOwnPostgres();
   const sandbox = await startSandbox();
   const services = new Set<Service>();
@@ -100,7 +104,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const ingestPort = await freePort();
     const common = {
       DATABASE_URL: database.url,
-      REDIS_URL: redis.url,
+      QUEUE_BACKEND: queueBackend,
+      // Postgres-backed: a closed port, so a process that still talked to Redis would fail.
+      REDIS_URL: redis?.url ?? 'redis://127.0.0.1:9',
       QUEUE_PREFIX: `chaos-${run}`,
       QUEUE_SHARDS: String(options.queueShards ?? 1),
       LOG_LEVEL: 'info',
@@ -158,11 +164,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
 
     // The chaos monkey: random worker kills throughout; each big fault once, at a point of progress.
     const monkey = (async () => {
-      const milestones: [number, string][] = [
-        [0.25, 'ingest'],
-        [0.5, 'redis'],
-        [0.75, 'postgres'],
-      ];
+      const milestones: [number, string][] = [[0.25, 'ingest'], ...(redis ? ([[0.5, 'redis']] as [number, string][]) : []), [0.75, 'postgres']];
       let nextWorkerKill = performance.now() + 1_000 + Math.random() * 2_000;
       while (sending) {
         await sleep(100);
@@ -176,7 +178,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
             kills.ingest += 1;
             ingest = spawn('ingest');
             await ingest.waitFor(/ingest listening/);
-          } else if (due[1] === 'redis') {
+          } else if (due[1] === 'redis' && redis) {
             log('  kill -9 redis (no persistence), restart empty');
             await redis.kill9();
             await redis.start();
@@ -329,7 +331,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await Promise.all([...services].map((s) => s.kill9()));
     await dbPool?.end().catch(() => {});
     await sandbox.close();
-    await redis.kill9();
+    await redis?.kill9();
     await postgres.destroy();
   }
 }
@@ -355,12 +357,19 @@ if (process.argv[1]?.endsWith('chaos.ts')) {
       workers: { type: 'string', default: '3' },
       concurrency: { type: 'string', default: '50' },
       'queue-shards': { type: 'string', default: '1' },
+      'queue-backend': { type: 'string', default: 'redis' },
       'drain-timeout-seconds': { type: 'string', default: '180' },
       /** Also write the report as JSON here (the smoke test reads it). */
       'report-file': { type: 'string' },
     },
   });
+  const queueBackend = values['queue-backend'];
+  if (queueBackend !== 'redis' && queueBackend !== 'postgres') {
+    process.stderr.write(`--queue-backend must be redis or postgres (got "${queueBackend}")\n`);
+    process.exit(2);
+  }
   const report = await runChaos({
+    queueBackend,
     events: Number(values.events),
     workers: Number(values.workers),
     concurrency: Number(values.concurrency),

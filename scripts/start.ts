@@ -149,7 +149,8 @@ async function main(): Promise<number> {
   const workerConfig = loadWorkerConfig(env);
 
   await checkPostgres(ingestConfig.DATABASE_URL);
-  await checkRedis(ingestConfig.REDIS_URL);
+  // QUEUE_BACKEND=postgres: the queue lives in DATABASE_URL, no Redis to check.
+  if (ingestConfig.QUEUE_BACKEND === 'redis') await checkRedis(ingestConfig.REDIS_URL);
   await checkPort(ingestConfig.PORT, host, 'PORT');
   await checkPort(sandboxPort, host, 'SANDBOX_PORT');
   for (let i = 0; i < workers; i += 1) {

@@ -9,7 +9,7 @@ import { deliver, paymentSucceeded, REDIS_URL, ROOT, signStripe } from '@oncehoo
 import { loadIngestConfig } from '@oncehook/shared';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { type IngestHandle, q, seedRun, startIngest, T, testPrefix } from './helpers/stack';
+import { type IngestHandle, q, seedRun, startIngest, T, TEST_QUEUE_BACKEND, testPrefix } from './helpers/stack';
 
 const TOKEN = 'admin-token-0123456789abcdef';
 const auth = { authorization: `Bearer ${TOKEN}` };
@@ -103,7 +103,7 @@ describe('the CLI', () => {
     return new Promise((resolve) => {
       const child = spawn(process.execPath, ['--import', 'tsx', 'apps/worker/src/oncehook-cli.ts', ...args], {
         cwd: ROOT,
-        env: { ...process.env, DATABASE_URL: db.url, REDIS_URL, QUEUE_PREFIX: prefix },
+        env: { ...process.env, DATABASE_URL: db.url, REDIS_URL, QUEUE_BACKEND: TEST_QUEUE_BACKEND, QUEUE_PREFIX: prefix },
       });
       let output = '';
       child.stdout.on('data', (c: Buffer) => {

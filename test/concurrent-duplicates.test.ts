@@ -3,13 +3,10 @@
  * exactly one row, one job processed, one ledger credit, 100 answers of 2xx.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
-import { EVENT_QUEUE_NAME } from '@oncehook/shared';
+import { closeQueueConnection, createEventQueue } from '@oncehook/shared';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { REDIS_URL } from '@oncehook/harness';
 import { killAllServices, spawnService, type Service } from '@oncehook/harness';
-import { type IngestHandle, ledgerSummary, q, testEnv, startIngest, testPrefix, T } from './helpers/stack';
+import { type IngestHandle, ledgerSummary, q, testEnv, startIngest, testPrefix, testQueueStore, T } from './helpers/stack';
 import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
 import { waitFor } from '@oncehook/harness';
 
@@ -60,10 +57,10 @@ it('100 concurrent deliveries of one event -> one row, one job, one credit, 100 
   expect(ledger.balance).toBe(4200);
 
   // One job was ever processed: the queue holds exactly one completed job and nothing else.
-  const connection = new Redis(REDIS_URL, { maxRetriesPerRequest: null });
-  const queue = new Queue(EVENT_QUEUE_NAME, { connection, prefix });
+  const store = testQueueStore(db.url, prefix);
+  const queue = createEventQueue(store, prefix);
   const counts = await queue.getJobCounts('completed', 'failed', 'wait', 'active', 'delayed');
   await queue.close();
-  connection.disconnect();
+  await closeQueueConnection(store);
   expect(counts).toEqual({ completed: 1, failed: 0, wait: 0, active: 0, delayed: 0 });
 });

@@ -3,7 +3,7 @@
  * with bad config exits 1 with that message instead of a stack trace.
  */
 import { expect, it } from 'vitest';
-import { ConfigError, loadIngestConfig, loadWorkerConfig, sourcesFromConfig } from '@oncehook/shared';
+import { ConfigError, loadIngestConfig, loadWorkerConfig, queueSchemaFor, sourcesFromConfig } from '@oncehook/shared';
 import { spawnService } from '@oncehook/harness';
 
 it('applies documented defaults', () => {
@@ -64,4 +64,16 @@ it('refuses a retention shorter than a provider redelivers for, naming the sourc
   expect(sourcesFromConfig(loadIngestConfig({ ...stripe, RETENTION_DAYS: '3' })).has('stripe')).toBe(true);
   const shopify = { SHOPIFY_WEBHOOK_SECRET: 'shpss_retention_0123456789abcdef', RETENTION_OVERRIDES: 'shopify=1' };
   expect(sourcesFromConfig(loadIngestConfig(shopify)).has('shopify')).toBe(true);
+});
+
+it('QUEUE_BACKEND: redis by default, postgres on request, anything else refused by name; the queue schema follows QUEUE_PREFIX', () => {
+  expect(loadWorkerConfig({}).QUEUE_BACKEND).toBe('redis');
+  expect(loadIngestConfig({ QUEUE_BACKEND: 'postgres' }).QUEUE_BACKEND).toBe('postgres');
+  expect(() => loadWorkerConfig({ QUEUE_BACKEND: 'sqs' })).toThrow(/QUEUE_BACKEND: .*"redis"\|"postgres"/);
+  // A valid, quoted-free identifier of its own per prefix, never Oncehook's own schema.
+  expect(queueSchemaFor('oncehook')).toBe('oncehook_queue');
+  expect(queueSchemaFor('{Oncehook}')).toBe('_oncehook__queue');
+  expect(queueSchemaFor('test-1a2b')).toBe('test_1a2b_queue');
+  expect(queueSchemaFor('9lives')).toBe('_9lives_queue');
+  expect(queueSchemaFor('x'.repeat(100))).toHaveLength(63);
 });

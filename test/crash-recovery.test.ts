@@ -8,9 +8,9 @@
  */
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { killAllServices, REDIS_URL, spawnService } from '@oncehook/harness';
-import { createEventQueue, createRedis, jobIdFor } from '@oncehook/shared';
-import { ingestUrl, ledgerSummary, q, testEnv, startIngest, testPrefix, T, onlyRun } from './helpers/stack';
+import { killAllServices, spawnService } from '@oncehook/harness';
+import { closeQueueConnection, createEventQueue, jobIdFor } from '@oncehook/shared';
+import { ingestUrl, ledgerSummary, q, testEnv, startIngest, testPrefix, testQueueStore, T, onlyRun } from './helpers/stack';
 import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
 import { waitFor } from '@oncehook/harness';
 
@@ -144,13 +144,13 @@ it('SIGTERM during a delivery: ingest answers it (202), then exits 0', async () 
   expect((await ingest.exited).code).toBe(0);
   expect((await q.getEventByKey(db.pool, 'stripe', 'evt_ingest_sigterm'))?.state).toBe('received');
   // The relay was flushed before the queue closed: the job is there, not left to the reconciler.
-  const redis = createRedis(REDIS_URL, 'producer');
-  const queue = createEventQueue(redis, prefix);
+  const store = testQueueStore(db.url, prefix);
+  const queue = createEventQueue(store, prefix);
   try {
     expect(await queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_ingest_sigterm', attempt: 0 }))).toBeDefined();
   } finally {
     await queue.obliterate({ force: true });
     await queue.close();
-    redis.disconnect();
+    await closeQueueConnection(store);
   }
 });

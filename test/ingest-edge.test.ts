@@ -6,7 +6,7 @@ import http from 'node:http';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { jobIdFor } from '@oncehook/shared';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { type IngestHandle, q, startIngest, testPrefix, T } from './helpers/stack';
+import { type IngestHandle, q, startIngest, testPrefix, T, TEST_QUEUE_BACKEND } from './helpers/stack';
 import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
 
 let db: TestDatabase;
@@ -151,10 +151,11 @@ describe('POST /webhooks/:provider', () => {
 });
 
 describe('health', () => {
-  it('/healthz says the process is up; /readyz checks Postgres and Redis', async () => {
+  it('/healthz says the process is up; /readyz checks Postgres and the queue (Redis, or Postgres with QUEUE_BACKEND=postgres)', async () => {
     expect((await fetch(`${ingest.url}/healthz`)).status).toBe(200);
     const ready = await fetch(`${ingest.url}/readyz`);
     expect(ready.status).toBe(200);
-    expect(await ready.json()).toEqual({ status: 'ready', checks: { postgres: 'ok', redis: 'ok' } });
+    const queueCheck = TEST_QUEUE_BACKEND === 'redis' ? { redis: 'ok' } : { queue: 'ok' };
+    expect(await ready.json()).toEqual({ status: 'ready', checks: { postgres: 'ok', ...queueCheck } });
   });
 });

@@ -86,7 +86,10 @@ it("a worker's gauges show a stuck event, its recovery and a dead letter", async
   const after = await waitFor(
     async () => {
       const text = await scrape();
-      return series(text, `webhook_events_processed_total`, { outcome: 'done' }) === 1 && series(text, `webhook_events_stuck`, { kind: 'processing_lease_expired' }) === 0
+      // The queue drained too: the re-enqueued job was taken (the gauge is refreshed each pass).
+      return series(text, `webhook_events_processed_total`, { outcome: 'done' }) === 1 &&
+        series(text, `webhook_events_stuck`, { kind: 'processing_lease_expired' }) === 0 &&
+        series(text, 'webhook_queue_jobs', { state: 'waiting' }) === 0
         ? text
         : null;
     },

@@ -9,7 +9,7 @@ import type { OncehookWorker } from '@oncehook/worker';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 import { renewal, shopifyOrder, stripeOrderPayment } from './helpers/orders';
-import { claimStripe, q, seedRun, startIngest, startWorker, T, TRUNCATE_ALL, testPrefix, type IngestHandle } from './helpers/stack';
+import { claimStripe, q, seedRun, startIngest, startWorker, T, TEST_QUEUE_BACKEND, TRUNCATE_ALL, testPrefix, type IngestHandle } from './helpers/stack';
 import { deliver } from '@oncehook/harness';
 
 let db: TestDatabase;
@@ -185,7 +185,7 @@ function cli(args: string[]): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'apps/worker/src/oncehook-cli.ts', ...args], {
       cwd: ROOT,
-      env: { ...process.env, DATABASE_URL: db.url, REDIS_URL, QUEUE_PREFIX: prefix },
+      env: { ...process.env, DATABASE_URL: db.url, REDIS_URL, QUEUE_BACKEND: TEST_QUEUE_BACKEND, QUEUE_PREFIX: prefix },
     });
     let output = '';
     child.stdout.on('data', (c: Buffer) => (output += c.toString()));

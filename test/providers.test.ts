@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createMetricsProbe } from './helpers/metrics';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { allSources, PROVIDER_CASES, SECRETS, send } from '@oncehook/harness';
+import { allSources, PROVIDER_CASES, SECRETS, send, waitFor } from '@oncehook/harness';
 import { type IngestHandle, q, startIngest, testPrefix, T } from './helpers/stack';
 
 let db: TestDatabase;
@@ -41,7 +41,8 @@ describe.each(PROVIDER_CASES)('$source', (p) => {
     expect(res).toMatchObject({ status: 202, json: { status: 'accepted', eventId: p.storedId(id) } });
     const row = await q.getEventByKey(db.pool, p.source, p.storedId(id));
     expect(row).toMatchObject({ state: 'received', type: p.type, runsPending: 0 });
-    expect(await ingest.queue.count()).toBe(1);
+    // The job is added right after the answer (the enqueue relay), not before it.
+    await waitFor(async () => (await ingest.queue.count()) === 1, { what: 'the dispatch job queued' });
   });
 
   it('answers a redelivery that differs only in attempt fields as a duplicate', async () => {

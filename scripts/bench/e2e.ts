@@ -11,11 +11,11 @@
  * Queue ceiling: BullMQ alone on the same Redis: addBulk N jobs, then a no-op processor at
  * concurrency 32. What the queue can carry, printed beside what the pipeline carries.
  */
-import { Queue, Worker } from 'bullmq';
+import { createPostgresBackend, Queue, Worker } from 'bullmq';
 import autocannon from 'autocannon';
 import type { Redis } from 'ioredis';
 import { copiesFor, REDIS_URL, signStripe, spawnService, type Service } from '@oncehook/harness';
-import { createPool, createRedis, type Pool } from '@oncehook/shared';
+import { createPool, createRedis, openQueueConnection, type Pool, type QueueBackend } from '@oncehook/shared';
 import { difference, rssMb, snapshot, type Costs, type Subjects } from './costs';
 import { createTestDatabaseOn } from './databases';
 
@@ -28,8 +28,9 @@ const SHOP_ENV = {
 };
 
 export interface E2eRow {
-  /** `this checkout`, or `baseline` (another checkout, `--baseline-root`). */
+  /** `this checkout`, `baseline` (another checkout, `--baseline-root`) or `postgres queue` (this checkout, QUEUE_BACKEND=postgres). */
   label: string;
+  queueBackend: QueueBackend;
   workers: number;
   events: number;
   deliveries: number;
@@ -73,18 +74,21 @@ export interface EndToEndOptions {
   profileDir?: string;
   /** Run another checkout's ingest and workers (a baseline: `--baseline-root`). */
   root?: string;
-  /** What the row is called: `this checkout` or `baseline`. */
+  /** What the row is called: `this checkout`, `baseline` or `postgres queue`. */
   label: string;
+  /** QUEUE_BACKEND of ingest and the workers (default redis). */
+  queueBackend?: QueueBackend;
 }
 
 export async function measureEndToEnd(options: EndToEndOptions): Promise<E2eRow> {
   const { run, workers: workerCount, events, env, redis, services, databases, pools, profileDir, root } = options;
-  const tag = `${workerCount}_${root ? 'base' : 'this'}_${run}`;
+  const queueBackend = options.queueBackend ?? 'redis';
+  const tag = `${workerCount}_${root ? 'base' : 'this'}_${queueBackend === 'redis' ? '' : 'pgq_'}${run}`;
   const db = await createTestDatabaseOn(`oncehook_bench_e2e_${tag}`);
   databases.push(db.name);
   const prefix = `bench-e2e-${tag}`;
   const nodeArgs = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
-  const ingest = spawnService('ingest', { ...env, DATABASE_URL: db.url, QUEUE_PREFIX: prefix }, [], { nodeArgs, root });
+  const ingest = spawnService('ingest', { ...env, DATABASE_URL: db.url, QUEUE_PREFIX: prefix, QUEUE_BACKEND: queueBackend }, [], { nodeArgs, root });
   services.push(ingest);
   const url = await listeningUrl(ingest);
   const workers = Array.from({ length: workerCount }, () =>
@@ -95,6 +99,7 @@ export async function measureEndToEnd(options: EndToEndOptions): Promise<E2eRow>
         METRICS_PORT: '0',
         DATABASE_URL: db.url,
         QUEUE_PREFIX: prefix,
+        QUEUE_BACKEND: queueBackend,
         WORKER_CONCURRENCY: '16',
         DATABASE_POOL_SIZE: '10',
         ...SHOP_ENV,
@@ -207,6 +212,7 @@ export async function measureEndToEnd(options: EndToEndOptions): Promise<E2eRow>
     .reduce((n, [, v]) => n + v, 0);
   const row: E2eRow = {
     label: options.label,
+    queueBackend,
     workers: workerCount,
     events,
     deliveries: deliveries.length,
@@ -246,11 +252,31 @@ export interface QueueCeiling {
   processedPerSecond: number;
 }
 
-/** BullMQ alone on the same Redis: addBulk `jobs` jobs (in chunks of 1000), then a no-op processor at concurrency 32. */
-export async function measureQueueCeiling(prefix: string, jobs: number): Promise<QueueCeiling> {
-  const producer = createRedis(REDIS_URL, 'producer');
-  const connection = createRedis(REDIS_URL, 'worker');
-  const queue = new Queue('ceiling', { connection: producer, prefix, defaultJobOptions: { removeOnComplete: { count: 1000 }, removeOnFail: true } });
+/**
+ * BullMQ alone on the same Redis (or, with a database URL, on BullMQ's Postgres backend in that
+ * database): addBulk `jobs` jobs (in chunks of 1000), then a no-op processor at concurrency 32.
+ */
+export async function measureQueueCeiling(prefix: string, jobs: number, postgresUrl?: string): Promise<QueueCeiling> {
+  const defaultJobOptions = { removeOnComplete: { count: 1000 }, removeOnFail: true };
+  let queue: Queue;
+  let newWorker: (processor: () => Promise<void>) => Worker;
+  let disconnect: () => Promise<void>;
+  if (postgresUrl) {
+    const store = openQueueConnection({ QUEUE_BACKEND: 'postgres', REDIS_URL, DATABASE_URL: postgresUrl, QUEUE_PREFIX: prefix }, 'worker', { poolSize: 34 });
+    if (store.backend !== 'postgres') throw new Error('expected the postgres queue store');
+    queue = new Queue('ceiling', { connection: store.options, defaultJobOptions }, createPostgresBackend) as unknown as Queue;
+    newWorker = (processor) => new Worker('ceiling', processor, { connection: store.options, concurrency: 32 }, createPostgresBackend) as unknown as Worker;
+    disconnect = () => store.pingPool.end();
+  } else {
+    const producer = createRedis(REDIS_URL, 'producer');
+    const connection = createRedis(REDIS_URL, 'worker');
+    queue = new Queue('ceiling', { connection: producer, prefix, defaultJobOptions });
+    newWorker = (processor) => new Worker('ceiling', processor, { connection, prefix, concurrency: 32 });
+    disconnect = async () => {
+      producer.disconnect();
+      connection.disconnect();
+    };
+  }
   try {
     const addStarted = performance.now();
     for (let i = 0; i < jobs; i += 1000) {
@@ -263,14 +289,10 @@ export async function measureQueueCeiling(prefix: string, jobs: number): Promise
       allDone = resolve;
     });
     const processStarted = performance.now();
-    const worker = new Worker(
-      'ceiling',
-      async () => {
-        processed += 1;
-        if (processed === jobs) allDone();
-      },
-      { connection, prefix, concurrency: 32 },
-    );
+    const worker = newWorker(async () => {
+      processed += 1;
+      if (processed === jobs) allDone();
+    });
     await finished;
     await worker.close();
     const processSeconds = (performance.now() - processStarted) / 1000;
@@ -278,7 +300,6 @@ export async function measureQueueCeiling(prefix: string, jobs: number): Promise
   } finally {
     await queue.obliterate({ force: true }).catch(() => {});
     await queue.close();
-    producer.disconnect();
-    connection.disconnect();
+    await disconnect();
   }
 }

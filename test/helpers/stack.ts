@@ -20,9 +20,12 @@ import {
   loadIngestConfig,
   loadWorkerConfig,
   noFaults,
+  openQueueConnection,
   type Faults,
   type IngestMetrics,
   type Pool,
+  type QueueBackend,
+  type QueueConnection,
   type WebhookSource,
   type WorkerMetrics,
 } from '@oncehook/shared';
@@ -40,6 +43,17 @@ export const T = {
   actions: `${DEFAULT_SCHEMA}.operator_actions`,
   versions: `${DEFAULT_SCHEMA}.object_versions`,
 } as const;
+
+/**
+ * QUEUE_BACKEND of the stacks tests start: `redis` unless TEST_QUEUE_BACKEND says otherwise.
+ * `npm run test:postgres-queue` runs the crash, chaos and queue tests with `postgres`.
+ */
+export const TEST_QUEUE_BACKEND: QueueBackend = process.env.TEST_QUEUE_BACKEND === 'postgres' ? 'postgres' : 'redis';
+
+/** The queue store of a test's own (the backend above), for tests that look at jobs. */
+export function testQueueStore(databaseUrl: string, prefix: string): QueueConnection {
+  return openQueueConnection({ QUEUE_BACKEND: TEST_QUEUE_BACKEND, REDIS_URL, DATABASE_URL: databaseUrl, QUEUE_PREFIX: prefix }, 'producer');
+}
 
 /** A queue prefix of this test's own, so tests never see each other's jobs. */
 export function testPrefix(): string {
@@ -63,6 +77,7 @@ export function testEnv(opts: { databaseUrl: string; prefix: string; redisUrl?: 
   return {
     DATABASE_URL: opts.databaseUrl,
     REDIS_URL: opts.redisUrl ?? REDIS_URL,
+    QUEUE_BACKEND: TEST_QUEUE_BACKEND,
     QUEUE_PREFIX: opts.prefix,
     STRIPE_WEBHOOK_SECRET: STRIPE_SECRET,
     PORT: '0',

@@ -21,6 +21,7 @@ import {
   type Logger,
   type Pool,
   type Queries,
+  type QueueBackend,
   type RetentionPolicy,
   type WebhookSource,
 } from '@oncehook/shared';
@@ -40,7 +41,9 @@ export interface IngestDeps {
   /** The event queue(s); sharded queues route each job by its event key. */
   queue: JobTarget;
   /** Answers when Redis is reachable; used by /readyz. */
-  pingRedis: () => Promise<unknown>;
+  /** Where the queue lives (QUEUE_BACKEND): names the readiness check. */
+  queueBackend: QueueBackend;
+  pingQueue: () => Promise<unknown>;
   sources: ReadonlyMap<string, WebhookSource>;
   log: Logger;
   faults: Faults;
@@ -104,9 +107,11 @@ export function createApp(deps: IngestDeps): Hono {
   });
 
   app.get('/readyz', async (c) => {
-    const [postgres, redis] = await Promise.allSettled([withTimeout(deps.pool.query('SELECT 1'), 2_000, 'postgres ping'), withTimeout(deps.pingRedis(), 2_000, 'redis ping')]);
-    const checks = { postgres: postgres.status === 'fulfilled' ? 'ok' : 'unavailable', redis: redis.status === 'fulfilled' ? 'ok' : 'unavailable' };
-    const ready = postgres.status === 'fulfilled' && redis.status === 'fulfilled';
+    const [postgres, queue] = await Promise.allSettled([withTimeout(deps.pool.query('SELECT 1'), 2_000, 'postgres ping'), withTimeout(deps.pingQueue(), 2_000, 'queue ping')]);
+    // `redis` on the default backend; `queue` when the queue lives in Postgres (QUEUE_BACKEND).
+    const queueCheck = deps.queueBackend === 'redis' ? 'redis' : 'queue';
+    const checks = { postgres: postgres.status === 'fulfilled' ? 'ok' : 'unavailable', [queueCheck]: queue.status === 'fulfilled' ? 'ok' : 'unavailable' };
+    const ready = postgres.status === 'fulfilled' && queue.status === 'fulfilled';
     return c.json({ status: ready ? 'ready' : 'not_ready', checks }, ready ? 200 : 503);
   });
 

@@ -19,7 +19,9 @@ import {
   createLogger,
   createPool,
   createQueries,
-  createRedis,
+  openQueueConnection,
+  pingQueue,
+  closeQueueConnection,
   sourcesFromConfig,
   type EventJobData,
   type Faults,
@@ -90,8 +92,8 @@ export function buildIngest(config: IngestConfig, options: BuildIngestOptions = 
     onStatement: () => metrics.dbStatements.inc(),
   });
   const queries = createQueries(config.ONCEHOOK_SCHEMA);
-  const redis = createRedis(config.REDIS_URL, 'producer');
-  const queues = createEventQueues(redis, config.QUEUE_PREFIX, config.QUEUE_SHARDS);
+  const queueStore = openQueueConnection(config, 'producer');
+  const queues = createEventQueues(queueStore, config.QUEUE_PREFIX, config.QUEUE_SHARDS);
   const queue = queues.shards[0]!;
   const typeLabels = createTypeLabels({ pool, queries, log });
   const faults = options.faults ?? createFaults(config.ONCEHOOK_FAULTS);
@@ -100,7 +102,8 @@ export function buildIngest(config: IngestConfig, options: BuildIngestOptions = 
     pool,
     queries,
     queue: queues,
-    pingRedis: () => redis.ping(),
+    queueBackend: queueStore.backend,
+    pingQueue: () => pingQueue(queueStore),
     sources,
     log,
     faults,
@@ -166,7 +169,7 @@ export function buildIngest(config: IngestConfig, options: BuildIngestOptions = 
       // The answered deliveries' jobs not yet added (the reconciler would add them too, later).
       await relay.flush(config.ENQUEUE_TIMEOUT_MS * 2);
       await queues.close();
-      redis.disconnect();
+      await closeQueueConnection(queueStore);
       await pool.end();
     },
   };

@@ -14,7 +14,8 @@ import {
   createLogger,
   createPool,
   createQueries,
-  createRedis,
+  closeQueueConnection,
+  openQueueConnection,
   createWorkerMetrics,
   observeOutbound,
   type EventJobData,
@@ -92,8 +93,10 @@ export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], 
     onStatement: () => metrics.dbStatements.inc(),
   });
   const queries = createQueries(config.ONCEHOOK_SCHEMA);
-  const connection = createRedis(config.REDIS_URL, 'worker');
-  const producer = createRedis(config.REDIS_URL, 'producer');
+  // On Postgres (QUEUE_BACKEND), each shard's Worker has a pool of its own: one connection per
+  // job in flight plus its lock renewals and fetches.
+  const connection = openQueueConnection(config, 'worker', { poolSize: config.WORKER_CONCURRENCY + 2 });
+  const producer = openQueueConnection(config, 'producer');
   const queues = createEventQueues(producer, config.QUEUE_PREFIX, config.QUEUE_SHARDS);
   const queue = queues.shards[0]!;
   const stopObserving = observeOutbound((outcome) => metrics.outboundCalls.inc({ api: outcome.name, outcome: outcome.result }));
@@ -148,8 +151,8 @@ export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], 
       await metricsServer?.close();
       stopObserving();
       await queues.close();
-      connection.disconnect();
-      producer.disconnect();
+      await closeQueueConnection(connection);
+      await closeQueueConnection(producer);
       await pool.end();
     },
   };

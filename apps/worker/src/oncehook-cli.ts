@@ -1,6 +1,6 @@
 /**
  * The operator CLI: `npm run oncehook -- <command> [options]` (`--help` on any command).
- * Exit codes: 0 done, 1 refused or not found, 2 usage. Uses DATABASE_URL, REDIS_URL,
+ * Exit codes: 0 done, 1 refused or not found, 2 usage. Uses DATABASE_URL, QUEUE_BACKEND, REDIS_URL,
  * QUEUE_PREFIX and ONCEHOOK_SCHEMA like the worker.
  */
 import { parseArgs } from 'node:util';
@@ -9,7 +9,8 @@ import {
   createOperations,
   createPool,
   createQueries,
-  createRedis,
+  closeQueueConnection,
+  openQueueConnection,
   EVENT_STATES,
   loadCommonConfig,
   runMain,
@@ -183,8 +184,8 @@ runMain(async () => {
 
     const config = loadCommonConfig();
     const pool = createPool(config.DATABASE_URL, { max: 2, applicationName: 'oncehook-cli' });
-    const redis = createRedis(config.REDIS_URL, 'producer');
-    const queue = createEventQueues(redis, config.QUEUE_PREFIX, config.QUEUE_SHARDS);
+    const queueStore = openQueueConnection(config, 'producer');
+    const queue = createEventQueues(queueStore, config.QUEUE_PREFIX, config.QUEUE_SHARDS);
     const queries = createQueries(config.ONCEHOOK_SCHEMA);
     const ops = createOperations({ pool, queries, queue });
     try {
@@ -258,7 +259,7 @@ runMain(async () => {
       }
     } finally {
       await queue.close();
-      redis.disconnect();
+      await closeQueueConnection(queueStore);
       await pool.end();
     }
   } catch (error) {

@@ -4,9 +4,18 @@
  * `createEventWorker(deps)` wires it with the reconciler; `close()` stops taking jobs, waits for
  * the ones in flight, and stops the reconciler.
  */
-import { UnrecoverableError, Worker } from 'bullmq';
-import type { Redis } from 'ioredis';
-import { enqueueEvent, eventQueueNames, runRetryDelayMs, type EventJobData, type JobTarget, type Logger, type WorkerMetrics } from '@oncehook/shared';
+import { UnrecoverableError, type Worker } from 'bullmq';
+import {
+  createEventQueueWorker,
+  enqueueEvent,
+  eventQueueNames,
+  type QueueConnection,
+  runRetryDelayMs,
+  type EventJobData,
+  type JobTarget,
+  type Logger,
+  type WorkerMetrics,
+} from '@oncehook/shared';
 import { processJob, type JobOutcome, type ProcessDeps } from './process-event';
 import { createReconciler, type Reconciler, type ReconcilerSettings } from './reconciler';
 import { createRetention, type RetentionSettings } from './retention';
@@ -28,8 +37,8 @@ export interface WorkerSettings {
 }
 
 export interface EventWorkerDeps extends Omit<ProcessDeps, 'settings' | 'onUnhandled'> {
-  /** Blocking connection for the BullMQ Worker (maxRetriesPerRequest: null). */
-  connection: Redis;
+  /** The queue store the BullMQ Workers consume (on Redis a blocking connection, maxRetriesPerRequest: null). */
+  connection: QueueConnection;
   /** Producer queue(s) for retries and the reconciler's re-enqueues (routed by event key when sharded). */
   queue: JobTarget;
   settings: WorkerSettings;
@@ -104,21 +113,19 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
 
   const names = eventQueueNames(settings.queueShards);
   const consumed = settings.consumeShards.length > 0 ? settings.consumeShards : names.map((_, i) => i);
-  const workers = consumed.map(
-    (shard) =>
-      new Worker<EventJobData, JobOutcome['kind']>(names[shard]!, processor, {
-        connection: deps.connection,
-        prefix: settings.queuePrefix,
-        concurrency: settings.concurrency,
-        autorun: options.autorun ?? true,
-        // BullMQ's job lock is its own lease on the job. Tied to ours: when a worker dies, its
-        // active jobs are declared stalled and re-run about when its run leases expire,
-        // instead of after BullMQ's 30 s default (a stalled job still holds its job id, which
-        // blocks the reconciler's re-enqueue of an event that was never dispatched).
-        lockDuration: settings.leaseMs,
-        stalledInterval: settings.leaseMs,
-        maxStalledCount: 2,
-      }),
+  const workers = consumed.map((shard) =>
+    createEventQueueWorker<JobOutcome['kind']>(deps.connection, names[shard]!, processor, {
+      prefix: settings.queuePrefix,
+      concurrency: settings.concurrency,
+      autorun: options.autorun ?? true,
+      // BullMQ's job lock is its own lease on the job. Tied to ours: when a worker dies, its
+      // active jobs are declared stalled and re-run about when its run leases expire,
+      // instead of after BullMQ's 30 s default (a stalled job still holds its job id, which
+      // blocks the reconciler's re-enqueue of an event that was never dispatched).
+      lockDuration: settings.leaseMs,
+      stalledInterval: settings.leaseMs,
+      maxStalledCount: 2,
+    }),
   );
   // A job that errors is already logged with its event; connection errors are retried by
   // ioredis. Listening keeps either from becoming an unhandled 'error' event.

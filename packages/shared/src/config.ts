@@ -18,6 +18,13 @@ const commonSchema = z.object({
   DATABASE_URL: z.string().url().default('postgres://postgres@127.0.0.1:5432/oncehook'),
   REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
   /**
+   * Where the job queue lives. `redis` (default): BullMQ on Redis at REDIS_URL. `postgres`:
+   * BullMQ's PostgreSQL backend in DATABASE_URL (schema `<QUEUE_PREFIX>_queue`), no Redis at
+   * all: for small deployments and laptops; about 20x fewer jobs per second than Redis
+   * (docs/architecture.md, "Postgres-only mode").
+   */
+  QUEUE_BACKEND: z.enum(['redis', 'postgres']).default('redis'),
+  /**
    * Redis key prefix of the BullMQ queue. Wrap it in braces (`{oncehook}`) on Redis Cluster so
    * that all of a queue's keys hash to one slot. Tests give each run its own prefix.
    */

@@ -7,8 +7,9 @@
  * no-op in BullMQ. Once a job is removed (completed and cleaned, or Redis lost it) the same
  * id can be added again, which is exactly what recovery needs.
  */
-import { Queue } from 'bullmq';
+import { createPostgresBackend, Queue, Worker, type PostgresPoolConfig, type Processor, type WorkerOptions } from 'bullmq';
 import { Redis } from 'ioredis';
+import pg from 'pg';
 import { eventKeyDigest } from './event-key';
 import type { EventJobData } from './interfaces';
 
@@ -76,10 +77,106 @@ export function createRedis(url: string, role: RedisRole): Redis {
   return redis;
 }
 
-export function createEventQueue(connection: Redis, prefix: string, name: string = EVENT_QUEUE_NAME): Queue<EventJobData> {
-  const queue = new Queue<EventJobData>(name, { connection, prefix, defaultJobOptions: EVENT_JOB_OPTIONS });
+/** Where BullMQ keeps the jobs (QUEUE_BACKEND). */
+export type QueueBackend = 'redis' | 'postgres';
+
+/**
+ * The queue store of one process: Redis (the default), or Postgres through BullMQ's own
+ * PostgreSQL backend (QUEUE_BACKEND=postgres, Postgres alone; docs/architecture.md). Queues
+ * and workers are built from it, so nothing else knows which one it is.
+ */
+export type QueueConnection =
+  | { readonly backend: 'redis'; readonly redis: Redis }
+  | {
+      readonly backend: 'postgres';
+      /** BullMQ's pool config: each Queue and Worker builds its own pool and LISTEN client from it. */
+      readonly options: PostgresPoolConfig;
+      /** A one-connection pool of our own, for readiness pings. */
+      readonly pingPool: pg.Pool;
+    };
+
+export interface QueueConnectionSettings {
+  QUEUE_BACKEND: QueueBackend;
+  REDIS_URL: string;
+  DATABASE_URL: string;
+  QUEUE_PREFIX: string;
+}
+
+/**
+ * The Postgres schema of BullMQ's tables for a queue prefix: the prefix (a Redis key prefix)
+ * made an identifier, plus `_queue` (`oncehook` -> `oncehook_queue`), so two installations
+ * with different prefixes never share jobs, as on Redis, and the queue's tables never mix with
+ * Oncehook's own schema.
+ */
+export function queueSchemaFor(prefix: string): string {
+  const base = prefix
+    .toLowerCase()
+    .replace(/[^a-z0-9_]/g, '_')
+    .replace(/^([^a-z_])/, '_$1');
+  return `${base.slice(0, 57)}_queue`;
+}
+
+/**
+ * Opens the queue store of a process. On Postgres, BullMQ's migrations run on first connect
+ * (under BullMQ's own advisory lock, so processes starting together migrate once).
+ */
+export function openQueueConnection(settings: QueueConnectionSettings, role: RedisRole, options: { poolSize?: number } = {}): QueueConnection {
+  if (settings.QUEUE_BACKEND === 'redis') return { backend: 'redis', redis: createRedis(settings.REDIS_URL, role) };
+  const pingPool = new pg.Pool({ connectionString: settings.DATABASE_URL, max: 1, connectionTimeoutMillis: 2_000, application_name: 'oncehook-queue-ping' });
+  pingPool.on('error', () => {});
+  return {
+    backend: 'postgres',
+    options: {
+      connectionString: settings.DATABASE_URL,
+      schema: queueSchemaFor(settings.QUEUE_PREFIX),
+      migrate: true,
+      max: options.poolSize ?? 4,
+      application_name: `oncehook-queue-${role}`,
+      // The LISTEN connection is long-lived: keepalive lets a dropped one be noticed.
+      keepAlive: true,
+    },
+    pingPool,
+  };
+}
+
+/** Readiness: the queue store answers. */
+export async function pingQueue(connection: QueueConnection): Promise<unknown> {
+  if (connection.backend === 'redis') return connection.redis.ping();
+  return connection.pingPool.query('SELECT 1');
+}
+
+/** Closes what openQueueConnection opened (the queues and workers close their own). */
+export async function closeQueueConnection(connection: QueueConnection): Promise<void> {
+  if (connection.backend === 'redis') connection.redis.disconnect();
+  else await connection.pingPool.end();
+}
+
+function asQueueConnection(connection: Redis | QueueConnection): QueueConnection {
+  return connection instanceof Redis ? { backend: 'redis', redis: connection } : connection;
+}
+
+export function createEventQueue(connection: Redis | QueueConnection, prefix: string, name: string = EVENT_QUEUE_NAME): Queue<EventJobData> {
+  const store = asQueueConnection(connection);
+  const queue =
+    store.backend === 'redis'
+      ? new Queue<EventJobData>(name, { connection: store.redis, prefix, defaultJobOptions: EVENT_JOB_OPTIONS })
+      : // The Postgres-backed Queue has the same methods (add, addBulk, getJob, counts, close);
+        // only its type parameters differ, so it is used as the one Queue type of the code base.
+        (new Queue(name, { connection: store.options, defaultJobOptions: EVENT_JOB_OPTIONS }, createPostgresBackend) as unknown as Queue<EventJobData>);
   queue.on('error', () => {});
   return queue;
+}
+
+/** A BullMQ Worker on one event queue, on either store. */
+export function createEventQueueWorker<R>(
+  connection: QueueConnection,
+  name: string,
+  processor: Processor<EventJobData, R>,
+  options: Omit<WorkerOptions, 'connection'>,
+): Worker<EventJobData, R> {
+  if (connection.backend === 'redis') return new Worker<EventJobData, R>(name, processor, { ...options, connection: connection.redis });
+  const { prefix: _ignored, ...rest } = options;
+  return new Worker(name, processor as Processor, { ...rest, connection: connection.options }, createPostgresBackend) as unknown as Worker<EventJobData, R>;
 }
 
 /**
@@ -118,7 +215,7 @@ export class EventQueues {
   }
 }
 
-export function createEventQueues(connection: Redis, prefix: string, shards: number): EventQueues {
+export function createEventQueues(connection: Redis | QueueConnection, prefix: string, shards: number): EventQueues {
   return new EventQueues(eventQueueNames(shards).map((name) => createEventQueue(connection, prefix, name)));
 }
 
