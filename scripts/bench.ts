@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- [--duration S] [--connections 10,50,100|none] [--rounds R] [--e2e-events N] [--workers 1,2,4] [--profile DIR]
- *   [--baseline-root DIR] [--queue-backends redis|postgres|redis,postgres]`
+ *   [--baseline-root DIR] [--queue-backends redis|postgres|redis,postgres] [--queue-jobs N]`
  *
  * Side by side, in one process tree, on this machine's Postgres and Redis:
  *
@@ -357,6 +357,8 @@ if (process.argv[1]?.endsWith('bench.ts')) {
       'baseline-root': { type: 'string' },
       /** Queue stores to run end to end: redis, postgres or both (redis,postgres). */
       'queue-backends': { type: 'string', default: 'redis' },
+      /** Jobs of the BullMQ no-op ceiling (each store). */
+      'queue-jobs': { type: 'string', default: '20000' },
       /** Also write the result as JSON here (the smoke test reads it). */
       'report-file': { type: 'string' },
     },
@@ -376,6 +378,7 @@ if (process.argv[1]?.endsWith('bench.ts')) {
     profileDir: values.profile ? path.resolve(values.profile) : undefined,
     baselineRoot: values['baseline-root'] ? path.resolve(values['baseline-root']) : undefined,
     queueBackends: queueBackends as QueueBackend[],
+    queueJobs: Number(values['queue-jobs']),
   });
   process.stdout.write(`${formatBench(result)}\n`);
   if (values['report-file']) await writeFile(values['report-file'], JSON.stringify(result, null, 2));

@@ -70,7 +70,7 @@ async function checkRedis(redisUrl: string): Promise<void> {
     await redis.ping();
   } catch (error) {
     throw new StartError(
-      `cannot reach Redis at ${where(redisUrl)} (REDIS_URL): ${describe(cause ?? error).replace(/\.$/, '')}. Start it (redis-server --daemonize yes --port 6379; Docker: docker compose up -d redis) or set REDIS_URL`,
+      `cannot reach Redis at ${where(redisUrl)} (REDIS_URL): ${describe(cause ?? error).replace(/\.$/, '')}. Start it (redis-server --daemonize yes --port 6379; Docker: docker compose up -d redis), set REDIS_URL, or run without Redis: QUEUE_BACKEND=postgres`,
     );
   } finally {
     redis.disconnect();

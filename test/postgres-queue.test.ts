@@ -2,8 +2,9 @@
  * QUEUE_BACKEND=postgres: Oncehook with Postgres alone. Real processes whose REDIS_URL points
  * at a port where nothing listens (a process that still used Redis would never get a job):
  * deliveries are processed once, the jobs live in BullMQ's tables in the schema
- * `<QUEUE_PREFIX>_queue` of the same database, a repeated delivery adds no second job,
- * readiness names the queue, Bull Board lists the queue and its jobs.
+ * `<QUEUE_PREFIX>_queue` of the same database and a completed one is deleted at once, a
+ * repeated delivery adds no job, readiness names the queue, Bull Board lists the queue and its
+ * waiting jobs.
  *
  * The crash tests, the chaos smoke and the queue-facing tests also run whole on this backend
  * (the `postgres-queue` project of vitest.config.ts).
@@ -27,7 +28,7 @@ afterAll(async () => {
   await db.drop();
 });
 
-it('runs with Postgres alone: processed once, jobs in <prefix>_queue, no second job for a duplicate, Bull Board shows them', async () => {
+it('runs with Postgres alone: processed once, a duplicate is a duplicate, jobs are rows of <prefix>_queue that Bull Board lists', async () => {
   const prefix = testPrefix();
   const env = testEnv({
     databaseUrl: db.url,
@@ -52,19 +53,25 @@ it('runs with Postgres alone: processed once, jobs in <prefix>_queue, no second 
   expect((await deliver(url, body)).status).toBe(200);
   expect(await ledgerSummary(db.pool)).toMatchObject({ entries: 1, balance: 700 });
 
-  // The jobs are rows of BullMQ's job table in this prefix's schema: one, the event's dispatch
-  // job (the only handler ran inside it; a retry would have added a run job).
+  // The jobs are rows of BullMQ's job table in this prefix's schema. A completed job is deleted
+  // at once on this backend (POSTGRES_EVENT_JOB_OPTIONS: its count retention deadlocks under
+  // concurrency), so the table is empty once the event is done...
   const schema = queueSchemaFor(prefix);
-  const { rows } = await db.pool.query<{ id: string; state: string }>(`SELECT id, state::text FROM "${schema}".job ORDER BY id`);
-  expect(rows).toEqual([{ id: jobIdFor({ provider: 'stripe', eventId: 'evt_pg_only', attempt: 0 }), state: 'completed' }]);
+  const jobs = async () => (await db.pool.query<{ id: string; state: string }>(`SELECT id, state::text FROM "${schema}".job ORDER BY id`)).rows;
+  expect(await jobs()).toEqual([]);
+  // ...and a job waiting there is a row: a delivery while no worker runs.
+  await worker.stop();
+  expect((await deliver(url, signStripe(paymentSucceeded('evt_pg_waiting')))).status).toBe(202);
+  const waiting = { id: jobIdFor({ provider: 'stripe', eventId: 'evt_pg_waiting', attempt: 0 }), state: 'waiting' };
+  await waitFor(async () => JSON.stringify(await jobs()) === JSON.stringify([waiting]), { what: 'the dispatch job of evt_pg_waiting in the job table' });
 
   // Bull Board reads the same tables.
-  const board = await fetch(`${url}/admin/queues/api/queues?activeQueue=webhook-events&status=completed&page=1`, { headers: { authorization: `Bearer ${TOKEN}` } });
+  const board = await fetch(`${url}/admin/queues/api/queues?activeQueue=webhook-events&status=waiting&page=1`, { headers: { authorization: `Bearer ${TOKEN}` } });
   expect(board.status).toBe(200);
   const { queues } = (await board.json()) as { queues: { name: string; counts: Record<string, number>; jobs: { id: string }[] }[] };
   expect(queues.map((queue) => queue.name)).toEqual(['webhook-events']);
-  expect(queues[0]!.counts).toMatchObject({ completed: 1, failed: 0, waiting: 0, active: 0 });
-  expect(queues[0]!.jobs.map((job) => job.id).sort()).toEqual(rows.map((row) => row.id).sort());
+  expect(queues[0]!.counts).toMatchObject({ completed: 0, failed: 0, waiting: 1, active: 0 });
+  expect(queues[0]!.jobs.map((job) => job.id)).toEqual([waiting.id]);
   expect(ingest.lines.join('\n')).not.toMatch(/ECONNREFUSED/);
   expect(worker.lines.join('\n')).not.toMatch(/ECONNREFUSED/);
 });

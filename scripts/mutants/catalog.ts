@@ -568,6 +568,23 @@ export const MUTANTS: Mutant[] = [
     replace: '                trace_parent = trace_parent',
     tests: ['test/tracing.test.ts', 'test/tracing-crash.test.ts'],
   },
+  // ---- the queue in Postgres (QUEUE_BACKEND=postgres) --------------------------------------
+  {
+    id: 'pg-queue-ignored',
+    guarantee: 'QUEUE_BACKEND=postgres runs without Redis: the queue lives in Postgres',
+    file: 'packages/shared/src/queue.ts',
+    search: "  if (settings.QUEUE_BACKEND === 'redis') return { backend: 'redis', redis: createRedis(settings.REDIS_URL, role) };",
+    replace: "  if (settings.QUEUE_BACKEND !== 'nothing') return { backend: 'redis', redis: createRedis(settings.REDIS_URL, role) };",
+    tests: ['test/postgres-queue.test.ts'],
+  },
+  {
+    id: 'pg-queue-count-retention',
+    guarantee: "on Postgres a completed job deletes only its own row (BullMQ's count retention deadlocks under concurrency)",
+    file: 'packages/shared/src/queue.ts',
+    search: 'export const POSTGRES_EVENT_JOB_OPTIONS = { ...EVENT_JOB_OPTIONS, removeOnComplete: true } as const;',
+    replace: 'export const POSTGRES_EVENT_JOB_OPTIONS = { ...EVENT_JOB_OPTIONS } as const;',
+    tests: ['test/postgres-queue.test.ts'],
+  },
   // ---- operator actions -----------------------------------------------------------------
   {
     id: 'redrive-live-lease',

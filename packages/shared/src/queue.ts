@@ -54,6 +54,19 @@ export const EVENT_JOB_OPTIONS = {
   removeOnFail: { age: 24 * 3600, count: 5000 },
 } as const;
 
+/**
+ * The job options on BullMQ's Postgres backend (QUEUE_BACKEND=postgres): a completed job is
+ * deleted at once. Its count/age retention (`removeOnComplete: { count }`) runs, in every
+ * completing transaction, a DELETE of the completed jobs beyond the newest N; under a worker's
+ * concurrency those DELETEs lock the same rows in different orders and Postgres aborts them
+ * as deadlocks (`npm run bench -- --queue-backends postgres`: 10 deadlocks in a 10,000-job
+ * no-op run at concurrency 32; a job whose completion is aborted stays active until its lock
+ * expires and runs again). Deleting only its own row takes no other job's lock. Completed
+ * jobs are then not listed in Bull Board; the events view has every event's history.
+ * Failed jobs (dead letters, rare) keep the Redis retention.
+ */
+export const POSTGRES_EVENT_JOB_OPTIONS = { ...EVENT_JOB_OPTIONS, removeOnComplete: true } as const;
+
 export type RedisRole = 'producer' | 'worker';
 
 /**
@@ -162,7 +175,7 @@ export function createEventQueue(connection: Redis | QueueConnection, prefix: st
       ? new Queue<EventJobData>(name, { connection: store.redis, prefix, defaultJobOptions: EVENT_JOB_OPTIONS })
       : // The Postgres-backed Queue has the same methods (add, addBulk, getJob, counts, close);
         // only its type parameters differ, so it is used as the one Queue type of the code base.
-        (new Queue(name, { connection: store.options, defaultJobOptions: EVENT_JOB_OPTIONS }, createPostgresBackend) as unknown as Queue<EventJobData>);
+        (new Queue(name, { connection: store.options, defaultJobOptions: POSTGRES_EVENT_JOB_OPTIONS }, createPostgresBackend) as unknown as Queue<EventJobData>);
   queue.on('error', () => {});
   return queue;
 }
