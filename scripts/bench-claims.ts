@@ -1,9 +1,12 @@
 /**
- * `npm run bench:claims -- [--sizes 0,1000000,10000000] [--claims 2000]`
+ * `npm run bench:claims -- [--sizes 0,1000000,10000000] [--claims 2000] [--rows keys|events]`
  *
- * Claim latency as the event table grows: for each size, fills the table with done events
- * (spread over 35 days, three providers) and measures single claims (new events, and 20%
- * duplicates) one at a time on one connection, then one retention batch delete of 1000 rows.
+ * Claim latency as the event table grows: for each size, fills the table with done events and
+ * measures single claims (new events, and 20% duplicates) one at a time on one connection,
+ * then one retention batch delete of 1000 rows. `--rows keys` (the default): retained keys, as
+ * the payload horizon leaves them (payload pruned, `pruned_at` set, a body hash on a third of
+ * them, spread over 400 days, KEY_RETENTION_DAYS); `--rows events`: done events with a small
+ * payload, spread over 35 days.
  * Prints p50/p99 and the ratio to the empty table. Uses a database of its own on this
  * machine's Postgres and drops it at the end.
  */
@@ -13,7 +16,15 @@ import { createPool, createQueries, DEFAULT_SCHEMA } from '@oncehook/shared';
 const queries = createQueries(DEFAULT_SCHEMA);
 import { createTestDatabaseOn, dropDatabase } from './bench/databases';
 
-const { values } = parseArgs({ options: { sizes: { type: 'string', default: '0,1000000,10000000' }, claims: { type: 'string', default: '2000' } } });
+const { values } = parseArgs({
+  options: { sizes: { type: 'string', default: '0,1000000,10000000' }, claims: { type: 'string', default: '2000' }, rows: { type: 'string', default: 'keys' } },
+});
+if (values.rows !== 'keys' && values.rows !== 'events') {
+  process.stderr.write(`--rows takes keys or events (got "${values.rows}")\n`);
+  process.exit(2);
+}
+const keys = values.rows === 'keys';
+const spreadDays = keys ? 400 : 35;
 const sizes = values.sizes.split(',').map(Number);
 const claims = Number(values.claims);
 const name = `oncehook_bench_claims_${Date.now().toString(36)}`;
@@ -28,11 +39,15 @@ try {
       const chunk = Math.min(1_000_000, size - filled);
       const started = performance.now();
       await pool.query(
-        `INSERT INTO oncehook.events (provider, kind, event_id, type, payload, state, received_at, updated_at, finished_at)
-         SELECT (ARRAY['stripe','github','shopify'])[1 + g % 3], 'x', 'evt_fill_' || g, 't', '{}', 'done',
-                now() - (g % 35) * interval '1 day' - (g % 86400) * interval '1 second', now(), now()
+        `INSERT INTO oncehook.events (provider, kind, event_id, type, payload, body_hash, pruned_at, state, received_at, updated_at, finished_at)
+         SELECT (ARRAY['stripe','github','shopify'])[1 + g % 3], 'x', 'evt_fill_' || g, 't',
+                CASE WHEN $3::boolean THEN NULL ELSE '{}'::jsonb END,
+                -- GitHub's and Shopify's keys carry a body hash (unsigned ids are deduplicated by body).
+                CASE WHEN $3::boolean AND g % 3 = 1 THEN sha256(('body ' || g)::bytea) END,
+                CASE WHEN $3::boolean THEN now() END,
+                'done', now() - (g % $4::int) * interval '1 day' - (g % 86400) * interval '1 second', now(), now()
            FROM generate_series($1::bigint, $2::bigint) g`,
-        [filled + 1, filled + chunk],
+        [filled + 1, filled + chunk, keys, spreadDays],
       );
       filled += chunk;
       process.stdout.write(`  filled ${filled} rows (+${chunk} in ${((performance.now() - started) / 1000).toFixed(1)} s)\n`);
@@ -46,9 +61,9 @@ try {
       await queries.claimEvent(pool, { provider: 'stripe', kind: 'stripe', eventId, type: 't', signedAt: null, rawBody: '{"id":"x"}', payload: {}, meta: {} });
       latencies.push(performance.now() - started);
     }
-    // One retention batch of 1000 of the oldest done rows (20 days is inside the filled range).
+    // One retention batch of 1000 of the oldest done rows (inside the filled range).
     const started = performance.now();
-    await queries.deleteExpiredBatch(pool, 'stripe', 20, 1000);
+    await queries.deleteExpiredBatch(pool, 'stripe', keys ? 200 : 20, 1000);
     const deleteMs = performance.now() - started;
     rows.push({ size, p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99), deleteMs });
     process.stdout.write(
@@ -58,6 +73,7 @@ try {
   const base = rows[0]!;
   // Deletion is compared from the first size that had rows to delete.
   const deleteBase = rows.find((r) => r.size > 0) ?? base;
+  process.stdout.write(`\n${keys ? 'retained keys (pruned rows)' : 'done events'} in the table\n`);
   process.stdout.write(`\nrows in table | claim p50 | claim p99 | vs ${base.size} rows (p50, p99) | 1000-row retention batch | vs ${deleteBase.size} rows\n`);
   for (const r of rows) {
     process.stdout.write(
