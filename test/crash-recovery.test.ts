@@ -133,9 +133,11 @@ it('SIGTERM during a handler: the worker finishes the in-flight job, then exits 
   }
 });
 
-it('SIGTERM during a delivery: ingest answers it (202), then exits 0', async () => {
+it('SIGTERM during a delivery: ingest answers it (202), adds its job, then exits 0', async () => {
   const prefix = testPrefix();
-  const ingest = spawnService('ingest', testEnv({ databaseUrl: db.url, prefix, extra: { ONCEHOOK_FAULTS: 'ingest.after-claim:delay=1000' } }));
+  // The relay's add is still pending when the server has closed (it waits 800 ms before the
+  // add): only the shutdown's flush adds the job before the queue closes.
+  const ingest = spawnService('ingest', testEnv({ databaseUrl: db.url, prefix, extra: { ONCEHOOK_FAULTS: 'ingest.after-claim:delay=1000,ingest.before-enqueue:delay=800' } }));
   const url = await ingestUrl(ingest);
   const pending = deliver(url, signStripe(paymentSucceeded('evt_ingest_sigterm')));
   await ingest.waitFor(/oncehook-fault ingest.after-claim/);

@@ -568,6 +568,14 @@ export const MUTANTS: Mutant[] = [
     replace: '                trace_parent = trace_parent',
     tests: ['test/tracing.test.ts', 'test/tracing-crash.test.ts'],
   },
+  {
+    id: 'relay-no-flush-on-shutdown',
+    guarantee: 'a stopping ingest adds the jobs of the deliveries it answered before its queue closes',
+    file: 'apps/ingest/src/build-ingest.ts',
+    search: '      await relay.flush(config.ENQUEUE_TIMEOUT_MS * 2);',
+    replace: '',
+    tests: ['test/crash-recovery.test.ts'],
+  },
   // ---- the queue in Postgres (QUEUE_BACKEND=postgres) --------------------------------------
   {
     id: 'pg-queue-ignored',
