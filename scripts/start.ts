@@ -6,7 +6,8 @@
  *    scripts/local-env.ts) and checks it as each process will.
  * 2. Checks what starting needs, and stops with one line on stderr naming the cause and the
  *    variable when something is missing: Postgres reachable at DATABASE_URL, Redis at
- *    REDIS_URL, the ports free (PORT, SANDBOX_PORT, METRICS_PORT and the next ones).
+ *    REDIS_URL (unless QUEUE_BACKEND=postgres), the ports free (PORT, SANDBOX_PORT,
+ *    METRICS_PORT and the next ones).
  * 3. Migrates (creating the database if missing): Oncehook's tables and the example shop's.
  * 4. Starts the sandbox APIs, ingest and WORKERS workers (default 2) running the example shop
  *    (ONCEHOOK_HANDLERS, default examples/shop), with readable logs (LOG_FORMAT=pretty), and
@@ -211,7 +212,7 @@ async function main(): Promise<number> {
     process.stdout.write(
       [
         '',
-        `oncehook is up: ingest ${url}, ${workers} worker(s) running ${env.ONCEHOOK_HANDLERS}, sandbox APIs ${sandboxUrl}`,
+        `oncehook is up: ingest ${url}, ${workers} worker(s) running ${env.ONCEHOOK_HANDLERS}, sandbox APIs ${sandboxUrl}${ingestConfig.QUEUE_BACKEND === 'postgres' ? ', the queue in Postgres (no Redis)' : ''}`,
         `  send a signed test event:  npm run send -- stripe payment_intent.succeeded${port === '3000' ? '' : ` --url ${url}`}`,
         `  look at events:            npm run oncehook -- list`,
         generatedPassword

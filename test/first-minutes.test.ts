@@ -54,6 +54,7 @@ async function firstMinutes(queueBackend: 'redis' | 'postgres'): Promise<void> {
   await waitFor(() => stack.output().includes('oncehook is up') || stack.child.exitCode !== null || null, { timeoutMs: 45_000, what: 'the banner' });
   expect(stack.output(), stack.stderr()).toContain('oncehook is up');
   expect(stack.output()).toContain('npm run send -- stripe payment_intent.succeeded');
+  expect(stack.output().includes('the queue in Postgres (no Redis)')).toBe(queueBackend === 'postgres');
 
   const send = run('scripts/send.ts', ['stripe', 'payment_intent.succeeded', '--url', `http://127.0.0.1:${env.PORT}`], env);
   expect(await send.exited, send.output() + send.stderr()).toBe(0);
