@@ -28,13 +28,18 @@ const run = `${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
 const name = `oncehook_demo_${run}`;
 const prefix = `demo-${run}`;
 
-/** Removes what this run created: its database and its queue's Redis keys. */
+/** QUEUE_BACKEND=postgres npm run demo: the processes inherit it; the queue is in the demo's database. */
+const queueInPostgres = process.env.QUEUE_BACKEND === 'postgres';
+
+/** Removes what this run created: its database (with the queue's schema, on Postgres) and its queue's Redis keys. */
 async function cleanUp(): Promise<void> {
-  const redis = createRedis(process.env.REDIS_URL ?? REDIS_URL, 'producer');
-  const queue = createEventQueue(redis, prefix);
-  await queue.obliterate({ force: true }).catch(() => {});
-  await queue.close();
-  redis.disconnect();
+  if (!queueInPostgres) {
+    const redis = createRedis(process.env.REDIS_URL ?? REDIS_URL, 'producer');
+    const queue = createEventQueue(redis, prefix);
+    await queue.obliterate({ force: true }).catch(() => {});
+    await queue.close();
+    redis.disconnect();
+  }
   await dropDatabase(name).catch(() => {});
 }
 
@@ -145,7 +150,7 @@ try {
     say(`  admin:     http://127.0.0.1:${ingestPort}/admin  (user admin, password ${adminPassword})`);
     say(`  metrics:   http://127.0.0.1:${ingestPort}/metrics  (webhook_events_total{result="new"|"duplicate"|"rejected"})`);
     say(`  sandbox:   ${sandboxUrl}/stats`);
-    say(`  events:    DATABASE_URL=${db.url} QUEUE_PREFIX=${prefix} npm run oncehook -- list`);
+    say(`  events:    ${queueInPostgres ? 'QUEUE_BACKEND=postgres ' : ''}DATABASE_URL=${db.url} QUEUE_PREFIX=${prefix} npm run oncehook -- list`);
     say('Ctrl-C stops it and removes its database and queue.');
     await new Promise<void>((resolve) => {
       process.once('SIGINT', () => resolve());

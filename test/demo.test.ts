@@ -1,16 +1,21 @@
 /**
  * `npm run demo` completes and tells its story (on this machine's Postgres and Redis): every
- * effect once, which events had no handler and why; two demos at the same moment each use
- * their own database and queue, and each removes them when it ends.
+ * effect once, which events had no handler and why; two demos at the same moment (one with the
+ * queue in Postgres, no Redis) each use their own database and queue, and each removes them
+ * when it ends.
  */
 import { spawn } from 'node:child_process';
-import { REDIS_URL, ROOT, withAdmin } from '@oncehook/harness';
+import { freePort, REDIS_URL, ROOT, withAdmin } from '@oncehook/harness';
 import { createRedis } from '@oncehook/shared';
 import { expect, it } from 'vitest';
 
-function demo(events: number): Promise<{ code: number | null; output: string }> {
+function demo(events: number, env: Record<string, string> = {}): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/demo.ts', '--events', String(events)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/demo.ts', '--events', String(events)], {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let output = '';
     child.stdout.on('data', (chunk: Buffer) => {
       output += chunk.toString();
@@ -22,8 +27,10 @@ function demo(events: number): Promise<{ code: number | null; output: string }> 
   });
 }
 
-it('two demos at once: each completes with every effect applied once, says which events had no handler, and cleans up', { timeout: 150_000 }, async () => {
-  const [a, b] = await Promise.all([demo(30), demo(15)]);
+it('two demos at once (the second with QUEUE_BACKEND=postgres and no Redis): each completes with every effect applied once, says which events had no handler, and cleans up', {
+  timeout: 150_000,
+}, async () => {
+  const [a, b] = await Promise.all([demo(30), demo(15, { QUEUE_BACKEND: 'postgres', REDIS_URL: `redis://127.0.0.1:${await freePort()}` })]);
   for (const [run, events] of [
     [a, 30],
     [b, 15],
