@@ -40,9 +40,9 @@ export interface IngestDeps {
   queries: Queries;
   /** The event queue(s); sharded queues route each job by its event key. */
   queue: JobTarget;
-  /** Answers when Redis is reachable; used by /readyz. */
   /** Where the queue lives (QUEUE_BACKEND): names the readiness check. */
   queueBackend: QueueBackend;
+  /** Answers when the queue's store (Redis, or Postgres) is reachable; used by /readyz. */
   pingQueue: () => Promise<unknown>;
   sources: ReadonlyMap<string, WebhookSource>;
   log: Logger;

@@ -1,7 +1,7 @@
 /**
  * Ingest entry point: parse config, build, listen; on SIGTERM stop accepting, let in-flight
  * deliveries finish (each either commits its claim and answers, or answers 5xx), then close
- * the queue, Redis and the pool.
+ * the queue, its store (Redis, or Postgres) and the pool.
  */
 import { announce, loadIngestConfig, onShutdownSignal, runMain, startTracing } from '@oncehook/shared';
 import { buildIngest } from './build-ingest';

@@ -20,7 +20,8 @@ const commonSchema = z.object({
   /**
    * Where the job queue lives. `redis` (default): BullMQ on Redis at REDIS_URL. `postgres`:
    * BullMQ's PostgreSQL backend in DATABASE_URL (schema `<QUEUE_PREFIX>_queue`), no Redis at
-   * all: for small deployments and laptops; about 20x fewer jobs per second than Redis
+   * all: for small deployments and laptops; BullMQ alone carries about a sixth of the jobs per
+   * second it does on Redis, the whole pipeline 0.6-0.9x the events per second
    * (docs/architecture.md, "Postgres-only mode").
    */
   QUEUE_BACKEND: z.enum(['redis', 'postgres']).default('redis'),
