@@ -51,7 +51,14 @@ async function timed(url: string, delivery: Delivery): Promise<{ status: number;
 it('Postgres blackholed: 1000 verified 200 KB deliveries each get 503 within 2 s, RSS < 350 MiB; accepted once it heals', async () => {
   const viaBlackhole = new URL(db.url);
   viaBlackhole.port = String(blackhole.port);
-  const ingest = spawnService('ingest', testEnv({ databaseUrl: viaBlackhole.toString(), prefix: testPrefix(), extra: { LOG_LEVEL: 'info' } }));
+  // A connection attempt into the blackhole waits DATABASE_CONNECT_TIMEOUT_MS: 10 s here, so the
+  // 503s within 2 s come from CLAIM_TIMEOUT_MS (750 ms), not from a short connect timeout. (At
+  // the 2 s default, batches waiting for a new connection were answered at about 2 s even
+  // without the claim deadline: mutant claim-deadline-off survived one run.)
+  const ingest = spawnService(
+    'ingest',
+    testEnv({ databaseUrl: viaBlackhole.toString(), prefix: testPrefix(), extra: { LOG_LEVEL: 'info', DATABASE_CONNECT_TIMEOUT_MS: '10000' } }),
+  );
   const url = await ingestUrl(ingest);
   // Healthy first: the pool holds open connections, which the outage will strand.
   for (let i = 0; i < 5; i += 1) expect((await timed(url, bigPayment(`evt_warm_${i}`))).status).toBe(202);
