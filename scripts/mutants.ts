@@ -53,12 +53,12 @@ async function scratchCopy(into: string): Promise<void> {
 
 async function apply(dir: string, mutant: Mutant): Promise<boolean> {
   const file = path.join(dir, mutant.file);
-  const text = await readFile(file, 'utf8');
-  if (text.split(mutant.search).length !== 2) return false;
-  await writeFile(
-    file,
-    text.replace(mutant.search, () => mutant.replace),
-  );
+  let text = await readFile(file, 'utf8');
+  for (const edit of [{ search: mutant.search, replace: mutant.replace }, ...(mutant.also ?? [])]) {
+    if (text.split(edit.search).length !== 2) return false;
+    text = text.replace(edit.search, () => edit.replace);
+  }
+  await writeFile(file, text);
   return true;
 }
 

@@ -156,6 +156,7 @@ it('upgrades a database from before the schema: tables moved, data kept, in-flig
         'oncehook/0004_object_versions.sql',
         'oncehook/0005_trace_parent.sql',
         'oncehook/0006_key_horizon.sql',
+        'oncehook/0007_object_versions_previous.sql',
         'shop/0001_shop.sql',
       ],
       upgradedLegacy: true,

@@ -12,9 +12,12 @@ import { expect, it } from 'vitest';
 import { MUTANTS } from '../scripts/mutants/catalog';
 
 it.each(MUTANTS.map((m) => [m.id, m] as const))('%s matches the code exactly once, and its tests exist', async (_id, mutant) => {
-  const text = await readFile(path.join(ROOT, mutant.file), 'utf8');
-  expect(text.split(mutant.search).length - 1, `${mutant.file}: search text of ${mutant.id}`).toBe(1);
-  expect(mutant.replace).not.toBe(mutant.search);
+  let text = await readFile(path.join(ROOT, mutant.file), 'utf8');
+  for (const [i, edit] of [{ search: mutant.search, replace: mutant.replace }, ...(mutant.also ?? [])].entries()) {
+    expect(text.split(edit.search).length - 1, `${mutant.file}: search text ${i} of ${mutant.id}`).toBe(1);
+    expect(edit.replace).not.toBe(edit.search);
+    text = text.replace(edit.search, () => edit.replace);
+  }
   for (const test of mutant.tests) expect(existsSync(path.join(ROOT, test)), test).toBe(true);
 });
 

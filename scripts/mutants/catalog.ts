@@ -6,7 +6,8 @@
  *
  * Rules:
  * - `search` must occur exactly once in `file` (the runner refuses a stale rule, so a rule
- *   whose code moved is noticed the day it moves, not silently skipped);
+ *   whose code moved is noticed the day it moves, not silently skipped); a bug that spans two
+ *   places of one file lists the others in `also`, each held to the same rule;
  * - `tests` lists the files that are supposed to guard the guarantee, most specific first;
  * - every new guarantee adds its mutants here (and docs/reliability.md shows the table).
  */
@@ -19,6 +20,8 @@ export interface Mutant {
   file: string;
   search: string;
   replace: string;
+  /** Further edits of the same file, applied after the first, in order. */
+  also?: { search: string; replace: string }[];
   /** Test files (repository-relative) that must kill it. */
   tests: string[];
 }
@@ -33,7 +36,7 @@ export const MUTANTS: Mutant[] = [
     id: 'claim-check-then-act',
     guarantee: 'one delivery creates work: the batched claim is atomic',
     file: QUERIES,
-    search: `FROM input ORDER BY ord
+    search: `FROM input CROSS JOIN body_stripes ORDER BY provider, event_id
                ON CONFLICT DO NOTHING`,
     replace: `FROM input
                 WHERE NOT EXISTS (SELECT 1 FROM \${EVENTS} w WHERE w.provider = input.provider AND (w.event_id = input.event_id OR w.body_hash = input.body_hash))`,
@@ -48,6 +51,38 @@ export const MUTANTS: Mutant[] = [
     replace: `         SELECT $1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb, $8::bytea
           WHERE NOT EXISTS (SELECT 1 FROM \${EVENTS} w WHERE w.provider = $1::text AND (w.event_id = $3::text OR w.body_hash = $8::bytea))`,
     tests: ['test/claim-race.test.ts'],
+  },
+  {
+    id: 'claim-keys-unordered',
+    guarantee: 'two batched claims holding the same keys wait for each other, never deadlock (event ids)',
+    file: QUERIES,
+    search: 'FROM input CROSS JOIN body_stripes ORDER BY provider, event_id',
+    replace: 'FROM input CROSS JOIN body_stripes ORDER BY ord',
+    tests: ['test/core-races.test.ts'],
+  },
+  {
+    id: 'claim-body-stripes-off',
+    guarantee: 'two batched claims holding the same body hashes wait for each other, never deadlock',
+    file: QUERIES,
+    search: 'SELECT count(pg_advisory_xact_lock(k)) AS n FROM',
+    replace: 'SELECT count(k) AS n FROM',
+    tests: ['test/core-races.test.ts'],
+  },
+  {
+    id: 'claim-conflict-not-retried',
+    guarantee: 'a claim that lost a race (deadlock, a key deleted mid-claim) is run again, not answered as an error',
+    file: 'apps/ingest/src/claim-batcher.ts',
+    search: '        if (!isClaimConflictError(error) || attempt >= CLAIM_CONFLICT_ATTEMPTS) throw error;',
+    replace: '        throw error;',
+    tests: ['test/core-races.test.ts'],
+  },
+  {
+    id: 'claim-same-body-in-batch-unmatched',
+    guarantee: 'the delivery log counts every delivery of a body claimed under two ids in one batch',
+    file: QUERIES,
+    search: '                 FROM input i JOIN inserted x ON x.provider = i.provider AND x.body_hash = i.body_hash AND x.event_id <> i.event_id',
+    replace: '                 FROM input i JOIN inserted x ON false',
+    tests: ['test/core-races.test.ts'],
   },
   {
     id: 'dispatch-twice',
@@ -105,6 +140,43 @@ export const MUTANTS: Mutant[] = [
          RETURNING id, event_row_id
        ), \${ATTEMPT_VERDICT('failed'`,
     tests: ['test/lease-guards.test.ts'],
+  },
+  {
+    id: 'acquire-steps-in-returning',
+    guarantee: 'a takeover that waited on the old owner sees the step it committed (never runs it again)',
+    file: QUERIES,
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the search text is source code containing a template literal
+    search: "  const LEASED_RUN_RETURNING = `${runColumns('r')}, row_to_json((SELECT x FROM (SELECT ${eventColumns('e')}) x)) AS event`;",
+    replace:
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: the replacement is source code containing a template literal
+      "  const LEASED_RUN_RETURNING = `${runColumns('r')}, row_to_json((SELECT x FROM (SELECT ${eventColumns('e')}) x)) AS event, (SELECT coalesce(json_agg(json_build_object('runId', s.run_id, 'name', s.name, 'kind', s.kind, 'result', s.result, 'idempotencyKey', s.idempotency_key, 'keySubject', s.key_subject)), '[]') FROM ${STEPS} s WHERE s.run_id = r.id AND s.generation = r.generation) AS steps`;",
+    also: [
+      {
+        search: '    const { rows: steps } = await db.query<RecordedStep & { runId: number }>(STEPS_OF_LEASED_RUNS_SQL([rows.map((r) => r.id), token]));',
+        replace: '    const steps = rows.flatMap((r) => (r as unknown as { steps: (RecordedStep & { runId: number })[] }).steps);',
+      },
+      {
+        search: '    return rows.map(({ event, ...run }) => ({',
+        replace: '    return rows.map(({ event, steps: _s, ...run }: RunRow & { event: EventRow; steps?: unknown }) => ({',
+      },
+    ],
+    tests: ['test/core-races.test.ts'],
+  },
+  {
+    id: 'step-lease-not-renewed',
+    guarantee: 'a local step that held the run row past a third of the lease renews it before COMMIT',
+    file: CONTEXT,
+    search: '    if (Date.now() - fencedAt <= run.leaseMs / 3) return;',
+    replace: '    return;',
+    tests: ['test/core-races.test.ts'],
+  },
+  {
+    id: 'keeper-renews-during-step',
+    guarantee: "the lease keeper does not queue renewals behind a local step's row lock",
+    file: PROCESS,
+    search: '      if (ctx?.holdsRunRow) return;',
+    replace: '',
+    tests: ['test/core-races.test.ts'],
   },
   {
     id: 'external-call-without-lease',
@@ -487,9 +559,31 @@ export const MUTANTS: Mutant[] = [
     id: 'ordered-never-stale',
     guarantee: 'ctx.ordered: an older update never overwrites a newer one',
     file: QUERIES,
-    search: '          WHERE v.version <= excluded.version',
-    replace: '          WHERE true',
+    search: '    return { stale: previous !== null && previous > version, previous };',
+    replace: '    return { stale: false, previous };',
     tests: ['test/ordering.test.ts', 'test/effects.test.ts'],
+  },
+  {
+    id: 'ordered-version-lowered',
+    guarantee: 'ctx.ordered: a stale update does not lower the recorded version',
+    file: QUERIES,
+    search: '          SET version = greatest(v.version, excluded.version), previous_version = v.version,',
+    replace: '          SET version = excluded.version, previous_version = v.version,',
+    tests: ['test/ordering.test.ts', 'test/core-races.test.ts'],
+  },
+  {
+    id: 'ordered-previous-from-snapshot',
+    guarantee: "ctx.ordered's previous is the newest version committed before it, under contention",
+    file: QUERIES,
+    search: `      \`INSERT INTO \${VERSIONS} AS v (handler, object_key, version) VALUES ($1::text, $2::text, $3::numeric)`,
+    replace: `      \`WITH prior AS (SELECT version FROM \${VERSIONS} WHERE handler = $1::text AND object_key = $2::text), up AS (INSERT INTO \${VERSIONS} AS v (handler, object_key, version) VALUES ($1::text, $2::text, $3::numeric)`,
+    also: [
+      {
+        search: '       RETURNING previous_version::text AS previous`,',
+        replace: '       RETURNING 1) SELECT (SELECT version::text FROM prior) AS previous FROM up`,',
+      },
+    ],
+    tests: ['test/core-races.test.ts'],
   },
   {
     id: 'object-lock-noop',

@@ -42,6 +42,7 @@ export const T = {
   steps: `${DEFAULT_SCHEMA}.steps`,
   actions: `${DEFAULT_SCHEMA}.operator_actions`,
   versions: `${DEFAULT_SCHEMA}.object_versions`,
+  deliveries: `${DEFAULT_SCHEMA}.deliveries`,
 } as const;
 
 /**

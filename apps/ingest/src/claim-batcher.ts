@@ -30,6 +30,7 @@
  */
 import {
   eventKey,
+  isClaimConflictError,
   isDatabaseUnavailableError,
   OverloadedError,
   type ClaimResult,
@@ -41,6 +42,12 @@ import {
   type VerifiedEvent,
 } from '@oncehook/shared';
 import type { EnqueueRelay } from './enqueue-relay';
+
+/**
+ * Runs of one claim statement that lost a race before it fails: with every batch taking its
+ * locks in one order (queries.claimEvents), a conflict is rare, and two in a row rarer still.
+ */
+const CLAIM_CONFLICT_ATTEMPTS = 3;
 
 export interface ClaimBatcherOptions {
   pool: Pool;
@@ -158,14 +165,34 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
   async function claimAll(events: VerifiedEvent[], copies: number[]): Promise<{ results: Claimed; unavailable: boolean }> {
     const limit = { timeoutMs: claimTimeoutMs, logDeliveries: options.logDeliveries !== false };
     try {
-      return { results: await options.queries.claimEvents(options.pool, events, { ...limit, copies }), unavailable: false };
+      return { results: await claimConflictsRetried(() => options.queries.claimEvents(options.pool, events, { ...limit, copies })), unavailable: false };
     } catch (error) {
       const unavailable = isDatabaseUnavailableError(error);
       if (unavailable || events.length === 1) return { results: events.map(() => ({ error })), unavailable };
       // Something in the batch poisoned the statement: claim one by one, so only it fails.
       options.log.warn({ err: error, events: events.length }, 'a batch of claims failed; claiming its deliveries one by one');
-      const results = await Promise.all(events.map((event) => options.queries.claimEvent(options.pool, event, limit).catch((e: unknown) => ({ error: e }))));
+      const results = await Promise.all(
+        events.map((event) => claimConflictsRetried(() => options.queries.claimEvent(options.pool, event, limit)).catch((e: unknown) => ({ error: e }))),
+      );
       return { results, unavailable: false };
+    }
+  }
+
+  /**
+   * A claim statement that lost a race (a deadlock, a serialization failure, a delivery-log row
+   * whose event retention just deleted: isClaimConflictError) rolled back whole: it stored
+   * nothing, so running it again is safe, and answers what the database holds now. Never
+   * answered as a failure while another transaction committed the rows. Bounded: a statement
+   * that keeps losing fails like any other (one by one, then 500 for the one that fails).
+   */
+  async function claimConflictsRetried<T>(claim: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await claim();
+      } catch (error) {
+        if (!isClaimConflictError(error) || attempt >= CLAIM_CONFLICT_ATTEMPTS) throw error;
+        options.log.info({ err: error, attempt }, 'a claim statement lost a race with another transaction; running it again');
+      }
     }
   }
 
@@ -239,7 +266,9 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
       // statement is cut by its query_timeout; if it commits anyway, its new events are still
       // enqueued and the retry is a duplicate.
       recordOutcome(true);
-      const error = overloaded(`the database did not answer within ${claimTimeoutMs} ms`);
+      const error = new OverloadedError(
+        `ingest cannot record deliveries right now: the database did not answer within ${claimTimeoutMs} ms; retry later (if this delivery was recorded after all, the retry is answered as a duplicate)`,
+      );
       for (const waiter of batch) waiter.reject(error);
       const late = await claiming;
       relayCreated(unique, late.results);
@@ -271,7 +300,7 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
       options.queries
         .logDeliveries(
           options.pool,
-          concurrent.map((c) => ({ provider: c.event.provider, eventId: c.event.eventId, copies: c.copies })),
+          concurrent.map((c) => ({ provider: c.event.provider, eventId: c.event.eventId, bodyHash: c.event.bodyHash ?? null, copies: c.copies })),
         )
         .catch((error: unknown) => {
           options.log.debug({ err: error }, 'could not log concurrent duplicate deliveries');

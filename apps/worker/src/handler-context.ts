@@ -11,9 +11,16 @@
  * A crash between the call and the record re-runs the call on the next attempt with the SAME
  * key, and the downstream API applies nothing new.
  *
- * The records of earlier attempts come with the lease (acquireRun reads them in the same
- * statement), so skipping a recorded step costs no round trip: only the lease holder records
+ * The records of earlier attempts come with the lease (acquireRun reads them right after
+ * taking it), so skipping a recorded step costs no round trip: only the lease holder records
  * steps, and a replay only touches finished runs, so nothing else can add one meanwhile.
+ *
+ * The lease during a local step: the step's transaction holds the run row (the fence) until it
+ * commits, so no one can take the run over meanwhile (a taker waits on the row), and the lease
+ * keeper's renewals would only queue behind that lock, one pool connection each. So the keeper
+ * skips its renewals while a local step is open (`holdsRunRow`), and a step that was open
+ * longer than a third of the lease renews it inside its own transaction before COMMIT: when
+ * the row is released, the lease is fresh, and a taker that waited finds it live.
  *
  * Misuse fails the run at once (StepUsageError, a PermanentError): a name used twice in one
  * attempt, a result that JSON would change, a step whose kind differs from its record.
@@ -84,6 +91,8 @@ export interface EngineHooks {
 export interface RunContext extends HandlerContext {
   /** True once a `final` step committed the run's `done` transition. */
   readonly completed: boolean;
+  /** True while a local step's transaction holds the run row (the lease keeper then waits). */
+  readonly holdsRunRow: boolean;
 }
 
 const STEP_NAME = /^[^\x00-\x1f\x7f]{1,200}$/;
@@ -99,6 +108,8 @@ export function createRunContext(
   const recorded = new Map(recordedSteps.map((step) => [step.name, step]));
   const used = new Set<string>();
   let completed = false;
+  /** Local step transactions of this run open now (a handler may run steps side by side). */
+  let openLocalSteps = 0;
 
   function claimName(name: string, kind: StepKind): RecordedStep | undefined {
     if (typeof name !== 'string' || !STEP_NAME.test(name)) {
@@ -140,13 +151,28 @@ export function createRunContext(
    * with our lease token. Until COMMIT no one can take the run over; if someone already has,
    * LeaseLostError and nothing commits.
    */
-  async function withFence<R>(fn: (tx: PoolClient, generation: number) => Promise<R>): Promise<R> {
+  async function withFence<R>(fn: (tx: PoolClient, generation: number, fencedAt: number) => Promise<R>): Promise<R> {
     checkLease();
-    return withTransaction(deps.pool, async (tx) => {
-      const fence = await queries.lockLeasedRun(tx, run.runId, run.token);
-      if (!fence) throw new LeaseLostError(run.runId);
-      return fn(tx, fence.generation);
-    });
+    openLocalSteps += 1;
+    try {
+      return await withTransaction(deps.pool, async (tx) => {
+        const fence = await queries.lockLeasedRun(tx, run.runId, run.token);
+        if (!fence) throw new LeaseLostError(run.runId);
+        return fn(tx, fence.generation, Date.now());
+      });
+    } finally {
+      openLocalSteps -= 1;
+    }
+  }
+
+  /**
+   * The lease keeper skips its renewals while we hold the run row: a step that held it longer
+   * than a third of the lease renews it here, inside its own transaction (before its record),
+   * so the lease is fresh the moment the row is released.
+   */
+  async function renewIfHeldLong(tx: PoolClient, fencedAt: number): Promise<void> {
+    if (Date.now() - fencedAt <= run.leaseMs / 3) return;
+    if (!(await queries.renewLease(tx, run.runId, run.token, run.leaseMs))) throw new LeaseLostError(run.runId);
   }
 
   async function finishRun(db: PoolClient | Pool): Promise<void> {
@@ -167,12 +193,13 @@ export function createRunContext(
       return record.result as T;
     }
     const result = await inSpan('oncehook.step', { attributes: { 'oncehook.step': name, 'oncehook.step.kind': 'local' } }, () =>
-      withFence(async (tx, generation) => {
+      withFence(async (tx, generation, fencedAt) => {
         const value: Json = toRecordedJson(await currentStepStorage.run(info, () => localTransactionStorage.run({ tx, step: name, runId: run.runId }, () => fn(tx))), name);
         if (options.final) {
           // The record and the run's `done` in one statement (one round trip less per event).
           if (!(await queries.recordFinalStep(tx, { runId: run.runId, generation, name, result: value }, run.token))) throw new LeaseLostError(run.runId);
         } else {
+          await renewIfHeldLong(tx, fencedAt);
           await queries.recordStep(tx, { runId: run.runId, generation, name, kind: 'local', result: value, idempotencyKey: null });
         }
         await deps.faults.hit('worker.step-before-commit', { step: name });
@@ -270,6 +297,9 @@ export function createRunContext(
     lock,
     get completed() {
       return completed;
+    },
+    get holdsRunRow() {
+      return openLocalSteps > 0;
     },
   };
 }

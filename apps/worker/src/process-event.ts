@@ -39,7 +39,7 @@ import {
   type Queries,
 } from '@oncehook/shared';
 import type { Handler, HandlerEvent } from '@oncehook/sdk';
-import { createRunContext, type EngineHooks } from './handler-context';
+import { createRunContext, type EngineHooks, type RunContext } from './handler-context';
 import type { HandlerRegistry } from './registry';
 
 export interface ProcessSettings {
@@ -243,10 +243,14 @@ async function runLeasedAttempt(deps: ProcessDeps, leased: LeasedRun, token: str
   if (problem) return fail(`PermanentError: ${problem}`);
   const payload = handler.payloadSchema ? handler.payloadSchema.parse(event.payload) : event.payload;
 
-  // Keep the lease alive while the handler runs; losing it aborts the handler's signal.
+  // Keep the lease alive while the handler runs; losing it aborts the handler's signal. Not
+  // while a local step holds the run row: the renewal would wait for its COMMIT on a pool
+  // connection of its own, and the step renews the lease itself (handler-context.ts).
   const abort = new AbortController();
+  let ctx: RunContext | undefined;
   const keeper = setInterval(
     () => {
+      if (ctx?.holdsRunRow) return;
       queries.renewLease(pool, run.id, token, settings.leaseMs).then(
         (held) => {
           if (!held && !abort.signal.aborted) {
@@ -260,7 +264,7 @@ async function runLeasedAttempt(deps: ProcessDeps, leased: LeasedRun, token: str
     Math.max(100, Math.floor(settings.leaseMs / 3)),
   );
 
-  const ctx = createRunContext(
+  ctx = createRunContext(
     deps,
     {
       runId: run.id,

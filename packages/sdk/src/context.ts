@@ -147,7 +147,11 @@ export interface HandlerContext {
 export interface Ordering {
   /** A newer update of this object was applied already: write nothing. */
   readonly stale: boolean;
-  /** The newest version applied before this call (null: the first update of this object). */
+  /**
+   * The newest version applied before this call (null: the first update of this object). A
+   * step recording the same object at the same moment is waited for: `previous` includes it
+   * once it committed.
+   */
   readonly previous: number | null;
   /** This update's version as recorded (a Date becomes epoch milliseconds). */
   readonly version: number;

@@ -3,6 +3,7 @@
  * and the question every caller asks: is this worth retrying?
  */
 export const PG_UNIQUE_VIOLATION = '23505';
+export const PG_FOREIGN_KEY_VIOLATION = '23503';
 export const PG_SERIALIZATION_FAILURE = '40001';
 export const PG_DEADLOCK_DETECTED = '40P01';
 export const PG_LOCK_NOT_AVAILABLE = '55P03';
@@ -51,6 +52,16 @@ export function isUnstorablePayloadError(error: unknown): boolean {
 export function isRetryableTransactionError(error: unknown): boolean {
   const code = codeOf(error);
   return code !== undefined && RETRYABLE_TRANSACTION_CODES.has(code);
+}
+
+/**
+ * A claim statement that lost a race, to run again as it is: a transaction conflict (above),
+ * or a foreign key violation, which in the claim can only be a duplicate's delivery-log row
+ * whose event the key-horizon retention deleted between the statement's snapshot and its
+ * insert. Run again, the claim sees the key gone and answers for what the database now holds.
+ */
+export function isClaimConflictError(error: unknown): boolean {
+  return isRetryableTransactionError(error) || codeOf(error) === PG_FOREIGN_KEY_VIOLATION;
 }
 
 /**

@@ -231,6 +231,13 @@ function prepared(name: string, text: string): (values: unknown[]) => { name: st
   return (values) => ({ name: full, text, values });
 }
 
+/**
+ * Stripes of a source's body hashes for the batched claim's lock order (claimEvents). 16: a
+ * batch of 200 body-deduplicated deliveries takes 16 locks, not 200, and two small batches
+ * of one source (2-5 deliveries each, the common case under moderate load) rarely share one.
+ */
+export const CLAIM_BODY_STRIPES = 16;
+
 export function createQueries(schemaName: string) {
   const S = schemaIdentifier(schemaName);
   const EVENTS = `${S}.events`;
@@ -243,6 +250,23 @@ export function createQueries(schemaName: string) {
 
   // -------------------------------------------------------------------------------------------
   // The edge: claim.
+
+  /** Advisory lock key of each (source, stripe), computed once. */
+  const stripeKeys = new Map<string, string[]>();
+  /** The distinct body stripes a batch touches, as lock keys (claimEvents sorts them in SQL). */
+  function bodyStripeKeys(events: VerifiedEvent[]): string[] {
+    const keys = new Set<string>();
+    for (const event of events) {
+      if (!event.bodyHash || event.bodyHash.length === 0) continue;
+      let perSource = stripeKeys.get(event.provider);
+      if (!perSource) {
+        perSource = Array.from({ length: CLAIM_BODY_STRIPES }, (_v, i) => advisoryLockKey(schemaName, 'claim-body', `${event.provider}\0${i}`));
+        stripeKeys.set(event.provider, perSource);
+      }
+      keys.add(perSource[event.bodyHash[0]! % CLAIM_BODY_STRIPES]!);
+    }
+    return [...keys];
+  }
 
   /**
    * The existing event a delivery duplicates: by its id, else by its body. Two lookups, each an
@@ -302,6 +326,21 @@ export function createQueries(schemaName: string) {
    * apps/ingest/src/claim-batcher.ts). Same semantics as claimEvent, per event. Keys must be
    * unique within the batch (the caller folds repeats). Results come back in input order.
    *
+   * Lock order. A multi-row INSERT keeps every row it inserted (and so its keys) until it
+   * commits, and waits on any key another transaction holds: two batches taking the same keys
+   * in different orders (one ingest's [k1, k2], another's [k2, k1], as in a redelivery storm)
+   * would deadlock, and Postgres finds a deadlock only after deadlock_timeout (1 s), past
+   * CLAIM_TIMEOUT_MS. So every batch takes its locks in ONE global order:
+   * - event ids: rows are inserted ordered by (provider, event_id);
+   * - body hashes (a second unique key, sources that deduplicate on the body): a row's body
+   *   hash is not in that order, so before inserting, the batch takes the advisory locks of the
+   *   body stripes it touches (the hash's first byte modulo CLAIM_BODY_STRIPES, per source), in
+   *   key order. Two batches that could conflict on a body hash share a stripe, so one waits
+   *   for the other's COMMIT before it holds any row. Stripes, not one lock per hash: a batch
+   *   holds at most CLAIM_BODY_STRIPES locks per source, whatever its size (Postgres's shared
+   *   lock table is small: 64 x max_connections entries by default).
+   * A single-row claim (claimEvent) needs neither: it holds no key while it waits.
+   *
    * Deliberately NOT a named prepared statement: after five runs Postgres may switch a named
    * statement to a generic plan, and with parameters unknown (and a table whose statistics lag
    * its growth) one was seen looking duplicates up through the (provider, received_at) index,
@@ -326,11 +365,18 @@ export function createQueries(schemaName: string) {
       text: `WITH input AS (
                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::text[], $8::bytea[], $9::int[])
                  WITH ORDINALITY AS t(provider, kind, event_id, type, payload, signed_at, meta, body_hash, copies, ord)
+             ), body_stripes AS (
+               -- The body-hash stripes this batch will insert into, locked in key order (the
+               -- subquery's ORDER BY is what orders the calls) before any row is inserted.
+               SELECT count(pg_advisory_xact_lock(k)) AS n FROM (SELECT k FROM unnest($10::bigint[]) AS k ORDER BY k) s
              ), inserted AS (
+               -- Rows in one global order, (provider, event_id), never the batch's arrival order:
+               -- two batches holding the same keys then wait for each other, never deadlock.
                INSERT INTO ${EVENTS} (provider, kind, event_id, type, payload, signed_at, meta, body_hash)
-               SELECT provider, kind, event_id, type, payload::jsonb, signed_at, meta::jsonb, body_hash FROM input ORDER BY ord
+               SELECT provider, kind, event_id, type, payload::jsonb, signed_at, meta::jsonb, body_hash
+                 FROM input CROSS JOIN body_stripes ORDER BY provider, event_id
                ON CONFLICT DO NOTHING
-               RETURNING id, provider, event_id, state, updated_at, type
+               RETURNING id, provider, event_id, state, updated_at, type, body_hash
              ), result AS (
                SELECT i.ord, x.id, true AS inserted, x.state, x.updated_at AS "updatedAt", x.type, false AS "sameBody"
                  FROM inserted x JOIN input i ON i.provider = x.provider AND i.event_id = x.event_id
@@ -339,6 +385,15 @@ export function createQueries(schemaName: string) {
                  FROM input i
                  CROSS JOIN LATERAL (${MATCH_EXISTING('i.provider', 'i.event_id', 'i.body_hash')}) e
                 WHERE NOT EXISTS (SELECT 1 FROM inserted x WHERE x.provider = i.provider AND x.event_id = i.event_id)
+               UNION ALL
+               -- The same body as an event this very statement inserted under another id (a body
+               -- dedupe source), and nothing older: invisible to the statement's snapshot, so
+               -- matched on what the INSERT returned (the answer is then an exact duplicate,
+               -- logged with the others, instead of a concurrent one the log would miss).
+               SELECT i.ord, x.id, false, x.state, x.updated_at, x.type, true
+                 FROM input i JOIN inserted x ON x.provider = i.provider AND x.body_hash = i.body_hash AND x.event_id <> i.event_id
+                WHERE NOT EXISTS (SELECT 1 FROM ${EVENTS} e WHERE e.provider = i.provider AND e.event_id = i.event_id)
+                  AND NOT EXISTS (SELECT 1 FROM ${EVENTS} e WHERE e.provider = i.provider AND e.body_hash = i.body_hash)
              )${
                options.logDeliveries === false
                  ? ''
@@ -351,7 +406,18 @@ export function createQueries(schemaName: string) {
              )`
              }
              SELECT * FROM result`,
-      values: [columns.provider, columns.kind, columns.eventId, columns.type, columns.payload, columns.signedAt, columns.meta, columns.bodyHash, columns.copies],
+      values: [
+        columns.provider,
+        columns.kind,
+        columns.eventId,
+        columns.type,
+        columns.payload,
+        columns.signedAt,
+        columns.meta,
+        columns.bodyHash,
+        columns.copies,
+        bodyStripeKeys(events),
+      ],
     });
     const byOrd = new Map(rows.map((row) => [Number(row.ord), row]));
     return events.map((_event, i): ClaimResult => {
@@ -364,16 +430,17 @@ export function createQueries(schemaName: string) {
 
   /**
    * Delivery-log rows for duplicates whose event the claim could not see (committed after its
-   * snapshot): looked up by key now that it is committed. Never on a delivery's path.
+   * snapshot): looked up now that it is committed, by id, else by body (a duplicate found by
+   * its body under another id has no row of its own id). Never on a delivery's path.
    */
-  async function logDeliveries(db: Queryable, deliveries: { provider: string; eventId: string; copies: number }[]): Promise<void> {
+  async function logDeliveries(db: Queryable, deliveries: { provider: string; eventId: string; bodyHash: Buffer | null; copies: number }[]): Promise<void> {
     await db.query(
-      `INSERT INTO ${DELIVERIES} (event_row_id, duplicate)
-       SELECT e.id, true
-         FROM unnest($1::text[], $2::text[], $3::int[]) AS k(provider, event_id, copies)
-         JOIN ${EVENTS} e ON e.provider = k.provider AND e.event_id = k.event_id
+      `INSERT INTO ${DELIVERIES} (event_row_id, duplicate, same_body)
+       SELECT e.id, true, e.event_id <> k.event_id
+         FROM unnest($1::text[], $2::text[], $3::bytea[], $4::int[]) AS k(provider, event_id, body_hash, copies)
+         CROSS JOIN LATERAL (${MATCH_EXISTING('k.provider', 'k.event_id', 'k.body_hash')}) e
         CROSS JOIN generate_series(1, k.copies)`,
-      [deliveries.map((d) => d.provider), deliveries.map((d) => d.eventId), deliveries.map((d) => d.copies)],
+      [deliveries.map((d) => d.provider), deliveries.map((d) => d.eventId), deliveries.map((d) => d.bodyHash), deliveries.map((d) => d.copies)],
     );
   }
 
@@ -449,9 +516,39 @@ export function createQueries(schemaName: string) {
            FROM run WHERE a.run_id = run.id AND a.lease_token = $2::uuid
        )`;
 
-  const LEASED_RUN_RETURNING = `${runColumns('r')}, row_to_json((SELECT x FROM (SELECT ${eventColumns('e')}) x)) AS event,
-      (SELECT coalesce(json_agg(json_build_object('name', s.name, 'kind', s.kind, 'result', s.result, 'idempotencyKey', s.idempotency_key, 'keySubject', s.key_subject)), '[]')
-         FROM ${STEPS} s WHERE s.run_id = r.id AND s.generation = r.generation) AS steps`;
+  /**
+   * What a lease statement returns: the run and its event. NOT its recorded steps: those are
+   * read by a statement of their own once the lease is ours (stepsOfLeasedRuns), see there.
+   */
+  const LEASED_RUN_RETURNING = `${runColumns('r')}, row_to_json((SELECT x FROM (SELECT ${eventColumns('e')}) x)) AS event`;
+
+  const STEPS_OF_LEASED_RUNS_SQL = prepared(
+    'stepsOfLeasedRuns',
+    `SELECT s.run_id AS "runId", s.name, s.kind, s.result, s.idempotency_key AS "idempotencyKey", s.key_subject AS "keySubject"
+       FROM ${STEPS} s JOIN ${RUNS} r ON r.id = s.run_id AND s.generation = r.generation
+      WHERE s.run_id = ANY($1::bigint[]) AND r.lease_token = $2::uuid`,
+  );
+  /**
+   * The recorded steps of runs we just leased (token $2), read by a SECOND statement, after the
+   * lease statement returned. Why not in the lease statement's RETURNING: the UPDATE that takes
+   * an expired lease may have waited on the row lock of the previous owner's step transaction
+   * (the fence, FOR NO KEY UPDATE). When that transaction commits, the UPDATE re-checks its
+   * WHERE on the newest row version and takes the lease, but a subquery in its RETURNING still
+   * reads with the statement's snapshot, taken BEFORE that commit: the step just committed is
+   * invisible, and the new owner would run it again (an external call made twice). A new
+   * statement (READ COMMITTED: a new snapshot) sees every step committed before our lease was
+   * taken, and none can be committed after it: the old owner's fence now fails on the token.
+   * Off the hot path: a dispatch creates its runs leased, with no steps to read.
+   */
+  async function stepsOfLeasedRuns(db: Queryable, rows: (RunRow & { event: EventRow })[], token: string): Promise<LeasedRun[]> {
+    if (rows.length === 0) return [];
+    const { rows: steps } = await db.query<RecordedStep & { runId: number }>(STEPS_OF_LEASED_RUNS_SQL([rows.map((r) => r.id), token]));
+    return rows.map(({ event, ...run }) => ({
+      run: run as RunRow,
+      event: reviveEvent(event),
+      steps: steps.filter((s) => s.runId === run.id).map(({ runId: _runId, ...step }) => step),
+    }));
+  }
 
   const ACQUIRE_RUN_SQL = prepared(
     'acquireRun',
@@ -470,14 +567,15 @@ export function createQueries(schemaName: string) {
   /**
    * The guarded claim of one run: received -> processing, or take over a processing run whose
    * lease expired. Sets a fresh token (which fences out the previous holder), counts the
-   * attempt, and reads the event and the run's recorded steps in the same statement.
+   * attempt, and reads the event in the same statement; the run's recorded steps come after,
+   * from a statement of their own (stepsOfLeasedRuns says why).
    *
    * null (0 rows) = not ours to run: done or failed, another worker holds a live lease, or the
    * run does not exist. The caller acknowledges the job and does nothing else.
    */
   async function acquireRun(db: Queryable, rowId: number, handler: string, token: string, leaseMs: number): Promise<LeasedRun | null> {
-    const { rows } = await db.query<RunRow & { event: EventRow; steps: RecordedStep[] }>(ACQUIRE_RUN_SQL([rowId, handler, token, leaseMs]));
-    return rows[0] ? splitLeased(rows[0]) : null;
+    const { rows } = await db.query<RunRow & { event: EventRow }>(ACQUIRE_RUN_SQL([rowId, handler, token, leaseMs]));
+    return (await stepsOfLeasedRuns(db, rows, token))[0] ?? null;
   }
 
   const ACQUIRE_CLAIMABLE_RUNS_SQL = prepared(
@@ -500,8 +598,8 @@ export function createQueries(schemaName: string) {
    * run carried over from an older database). Same guard as acquireRun, per run.
    */
   async function acquireClaimableRuns(db: Queryable, rowId: number, token: string, leaseMs: number): Promise<LeasedRun[]> {
-    const { rows } = await db.query<RunRow & { event: EventRow; steps: RecordedStep[] }>(ACQUIRE_CLAIMABLE_RUNS_SQL([rowId, token, leaseMs]));
-    return rows.map(splitLeased);
+    const { rows } = await db.query<RunRow & { event: EventRow }>(ACQUIRE_CLAIMABLE_RUNS_SQL([rowId, token, leaseMs]));
+    return stepsOfLeasedRuns(db, rows, token);
   }
 
   /**
@@ -516,12 +614,14 @@ export function createQueries(schemaName: string) {
   const RENEW_LEASE_SQL = prepared(
     'renewLease',
     `UPDATE ${RUNS}
-          SET lease_until = now() + $3::int * interval '1 millisecond'
+          SET lease_until = clock_timestamp() + $3::int * interval '1 millisecond'
         WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
   );
   /**
    * Extends our lease while the handler runs. false (0 rows) = the lease is no longer ours
    * (it expired and was taken over, or the reconciler released it): stop and commit nothing.
+   * From clock_timestamp(), not now(): now() is when the statement (or its transaction)
+   * started, and a renewal that waited on a lock would write a lease already partly spent.
    */
   async function renewLease(db: Queryable, runId: number, token: string, leaseMs: number): Promise<boolean> {
     const { rowCount } = await db.query(RENEW_LEASE_SQL([runId, token, leaseMs]));
@@ -670,26 +770,25 @@ export function createQueries(schemaName: string) {
 
   /**
    * Records `version` as the highest applied for (handler, object) unless a higher one is
-   * already recorded. The check and the write are one upsert: ON CONFLICT DO UPDATE locks the
-   * row and evaluates its WHERE on the newest committed version, so two steps racing for one
-   * object cannot both win. Equal versions are not stale (a replay of the same update applies).
-   * `previous` is what the row held before (null: first update of this object).
+   * already recorded, and returns what was recorded before. One upsert, and every value it
+   * returns is read under its row lock: ON CONFLICT DO UPDATE locks the row (waiting for a step
+   * that holds it uncommitted) and evaluates its SET on the newest committed version, so two
+   * steps racing for one object cannot both win, and each sees the other's version. The row is
+   * always written (greatest of the two; `previous_version` = what it held), because RETURNING
+   * sees only the new row: a stale call costs a row version, and is rare. Equal versions are not
+   * stale (a replay of the same update applies). `previous` null: the first update of this object.
    */
   async function recordObjectVersion(tx: Queryable, handler: string, objectKey: string, version: number): Promise<{ stale: boolean; previous: number | null }> {
-    const { rows } = await tx.query<{ previous: string | null; applied: boolean }>(
-      `WITH prior AS (
-         SELECT version FROM ${VERSIONS} WHERE handler = $1::text AND object_key = $2::text
-       ), up AS (
-         INSERT INTO ${VERSIONS} AS v (handler, object_key, version) VALUES ($1::text, $2::text, $3::numeric)
-         ON CONFLICT (handler, object_key) DO UPDATE SET version = excluded.version, updated_at = now()
-          WHERE v.version <= excluded.version
-         RETURNING 1
-       )
-       SELECT (SELECT version::text FROM prior) AS previous, EXISTS (SELECT 1 FROM up) AS applied`,
+    const { rows } = await tx.query<{ previous: string | null }>(
+      `INSERT INTO ${VERSIONS} AS v (handler, object_key, version) VALUES ($1::text, $2::text, $3::numeric)
+       ON CONFLICT (handler, object_key) DO UPDATE
+          SET version = greatest(v.version, excluded.version), previous_version = v.version,
+              updated_at = CASE WHEN v.version <= excluded.version THEN now() ELSE v.updated_at END
+       RETURNING previous_version::text AS previous`,
       [handler, objectKey, version],
     );
-    const row = rows[0]!;
-    return { stale: !row.applied, previous: row.previous === null ? null : Number(row.previous) };
+    const previous = rows[0]!.previous === null ? null : Number(rows[0]!.previous);
+    return { stale: previous !== null && previous > version, previous };
   }
 
   // -------------------------------------------------------------------------------------------
@@ -1151,9 +1250,4 @@ function reviveRun(raw: RunRow): RunRow {
     updatedAt: new Date(raw.updatedAt),
     finishedAt: dateOrNull(raw.finishedAt),
   };
-}
-
-function splitLeased(row: RunRow & { event: EventRow; steps: RecordedStep[] }): LeasedRun {
-  const { event, steps, ...run } = row;
-  return { run: run as RunRow, event: reviveEvent(event), steps };
 }

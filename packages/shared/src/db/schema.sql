@@ -91,7 +91,8 @@ CREATE TABLE oncehook.object_versions (
     handler text NOT NULL,
     object_key text NOT NULL,
     version numeric NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    previous_version numeric
 );
 
 CREATE TABLE oncehook.operator_actions (
