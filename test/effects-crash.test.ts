@@ -38,7 +38,9 @@ it('resumes with the same idempotency key: charged, emailed and shipped once', a
   await a.waitFor(/oncehook-fault worker.after-external-call/);
   expect(sandbox.stats().payment.applied).toBe(1);
   const chargeKey = Object.keys(sandbox.stats().payment.appliedByKey)[0];
-  const sentKey = a.lines.map((l) => /"idempotencyKey":"([^"]+)"/.exec(l)?.[1]).find(Boolean);
+  // The worker logged the key it sent before calling; its stdout may still be on the way (the
+  // sandbox answered first): wait for the line, never read the lines once.
+  const sentKey = /"idempotencyKey":"([^"]+)"/.exec(await a.waitFor(/"idempotencyKey":"[^"]+"/))?.[1];
   expect(sentKey).toBe(chargeKey);
 
   const b = spawnService('worker', env());

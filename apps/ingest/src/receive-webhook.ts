@@ -122,7 +122,13 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
     const unavailable = error instanceof OverloadedError || isDatabaseUnavailableError(error);
     if (!(error instanceof OverloadedError)) log.error({ err: error }, unavailable ? 'database unavailable; asking the provider to retry' : 'claim failed');
     c.header('Retry-After', String(deps.settings.retryAfterSeconds));
-    const message = error instanceof OverloadedError ? error.message : 'the event could not be recorded; nothing was stored, retry later';
+    // A database that failed mid-statement may have committed it: never claim nothing was stored.
+    const message =
+      error instanceof OverloadedError
+        ? error.message
+        : unavailable
+          ? 'the database is unavailable; retry later (if this delivery was recorded after all, the retry is answered as a duplicate)'
+          : 'the event could not be recorded; retry later';
     return answer('error', typeLabel(event.type), c.json({ error: 'unavailable', message }, unavailable ? 503 : 500));
   }
 
