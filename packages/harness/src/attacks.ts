@@ -60,6 +60,8 @@ export interface SlowBodyResult {
   statuses: Record<string, number>;
   /** Per connection, ms from connect to close; null if still open when the run ended. */
   closedAfterMs: (number | null)[];
+  /** Per connection: ms from opening to the first byte of its answer (null: never answered). */
+  answeredAfterMs: (number | null)[];
   /** Connections refused or reset before the request was written. */
   failedToConnect: number;
 }
@@ -74,6 +76,7 @@ export async function slowBodies(options: SlowBodyOptions, giveUpAfterMs: number
   const every = options.chunkEveryMs ?? 500;
   const statuses: Record<string, number> = {};
   const closedAfterMs: (number | null)[] = [];
+  const answeredAfterMs: (number | null)[] = [];
   let failedToConnect = 0;
   const sockets: Socket[] = [];
   const head = [
@@ -112,6 +115,7 @@ export async function slowBodies(options: SlowBodyOptions, giveUpAfterMs: number
       socket.on('data', (data: Buffer) => {
         if (answered) return;
         answered = true;
+        answeredAfterMs[index] = Date.now() - opened;
         const status = /^HTTP\/1\.1 (\d{3})/.exec(data.toString('latin1'))?.[1] ?? 'garbled';
         statuses[status] = (statuses[status] ?? 0) + 1;
       });
@@ -137,9 +141,10 @@ export async function slowBodies(options: SlowBodyOptions, giveUpAfterMs: number
   clearTimeout(giveUp);
   for (let i = 0; i < options.connections; i += 1) {
     if (closedAfterMs[i] === undefined) closedAfterMs[i] = null;
+    if (answeredAfterMs[i] === undefined) answeredAfterMs[i] = null;
   }
   for (const socket of sockets) socket.destroy();
-  return { statuses, closedAfterMs, failedToConnect };
+  return { statuses, closedAfterMs, answeredAfterMs, failedToConnect };
 }
 
 export interface Blackhole {
