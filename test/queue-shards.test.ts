@@ -66,7 +66,16 @@ describe('four shards, two workers with two shards each', () => {
       );
       expect((await ledgerSummary(db.pool)).entries).toBe(ids.length);
 
-      // Each event's job sits in the queue its key maps to, and was completed by the worker of that shard.
+      // Each event's job sits in the queue its key maps to, and was completed by the worker of
+      // that shard. A job completes just after its run's commit: wait until every one has.
+      await waitFor(
+        async () => {
+          let completed = 0;
+          for (const queue of ingest.queues.shards) completed += (await queue.getJobCounts('completed')).completed ?? 0;
+          return completed === ids.length;
+        },
+        { timeoutMs: 20_000, what: 'every job completed' },
+      );
       const byQueue = new Map<string, string[]>();
       for (const [index, queue] of ingest.queues.shards.entries()) {
         const jobs = await queue.getJobs(['completed'], 0, -1);
