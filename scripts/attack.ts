@@ -1,5 +1,5 @@
 /**
- * `npm run attack -- [--scenario all|slow-bodies|blackhole|labels|poison] [--root DIR]`
+ * `npm run attack -- [--scenario all|<scenario>,...] [--root DIR]`
  *
  * Replays the resource attacks of issue 10 against an ingest PROCESS and prints what they did
  * to it (answers, answer times, memory, /metrics size). `--root` runs another checkout's ingest
@@ -19,10 +19,29 @@
  *   poison       one validly signed Stripe event with `created: 1e15` among 54 concurrent
  *                deliveries: answers
  *
+ * Issue 24 (the second round):
+ *   poison-numbers         F1: a signed Stripe event holding 4,200 x `1e131071` (38 KB; 550 MB
+ *                          printed): its answer; then the same payload as an older version
+ *                          stored it, and a worker started on it: did it live, what the run became
+ *   fake-signature-bodies  F2: 17 sockets with a well-formed fake Stripe-Signature, each declaring
+ *                          1 MiB and trickling; 98 real signed deliveries meanwhile: their answers
+ *   delivery-log           F3: one Stripe event delivered 5,000 times: log rows, bytes of the log
+ *   deep-nesting           F4: a signed 5,000-deep array: its answer; the admin page of it (as
+ *                          stored before the limits): status and size, and whether ingest lived
+ *   hmac-non-object        F5: an hmac source (id in a signed header) sent `[1,2]`, `null`, `42`
+ *   pipelined              F6: a POST to an unknown source and a signed POST in one write: what
+ *                          came back, and whether the second was stored
+ *   liveness               F7: 4,000 deliveries at once; /healthz on the main port and on
+ *                          HEALTH_PORT (when the checkout has it), probed from another process
+ *
  * Exits 1 if a scenario could not run (the figures are for reading, not asserted; the
  * regression tests assert them: test/edge-bounds.alone.test.ts, test/backpressure.alone.test.ts).
  */
-import { randomBytes } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { sign as githubSign } from '@octokit/webhooks-methods';
 import {
@@ -35,6 +54,7 @@ import {
   signStripe,
   slowBodies,
   spawnService,
+  startHealthProber,
   startBlackhole,
   STRIPE_SECRET,
   urlFor,
@@ -43,7 +63,19 @@ import {
 } from '@oncehook/harness';
 import pg from 'pg';
 
-const SCENARIOS = ['slow-bodies', 'blackhole', 'labels', 'poison'] as const;
+const SCENARIOS = [
+  'slow-bodies',
+  'blackhole',
+  'labels',
+  'poison',
+  'poison-numbers',
+  'fake-signature-bodies',
+  'delivery-log',
+  'deep-nesting',
+  'hmac-non-object',
+  'pipelined',
+  'liveness',
+] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
 const adminQuery = (sql: string) => withAdmin((client) => client.query(sql));
@@ -72,8 +104,8 @@ function env(databaseUrl: string): Record<string, string> {
   };
 }
 
-async function startIngest(root: string | undefined, databaseUrl: string): Promise<{ ingest: Service; url: string; port: number }> {
-  const ingest = spawnService('ingest', env(databaseUrl), [], { root });
+async function startIngest(root: string | undefined, databaseUrl: string, extra: Record<string, string> = {}): Promise<{ ingest: Service; url: string; port: number }> {
+  const ingest = spawnService('ingest', { ...env(databaseUrl), ...extra }, [], { root });
   const line = await ingest.waitFor(/ingest listening on \d+/);
   const port = Number(/listening on (\d+)/.exec(line)?.[1]);
   return { ingest, url: `http://127.0.0.1:${port}`, port };
@@ -190,9 +222,219 @@ async function poisonScenario(root: string | undefined, databaseUrl: string): Pr
   return `poison: the poison got ${answers[26]?.status}; the other 53: ${JSON.stringify(count(others))}`;
 }
 
+/** One SQL query on the attack's database. */
+async function sql<R extends Record<string, unknown>>(url: string, text: string, values: unknown[] = []): Promise<R[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query<R>(text, values)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+const nowSeconds = () => Math.floor(Date.now() / 1000);
+const stripeEvent = (id: string, object: string) => `{"id":"${id}","object":"event","type":"payment_intent.succeeded","created":${nowSeconds()},"data":{"object":${object}}}`;
+const post = async (url: string, source: string, delivery: { body: string; headers: Record<string, string> }) =>
+  (await fetch(`${url}/webhooks/${source}`, { method: 'POST', body: delivery.body, headers: delivery.headers })).status;
+
+/** Inserts an event as a version without the payload limits stored it (no payload_bytes). */
+async function storeAsBefore(url: string, eventId: string, payload: string): Promise<number> {
+  const rows = await sql<{ id: number }>(
+    url,
+    `INSERT INTO oncehook.events (provider, kind, event_id, type, payload, meta) VALUES ('stripe', 'stripe', $1, 'payment_intent.succeeded', $2::jsonb, '{}') RETURNING id`,
+    [eventId, payload],
+  );
+  return rows[0]!.id;
+}
+
+async function poisonNumbersScenario(root: string | undefined, databaseUrl: string): Promise<string> {
+  const { ingest, url } = await startIngest(root, databaseUrl);
+  const payload = stripeEvent('evt_numbers', `{"v":[${Array(4200).fill('1e131071').join(',')}]}`);
+  const answer = await post(url, 'stripe', signStripe(payload));
+  await ingest.stop();
+  const stored = (await sql<{ n: number }>(databaseUrl, `SELECT count(*)::int AS n FROM oncehook.events WHERE event_id = 'evt_numbers'`))[0]?.n ?? 0;
+  // The payload as a version without the limits stored it, and a worker that leases it.
+  await storeAsBefore(databaseUrl, 'evt_numbers_old', payload);
+  const worker = spawnService(
+    'worker',
+    {
+      ...env(databaseUrl),
+      ONCEHOOK_HANDLERS: 'examples/shop',
+      SHOP_PAYMENT_API_URL: 'http://127.0.0.1:9/payment',
+      SHOP_EMAIL_API_URL: 'http://127.0.0.1:9/email',
+      SHOP_FULFILMENT_API_URL: 'http://127.0.0.1:9/fulfilment',
+      REQUEUE_AFTER_MS: '500',
+      RECONCILE_INTERVAL_MS: '200',
+      METRICS_PORT: '0',
+    },
+    [],
+    { root },
+  );
+  const rss = sampleMax(() => (worker.proc.exitCode === null ? rssMiB(worker.pid) : 0));
+  const deadline = Date.now() + 20_000;
+  let run: { state: string; attempts: number; last_error: string | null } | undefined;
+  while (Date.now() < deadline && worker.proc.exitCode === null && worker.proc.signalCode === null) {
+    run = (
+      await sql<{ state: string; attempts: number; last_error: string | null }>(
+        databaseUrl,
+        `SELECT r.state, r.attempts, r.last_error FROM oncehook.handler_runs r JOIN oncehook.events e ON e.id = r.event_row_id WHERE e.event_id = 'evt_numbers_old'`,
+      )
+    )[0];
+    if (run?.state === 'failed' || run?.state === 'done') break;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  const peak = rss.stop();
+  const alive = worker.proc.exitCode === null && worker.proc.signalCode === null;
+  const crash = worker.lines.find((l) => /ERR_STRING_TOO_LONG|Invalid string length|heap out of memory/.test(l));
+  if (alive) await worker.stop();
+  return `poison-numbers: the signed delivery got ${answer}, ${stored} row stored; the same payload stored as before the limits: worker ${alive ? 'alive' : `DIED (exit ${worker.proc.exitCode ?? worker.proc.signalCode})${crash ? `: ${crash.slice(0, 100)}` : ''}`}, worker RSS peak ${peak.toFixed(0)} MiB, run ${run ? `${run.state} after ${run.attempts} attempt(s)${run.last_error ? ` (${run.last_error.slice(0, 70)}...)` : ''}` : 'never created'}`;
+}
+
+async function fakeSignatureScenario(root: string | undefined, databaseUrl: string): Promise<string> {
+  const { ingest, port } = await startIngest(root, databaseUrl);
+  const attack = slowBodies(
+    {
+      host: '127.0.0.1',
+      port,
+      path: '/webhooks/stripe',
+      connections: 17,
+      declaredBytes: 1024 * 1024,
+      sentBytes: 512 * 1024,
+      chunkBytes: 16 * 1024,
+      chunkEveryMs: 500,
+      headers: { 'Stripe-Signature': `t=${nowSeconds()},v1=${'0'.repeat(64)}` },
+    },
+    40_000,
+  );
+  await new Promise((resolve) => setTimeout(resolve, 2_000));
+  const real = Array.from({ length: 98 }, (_, i) => signStripe({ id: `evt_real_${i}`, object: 'event', type: 't', created: nowSeconds(), data: { object: {} } }));
+  const answers = await rawPosts({ host: '127.0.0.1', port, path: '/webhooks/stripe' }, real);
+  const slow = await attack;
+  await ingest.stop();
+  const times = answers.map((a) => a.ms).sort((a, b) => a - b);
+  return `fake-signature-bodies: 98 real deliveries during the attack ${JSON.stringify(count(answers))} (slowest answer ${times[times.length - 1]} ms); the 17 slow ones ${JSON.stringify(slow.statuses)}`;
+}
+
+async function deliveryLogScenario(root: string | undefined, databaseUrl: string): Promise<string> {
+  const { ingest, port } = await startIngest(root, databaseUrl);
+  const delivery = signStripe({ id: 'evt_storm', object: 'event', type: 't', created: nowSeconds(), data: { object: {} } });
+  const answers: { status: number }[] = [];
+  const started = Date.now();
+  for (let i = 0; i < 5000; i += 100) answers.push(...(await rawPosts({ host: '127.0.0.1', port, path: '/webhooks/stripe' }, Array(100).fill(delivery))));
+  const seconds = (Date.now() - started) / 1000;
+  await ingest.stop();
+  const rows = (
+    await sql<{ n: number; bytes: string }>(
+      databaseUrl,
+      `SELECT count(*)::int AS n, pg_size_pretty(pg_total_relation_size('oncehook.deliveries')) AS bytes FROM oncehook.deliveries`,
+    )
+  )[0];
+  return `delivery-log: one event delivered 5000 times in ${seconds.toFixed(1)} s, answers ${JSON.stringify(count(answers))}; delivery log rows ${rows?.n}, table ${rows?.bytes}`;
+}
+
+async function deepNestingScenario(root: string | undefined, databaseUrl: string): Promise<string> {
+  const token = 'attack-admin-token-0123456789abcdef';
+  const { ingest, url } = await startIngest(root, databaseUrl, { ADMIN_TOKEN: token });
+  const deep = (n: number) => `${'['.repeat(n)}${']'.repeat(n)}`;
+  const answer = await post(url, 'stripe', signStripe(stripeEvent('evt_deep', deep(5000))));
+  const rssBefore = rssMiB(ingest.pid);
+  const rowId = await storeAsBefore(databaseUrl, 'evt_deep_old', `{"id":"evt_deep_old","data":[${Array(10).fill(deep(2000)).join(',')}]}`);
+  const page = await fetch(`${url}/admin/events/${rowId}`, { headers: { authorization: `Bearer ${token}` } }).then(
+    async (r) => ({ status: r.status, bytes: (await r.text()).length }),
+    () => ({ status: 0, bytes: 0 }),
+  );
+  const api = await fetch(`${url}/admin/api/events/${rowId}`, { headers: { authorization: `Bearer ${token}` } }).then(
+    (r) => r.status,
+    () => 0,
+  );
+  const alive = ingest.proc.exitCode === null && ingest.proc.signalCode === null;
+  const rssAfter = alive ? rssMiB(ingest.pid) : 0;
+  if (alive) await ingest.stop();
+  return `deep-nesting: the signed 5000-deep array got ${answer}; stored as before the limits (10 x 2000 deep): admin page ${page.status} (${(page.bytes / 1024).toFixed(0)} KiB), API ${api}; ingest ${alive ? `alive, RSS ${rssBefore.toFixed(0)} -> ${rssAfter.toFixed(0)} MiB` : 'DIED'}`;
+}
+
+async function hmacNonObjectScenario(root: string | undefined, databaseUrl: string): Promise<string> {
+  const secret = 'in-house-signing-secret';
+  const dir = await mkdtemp(path.join(tmpdir(), 'oncehook-attack-'));
+  const file = path.join(dir, 'sources.json');
+  await writeFile(
+    file,
+    JSON.stringify({
+      sources: [
+        {
+          name: 'inhouse',
+          kind: 'hmac',
+          secrets: [secret],
+          signatureHeader: 'X-Sig',
+          encoding: 'hex',
+          timestampHeader: 'X-Timestamp',
+          signedHeaders: ['X-Event-Id'],
+          id: { header: 'X-Event-Id' },
+          type: { value: 'ping' },
+        },
+      ],
+    }),
+  );
+  const { ingest, url } = await startIngest(root, databaseUrl, { ONCEHOOK_SOURCES_FILE: file });
+  const answers: string[] = [];
+  for (const [i, body] of ['[1,2]', 'null', '42'].entries()) {
+    const timestamp = String(nowSeconds());
+    const id = `non-object-${i}`;
+    const signature = createHmac('sha256', secret).update(`${timestamp}.${id}.`).update(body).digest('hex');
+    answers.push(
+      `${body} -> ${await post(url, 'inhouse', { body, headers: { 'content-type': 'application/json', 'x-sig': signature, 'x-timestamp': timestamp, 'x-event-id': id } })}`,
+    );
+  }
+  await ingest.stop();
+  await rm(dir, { recursive: true, force: true });
+  return `hmac-non-object: ${answers.join(', ')}; rows stored ${await countRows(databaseUrl)}`;
+}
+
+async function pipelinedScenario(root: string | undefined, databaseUrl: string): Promise<string> {
+  const { ingest, port } = await startIngest(root, databaseUrl);
+  const signed = signStripe({ id: 'evt_pipelined', object: 'event', type: 't', created: nowSeconds(), data: { object: {} } });
+  const request = (target: string, body: string, headers: Record<string, string>) =>
+    [`POST ${target} HTTP/1.1`, `Host: 127.0.0.1:${port}`, `Content-Length: ${Buffer.byteLength(body)}`, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`), '', body].join(
+      '\r\n',
+    );
+  const received = await new Promise<string>((resolve) => {
+    let text = '';
+    const socket = connect({ host: '127.0.0.1', port }, () =>
+      socket.write(request('/webhooks/nope', '{"x":1}', { 'content-type': 'application/json' }) + request('/webhooks/stripe', signed.body, signed.headers)),
+    );
+    socket.on('data', (d: Buffer) => (text += d.toString('latin1')));
+    socket.on('close', () => resolve(text));
+    socket.on('error', () => resolve(text));
+  });
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  await ingest.stop();
+  const statuses = [...received.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => m[1]);
+  const stored = (await sql<{ n: number }>(databaseUrl, `SELECT count(*)::int AS n FROM oncehook.events WHERE event_id = 'evt_pipelined'`))[0]?.n ?? 0;
+  return `pipelined: answers on the connection [${statuses.join(', ')}]; the second (signed) delivery stored: ${stored === 1 ? 'YES (answered: ' + (statuses.length > 1 ? 'yes' : 'NO') + ')' : 'no'}`;
+}
+
+async function livenessScenario(root: string | undefined, databaseUrl: string): Promise<string> {
+  const { ingest, port } = await startIngest(root, databaseUrl, { HEALTH_PORT: '0', MAX_WAITING_CLAIMS: '5000' });
+  const line = await ingest.waitFor(/liveness on \d+/, 3_000).catch(() => null);
+  const livePort = line ? Number(/liveness on (\d+)/.exec(line)?.[1]) : null;
+  const prober = await startHealthProber(livePort ? [port, livePort] : [port]);
+  const deliveries = Array.from({ length: 4000 }, (_, i) => signStripe({ id: `evt_flood_${i}`, object: 'event', type: 't', created: nowSeconds(), data: { object: {} } }));
+  const started = Date.now();
+  const answers = await rawPosts({ host: '127.0.0.1', port, path: '/webhooks/stripe' }, deliveries);
+  const seconds = (Date.now() - started) / 1000;
+  const probes = await prober.stop();
+  await ingest.stop();
+  const describe = (p: number) => {
+    const mine = probes.filter((x) => x.port === p);
+    return `${mine.length} probes, slowest ${Math.max(0, ...mine.map((x) => x.ms))} ms, ${mine.filter((x) => x.status !== 200).length} not 200`;
+  };
+  return `liveness: 4000 deliveries in ${seconds.toFixed(1)} s (${(4000 / seconds).toFixed(0)}/s, ${JSON.stringify(count(answers))}); /healthz on the main port: ${describe(port)}; ${livePort ? `liveness port: ${describe(livePort)}, main loop last ran up to ${Math.max(0, ...probes.filter((x) => x.port === livePort).map((x) => x.lag ?? 0))} ms before a probe` : 'no liveness port (HEALTH_PORT unknown to this checkout)'}`;
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { scenario: { type: 'string', default: 'all' }, root: { type: 'string' } } });
-  const chosen = values.scenario === 'all' ? [...SCENARIOS] : [values.scenario as Scenario];
+  const chosen = values.scenario === 'all' ? [...SCENARIOS] : (values.scenario.split(',').map((name) => name.trim()) as Scenario[]);
   for (const scenario of chosen) {
     if (!SCENARIOS.includes(scenario)) {
       process.stderr.write(`unknown scenario "${scenario}"; one of all, ${SCENARIOS.join(', ')}\n`);
@@ -210,7 +452,19 @@ async function main(): Promise<void> {
       const migrate = spawnService('migrate', { DATABASE_URL: databaseUrl }, [], { root });
       const { code } = await migrate.exited;
       if (code !== 0) throw new Error(`migrate exited ${code}:\n${migrate.lines.slice(-10).join('\n')}`);
-      const run = { 'slow-bodies': slowBodyScenario, blackhole: blackholeScenario, labels: labelScenario, poison: poisonScenario }[scenario];
+      const run = {
+        'slow-bodies': slowBodyScenario,
+        blackhole: blackholeScenario,
+        labels: labelScenario,
+        poison: poisonScenario,
+        'poison-numbers': poisonNumbersScenario,
+        'fake-signature-bodies': fakeSignatureScenario,
+        'delivery-log': deliveryLogScenario,
+        'deep-nesting': deepNestingScenario,
+        'hmac-non-object': hmacNonObjectScenario,
+        pipelined: pipelinedScenario,
+        liveness: livenessScenario,
+      }[scenario];
       process.stdout.write(`${await run(root, databaseUrl)}\n`);
     } catch (error) {
       failed = true;

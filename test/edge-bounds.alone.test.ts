@@ -106,7 +106,7 @@ describe('slow bodies against an ingest process', () => {
     expect(ingest.lines.filter((line) => /"level":(50|60)/.test(line))).toEqual([]);
   });
 
-  it('300 slow connections with a well-formed signature header: over the body budget 503 at once, the rest cut by REQUEST_TIMEOUT_MS', async () => {
+  it('300 slow connections with a well-formed signature header: past the body budget 503 as their bytes arrive, the rest cut by REQUEST_TIMEOUT_MS', async () => {
     const rss = sampleMax(() => rssMiB(ingest.pid));
     const signature = `t=${Math.floor(Date.now() / 1000)},v1=${'a'.repeat(64)}`;
     const started = Date.now();
@@ -129,16 +129,18 @@ describe('slow bodies against an ingest process', () => {
       `[figure] 300 slow signed-looking bodies: answers ${JSON.stringify(result.statuses)}, all closed within ${Date.now() - started} ms, ingest RSS peak ${peak.toFixed(0)} MiB`,
     );
 
-    // MAX_INFLIGHT_BODY_BYTES (16 MiB) admits 16 bodies of a declared MiB; the others are told
-    // to retry at once. The admitted ones never finish: the server cuts them (408).
-    expect(result.statuses['503']).toBeGreaterThanOrEqual(300 - 16);
+    // MAX_INFLIGHT_BODY_BYTES (16 MiB) counts the bytes as they arrive: 300 x 512 KiB would be
+    // 150 MiB, so once the budget is full each socket whose next chunk would overflow it is
+    // refused then (503, and its bytes given back); the others never finish and the server cuts
+    // them (408). None is answered anything else, none stays open.
+    expect(result.statuses['503']).toBeGreaterThan(0);
     expect((result.statuses['503'] ?? 0) + (result.statuses['408'] ?? 0)).toBe(300);
     expect(result.closedAfterMs.filter((ms) => ms === null)).toEqual([]);
     // The 408s were cut by REQUEST_TIMEOUT_MS (never before it), and every connection was
     // closed (none left open past the give-up bound); how long past the timeout the server's
     // check runs depends on how busy the machine is, so it is not asserted.
     const cut = result.closedAfterMs.filter((_ms, i) => (result.answeredAfterMs[i] ?? 0) >= REQUEST_TIMEOUT_MS);
-    expect(cut.length).toBe(result.statuses['408'] ?? 0);
+    expect(cut.length).toBeGreaterThanOrEqual(result.statuses['408'] ?? 0);
     expect(peak).toBeLessThan(250);
     // Aborted and timed-out requests are not errors in the log.
     expect(ingest.lines.filter((line) => /"level":(50|60)/.test(line))).toEqual([]);

@@ -46,9 +46,9 @@ export const MUTANTS: Mutant[] = [
     id: 'claim-single-check-then-act',
     guarantee: 'one delivery creates work: the single claim is atomic',
     file: QUERIES,
-    search: `         VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb, $8::bytea)
+    search: `         VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb, $8::bytea, octet_length($5::text))
          ON CONFLICT DO NOTHING`,
-    replace: `         SELECT $1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb, $8::bytea
+    replace: `         SELECT $1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb, $8::bytea, octet_length($5::text)
           WHERE NOT EXISTS (SELECT 1 FROM \${EVENTS} w WHERE w.provider = $1::text AND (w.event_id = $3::text OR w.body_hash = $8::bytea))`,
     tests: ['test/claim-race.test.ts'],
   },
@@ -460,7 +460,7 @@ export const MUTANTS: Mutant[] = [
     id: 'precheck-off',
     guarantee: 'a delivery without its signature headers is refused before its body is read',
     file: 'apps/ingest/src/edge-guards.ts',
-    search: '      source.precheck((header) => c.req.header(header) ?? null);',
+    search: '      source.precheck((header) => c.req.header(header) ?? null, deps.now?.() ?? new Date());',
     replace: '',
     tests: ['test/edge-bounds.alone.test.ts'],
   },
@@ -468,8 +468,9 @@ export const MUTANTS: Mutant[] = [
     id: 'inflight-budget-off',
     guarantee: 'the bodies held by deliveries in progress are bounded',
     file: 'apps/ingest/src/edge-guards.ts',
-    search: '    if (inflight + reserve > settings.maxInflightBodyBytes) {',
-    replace: '    if (inflight + reserve > Number.MAX_SAFE_INTEGER) {',
+    search: '    if (length !== null && inflight + length > settings.maxInflightBodyBytes) {',
+    replace: '    if (length !== null && inflight + length > Number.MAX_SAFE_INTEGER) {',
+    also: [{ search: "      if (inflight + bytes > settings.maxInflightBodyBytes) return 'over-budget';", replace: '' }],
     tests: ['test/edge-bounds.alone.test.ts', 'test/backpressure.alone.test.ts'],
   },
   {
@@ -499,9 +500,9 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'chunked-body-unlimited',
     guarantee: 'a body without Content-Length is still bounded by BODY_LIMIT_BYTES',
-    file: 'apps/ingest/src/app.ts',
-    search: '? next() : chunkedLimit(c, next)),',
-    replace: '? next() : next()),',
+    file: 'apps/ingest/src/edge-guards.ts',
+    search: "      if (mine.bytes + bytes > settings.bodyLimitBytes) return 'too-large';",
+    replace: '',
     tests: ['test/ingest-edge.test.ts'],
   },
   // ---- the queue: relay and shards ------------------------------------------------------
@@ -686,6 +687,83 @@ export const MUTANTS: Mutant[] = [
     search: 'export const POSTGRES_EVENT_JOB_OPTIONS = { ...EVENT_JOB_OPTIONS, removeOnComplete: true } as const;',
     replace: 'export const POSTGRES_EVENT_JOB_OPTIONS = { ...EVENT_JOB_OPTIONS } as const;',
     tests: ['test/postgres-queue.test.ts'],
+  },
+  // ---- hardening, second round (issue 24) ------------------------------------------------
+  {
+    id: 'payload-number-limit-off',
+    guarantee: 'a number jsonb would print as thousands of digits is refused at the edge',
+    file: 'packages/shared/src/payload-limits.ts',
+    search: '      if (printed > MAX_NUMBER_CHARS) {',
+    replace: '      if (false) {',
+    tests: ['test/hardening.test.ts'],
+  },
+  {
+    id: 'payload-depth-limit-off',
+    guarantee: 'a payload nested deeper than 128 levels is refused at the edge',
+    file: 'packages/shared/src/payload-limits.ts',
+    search: '      if (depth > MAX_PAYLOAD_DEPTH) throw',
+    replace: '      if (false) throw',
+    tests: ['test/hardening.test.ts'],
+  },
+  {
+    id: 'unreadable-payload-returned',
+    guarantee: 'a payload stored before the limits that no process can read is never sent to one (no crash loop)',
+    file: QUERIES,
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the search text is source code containing a template literal
+    search: '    CASE WHEN ${UNREADABLE_PAYLOAD(alias)} THEN NULL ELSE ${alias}.payload END AS payload,',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the replacement is source code containing a template literal
+    replace: '    ${alias}.payload AS payload,',
+    tests: ['test/hardening.test.ts'],
+  },
+  {
+    id: 'delivery-log-unbounded',
+    guarantee: 'one event delivered thousands of times keeps at most DELIVERY_LOG_ROWS log rows',
+    file: QUERIES,
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the search text is source code containing a template literal
+    search: 'generate_series(1, greatest(0, least(dups, ${DELIVERY_LOG_ROWS} - before)::int))',
+    replace: 'generate_series(1, dups)',
+    tests: ['test/hardening.test.ts'],
+  },
+  {
+    id: 'body-budget-reserves-declared',
+    guarantee: 'sockets that declare large bodies and trickle do not hold the body budget (it counts what arrived)',
+    file: 'apps/ingest/src/edge-guards.ts',
+    search: '    const mine = { bytes: 0 };',
+    replace: '    const mine = { bytes: length ?? settings.bodyLimitBytes };\n    inflight += mine.bytes;',
+    tests: ['test/edge-hardening.alone.test.ts'],
+  },
+  {
+    id: 'precheck-timestamp-off',
+    guarantee: 'a signature header with a stale timestamp is refused before the body',
+    file: 'packages/shared/src/providers/stripe.ts',
+    search: "      checkTimestamp(timestamp, now, tolerance, 'Stripe-Signature timestamp');",
+    replace: '      void now;',
+    tests: ['test/edge-hardening.alone.test.ts'],
+  },
+  {
+    id: 'pipelined-after-refusal-processed',
+    guarantee: 'a delivery pipelined behind an early refusal is not stored (its answer could never be sent)',
+    file: 'apps/ingest/src/receive-webhook.ts',
+    search: '  if (edge.connectionClosing(c)) {',
+    replace: '  if (false) {',
+    tests: ['test/hardening.test.ts'],
+  },
+  {
+    id: 'hmac-accepts-non-objects',
+    guarantee: 'an hmac source refuses a signed body that is not a JSON object',
+    file: 'packages/shared/src/providers/generic-hmac.ts',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the search text is source code containing a template literal
+    search: '      const { text, json } = parseJsonObject(request.rawBody, `${name} (hmac source)`);',
+    replace: '      const text = request.rawBody.toString();\n      const json = JSON.parse(text) as Record<string, unknown>;',
+    tests: ['test/hardening.test.ts'],
+  },
+  {
+    id: 'liveness-ignores-heartbeat',
+    guarantee: 'liveness answers 503 when the main event loop has stalled past LIVENESS_STALL_MS',
+    file: 'packages/shared/src/liveness.ts',
+    search: '  const live = age < workerData.stallMs;',
+    replace: '  const live = true;',
+    tests: ['test/edge-hardening.alone.test.ts'],
   },
   // ---- operator actions -----------------------------------------------------------------
   {

@@ -4,44 +4,80 @@
  *
  *   unknown source                                   404
  *   signature headers missing or malformed           400 (the source's precheck)
+ *   a signed timestamp in the headers out of         401 (the source's precheck: it would be
+ *     tolerance (Stripe, Standard Webhooks, Slack,       refused after verification anyway)
+ *     Paddle, hmac sources with a timestamp header)
  *   Content-Length over BODY_LIMIT_BYTES             413
- *   more body bytes in flight than allowed           503 + Retry-After (MAX_INFLIGHT_BODY_BYTES)
+ *   Content-Length more than the body budget has     503 + Retry-After (MAX_INFLIGHT_BODY_BYTES)
+ *     left
  *   the database is down (the claim circuit is open) 503 + Retry-After: nothing could be
  *                                                    stored, so the body is not even read
  *
  * Each of these answers closes the connection (`Connection: close`): the unread body is never
- * buffered, and a slow sender cannot keep the socket. Bytes are reserved from Content-Length
- * (or BODY_LIMIT_BYTES for a chunked body) until the delivery is answered, so the bodies held
- * by deliveries in progress (being read, verified, waiting for their claim) never exceed the
- * budget, whatever arrives. Slow senders that pass these checks are cut by the server's
- * REQUEST_TIMEOUT_MS.
+ * buffered, and a slow sender cannot keep the socket. A request pipelined behind one of them
+ * on the same connection is never processed (connectionClosing): its answer could not be sent.
+ *
+ * The body budget counts the bytes that have ARRIVED, as they arrive (readBody), and gives them
+ * back when the delivery is answered: the bodies held by deliveries in progress never exceed
+ * the budget, and a socket that declares 1 MiB and trickles holds only what it sent. (It
+ * reserved the declared Content-Length until issue 24: 16 sockets declaring 1 MiB each, with a
+ * well-formed fake signature and no secret, then held the whole budget until the request
+ * timeout, and real deliveries were answered 503.) A body that would overflow the budget while
+ * it arrives, or that passes BODY_LIMIT_BYTES without a Content-Length, is refused then.
+ * Slow senders are cut by the server's REQUEST_TIMEOUT_MS.
  *
  * Rejected deliveries are logged at warn, at most 5 lines per source and reason per 10 s
  * (with the count of lines suppressed): a flood of forgeries cannot flood the logs.
  */
+import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
+import type { HttpBindings } from '@hono/node-server';
 import { createLogLimiter, VerificationError } from '@oncehook/shared';
 import type { Context, MiddlewareHandler } from 'hono';
 import type { IngestDeps } from './app';
 
 export interface EdgeGuards {
   beforeBody: MiddlewareHandler;
+  /**
+   * Reads the delivery's body, counting its bytes into the budget as they arrive (released when
+   * the delivery is answered). A Response instead: the body was refused while it arrived (413
+   * over BODY_LIMIT_BYTES, 503 over the budget) or could not be read.
+   */
+  readBody(c: Context): Promise<Buffer | Response>;
+  /**
+   * True when an earlier request on this connection was answered with `Connection: close`: this
+   * one was pipelined behind it, and its answer could never be sent. It must not be processed.
+   */
+  connectionClosing(c: Context): boolean;
   /** Marks a response as the last on its connection. */
-  closing(response: Response): Response;
+  closing(c: Context, response: Response): Response;
   /** Counts and logs (rate-limited) a refused delivery. */
   rejected(provider: string, reason: string, status: number, message: string): void;
   /** A warn line, rate-limited like the rejections (same key: at most 5 per 10 s). */
   notice(key: string, fields: Record<string, unknown>, message: string): void;
-  /** Bytes reserved by deliveries in progress (for tests and metrics). */
+  /** Body bytes held by deliveries in progress (for tests and metrics). */
   readonly inflightBytes: number;
+}
+
+/** The Node request under @hono/node-server; absent under `app.request()`. */
+function incomingOf(c: Context): IncomingMessage | undefined {
+  const env = c.env as Partial<HttpBindings> | undefined;
+  return env?.incoming;
 }
 
 export function createEdgeGuards(deps: IngestDeps, claims: { readonly circuit: 'closed' | 'open' | 'half-open' }): EdgeGuards {
   const { settings, metrics } = deps;
   const limit = createLogLimiter({ windowMs: 10_000, perWindow: 5 });
   let inflight = 0;
+  /** Per delivery in progress: the body bytes it holds in the budget. */
+  const held = new WeakMap<Context, { bytes: number }>();
+  /** Connections whose last answer said `Connection: close`. */
+  const closingSockets = new WeakSet<Socket>();
 
-  const closing = (response: Response): Response => {
+  const closing = (c: Context, response: Response): Response => {
     response.headers.set('Connection', 'close');
+    const socket = incomingOf(c)?.socket;
+    if (socket) closingSockets.add(socket);
     return response;
   };
 
@@ -56,19 +92,25 @@ export function createEdgeGuards(deps: IngestDeps, claims: { readonly circuit: '
     if (log) deps.log.warn({ ...fields, ...(suppressed > 0 ? { suppressed } : {}) }, message);
   };
 
+  const overBudget = (c: Context) => {
+    c.header('Retry-After', String(settings.retryAfterSeconds));
+    return c.json({ error: 'overloaded', message: 'too many deliveries in progress; nothing was stored, retry later' }, 503);
+  };
+  const tooLarge = (c: Context) => c.json({ error: 'payload_too_large', message: `request body exceeds ${settings.bodyLimitBytes} bytes (BODY_LIMIT_BYTES)` }, 413);
+
   const beforeBody: MiddlewareHandler = async (c: Context, next) => {
     const started = process.hrtime.bigint();
     const name = c.req.param('provider') ?? '';
     const source = deps.sources.get(name);
-    if (!source) return closing(c.json({ error: 'unknown_provider', message: `no webhook source named "${name}" is configured` }, 404));
+    if (!source) return closing(c, c.json({ error: 'unknown_provider', message: `no webhook source named "${name}" is configured` }, 404));
     const answered = (result: 'rejected' | 'error', response: Response) => {
       metrics.eventsTotal.inc({ provider: source.name, type: 'unknown', result });
       metrics.ingestDuration.observe({ result }, Number(process.hrtime.bigint() - started) / 1e9);
-      return closing(response);
+      return closing(c, response);
     };
 
     try {
-      source.precheck((header) => c.req.header(header) ?? null);
+      source.precheck((header) => c.req.header(header) ?? null, deps.now?.() ?? new Date());
     } catch (error) {
       if (!(error instanceof VerificationError)) throw error;
       rejected(source.name, error.reason, error.status, error.message);
@@ -79,7 +121,7 @@ export function createEdgeGuards(deps: IngestDeps, claims: { readonly circuit: '
     const length = declared !== undefined && /^\d{1,15}$/.test(declared) ? Number(declared) : null;
     if (length !== null && length > settings.bodyLimitBytes) {
       rejected(source.name, 'payload_too_large', 413, `body of ${length} bytes`);
-      return answered('rejected', c.json({ error: 'payload_too_large', message: `request body exceeds ${settings.bodyLimitBytes} bytes (BODY_LIMIT_BYTES)` }, 413));
+      return answered('rejected', tooLarge(c));
     }
     if (claims.circuit === 'open') {
       c.header('Retry-After', String(settings.retryAfterSeconds));
@@ -89,22 +131,77 @@ export function createEdgeGuards(deps: IngestDeps, claims: { readonly circuit: '
         c.json({ error: 'unavailable', message: 'ingest cannot record deliveries right now: the database is unavailable; nothing was stored, retry later' }, 503),
       );
     }
-    const reserve = length ?? settings.bodyLimitBytes;
-    if (inflight + reserve > settings.maxInflightBodyBytes) {
-      c.header('Retry-After', String(settings.retryAfterSeconds));
+    // A declared body that cannot fit in what the budget has left is refused before reading.
+    if (length !== null && inflight + length > settings.maxInflightBodyBytes) {
       rejected(source.name, 'overloaded', 503, `${inflight} body bytes in flight`);
-      return answered('error', c.json({ error: 'overloaded', message: 'too many deliveries in progress; nothing was stored, retry later' }, 503));
+      return answered('error', overBudget(c));
     }
-    inflight += reserve;
+    const mine = { bytes: 0 };
+    held.set(c, mine);
     try {
       await next();
     } finally {
-      inflight -= reserve;
+      inflight -= mine.bytes;
+      if (mine.bytes > 0) metrics.inflightBodyBytes.set(inflight);
     }
   };
 
+  async function readBody(c: Context): Promise<Buffer | Response> {
+    const mine = held.get(c);
+    if (!mine) throw new Error('readBody called without beforeBody');
+    const provider = c.req.param('provider') ?? '';
+    const take = (bytes: number): 'ok' | 'too-large' | 'over-budget' => {
+      if (mine.bytes + bytes > settings.bodyLimitBytes) return 'too-large';
+      if (inflight + bytes > settings.maxInflightBodyBytes) return 'over-budget';
+      inflight += bytes;
+      mine.bytes += bytes;
+      metrics.inflightBodyBytes.set(inflight);
+      return 'ok';
+    };
+    const refuse = (why: 'too-large' | 'over-budget') => {
+      metrics.eventsTotal.inc({ provider, type: 'unknown', result: why === 'too-large' ? 'rejected' : 'error' });
+      rejected(provider, why === 'too-large' ? 'payload_too_large' : 'overloaded', why === 'too-large' ? 413 : 503, `body refused while it arrived (${mine.bytes} bytes read)`);
+      return closing(c, why === 'too-large' ? tooLarge(c) : overBudget(c));
+    };
+    const unreadable = (error: unknown) => {
+      // The sender went away (or the server's request timeout cut it) mid-body: nobody is
+      // listening for an answer; not worth more than a debug line.
+      deps.log.debug({ provider, err: error }, 'request body could not be read (client aborted or timed out)');
+      return closing(c, c.json({ error: 'body_unreadable', message: 'the request body could not be read' }, 400));
+    };
+
+    const incoming = incomingOf(c);
+    if (!incoming) {
+      // app.request() in tests: the body is already in memory; count it the same way.
+      let body: Buffer;
+      try {
+        body = Buffer.from(await c.req.arrayBuffer());
+      } catch (error) {
+        return unreadable(error);
+      }
+      const taken = take(body.length);
+      return taken === 'ok' ? body : refuse(taken);
+    }
+    const chunks: Buffer[] = [];
+    try {
+      for await (const chunk of incoming as AsyncIterable<Buffer>) {
+        const taken = take(chunk.length);
+        if (taken !== 'ok') return refuse(taken);
+        chunks.push(chunk);
+      }
+    } catch (error) {
+      return unreadable(error);
+    }
+    return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, mine.bytes);
+  }
+
   return {
     beforeBody,
+    readBody,
+    connectionClosing: (c) => {
+      const socket = incomingOf(c)?.socket;
+      return socket !== undefined && closingSockets.has(socket);
+    },
     closing,
     rejected,
     notice,

@@ -55,15 +55,11 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
     return response;
   };
 
-  let rawBody: Buffer;
-  try {
-    rawBody = Buffer.from(await c.req.arrayBuffer());
-  } catch (error) {
-    // The sender went away (or the server's request timeout cut it) mid-body: nobody is
-    // listening for an answer; not worth more than a debug line.
-    deps.log.debug({ provider: source.name, err: error }, 'request body could not be read (client aborted or timed out)');
-    return edge.closing(c.json({ error: 'body_unreadable', message: 'the request body could not be read' }, 400));
-  }
+  // Counted into the body budget as it arrives; refused mid-body past BODY_LIMIT_BYTES or the
+  // budget (edge-guards.ts).
+  const body = await edge.readBody(c);
+  if (body instanceof Response) return body;
+  const rawBody = body;
   const now = deps.now?.() ?? new Date();
 
   // 1. Verify, THEN deduplicate: an unverified request must never reach the unique index,
@@ -104,6 +100,18 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
         },
         200,
       ),
+    );
+  }
+
+  // A request pipelined behind an answer that closed its connection (an early refusal): its
+  // own answer could never reach the sender, so it must not be stored either (the sender
+  // retries it, and then it is new, not a duplicate nobody was told about).
+  if (edge.connectionClosing(c)) {
+    log.info('delivery pipelined behind a refusal that closes its connection; not processed (the sender will retry it)');
+    return answer(
+      'error',
+      typeLabel(event.type),
+      edge.closing(c, c.json({ error: 'connection_closing', message: 'an earlier request on this connection was refused; send this one again' }, 503)),
     );
   }
 

@@ -205,7 +205,11 @@ runMain(async () => {
           if (!detail) {
             out(`no event ${target}`);
             exitCode = 1;
-          } else out(detail);
+          } else {
+            // The payload as JSON when any printer can take it, its bounded text when not.
+            const { payloadView, ...rest } = detail;
+            out(payloadView.truncated ? detail : rest);
+          }
           break;
         }
         case 'redrive':

@@ -13,6 +13,7 @@
  *     event and the run's recorded steps in the same statement
  *     0 rows -> not ours (done, failed, or leased by a live worker): acknowledge, stop
  *   too many attempts -> failed
+ *   the stored payload cannot be read safely (stored before the payload limits) -> failed
  *   the handler is not loaded here -> retried (another worker may have it), failed at the cap
  *   the payload does not match the handler's schema -> failed (PermanentError naming the field)
  *   run the handler (lease renewed in the background; fenced steps)
@@ -228,6 +229,13 @@ async function runLeasedAttempt(deps: ProcessDeps, leased: LeasedRun, token: str
   if (run.attempts > settings.maxAttempts) {
     // The previous attempts ended without a verdict (crashes or hangs): give up.
     return fail(`gave up after ${run.attempts - 1} attempts; last error: ${run.lastError ?? 'none recorded'}`);
+  }
+  if (event.payloadUnreadable) {
+    // Stored before the payload limits, with a number no JavaScript number can hold: the
+    // database did not even send it (queries.ts, UNREADABLE_PAYLOAD). No attempt can succeed.
+    return fail(
+      'PermanentError: the stored payload cannot be read safely: it holds a number outside the range of a JavaScript number (stored before the payload limits; printed in full it can take hundreds of MB), so no handler could use it. The edge now refuses such payloads (docs/security.md, "Payload limits")',
+    );
   }
 
   let handler: Handler | string;

@@ -6,8 +6,10 @@
  * - blackhole: a TCP port that forwards to Postgres, or accepts and never answers;
  * - memory sampling of a process (RSS from /proc).
  */
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
+import { waitFor } from './wait';
 
 /** Resident set size of a process, in MiB (Linux /proc). */
 export function rssMiB(pid: number): number {
@@ -264,4 +266,55 @@ export async function rawPosts(
         }),
     ),
   );
+}
+
+/** Probes GET /healthz on each port, every 100 ms, one JSON line per answer, until killed. */
+const PROBER = `
+const ports = process.argv.slice(1).map(Number);
+const probe = async (port) => {
+  for (;;) {
+    const started = Date.now();
+    let status = 0, lag = null;
+    try {
+      const response = await fetch('http://127.0.0.1:' + port + '/healthz', { signal: AbortSignal.timeout(10000) });
+      status = response.status;
+      lag = (await response.json()).mainThreadLastRanMsAgo ?? null;
+    } catch {}
+    process.stdout.write(JSON.stringify({ port, status, ms: Date.now() - started, lag }) + '\\n');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+};
+for (const port of ports) probe(port);
+`;
+
+export interface HealthProbe {
+  port: number;
+  /** 0: no answer (refused, or no answer within 10 s). */
+  status: number;
+  ms: number;
+  /** What a liveness port said of the main thread (mainThreadLastRanMsAgo), else null. */
+  lag: number | null;
+}
+
+/**
+ * Probes `GET /healthz` on each port every 100 ms from a PROCESS of its own, so that a busy
+ * load generator in this process does not delay the probes it measures. `stop()` returns every
+ * answer.
+ */
+export async function startHealthProber(ports: number[]): Promise<{ stop(): Promise<HealthProbe[]> }> {
+  const child = spawn(process.execPath, ['-e', PROBER, ...ports.map(String)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  await waitFor(() => output.includes('\n'), { what: 'the health prober running' });
+  return {
+    async stop() {
+      child.kill('SIGTERM');
+      await new Promise((resolve) => child.once('close', resolve));
+      return output
+        .trim()
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as HealthProbe);
+    },
+  };
 }

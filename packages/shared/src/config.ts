@@ -102,6 +102,20 @@ const ingestSchema = z.object({
   PORT: integer(0, 65535).default(3000),
   HOST: z.string().default('0.0.0.0'),
   /**
+   * Port of the liveness server (GET /healthz), answered by a thread of its own from a heartbeat
+   * of the main event loop (liveness.ts): it answers within milliseconds while a flood keeps
+   * the main loop busy for seconds, and says 503 only when the main loop has not run for
+   * LIVENESS_STALL_MS. Unset: none (the main port's /healthz, which waits for the event loop).
+   * Listens on HOST. Point liveness probes here; readiness stays /readyz on PORT.
+   */
+  HEALTH_PORT: integer(0, 65535).optional(),
+  /**
+   * How long the main event loop may go without running before liveness answers 503. 10 s:
+   * ten times the worst event-loop delay seen under a 2,300 deliveries/s flood on 2 cores
+   * (2.1 s), so a busy ingest is never restarted, and a wedged one is within a probe or two.
+   */
+  LIVENESS_STALL_MS: integer(1000, 600_000).default(10_000),
+  /**
    * Largest accepted request body. 1 MiB covers Stripe, Shopify, Slack, Paddle and Standard
    * Webhooks payloads with room to spare; raise it for GitHub, whose payloads can reach 25 MB.
    * Larger bodies get 413 before anything is parsed or stored.

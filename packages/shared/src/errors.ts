@@ -83,7 +83,15 @@ export class OverloadedError extends Error {
   override name = 'OverloadedError';
 }
 
-export type VerificationReason = 'missing_header' | 'malformed_header' | 'bad_signature' | 'timestamp_too_old' | 'timestamp_in_future' | 'malformed_payload' | 'invalid_event_id';
+export type VerificationReason =
+  | 'missing_header'
+  | 'malformed_header'
+  | 'bad_signature'
+  | 'timestamp_too_old'
+  | 'timestamp_in_future'
+  | 'malformed_payload'
+  | 'payload_limit'
+  | 'invalid_event_id';
 
 /**
  * A delivery is not acceptable as sent. `status` is what the edge answers (400: malformed;

@@ -6,13 +6,14 @@
  *   ONCEHOOK_FAULTS="ingest.after-claim:crash"          kill -9 ourselves after the claim commits
  *   ONCEHOOK_FAULTS="worker.in-handler:delay=10000"     stall 10 s inside the handler
  *   ONCEHOOK_FAULTS="worker.before-done:error"          throw right before the final commit
+ *   ONCEHOOK_FAULTS="ingest.after-claim:spin=4000"      block the event loop for 4 s (a wedged process)
  * Each hit prints `oncehook-fault <point>` on stdout first, so a test can wait for the moment.
  *
  * Points in the code: ingest.after-claim (committed, not yet answered), ingest.before-enqueue
  * (answered, the relay about to add the job), worker.in-handler, worker.step-before-commit,
  * worker.after-external-call, worker.before-done.
  */
-export type FaultAction = { kind: 'crash' } | { kind: 'delay'; ms: number } | { kind: 'error' };
+export type FaultAction = { kind: 'crash' } | { kind: 'delay'; ms: number } | { kind: 'spin'; ms: number } | { kind: 'error' };
 
 export interface Faults {
   /**
@@ -33,7 +34,8 @@ export function parseFaults(spec: string): Map<string, FaultAction> {
     if (action === 'crash') faults.set(point, { kind: 'crash' });
     else if (action === 'error') faults.set(point, { kind: 'error' });
     else if (action.startsWith('delay=')) faults.set(point, { kind: 'delay', ms: Number.parseInt(action.slice(6), 10) || 0 });
-    else throw new Error(`ONCEHOOK_FAULTS: unknown action "${action}" for ${point} (use crash, error or delay=MS)`);
+    else if (action.startsWith('spin=')) faults.set(point, { kind: 'spin', ms: Number.parseInt(action.slice(5), 10) || 0 });
+    else throw new Error(`ONCEHOOK_FAULTS: unknown action "${action}" for ${point} (use crash, error, delay=MS or spin=MS)`);
   }
   return faults;
 }
@@ -51,6 +53,12 @@ export function createFaults(spec: string): Faults {
         await new Promise(() => {}); // never resumes: the signal is delivered before this matters
       } else if (action.kind === 'delay') {
         await new Promise((resolve) => setTimeout(resolve, action.ms));
+      } else if (action.kind === 'spin') {
+        // Holds the event loop: nothing else in this thread runs meanwhile.
+        const until = Date.now() + action.ms;
+        while (Date.now() < until) {
+          /* spin */
+        }
       } else {
         throw new Error(`fault injected at ${point}`);
       }

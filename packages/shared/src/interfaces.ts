@@ -75,7 +75,13 @@ export interface EventRow {
   kind: string;
   eventId: string;
   type: string;
+  /** null when pruned by retention, or when `payloadUnreadable`. */
   payload: unknown;
+  /**
+   * The stored payload cannot be read safely (stored before the payload limits, it holds a
+   * number no JavaScript number can hold): it is not returned, and a run of it is failed.
+   */
+  payloadUnreadable: boolean;
   signedAt: Date | null;
   meta: Record<string, string>;
   state: EventState;

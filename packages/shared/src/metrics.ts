@@ -19,6 +19,8 @@ export interface IngestMetrics {
   eventsTotal: Counter<'provider' | 'type' | 'result'>;
   rejectionsTotal: Counter<'provider' | 'reason'>;
   ingestDuration: Histogram<'result'>;
+  /** Body bytes held by deliveries in progress (edge-guards.ts). */
+  inflightBodyBytes: Gauge;
   dbStatements: Counter;
 }
 
@@ -44,6 +46,11 @@ export function createIngestMetrics(options: { defaultMetrics?: boolean } = {}):
       help: 'Time from request to answer at the edge',
       labelNames: ['result'],
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      registers: [registry],
+    }),
+    inflightBodyBytes: new Gauge({
+      name: 'webhook_inflight_body_bytes',
+      help: 'Body bytes held by deliveries in progress, counted as they arrive (at most MAX_INFLIGHT_BODY_BYTES)',
       registers: [registry],
     }),
     dbStatements: dbStatementsCounter(registry),

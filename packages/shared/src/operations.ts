@@ -14,6 +14,7 @@
 import type { Pool } from './db/pool';
 import type { EventDetail, EventFilter, EventSummary, MovedRun, Queries, RecordedStep } from './db/queries';
 import { idempotencyKeyFor } from './idempotency-key';
+import { viewPayload } from './payload-view';
 import type { RunRow, StepKind } from './interfaces';
 import { enqueueEvent, type JobTarget } from './queue';
 
@@ -62,7 +63,8 @@ export type ReplayResult = { ok: true; dryRun: boolean; plan: ReplayPlan } | Ref
 
 export interface Operations {
   list(filter: EventFilter): Promise<EventSummary[]>;
-  show(ref: string | number): Promise<EventDetail | null>;
+  /** The event and its history; its payload bounded for display (EventView). */
+  show(ref: string | number): Promise<EventView | null>;
   redrive(rowId: number, options: { handler?: string }, actor: string, reason: string): Promise<RedriveResult | Refusal>;
   replay(rowId: number, options: ReplayOptions, actor: string, reason: string): Promise<ReplayResult>;
   /** Re-drives every event matching the filter (default: failed); with dryRun, changes nothing. */
@@ -70,6 +72,14 @@ export interface Operations {
     filter: EventFilter,
     options: { dryRun: boolean; actor: string; reason: string },
   ): Promise<{ dryRun: boolean; matched: number; results: (RedriveResult | Refusal | { ok: true; rowId: number; dryRun: true })[] }>;
+}
+
+/**
+ * An event as operators see it. `event.payload` is the payload only when it is shallow enough
+ * for any JSON printer (else null); `payloadView` is its text, cut at MAX_VIEW_CHARS.
+ */
+export interface EventView extends EventDetail {
+  payloadView: { text: string; truncated: boolean };
 }
 
 /** A row id, or `provider/event_id`. */
@@ -113,7 +123,18 @@ export function createOperations(deps: { pool: Pool; queries: Queries; queue: Jo
 
     async show(ref) {
       const rowId = await resolveEventRef(pool, queries, ref);
-      return rowId === null ? null : queries.showEvent(pool, rowId);
+      const detail = rowId === null ? null : await queries.showEvent(pool, rowId);
+      if (!detail) return null;
+      // Bounded, whatever is stored (payload-view.ts): the payload itself only when any printer
+      // can take it, and its text for people.
+      const view = detail.event.payloadUnreadable
+        ? {
+            text: '(not shown: stored before the payload limits, it holds a number outside the range of a JavaScript number; printed in full it can take hundreds of MB)',
+            truncated: true,
+            value: undefined,
+          }
+        : viewPayload(detail.event.payload);
+      return { ...detail, event: { ...detail.event, payload: view.value ?? null }, payloadView: { text: view.text, truncated: view.truncated } };
     },
 
     async redrive(rowId, options, actor, reason) {

@@ -76,12 +76,12 @@ export function timelineEntries(detail: EventDetail): Entry[] {
     });
   });
   if (detail.deliveryCount > detail.deliveries.length) {
-    const last = detail.deliveries[detail.deliveries.length - 1];
+    // The log keeps the first DELIVERY_LOG_ROWS deliveries in full and counts the rest.
     entries.push({
-      at: last?.receivedAt ?? detail.event.receivedAt,
+      at: detail.lastDeliveryAt ?? detail.event.receivedAt,
       order: 0,
       kind: 'delivery',
-      what: `... and ${detail.deliveryCount - detail.deliveries.length} more deliveries`,
+      what: `... and ${detail.deliveryCount - detail.deliveries.length} more deliveries (counted, not logged one by one), the last at this time`,
     });
   }
   const attemptsByRun = new Map<number, typeof detail.attempts>();
@@ -206,7 +206,7 @@ ${detail.runs.map((r) => html`<tr><td>${r.handler}</td><td class="state-${r.stat
 <h2>Payload</h2>${
           e.prunedAt
             ? html`<p class="muted">Deleted by retention on ${e.prunedAt.toISOString()} (RETENTION_DAYS), with the runs and steps; the key is kept until KEY_RETENTION_DAYS, so a redelivery is still a duplicate.</p>`
-            : html`<pre><code>${JSON.stringify(e.payload, null, 2)}</code></pre>`
+            : html`<pre><code>${detail.payloadView.text}</code></pre>`
         }`,
         settings.readOnly ? [] : ['/admin/assets/event-actions.js'],
       ),

@@ -165,10 +165,12 @@ export interface EventDetail {
   runs: RunRow[];
   steps: StepRecord[];
   operatorActions: OperatorAction[];
-  /** Deliveries received (all of them, duplicates included). */
+  /** Deliveries received (all of them, duplicates included; 0 with DELIVERY_LOG=off). */
   deliveryCount: number;
-  /** The first 200 deliveries, oldest first. */
+  /** The first DELIVERY_LOG_ROWS (100) deliveries, oldest first: the log keeps no more rows. */
   deliveries: DeliveryRecord[];
+  /** When the latest delivery arrived (null: none logged). */
+  lastDeliveryAt: Date | null;
   attempts: AttemptRecord[];
 }
 
@@ -194,8 +196,25 @@ export interface MovedRun {
   job: EventJobData;
 }
 
+/**
+ * Numbers a JavaScript double cannot hold (beyond +-1.8e308, or so small it reads as 0): jsonb
+ * keeps them exactly and prints them written out in full (1e131071: 131,072 digits per read),
+ * and no handler could have used them. The edge refuses them since migration 0008
+ * (payload-limits.ts); this finds them in payloads stored before, without printing them.
+ */
+const UNREADABLE_NUMBERS_PATH = `strict $.** ? (@.type() == "number" && (@ > 1.7976931348623157e308 || @ < -1.7976931348623157e308 || (@ != 0 && @ < 4.9e-324 && @ > -4.9e-324)))`;
+
+/**
+ * True for a stored payload no process may read: from before the payload limits (no
+ * payload_bytes) and holding such a number. Checked in the database on every read of the
+ * payload, so the poison is never printed; for rows stored since 0008 it is one NULL test.
+ */
+const UNREADABLE_PAYLOAD = (alias: string) =>
+  `(${alias}.payload_bytes IS NULL AND ${alias}.payload IS NOT NULL AND jsonb_path_exists(${alias}.payload, '${UNREADABLE_NUMBERS_PATH}'))`;
+
 function eventColumns(alias: string): string {
-  return `${alias}.id, ${alias}.provider, ${alias}.kind, ${alias}.event_id AS "eventId", ${alias}.type, ${alias}.payload,
+  return `${alias}.id, ${alias}.provider, ${alias}.kind, ${alias}.event_id AS "eventId", ${alias}.type,
+    CASE WHEN ${UNREADABLE_PAYLOAD(alias)} THEN NULL ELSE ${alias}.payload END AS payload, ${UNREADABLE_PAYLOAD(alias)} AS "payloadUnreadable",
     ${alias}.signed_at AS "signedAt", ${alias}.meta, ${alias}.state, ${alias}.runs_pending AS "runsPending",
     ${alias}.runs_failed AS "runsFailed", ${alias}.note, ${alias}.received_at AS "receivedAt",
     ${alias}.updated_at AS "updatedAt", ${alias}.finished_at AS "finishedAt", ${alias}.trace_parent AS "traceParent",
@@ -238,6 +257,14 @@ function prepared(name: string, text: string): (values: unknown[]) => { name: st
  */
 export const CLAIM_BODY_STRIPES = 16;
 
+/**
+ * Deliveries of one event the delivery log keeps in full (the first, and the 99 duplicates
+ * after it); every later one is counted (delivery_counts: how many, and when the last came).
+ * Enough for any timeline a person reads (a provider's retry schedule is under 30 deliveries),
+ * and a bound on what a replayed capture can add for one event: 100 rows, not one per replay.
+ */
+export const DELIVERY_LOG_ROWS = 100;
+
 export function createQueries(schemaName: string) {
   const S = schemaIdentifier(schemaName);
   const EVENTS = `${S}.events`;
@@ -247,6 +274,39 @@ export function createQueries(schemaName: string) {
   const DELIVERIES = `${S}.deliveries`;
   const ATTEMPTS = `${S}.run_attempts`;
   const VERSIONS = `${S}.object_versions`;
+  const DELIVERY_COUNTS = `${S}.delivery_counts`;
+
+  /**
+   * The delivery log, as CTEs that follow a claim in its own statement. `source` is a relation
+   * with one row per input of the statement: (id: the event row, ord: its place in the input,
+   * inserted: this input created the event, same_body, copies: deliveries of it folded into the
+   * input). Every duplicate is counted (delivery_counts, an upsert ordered by event row, so two
+   * statements wait for each other on it, never deadlock); a delivery gets a row of its own
+   * only while its event has fewer than DELIVERY_LOG_ROWS. The count comes back from the
+   * upsert under its row lock, so the bound holds under any concurrency.
+   */
+  const DELIVERY_LOG = (source: string) => `log_in AS (
+         ${source}
+       ), log_dups AS (
+         SELECT id, sum(copies - inserted::int)::int AS n FROM log_in GROUP BY id
+       ), log_counted AS (
+         INSERT INTO ${DELIVERY_COUNTS} AS dc (event_row_id, duplicates, last_at)
+         SELECT id, n, now() FROM log_dups WHERE n > 0 ORDER BY id
+         ON CONFLICT (event_row_id) DO UPDATE SET duplicates = dc.duplicates + excluded.duplicates, last_at = excluded.last_at
+         RETURNING event_row_id AS id, duplicates
+       ), log_rows AS (
+         -- Deliveries of the event before each input's duplicates: the first, those counted
+         -- before this statement, and this statement's earlier inputs.
+         SELECT l.id, l.inserted, l.same_body, l.copies - l.inserted::int AS dups,
+                1 + coalesce(c.duplicates - d.n, 0)
+                  + coalesce(sum(l.copies - l.inserted::int) OVER (PARTITION BY l.id ORDER BY l.ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
+           FROM log_in l JOIN log_dups d ON d.id = l.id LEFT JOIN log_counted c ON c.id = l.id
+       ), logged AS (
+         INSERT INTO ${DELIVERIES} (event_row_id, duplicate, same_body)
+         SELECT id, false, false FROM log_rows WHERE inserted
+         UNION ALL
+         SELECT id, true, same_body FROM log_rows CROSS JOIN generate_series(1, greatest(0, least(dups, ${DELIVERY_LOG_ROWS} - before)::int))
+       )`;
 
   // -------------------------------------------------------------------------------------------
   // The edge: claim.
@@ -294,8 +354,8 @@ export function createQueries(schemaName: string) {
     const { rows } = await db.query<{ id: number; inserted: boolean; state: EventState; updatedAt: Date; type: string; sameBody: boolean }>({
       ...readTimeout(options),
       text: `WITH inserted AS (
-         INSERT INTO ${EVENTS} (provider, kind, event_id, type, payload, signed_at, meta, body_hash)
-         VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb, $8::bytea)
+         INSERT INTO ${EVENTS} (provider, kind, event_id, type, payload, signed_at, meta, body_hash, payload_bytes)
+         VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb, $8::bytea, octet_length($5::text))
          ON CONFLICT DO NOTHING
          RETURNING id, state, updated_at, type
        ), result AS (
@@ -305,12 +365,8 @@ export function createQueries(schemaName: string) {
             FROM (${MATCH_EXISTING('$1::text', '$3::text', '$8::bytea')}) e
            WHERE NOT EXISTS (SELECT 1 FROM inserted))
        )${
-         options.logDeliveries === false
-           ? ''
-           : `, logged AS (
-         -- The delivery log (the timeline's deliveries), in the same round trip.
-         INSERT INTO ${DELIVERIES} (event_row_id, duplicate, same_body) SELECT id, NOT inserted, "sameBody" FROM result
-       )`
+         // The delivery log (the timeline's deliveries), in the same round trip.
+         options.logDeliveries === false ? '' : `, ${DELIVERY_LOG('SELECT id, 1 AS ord, inserted, "sameBody" AS same_body, 1 AS copies FROM result')}`
        }
        SELECT * FROM result`,
       values: [event.provider, event.kind, event.eventId, event.type, event.rawBody, event.signedAt, JSON.stringify(event.meta), event.bodyHash ?? null],
@@ -372,8 +428,8 @@ export function createQueries(schemaName: string) {
              ), inserted AS (
                -- Rows in one global order, (provider, event_id), never the batch's arrival order:
                -- two batches holding the same keys then wait for each other, never deadlock.
-               INSERT INTO ${EVENTS} (provider, kind, event_id, type, payload, signed_at, meta, body_hash)
-               SELECT provider, kind, event_id, type, payload::jsonb, signed_at, meta::jsonb, body_hash
+               INSERT INTO ${EVENTS} (provider, kind, event_id, type, payload, signed_at, meta, body_hash, payload_bytes)
+               SELECT provider, kind, event_id, type, payload::jsonb, signed_at, meta::jsonb, body_hash, octet_length(payload)
                  FROM input CROSS JOIN body_stripes ORDER BY provider, event_id
                ON CONFLICT DO NOTHING
                RETURNING id, provider, event_id, state, updated_at, type, body_hash
@@ -395,15 +451,11 @@ export function createQueries(schemaName: string) {
                 WHERE NOT EXISTS (SELECT 1 FROM ${EVENTS} e WHERE e.provider = i.provider AND e.event_id = i.event_id)
                   AND NOT EXISTS (SELECT 1 FROM ${EVENTS} e WHERE e.provider = i.provider AND e.body_hash = i.body_hash)
              )${
+               // The delivery log (the timeline's deliveries), in the same round trip: every
+               // delivery, the repeats folded into this batch included.
                options.logDeliveries === false
                  ? ''
-                 : `, logged AS (
-               -- The delivery log (the timeline's deliveries), in the same round trip: one row per
-               -- delivery, the repeats folded into this batch included.
-               INSERT INTO ${DELIVERIES} (event_row_id, duplicate, same_body)
-               SELECT r.id, (NOT r.inserted) OR n > 1, r."sameBody" AND n = 1
-                 FROM result r JOIN input i ON i.ord = r.ord CROSS JOIN generate_series(1, i.copies) n
-             )`
+                 : `, ${DELIVERY_LOG('SELECT r.id, r.ord, r.inserted, r."sameBody" AS same_body, i.copies FROM result r JOIN input i ON i.ord = r.ord')}`
              }
              SELECT * FROM result`,
       values: [
@@ -435,11 +487,10 @@ export function createQueries(schemaName: string) {
    */
   async function logDeliveries(db: Queryable, deliveries: { provider: string; eventId: string; bodyHash: Buffer | null; copies: number }[]): Promise<void> {
     await db.query(
-      `INSERT INTO ${DELIVERIES} (event_row_id, duplicate, same_body)
-       SELECT e.id, true, e.event_id <> k.event_id
-         FROM unnest($1::text[], $2::text[], $3::bytea[], $4::int[]) AS k(provider, event_id, body_hash, copies)
-         CROSS JOIN LATERAL (${MATCH_EXISTING('k.provider', 'k.event_id', 'k.body_hash')}) e
-        CROSS JOIN generate_series(1, k.copies)`,
+      `WITH ${DELIVERY_LOG(`SELECT e.id, k.ord, false AS inserted, e.event_id <> k.event_id AS same_body, k.copies
+           FROM unnest($1::text[], $2::text[], $3::bytea[], $4::int[]) WITH ORDINALITY AS k(provider, event_id, body_hash, copies, ord)
+           CROSS JOIN LATERAL (${MATCH_EXISTING('k.provider', 'k.event_id', 'k.body_hash')}) e`)}
+       SELECT 1`,
       [deliveries.map((d) => d.provider), deliveries.map((d) => d.eventId), deliveries.map((d) => d.bodyHash), deliveries.map((d) => d.copies)],
     );
   }
@@ -961,7 +1012,10 @@ export function createQueries(schemaName: string) {
   // -------------------------------------------------------------------------------------------
   // Reads for operators.
 
-  const DELIVERY_COUNT = `(SELECT count(*)::int FROM ${DELIVERIES} d WHERE d.event_row_id = e.id) AS deliveries`;
+  /** Deliveries of event `e`: its first (logged) and every duplicate (counted). */
+  const DELIVERY_TOTAL = `((SELECT count(*) FROM ${DELIVERIES} d WHERE d.event_row_id = e.id AND NOT d.duplicate)
+      + coalesce((SELECT dc.duplicates FROM ${DELIVERY_COUNTS} dc WHERE dc.event_row_id = e.id), 0))::int`;
+  const DELIVERY_COUNT = `${DELIVERY_TOTAL} AS deliveries`;
   const RUNS_SUMMARY = `(SELECT coalesce(json_agg(json_build_object('id', r.id, 'handler', r.handler, 'state', r.state, 'attempts', r.attempts,
         'generation', r.generation, 'lastError', r.last_error, 'updatedAt', r.updated_at) ORDER BY r.handler), '[]')
       FROM ${RUNS} r WHERE r.event_row_id = e.id) AS runs`;
@@ -1019,9 +1073,14 @@ export function createQueries(schemaName: string) {
         WHERE a.event_row_id = $1::bigint ORDER BY a.created_at`,
       [rowId],
     );
-    const deliveries = await db.query<DeliveryRecord & { total: number }>(
-      `SELECT received_at AS "receivedAt", duplicate, same_body AS "sameBody", count(*) OVER ()::int AS total
-         FROM ${DELIVERIES} WHERE event_row_id = $1::bigint ORDER BY received_at LIMIT 200`,
+    const deliveries = await db.query<DeliveryRecord>(
+      `SELECT received_at AS "receivedAt", duplicate, same_body AS "sameBody"
+         FROM ${DELIVERIES} WHERE event_row_id = $1::bigint ORDER BY received_at LIMIT ${DELIVERY_LOG_ROWS}`,
+      [rowId],
+    );
+    const counted = await db.query<{ total: number; lastAt: Date | null }>(
+      `SELECT ${DELIVERY_TOTAL} AS total, (SELECT dc.last_at FROM ${DELIVERY_COUNTS} dc WHERE dc.event_row_id = e.id) AS "lastAt"
+         FROM ${EVENTS} e WHERE e.id = $1::bigint`,
       [rowId],
     );
     const attempts = await db.query<AttemptRecord>(
@@ -1035,8 +1094,9 @@ export function createQueries(schemaName: string) {
       runs: runs.rows,
       steps: steps.rows,
       operatorActions: actions.rows,
-      deliveryCount: deliveries.rows[0]?.total ?? 0,
-      deliveries: deliveries.rows.map(({ total: _total, ...d }) => d),
+      deliveryCount: counted.rows[0]?.total ?? 0,
+      deliveries: deliveries.rows,
+      lastDeliveryAt: counted.rows[0]?.lastAt ?? deliveries.rows[deliveries.rows.length - 1]?.receivedAt ?? null,
       attempts: attempts.rows,
     };
   }
@@ -1121,7 +1181,7 @@ export function createQueries(schemaName: string) {
    * SQL of pruneExpiredBatch ($1 provider, $2 days, $3 limit); exported so tests can EXPLAIN it.
    * One statement: the batch (one source's oldest done events with a payload, past the payload
    * horizon; SKIP LOCKED) loses its runs (steps, attempts and operator actions cascade) and its
-   * delivery log, and the event row keeps only its key, type, state and times.
+   * delivery log and counts, and the event row keeps only its key, type, state and times.
    */
   const RETENTION_PRUNE_SQL = `WITH batch AS (
         SELECT id FROM ${EVENTS}
@@ -1134,6 +1194,8 @@ export function createQueries(schemaName: string) {
         DELETE FROM ${RUNS} WHERE event_row_id = ANY(ARRAY(SELECT id FROM batch))
       ), deliveries_gone AS (
         DELETE FROM ${DELIVERIES} WHERE event_row_id = ANY(ARRAY(SELECT id FROM batch))
+      ), counts_gone AS (
+        DELETE FROM ${DELIVERY_COUNTS} WHERE event_row_id = ANY(ARRAY(SELECT id FROM batch))
       )
       UPDATE ${EVENTS} SET payload = NULL, meta = '{}', note = NULL, pruned_at = now()
        WHERE id = ANY(ARRAY(SELECT id FROM batch))`;

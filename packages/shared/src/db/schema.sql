@@ -8,6 +8,12 @@ CREATE TABLE oncehook.deliveries (
     same_body boolean DEFAULT false NOT NULL
 );
 
+CREATE TABLE oncehook.delivery_counts (
+    event_row_id bigint NOT NULL,
+    duplicates bigint NOT NULL,
+    last_at timestamp with time zone NOT NULL
+);
+
 CREATE TABLE oncehook.events (
     id bigint NOT NULL,
     provider text NOT NULL,
@@ -27,6 +33,7 @@ CREATE TABLE oncehook.events (
     body_hash bytea,
     trace_parent text,
     pruned_at timestamp with time zone,
+    payload_bytes integer,
     CONSTRAINT events_runs_failed_check CHECK ((runs_failed >= 0)),
     CONSTRAINT events_runs_pending_check CHECK ((runs_pending >= 0)),
     CONSTRAINT events_state_check CHECK ((state = ANY (ARRAY['received'::text, 'processing'::text, 'done'::text, 'failed'::text])))
@@ -143,6 +150,9 @@ CREATE TABLE oncehook.steps (
     CONSTRAINT steps_kind_check CHECK ((kind = ANY (ARRAY['local'::text, 'external'::text])))
 );
 
+ALTER TABLE ONLY oncehook.delivery_counts
+    ADD CONSTRAINT delivery_counts_pkey PRIMARY KEY (event_row_id);
+
 ALTER TABLE ONLY oncehook.events
     ADD CONSTRAINT events_key UNIQUE (provider, event_id);
 
@@ -195,6 +205,9 @@ CREATE INDEX operator_actions_event_idx ON oncehook.operator_actions USING btree
 
 ALTER TABLE ONLY oncehook.deliveries
     ADD CONSTRAINT deliveries_event_row_id_fkey FOREIGN KEY (event_row_id) REFERENCES oncehook.events(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY oncehook.delivery_counts
+    ADD CONSTRAINT delivery_counts_event_row_id_fkey FOREIGN KEY (event_row_id) REFERENCES oncehook.events(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY oncehook.handler_runs
     ADD CONSTRAINT handler_runs_event_row_id_fkey FOREIGN KEY (event_row_id) REFERENCES oncehook.events(id) ON DELETE CASCADE;

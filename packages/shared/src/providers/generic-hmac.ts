@@ -21,7 +21,7 @@ import {
   checkEventType,
   checkSecrets,
   checkTimestamp,
-  parseJsonBody,
+  parseJsonObject,
   parseUnixSeconds,
   requireHeader,
   type DeliveryRequest,
@@ -92,8 +92,9 @@ export function createGenericHmacSource(options: GenericHmacSourceOptions): Webh
   return {
     name,
     kind: 'hmac',
-    precheck(header) {
-      parseHeaders(header);
+    precheck(header, now) {
+      const { timestamp } = parseHeaders(header);
+      if (timestamp !== null) checkTimestamp(timestamp, now, tolerance, options.timestampHeader ?? 'timestamp');
     },
     verify(request: DeliveryRequest): Verified {
       const { received, timestamp, signedValues, idFromHeader } = parseHeaders(request.header);
@@ -102,7 +103,8 @@ export function createGenericHmacSource(options: GenericHmacSourceOptions): Webh
       if (!valid) throw new VerificationError(401, 'bad_signature', `${options.signatureHeader} does not match the body with any configured secret`);
       if (timestamp !== null) checkTimestamp(timestamp, request.now, tolerance, options.timestampHeader ?? 'timestamp');
 
-      const { text, json } = parseJsonBody(request.rawBody);
+      // A JSON object, like every other kind's payload: `[1,2]`, `null` or `42` is no event.
+      const { text, json } = parseJsonObject(request.rawBody, `${name} (hmac source)`);
       const idWhere = 'header' in options.id ? options.id.header : `body field "${options.id.field}"`;
       const eventId = checkEventId(idFromHeader ?? fieldAt(json, (options.id as { field: string }).field), idWhere);
       const typeSpec = options.type ?? { value: 'webhook' };

@@ -45,8 +45,8 @@ export function createPaddleSource(options: PaddleSourceOptions): WebhookSource 
   return {
     name,
     kind: 'paddle',
-    precheck(header) {
-      parsePaddleSignature(requireHeader({ header }, 'Paddle-Signature'));
+    precheck(header, now) {
+      checkTimestamp(parsePaddleSignature(requireHeader({ header }, 'Paddle-Signature')).timestamp, now, tolerance, 'Paddle-Signature timestamp');
     },
     verify(request: DeliveryRequest): Verified {
       const { timestamp, h1 } = parsePaddleSignature(requireHeader(request, 'Paddle-Signature'));

@@ -47,8 +47,8 @@ export function createSlackSource(options: SlackSourceOptions): WebhookSource {
   return {
     name,
     kind: 'slack',
-    precheck(header) {
-      parseHeaders(header);
+    precheck(header, now) {
+      checkTimestamp(parseHeaders(header).timestamp, now, tolerance, 'X-Slack-Request-Timestamp');
     },
     verify(request: DeliveryRequest): Verified {
       const { signature, timestamp } = parseHeaders(request.header);

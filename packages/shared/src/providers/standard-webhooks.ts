@@ -74,8 +74,9 @@ export function createStandardWebhooksSource(options: StandardWebhooksSourceOpti
   return {
     name,
     kind: 'standard-webhooks',
-    precheck(header) {
-      headerSet(header);
+    precheck(header, now) {
+      const { prefix, timestamp } = headerSet(header);
+      checkTimestamp(timestamp, now, tolerance, `${prefix}-timestamp`);
     },
     verify(request: DeliveryRequest): Verified {
       const headers = headerSet(request.header);

@@ -52,8 +52,9 @@ export function createStripeSource(options: StripeSourceOptions): WebhookSource 
   return {
     name,
     kind: 'stripe',
-    precheck(header) {
-      parseStripeSignature(requireHeader({ header }, STRIPE_SIGNATURE_HEADER));
+    precheck(header, now) {
+      const { timestamp } = parseStripeSignature(requireHeader({ header }, STRIPE_SIGNATURE_HEADER));
+      checkTimestamp(timestamp, now, tolerance, 'Stripe-Signature timestamp');
     },
     verify(request: DeliveryRequest): Verified {
       const { timestamp, v1 } = parseStripeSignature(requireHeader(request, STRIPE_SIGNATURE_HEADER));

@@ -5,6 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { VerificationError } from '../errors';
+import { checkPayloadLimits } from '../payload-limits';
 import type { VerifiedEvent } from '../interfaces';
 
 /** What the edge hands a provider: exactly the bytes that arrived, and the headers. */
@@ -30,11 +31,12 @@ export interface WebhookSource {
   /** Scheme / provider family. */
   readonly kind: string;
   /**
-   * Checks the headers the scheme needs (present, well-formed) BEFORE the body is read: a
-   * request that can never verify is refused without buffering a byte of it. Throws
-   * VerificationError (400).
+   * Checks the headers the scheme needs (present, well-formed) BEFORE the body is read, and a
+   * signed timestamp in them against the tolerance (it would be refused after verification
+   * anyway): a request that can never verify is refused without buffering a byte of it.
+   * Throws VerificationError (400; 401 for a timestamp out of tolerance).
    */
-  precheck(header: DeliveryRequest['header']): void;
+  precheck(header: DeliveryRequest['header'], now: Date): void;
   /** Throws VerificationError; returns the verified delivery otherwise. */
   verify(request: DeliveryRequest): Verified;
 }
@@ -124,7 +126,11 @@ export function checkTimestamp(timestamp: number, now: Date, toleranceSeconds: n
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-/** Decodes and parses a verified body; a body that is not UTF-8 JSON is a 400. */
+/**
+ * Decodes and parses a verified body; a body that is not UTF-8 JSON is a 400, and so is one
+ * over the payload limits (payload-limits.ts: numbers written out in full, nesting, printed
+ * size), so that what is stored can always be read back.
+ */
 export function parseJsonBody(rawBody: Buffer): { text: string; json: unknown } {
   let text: string;
   try {
@@ -132,11 +138,14 @@ export function parseJsonBody(rawBody: Buffer): { text: string; json: unknown } 
   } catch {
     throw new VerificationError(400, 'malformed_payload', 'body is not valid UTF-8');
   }
+  let json: unknown;
   try {
-    return { text, json: JSON.parse(text) };
+    json = JSON.parse(text);
   } catch {
     throw new VerificationError(400, 'malformed_payload', 'body is not valid JSON');
   }
+  checkPayloadLimits(text);
+  return { text, json };
 }
 
 /** parseJsonBody, requiring a JSON object. */
