@@ -134,9 +134,10 @@ const ingestSchema = z.object({
   ENQUEUE_TIMEOUT_MS: integer(50, 60_000).default(1_000),
   /**
    * Bytes of request bodies held by deliveries in progress (being read, verified, waiting for
-   * their claim), reserved from Content-Length (or BODY_LIMIT_BYTES when chunked) before a body
-   * is read. Past it a delivery gets 503 + Retry-After at once: memory stays bounded whatever
-   * arrives. A body in progress costs about 4-5 times its size (the bytes, the text, the parsed
+   * their claim), counted as they arrive (edge-guards.ts): a Content-Length that cannot fit in
+   * what is left gets 503 + Retry-After before the body, a body that would overflow it while
+   * arriving gets 503 then: memory stays bounded whatever arrives, and sockets that declare
+   * much and send little hold only what they sent. A body in progress costs about 4-5 times its size (the bytes, the text, the parsed
    * JSON, the query), so 16 MiB keeps bodies under ~80 MiB of memory; it admits thousands of
    * typical (2-10 KB) deliveries at once. At least BODY_LIMIT_BYTES.
    */
