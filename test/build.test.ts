@@ -60,7 +60,7 @@ it('npm run build type-checks and emits JavaScript that migrates, ingests and ru
   const dist = ['--conditions=oncehook-dist'];
   const migrate = node([...dist, 'packages/shared/dist/migrate-cli.js'], { DATABASE_URL: database.url });
   expect(await migrate.exited, migrate.output()).toBe(0);
-  expect(migrate.output()).toMatch(/applied 7 migration\(s\): oncehook\/0001_schema\.sql, oncehook\/0002/);
+  expect(migrate.output()).toMatch(/applied 9 migration\(s\): oncehook\/0001_schema\.sql, oncehook\/0002/);
 
   await mkdir(HANDLERS_DIR, { recursive: true });
   await writeFile(path.join(HANDLERS_DIR, 'refunds.ts'), USER_HANDLER);

@@ -76,7 +76,7 @@ it('without the example named, npm run migrate creates no example table, and eve
   expect((await run.exited).code).toBe(0);
   await withPool(database.url, async (pool) => {
     expect(await tablesBySchema(pool)).toEqual({
-      oncehook: ['deliveries', 'events', 'handler_runs', 'handlers', 'migrations', 'object_versions', 'operator_actions', 'run_attempts', 'steps'],
+      oncehook: ['deliveries', 'delivery_counts', 'events', 'handler_runs', 'handlers', 'migrations', 'object_versions', 'operator_actions', 'run_attempts', 'steps'],
     });
   });
 
@@ -157,12 +157,14 @@ it('upgrades a database from before the schema: tables moved, data kept, in-flig
         'oncehook/0005_trace_parent.sql',
         'oncehook/0006_key_horizon.sql',
         'oncehook/0007_object_versions_previous.sql',
+        'oncehook/0008_payload_bytes.sql',
+        'oncehook/0009_delivery_counts.sql',
         'shop/0001_shop.sql',
       ],
       upgradedLegacy: true,
     });
     const tables = await tablesBySchema(pool);
-    expect(tables.oncehook).toEqual(['deliveries', 'events', 'handler_runs', 'handlers', 'migrations', 'object_versions', 'operator_actions', 'run_attempts', 'steps']);
+    expect(tables.oncehook).toEqual(['deliveries', 'delivery_counts', 'events', 'handler_runs', 'handlers', 'migrations', 'object_versions', 'operator_actions', 'run_attempts', 'steps']);
     expect(tables.public).toEqual(['example_customers', 'example_orders', 'ledger_accounts', 'ledger_entries']); // the example's, kept with their data
     expect((await pool.query(`SELECT balance_cents::int AS b FROM ledger_accounts`)).rows).toEqual([{ b: 1000 }]);
 
