@@ -181,7 +181,14 @@ const CASES: Case[] = [
     status: 400,
     error: 'unstorable_payload',
   },
-  { name: 'huge body', path: '/webhooks/stripe', body: Buffer.alloc(300 * 1024, 0x20), headers: { 'stripe-signature': `t=${Math.floor(Date.now() / 1000)},v1=00` }, status: 413, error: 'payload_too_large' },
+  {
+    name: 'huge body',
+    path: '/webhooks/stripe',
+    body: Buffer.alloc(300 * 1024, 0x20),
+    headers: { 'stripe-signature': `t=${Math.floor(Date.now() / 1000)},v1=00` },
+    status: 413,
+    error: 'payload_too_large',
+  },
   {
     name: 'GitHub signature base64 instead of hex',
     path: '/webhooks/github',

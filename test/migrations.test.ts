@@ -164,7 +164,18 @@ it('upgrades a database from before the schema: tables moved, data kept, in-flig
       upgradedLegacy: true,
     });
     const tables = await tablesBySchema(pool);
-    expect(tables.oncehook).toEqual(['deliveries', 'delivery_counts', 'events', 'handler_runs', 'handlers', 'migrations', 'object_versions', 'operator_actions', 'run_attempts', 'steps']);
+    expect(tables.oncehook).toEqual([
+      'deliveries',
+      'delivery_counts',
+      'events',
+      'handler_runs',
+      'handlers',
+      'migrations',
+      'object_versions',
+      'operator_actions',
+      'run_attempts',
+      'steps',
+    ]);
     expect(tables.public).toEqual(['example_customers', 'example_orders', 'ledger_accounts', 'ledger_entries']); // the example's, kept with their data
     expect((await pool.query(`SELECT balance_cents::int AS b FROM ledger_accounts`)).rows).toEqual([{ b: 1000 }]);
 
