@@ -11,7 +11,8 @@
  * machine's Postgres and drops it at the end.
  */
 import { parseArgs } from 'node:util';
-import { createPool, createQueries, DEFAULT_SCHEMA } from '@oncehook/shared';
+import { createPool, DEFAULT_SCHEMA } from '@oncehook/shared';
+import { createQueries } from '@oncehook/core';
 
 const queries = createQueries(DEFAULT_SCHEMA);
 import { createTestDatabaseOn, dropDatabase } from './bench/databases';

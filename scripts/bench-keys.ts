@@ -10,7 +10,8 @@
  * time) and measures again. Prints bytes per event and GB per million.
  */
 import { parseArgs } from 'node:util';
-import { createPool, createQueries, DEFAULT_SCHEMA } from '@oncehook/shared';
+import { createPool, DEFAULT_SCHEMA } from '@oncehook/shared';
+import { createQueries } from '@oncehook/core';
 import { createTestDatabaseOn, dropDatabase } from './bench/databases';
 
 const { values } = parseArgs({ options: { events: { type: 'string', default: '200000' } } });

@@ -40,7 +40,8 @@ import {
   type SimEvent,
   type SimSource,
 } from '@oncehook/harness';
-import { createPool, migrate, type Pool, type QueueBackend } from '@oncehook/shared';
+import { createPool, type Pool } from '@oncehook/shared';
+import { migrate, type QueueBackend } from '@oncehook/core';
 
 export interface ChaosOptions {
   events: number;

@@ -15,7 +15,8 @@
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { freePort, makeEvent, pool, ProviderSimulator, REDIS_URL, simulatorSourcesEnv, spawnService, type Service, type SimEvent, type SimSource } from '@oncehook/harness';
-import { createEventQueue, createPool, createRedis } from '@oncehook/shared';
+import { createEventQueue, createRedis } from '@oncehook/core';
+import { createPool } from '@oncehook/shared';
 import { createTestDatabaseOn, dropDatabase } from './bench/databases';
 
 const { values } = parseArgs({ options: { keep: { type: 'boolean', default: false }, events: { type: 'string', default: '60' } } });

@@ -1,6 +1,6 @@
 /**
  * `npm run db:schema`: migrate a scratch database and write its schema to
- * packages/shared/src/db/schema.sql, so every schema change shows up in review as a diff of
+ * packages/core/src/schema.sql, so every schema change shows up in review as a diff of
  * one readable file. test/schema-dump.test.ts fails when the committed dump is stale.
  */
 import { writeFile } from 'node:fs/promises';

@@ -19,7 +19,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { ConfigError, loadIngestConfig, secretsOf, sourceDeclarations, type SourceDeclaration } from '@oncehook/shared';
+import { ConfigError } from '@oncehook/sdk';
+import { loadIngestConfig, secretsOf, sourceDeclarations, type SourceDeclaration } from '@oncehook/shared';
 import { fixture, fixtureTypes, signedDelivery, type DeliveryKind } from '@oncehook/testkit';
 import { localEnv } from './local-env';
 

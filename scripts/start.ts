@@ -20,7 +20,8 @@ import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { ConfigError, loadIngestConfig, loadWorkerConfig } from '@oncehook/shared';
+import { ConfigError } from '@oncehook/sdk';
+import { loadIngestConfig, loadWorkerConfig } from '@oncehook/shared';
 import { localEnv, ROOT } from './local-env';
 
 class StartError extends Error {}
@@ -175,7 +176,7 @@ async function main(): Promise<number> {
     );
   };
 
-  const migrate = start('migrate', 'packages/shared/src/db/migrate-cli.ts', env, /(?!)/, ['--set', 'shop', '--dir', 'examples/shop/migrations']);
+  const migrate = start('migrate', 'packages/oncehook/src/cli/migrate-command.ts', env, /(?!)/, ['--set', 'shop', '--dir', 'examples/shop/migrations']);
   migrate.ready.catch(() => {}); // never "ready": it exits
   const migrated = await new Promise<number | null>((resolve) => migrate.proc.on('exit', (code) => resolve(code)));
   if (migrated !== 0) throw new StartError(`migrate failed (exit ${migrated}); its output is above`);

@@ -9,7 +9,7 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { ROOT, send, startSandbox, waitFor, type SandboxHandle } from '@oncehook/harness';
-import type { OncehookWorker } from '@oncehook/worker';
+import type { OncehookWorker } from 'oncehook';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db';

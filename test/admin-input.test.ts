@@ -101,7 +101,7 @@ describe('the admin API', () => {
 describe('the CLI', () => {
   function cli(args: string[]): Promise<{ code: number | null; output: string }> {
     return new Promise((resolve) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', 'apps/worker/src/oncehook-cli.ts', ...args], {
+      const child = spawn(process.execPath, ['--import', 'tsx', 'packages/oncehook/src/cli/operator-commands.ts', ...args], {
         cwd: ROOT,
         env: { ...process.env, DATABASE_URL: db.url, REDIS_URL, QUEUE_BACKEND: TEST_QUEUE_BACKEND, QUEUE_PREFIX: prefix },
       });

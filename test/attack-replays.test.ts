@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createSource } from '@oncehook/shared';
 import { allSources, killAllServices, PROVIDER_CASES, SECRETS, send, spawnService, startSandbox, waitFor, type SandboxHandle, type SignedDelivery } from '@oncehook/harness';
-import type { OncehookWorker } from '@oncehook/worker';
+import type { OncehookWorker } from 'oncehook';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 import { shopifyOrder } from './helpers/orders';

@@ -3,8 +3,9 @@
  * and every delivery still gets its exact answer.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createEventQueue, createRedis, isUnstorablePayloadError, jobIdFor, noFaults, type ClaimResult, type VerifiedEvent } from '@oncehook/shared';
-import { createClaimBatcher, createEnqueueRelay } from '@oncehook/ingest';
+import { createEventQueue, createRedis, jobIdFor, type ClaimResult } from '@oncehook/core';
+import { isUnstorablePayloadError, noFaults, type VerifiedEvent } from '@oncehook/shared';
+import { createClaimBatcher, createEnqueueRelay } from '@oncehook/core';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 import { REDIS_URL } from '@oncehook/harness';
 import { q, testLog, testPrefix, T } from './helpers/stack';

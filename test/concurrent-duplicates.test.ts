@@ -3,7 +3,7 @@
  * exactly one row, one job processed, one ledger credit, 100 answers of 2xx.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { closeQueueConnection, createEventQueue, queueSchemaFor } from '@oncehook/shared';
+import { closeQueueConnection, createEventQueue, queueSchemaFor } from '@oncehook/core';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 import { killAllServices, spawnService, type Service } from '@oncehook/harness';
 import { type IngestHandle, ledgerSummary, q, testEnv, startIngest, testPrefix, testQueueStore, T, TEST_QUEUE_BACKEND } from './helpers/stack';

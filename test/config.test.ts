@@ -3,7 +3,9 @@
  * with bad config exits 1 with that message instead of a stack trace.
  */
 import { expect, it } from 'vitest';
-import { ConfigError, loadIngestConfig, loadWorkerConfig, queueSchemaFor, sourcesFromConfig } from '@oncehook/shared';
+import { ConfigError } from '@oncehook/sdk';
+import { loadIngestConfig, loadWorkerConfig, sourcesFromConfig } from '@oncehook/shared';
+import { queueSchemaFor } from '@oncehook/core';
 import { spawnService } from '@oncehook/harness';
 
 it('applies documented defaults', () => {

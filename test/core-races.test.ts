@@ -19,7 +19,7 @@ import { randomBytes } from 'node:crypto';
 import { deliver, paymentSucceeded, signStripe, waitFor } from '@oncehook/harness';
 import { defineHandler } from '@oncehook/sdk';
 import type { VerifiedEvent } from '@oncehook/shared';
-import { processJob } from '@oncehook/worker';
+import { processJob } from '@oncehook/core';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';

@@ -9,7 +9,7 @@
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 import { killAllServices, spawnService } from '@oncehook/harness';
-import { closeQueueConnection, createEventQueue, jobIdFor } from '@oncehook/shared';
+import { closeQueueConnection, createEventQueue, jobIdFor } from '@oncehook/core';
 import { ingestUrl, ledgerSummary, q, testEnv, startIngest, testPrefix, testQueueStore, T, onlyRun } from './helpers/stack';
 import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
 import { waitFor } from '@oncehook/harness';

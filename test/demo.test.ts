@@ -6,7 +6,7 @@
  */
 import { spawn } from 'node:child_process';
 import { freePort, REDIS_URL, ROOT, withAdmin } from '@oncehook/harness';
-import { createRedis } from '@oncehook/shared';
+import { createRedis } from '@oncehook/core';
 import { expect, it } from 'vitest';
 
 function demo(events: number, env: Record<string, string> = {}): Promise<{ code: number | null; output: string }> {

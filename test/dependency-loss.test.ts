@@ -6,7 +6,8 @@
  *   back, the provider's retry is claimed.
  */
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
-import { createPool, migrate } from '@oncehook/shared';
+import { createPool } from '@oncehook/shared';
+import { migrate } from '@oncehook/core';
 import { createEmptyDatabase } from '@oncehook/harness';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 import { startOwnPostgres, type OwnPostgres } from '@oncehook/harness';

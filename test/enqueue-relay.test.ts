@@ -1,11 +1,12 @@
 /**
- * The enqueue relay (apps/ingest/src/enqueue-relay.ts): Redis off the answer's path. Jobs
+ * The enqueue relay (packages/core/src/enqueue-relay.ts): Redis off the answer's path. Jobs
  * pushed while an add is in flight go out together; a Redis that is down costs the caller
  * nothing and the backlog stays bounded (the reconciler enqueues what the relay drops: see
  * crash-recovery's "killed after the answer, before the enqueue").
  */
-import { createEventQueue, createRedis, jobIdFor, noFaults, type EventJobData } from '@oncehook/shared';
-import { createEnqueueRelay } from '@oncehook/ingest';
+import { createEventQueue, createRedis, jobIdFor } from '@oncehook/core';
+import { noFaults, type EventJobData } from '@oncehook/shared';
+import { createEnqueueRelay } from '@oncehook/core';
 import { REDIS_URL } from '@oncehook/harness';
 import { afterAll, expect, it } from 'vitest';
 import { testLog, testPrefix } from './helpers/stack';

@@ -7,7 +7,7 @@
  */
 import { deliver, paymentSucceeded, signStripe, startSandbox, waitFor, type SandboxHandle } from '@oncehook/harness';
 import { createOutboundClient, defineHandler } from '@oncehook/sdk';
-import { createOperations } from '@oncehook/shared';
+import { createOperations } from '@oncehook/core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 import { FAST, q, startIngest, startWorker, T, testPrefix } from './helpers/stack';

@@ -4,7 +4,7 @@
  * old derivation. Mutants killed: key-ignores-handler, key-ignores-generation, legacy-key-scheme.
  */
 import { createHash } from 'node:crypto';
-import { idempotencyKeyFor, jobIdFor } from '@oncehook/shared';
+import { idempotencyKeyFor, jobIdFor } from '@oncehook/core';
 import { expect, it } from 'vitest';
 
 const base = { provider: 'stripe', eventId: 'evt_1', handler: 'refunds', step: 'email', generation: 0, keyScheme: 2 as const };

@@ -6,8 +6,9 @@
  * Redis.
  */
 import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
-import { createOperations, loadWorkerConfig } from '@oncehook/shared';
-import { createRetention } from '@oncehook/worker';
+import { createOperations } from '@oncehook/core';
+import { loadWorkerConfig } from '@oncehook/shared';
+import { createRetention } from '@oncehook/core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 import { q, startIngest, T, testLog, testPrefix, type IngestHandle } from './helpers/stack';

@@ -11,8 +11,11 @@
  */
 import { deliver, paymentSucceeded, signStripe, waitFor } from '@oncehook/harness';
 import { defineHandler } from '@oncehook/sdk';
-import { jobIdFor, LeaseLostError, runRetryDelayMs, type RunRow } from '@oncehook/shared';
-import { processJob } from '@oncehook/worker';
+import { jobIdFor } from '@oncehook/core';
+import { LeaseLostError } from '@oncehook/sdk';
+import type { RunRow } from '@oncehook/shared';
+import { retryDelayMs } from '@oncehook/core';
+import { processJob } from '@oncehook/core';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
@@ -142,7 +145,7 @@ describe('the give-up cap', () => {
     const handler = defineHandler({ name: 'capped', source: 'stripe', type: 'test.cap', payload: anything }, async () => {
       runs += 1;
     });
-    const deps = engine(db.pool, [handler], { maxAttempts: 5 });
+    const deps = engine(db.pool, [handler], { retry: { maxAttempts: 5, backoffMs: 20 } });
     // Dispatch once, then pretend five attempts were each killed mid-handler: the reconciler
     // released them, none recorded a verdict.
     await db.pool.query(`UPDATE ${T.events} SET state = 'processing', runs_pending = 1 WHERE id = $1`, [rowId]);
@@ -165,13 +168,13 @@ describe('retry backoff', () => {
     const base = 1_000;
     for (let n = 1; n <= 9; n += 1) {
       const nominal = base * 2 ** (n - 1);
-      const samples = Array.from({ length: 200 }, () => runRetryDelayMs(n, base));
+      const samples = Array.from({ length: 200 }, () => retryDelayMs({ maxAttempts: 10, backoffMs: base }, n));
       expect(Math.min(...samples), `attempt ${n}`).toBeGreaterThanOrEqual(nominal * 0.5);
       expect(Math.max(...samples), `attempt ${n}`).toBeLessThanOrEqual(nominal);
       expect(new Set(samples).size, `attempt ${n} is jittered`).toBeGreaterThan(1);
     }
     for (const n of [11, 20, 60]) {
-      const samples = Array.from({ length: 50 }, () => runRetryDelayMs(n, base));
+      const samples = Array.from({ length: 50 }, () => retryDelayMs({ maxAttempts: 10, backoffMs: base }, n));
       expect(Math.max(...samples)).toBeLessThanOrEqual(600_000);
       expect(Math.min(...samples)).toBeGreaterThanOrEqual(300_000);
     }

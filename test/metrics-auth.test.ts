@@ -4,7 +4,7 @@
  * open. The worker's server listens on loopback unless told otherwise.
  */
 import { createWorkerMetrics, loadWorkerConfig } from '@oncehook/shared';
-import { startMetricsServer } from '@oncehook/worker';
+import { startMetricsServer } from 'oncehook';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 import { startIngest, testPrefix } from './helpers/stack';

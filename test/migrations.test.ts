@@ -9,8 +9,9 @@ import path from 'node:path';
 import { SHOP_MIGRATIONS } from '@oncehook/example-shop/src/handlers';
 import { createEmptyDatabase, dumpDatabaseSchema, ROOT, spawnService, startSandbox } from '@oncehook/harness';
 import { defineHandler } from '@oncehook/sdk';
-import { createPool, createQueries, loadMigrations, migrate, type Pool } from '@oncehook/shared';
-import { processJob } from '@oncehook/worker';
+import { createPool, type Pool } from '@oncehook/shared';
+import { createQueries, loadMigrations, migrate } from '@oncehook/core';
+import { processJob } from '@oncehook/core';
 import { afterAll, expect, it } from 'vitest';
 import { z } from 'zod';
 import { engine, exampleHandlers } from './helpers/stack';
@@ -119,7 +120,7 @@ it('upgrades a database from before the schema: tables moved, data kept, in-flig
   cleanups.push(sandbox.close);
   await withPool(database.url, async (pool) => {
     // The database as the previous release left it: tables in public, tracked in public.oncehook_migrations.
-    const legacyDir = path.join(ROOT, 'packages/shared/src/db/legacy');
+    const legacyDir = path.join(ROOT, 'packages/core/src/legacy');
     await pool.query('CREATE TABLE oncehook_migrations (version integer primary key, name text not null, applied_at timestamptz not null default now())');
     for (const file of (await readdir(legacyDir)).sort()) {
       await pool.query(await readFile(path.join(legacyDir, file), 'utf8'));

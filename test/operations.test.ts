@@ -4,8 +4,8 @@
  */
 import { spawn } from 'node:child_process';
 import { allSources, REDIS_URL, ROOT, send, startSandbox, waitFor, type SandboxHandle } from '@oncehook/harness';
-import { createOperations, type Operations, type ReplayPlan } from '@oncehook/shared';
-import type { OncehookWorker } from '@oncehook/worker';
+import { createOperations, type Operations, type ReplayPlan } from '@oncehook/core';
+import type { OncehookWorker } from 'oncehook';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 import { renewal, shopifyOrder, stripeOrderPayment } from './helpers/orders';
@@ -183,7 +183,7 @@ it('bulk re-drive: the dry run changes nothing; the real run re-drives each', as
 
 function cli(args: string[]): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'apps/worker/src/oncehook-cli.ts', ...args], {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'packages/oncehook/src/cli/operator-commands.ts', ...args], {
       cwd: ROOT,
       env: { ...process.env, DATABASE_URL: db.url, REDIS_URL, QUEUE_BACKEND: TEST_QUEUE_BACKEND, QUEUE_PREFIX: prefix },
     });

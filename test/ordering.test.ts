@@ -5,7 +5,7 @@
  */
 import { deliver, waitFor } from '@oncehook/harness';
 import { defineHandler } from '@oncehook/sdk';
-import { processJob } from '@oncehook/worker';
+import { processJob } from '@oncehook/core';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 import { customerUpdated } from './helpers/orders';

@@ -5,7 +5,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, expect, it } from 'vitest';
-import { createOutboundClient, OutboundUnavailableError, parseRetryAfter, PermanentError } from '@oncehook/shared';
+import { createOutboundClient, OutboundUnavailableError, parseRetryAfter, PermanentError } from '@oncehook/sdk';
 
 /** A server answering from a script of (status, headers, delayMs) per request; records keys. */
 async function scripted(script: { status: number; headers?: Record<string, string>; delayMs?: number; body?: unknown }[]) {

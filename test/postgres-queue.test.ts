@@ -11,7 +11,7 @@
  */
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { deliver, freePort, killAllServices, paymentSucceeded, signStripe, spawnService, waitFor } from '@oncehook/harness';
-import { jobIdFor, queueSchemaFor } from '@oncehook/shared';
+import { jobIdFor, queueSchemaFor } from '@oncehook/core';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 import { ingestUrl, ledgerSummary, onlyRun, testEnv, testPrefix } from './helpers/stack';
 

@@ -6,7 +6,9 @@
  * smoke runs with 4 shards too.
  */
 import { deliver, paymentSucceeded, signStripe, waitFor } from '@oncehook/harness';
-import { ConfigError, eventQueueNames, loadWorkerConfig, shardOf } from '@oncehook/shared';
+import { ConfigError } from '@oncehook/sdk';
+import { eventQueueNames, shardOf } from '@oncehook/core';
+import { loadWorkerConfig } from '@oncehook/shared';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 import { ledgerSummary, startIngest, startWorker, T, testPrefix } from './helpers/stack';

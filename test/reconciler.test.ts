@@ -2,8 +2,9 @@
  * The reconciler's pass, called directly (runOnce) and asserted on its counts.
  */
 import { REDIS_URL } from '@oncehook/harness';
-import { advisoryLockKey, createEventQueue, createRedis, DEFAULT_SCHEMA, jobIdFor, type EventJobData } from '@oncehook/shared';
-import { createReconciler } from '@oncehook/worker';
+import { advisoryLockKey, DEFAULT_SCHEMA, type EventJobData } from '@oncehook/shared';
+import { createEventQueue, createRedis, jobIdFor } from '@oncehook/core';
+import { createReconciler } from '@oncehook/core';
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { advisoryLockKey, DEFAULT_SCHEMA } from '@oncehook/shared';
-import { createRetention } from '@oncehook/worker';
+import { createRetention } from '@oncehook/core';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 import { createMetricsProbe } from './helpers/metrics';
 import { type IngestHandle, q, startIngest, testLog, testPrefix, T } from './helpers/stack';

@@ -7,7 +7,7 @@
  */
 import { paymentSucceeded } from '@oncehook/harness';
 import { createPool, type Pool } from '@oncehook/shared';
-import { processJob } from '@oncehook/worker';
+import { processJob } from '@oncehook/core';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 import { claimStripe, dispatchJob, engine, exampleHandlers, q, TRUNCATE_ALL } from './helpers/stack';

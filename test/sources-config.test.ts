@@ -6,7 +6,8 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect, it } from 'vitest';
-import { ConfigError, loadIngestConfig, sourcesFromConfig } from '@oncehook/shared';
+import { ConfigError } from '@oncehook/sdk';
+import { loadIngestConfig, sourcesFromConfig } from '@oncehook/shared';
 
 const MAIN = 'whsec_main_0123456789abcdef';
 

@@ -1,7 +1,8 @@
 /** Databases of the bench's own on the machine's Postgres, migrated (Oncehook and the example shop). */
 import { SHOP_MIGRATIONS } from '@oncehook/example-shop/src/handlers';
 import { urlFor, withAdmin } from '@oncehook/harness';
-import { createPool, migrate } from '@oncehook/shared';
+import { createPool } from '@oncehook/shared';
+import { migrate } from '@oncehook/core';
 
 const admin = (sql: string) => withAdmin((client) => client.query(sql));
 

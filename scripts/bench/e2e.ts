@@ -15,7 +15,8 @@ import { createPostgresBackend, Queue, Worker } from 'bullmq';
 import autocannon from 'autocannon';
 import type { Redis } from 'ioredis';
 import { copiesFor, REDIS_URL, signStripe, spawnService, type Service } from '@oncehook/harness';
-import { createPool, createRedis, openQueueConnection, type Pool, type QueueBackend } from '@oncehook/shared';
+import { createPool, type Pool } from '@oncehook/shared';
+import { createRedis, openQueueConnection, type QueueBackend } from '@oncehook/core';
 import { difference, rssMb, snapshot, type Costs, type Subjects } from './costs';
 import { createTestDatabaseOn } from './databases';
 

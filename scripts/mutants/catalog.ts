@@ -26,9 +26,9 @@ export interface Mutant {
   tests: string[];
 }
 
-const QUERIES = 'packages/shared/src/db/queries.ts';
-const CONTEXT = 'apps/worker/src/handler-context.ts';
-const PROCESS = 'apps/worker/src/process-event.ts';
+const QUERIES = 'packages/core/src/store/queries.ts';
+const CONTEXT = 'packages/core/src/handler-context.ts';
+const PROCESS = 'packages/core/src/process-event.ts';
 
 export const MUTANTS: Mutant[] = [
   // ---- the claim ------------------------------------------------------------------------
@@ -71,7 +71,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'claim-conflict-not-retried',
     guarantee: 'a claim that lost a race (deadlock, a key deleted mid-claim) is run again, not answered as an error',
-    file: 'apps/ingest/src/claim-batcher.ts',
+    file: 'packages/core/src/claim-batcher.ts',
     search: '        if (!isClaimConflictError(error) || attempt >= CLAIM_CONFLICT_ATTEMPTS) throw error;',
     replace: '        throw error;',
     tests: ['test/core-races.test.ts'],
@@ -207,7 +207,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'key-ignores-generation',
     guarantee: 'a deliberate replay sends new keys (one new effect), a re-drive the same',
-    file: 'packages/shared/src/idempotency-key.ts',
+    file: 'packages/core/src/idempotency-key.ts',
     search: '[input.handler, input.step, String(input.generation)]',
     replace: '[input.handler, input.step]',
     tests: ['test/operations.test.ts'],
@@ -215,7 +215,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'key-ignores-handler',
     guarantee: 'two handlers of one event send different keys',
-    file: 'packages/shared/src/idempotency-key.ts',
+    file: 'packages/core/src/idempotency-key.ts',
     search: '[input.handler, input.step, String(input.generation)]',
     replace: '[input.step, String(input.generation)]',
     tests: ['test/idempotency-key.test.ts'],
@@ -223,7 +223,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'legacy-key-scheme',
     guarantee: 'runs carried over from before handler names keep their keys',
-    file: 'packages/shared/src/idempotency-key.ts',
+    file: 'packages/core/src/idempotency-key.ts',
     search: 'input.keyScheme === 1 ?',
     replace: 'input.keyScheme === 3 ?',
     tests: ['test/migrations.test.ts', 'test/idempotency-key.test.ts'],
@@ -259,7 +259,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'step-result-not-json',
     guarantee: 'a step result that JSON would change is refused, never recorded changed',
-    file: 'packages/shared/src/json.ts',
+    file: 'packages/sdk/src/json.ts',
     search: '  const problem = findNonJson(value);\n  if (problem) {',
     replace: '  const problem = findNonJson(value);\n  if (problem && false) {',
     tests: ['test/sdk.test.ts'],
@@ -384,7 +384,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'backoff-zero',
     guarantee: 'failed attempts are retried after a growing, jittered delay',
-    file: 'packages/shared/src/backoff.ts',
+    file: 'packages/core/src/retry-policy.ts',
     search: "  return backoffDelayMs(failedAttempt, { baseMs, capMs: RUN_RETRY_CAP_MS, jitter: 'half' });",
     replace: '  return 0;',
     tests: ['test/lease-guards.test.ts'],
@@ -393,7 +393,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'ack-before-commit',
     guarantee: 'the 2xx is sent only after the claim committed',
-    file: 'apps/ingest/src/receive-webhook.ts',
+    file: 'packages/oncehook/src/ingest/receive-webhook.ts',
     search: '    claim = await claims.claim(traceparent ? { ...event, traceparent } : event);',
     replace:
       "    claim = await Promise.race([claims.claim(traceparent ? { ...event, traceparent } : event), new Promise<ClaimResult>((resolve) => setImmediate(() => resolve({ outcome: 'new', rowId: -1 })))]);",
@@ -402,7 +402,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'ack-failed-claim',
     guarantee: 'a claim that failed in Postgres is never answered 2xx',
-    file: 'apps/ingest/src/claim-batcher.ts',
+    file: 'packages/core/src/claim-batcher.ts',
     search: "      if ('error' in result) waiter.reject(result.error);",
     replace: "      if ('error' in result) waiter.resolve({ outcome: 'duplicate-concurrent' });",
     tests: ['test/dependency-loss.test.ts', 'test/claim-batcher.test.ts'],
@@ -443,7 +443,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'domain-key-ignored',
     guarantee: "a step keyed on a domain object sends that object's key for every event about it",
-    file: 'packages/shared/src/idempotency-key.ts',
+    file: 'packages/core/src/idempotency-key.ts',
     search: '  if (input.subject != null) {',
     replace: '  if (input.subject === "never") {',
     tests: ['test/attack-replays.test.ts', 'test/sdk.test.ts'],
@@ -451,7 +451,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'csrf-guard-off',
     guarantee: "a page on another site cannot make an operator's browser act on the admin",
-    file: 'apps/ingest/src/admin/index.ts',
+    file: 'packages/oncehook/src/ingest/admin/index.ts',
     search: "  admin.use('*', csrfGuard(settings.origins ?? []));",
     replace: '',
     tests: ['test/admin-csrf.test.ts'],
@@ -459,7 +459,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'precheck-off',
     guarantee: 'a delivery without its signature headers is refused before its body is read',
-    file: 'apps/ingest/src/edge-guards.ts',
+    file: 'packages/oncehook/src/ingest/edge-guards.ts',
     search: '      source.precheck((header) => c.req.header(header) ?? null, deps.now?.() ?? new Date());',
     replace: '',
     tests: ['test/edge-bounds.alone.test.ts'],
@@ -467,7 +467,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'inflight-budget-off',
     guarantee: 'the bodies held by deliveries in progress are bounded',
-    file: 'apps/ingest/src/edge-guards.ts',
+    file: 'packages/oncehook/src/ingest/edge-guards.ts',
     search: '    if (length !== null && inflight + length > settings.maxInflightBodyBytes) {',
     replace: '    if (length !== null && inflight + length > Number.MAX_SAFE_INTEGER) {',
     also: [{ search: "      if (inflight + bytes > settings.maxInflightBodyBytes) return 'over-budget';", replace: '' }],
@@ -476,7 +476,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'claim-deadline-off',
     guarantee: 'a database that stops answering gets deliveries a 503 within CLAIM_TIMEOUT_MS',
-    file: 'apps/ingest/src/claim-batcher.ts',
+    file: 'packages/core/src/claim-batcher.ts',
     search: '    const claimed = await deadline(claiming);',
     replace: '    const claimed = await claiming;',
     tests: ['test/backpressure.alone.test.ts'],
@@ -484,7 +484,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'poison-fails-batch',
     guarantee: 'one payload Postgres refuses fails alone, not its whole batch',
-    file: 'apps/ingest/src/claim-batcher.ts',
+    file: 'packages/core/src/claim-batcher.ts',
     search: '      if (unavailable || events.length === 1) return { results: events.map(() => ({ error })), unavailable };',
     replace: '      return { results: events.map(() => ({ error })), unavailable };',
     tests: ['test/backpressure.alone.test.ts', 'test/claim-batcher.test.ts'],
@@ -492,7 +492,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'type-label-unbounded',
     guarantee: 'senders cannot create metric series: unknown types count as other',
-    file: 'apps/ingest/src/type-labels.ts',
+    file: 'packages/oncehook/src/ingest/type-labels.ts',
     search: '      return known ? type : OTHER_TYPE;',
     replace: '      return type;',
     tests: ['test/edge-bounds.alone.test.ts'],
@@ -500,7 +500,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'chunked-body-unlimited',
     guarantee: 'a body without Content-Length is still bounded by BODY_LIMIT_BYTES',
-    file: 'apps/ingest/src/edge-guards.ts',
+    file: 'packages/oncehook/src/ingest/edge-guards.ts',
     search: "      if (mine.bytes + bytes > settings.bodyLimitBytes) return 'too-large';",
     replace: '',
     tests: ['test/ingest-edge.test.ts'],
@@ -509,7 +509,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'relay-never-adds',
     guarantee: 'a committed event is enqueued right after the answer, not only by the reconciler',
-    file: 'apps/ingest/src/enqueue-relay.ts',
+    file: 'packages/core/src/enqueue-relay.ts',
     search: "        await withTimeout(enqueueNewEvents(options.queue, jobs), options.enqueueTimeoutMs, 'enqueue');",
     replace: '        await Promise.resolve(jobs);',
     tests: ['test/enqueue-relay.test.ts', 'test/ingest-edge.test.ts', 'test/claim-batcher.test.ts'],
@@ -517,7 +517,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'relay-unbounded',
     guarantee: 'with Redis down the relay backlog stays within maxPending',
-    file: 'apps/ingest/src/enqueue-relay.ts',
+    file: 'packages/core/src/enqueue-relay.ts',
     search: '      const room = Math.max(0, maxPending - pending.length);',
     replace: '      const room = jobs.length;',
     tests: ['test/enqueue-relay.test.ts'],
@@ -525,7 +525,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'shard-ignores-key',
     guarantee: 'QUEUE_SHARDS spreads events over every shard by their key',
-    file: 'packages/shared/src/queue.ts',
+    file: 'packages/core/src/queue.ts',
     search: '  return Number.parseInt(eventKeyDigest(job.provider, job.eventId).slice(0, 8), 16) % shards;',
     replace: '  return 0;',
     tests: ['test/queue-shards.test.ts'],
@@ -533,7 +533,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'worker-consumes-all-shards',
     guarantee: 'WORKER_QUEUE_SHARDS pins a worker to its shards',
-    file: 'apps/worker/src/worker.ts',
+    file: 'packages/core/src/event-worker.ts',
     search: '  const consumed = settings.consumeShards.length > 0 ? settings.consumeShards : names.map((_, i) => i);',
     replace: '  const consumed = names.map((_, i) => i);',
     tests: ['test/queue-shards.test.ts'],
@@ -549,7 +549,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'run-job-id-ignores-generation',
     guarantee: "a replayed run's retries are not swallowed by the earlier generation's jobs",
-    file: 'packages/shared/src/queue.ts',
+    file: 'packages/core/src/queue.ts',
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the search text is source code containing a template literal
     search: "  const generation = job.generation ? `g${job.generation}-` : '';",
     replace: "  const generation = '';",
@@ -608,7 +608,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'expiry-on-payload-horizon',
     guarantee: 'ingest answers expired only past the key horizon',
-    file: 'apps/ingest/src/receive-webhook.ts',
+    file: 'packages/oncehook/src/ingest/receive-webhook.ts',
     search: '  const horizonDays = deps.settings.retention.keyDays;',
     replace: '  const horizonDays = deps.settings.retention.defaultDays;',
     tests: ['test/key-horizon.test.ts', 'test/retention.test.ts'],
@@ -632,7 +632,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'pruned-event-replayed',
     guarantee: 'an event whose payload retention deleted cannot run again',
-    file: 'packages/shared/src/operations.ts',
+    file: 'packages/core/src/operations.ts',
     search: '      if (event.prunedAt) return { ok: false, rowId, reason: prunedReason(event.prunedAt) };\n      const run = await pickRun(',
     replace: '      const run = await pickRun(',
     tests: ['test/key-horizon.test.ts'],
@@ -666,7 +666,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'relay-no-flush-on-shutdown',
     guarantee: 'a stopping ingest adds the jobs of the deliveries it answered before its queue closes',
-    file: 'apps/ingest/src/build-ingest.ts',
+    file: 'packages/oncehook/src/ingest/build-ingest.ts',
     search: '      await relay.flush(config.ENQUEUE_TIMEOUT_MS * 2);',
     replace: '',
     tests: ['test/crash-recovery.test.ts'],
@@ -675,7 +675,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'pg-queue-ignored',
     guarantee: 'QUEUE_BACKEND=postgres runs without Redis: the queue lives in Postgres',
-    file: 'packages/shared/src/queue.ts',
+    file: 'packages/core/src/queue.ts',
     search: "  if (settings.QUEUE_BACKEND === 'redis') return { backend: 'redis', redis: createRedis(settings.REDIS_URL, role) };",
     replace: "  if (settings.QUEUE_BACKEND !== 'nothing') return { backend: 'redis', redis: createRedis(settings.REDIS_URL, role) };",
     tests: ['test/postgres-queue.test.ts'],
@@ -683,7 +683,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'pg-queue-count-retention',
     guarantee: "on Postgres a completed job deletes only its own row (BullMQ's count retention deadlocks under concurrency)",
-    file: 'packages/shared/src/queue.ts',
+    file: 'packages/core/src/queue.ts',
     search: 'export const POSTGRES_EVENT_JOB_OPTIONS = { ...EVENT_JOB_OPTIONS, removeOnComplete: true } as const;',
     replace: 'export const POSTGRES_EVENT_JOB_OPTIONS = { ...EVENT_JOB_OPTIONS } as const;',
     tests: ['test/postgres-queue.test.ts'],
@@ -727,7 +727,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'body-budget-reserves-declared',
     guarantee: 'sockets that declare large bodies and trickle do not hold the body budget (it counts what arrived)',
-    file: 'apps/ingest/src/edge-guards.ts',
+    file: 'packages/oncehook/src/ingest/edge-guards.ts',
     search: '    const mine = { bytes: 0 };',
     replace: '    const mine = { bytes: length ?? settings.bodyLimitBytes };\n    inflight += mine.bytes;',
     tests: ['test/edge-hardening.alone.test.ts'],
@@ -743,7 +743,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'pipelined-after-refusal-processed',
     guarantee: 'a delivery pipelined behind an early refusal is not stored (its answer could never be sent)',
-    file: 'apps/ingest/src/receive-webhook.ts',
+    file: 'packages/oncehook/src/ingest/receive-webhook.ts',
     search: '  if (edge.connectionClosing(c)) {',
     replace: '  if (false) {',
     tests: ['test/hardening.test.ts'],

@@ -10,7 +10,8 @@ import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { SHOP_MIGRATIONS } from '@oncehook/example-shop/src/handlers';
 import { ADMIN_URL, urlFor } from '@oncehook/harness';
-import { createPool, migrate } from '@oncehook/shared';
+import { createPool } from '@oncehook/shared';
+import { migrate } from '@oncehook/core';
 import { detectTool, type SystemTool, type ToolStatus, toolsRequired } from './tools';
 
 declare module 'vitest' {

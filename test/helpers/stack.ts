@@ -5,7 +5,7 @@
  * environment for crash tests.
  */
 import { randomUUID } from 'node:crypto';
-import { buildIngest, type OncehookIngest } from '@oncehook/ingest';
+import { buildIngest, type OncehookIngest } from 'oncehook';
 import { createShopClients, shopSettings } from '@oncehook/example-shop/src/clients';
 import { shopHandlers } from '@oncehook/example-shop/src/handlers';
 import { REDIS_URL, STRIPE_SECRET } from '@oncehook/harness';
@@ -13,23 +13,30 @@ import type { Handler } from '@oncehook/sdk';
 import {
   createIngestMetrics,
   createLogger,
-  createQueries,
   createStripeSource,
   createWorkerMetrics,
   DEFAULT_SCHEMA,
   loadIngestConfig,
   loadWorkerConfig,
   noFaults,
-  openQueueConnection,
   type Faults,
   type IngestMetrics,
   type Pool,
-  type QueueBackend,
-  type QueueConnection,
   type WebhookSource,
   type WorkerMetrics,
 } from '@oncehook/shared';
-import { buildWorker, HandlerRegistry, type EngineHooks, type OncehookWorker, type ProcessDeps } from '@oncehook/worker';
+import {
+  createEngine,
+  createQueries,
+  openQueueConnection,
+  type Engine,
+  type EngineHooks,
+  type EngineOptions,
+  type ProcessSettings,
+  type QueueBackend,
+  type QueueConnection,
+} from '@oncehook/core';
+import { buildWorker, type OncehookWorker } from 'oncehook';
 
 export const testLog = createLogger('test', process.env.TEST_SHOW_LOGS ? 'debug' : 'silent');
 
@@ -230,17 +237,16 @@ export async function seedRun(
   return rows[0]!.id;
 }
 
-/** The engine's dependencies, for tests that drive processJob by hand. */
-export function engine(pool: Pool, handlers: readonly Handler[], settings: Partial<ProcessDeps['settings']> = {}, extra: Partial<ProcessDeps> = {}): ProcessDeps {
-  return {
+/** The engine, as the worker builds it (createEngine), for tests that drive processJob by hand. */
+export function engine(pool: Pool, handlers: readonly Handler[], settings: Partial<ProcessSettings> = {}, extra: Partial<EngineOptions> = {}): Engine {
+  return createEngine({
     pool,
-    queries: q,
-    registry: new HandlerRegistry(handlers),
+    schema: DEFAULT_SCHEMA,
+    handlers,
     log: testLog,
-    faults: noFaults,
-    settings: { leaseMs: 60_000, maxAttempts: 5, unhandled: 'done', ...settings },
     ...extra,
-  };
+    settings: { leaseMs: 60_000, retry: { maxAttempts: 5, backoffMs: 20 }, unhandled: 'done', ...settings },
+  });
 }
 
 /** Claims a Stripe-shaped event directly, as ingest would; returns its row id. */

@@ -4,7 +4,7 @@
  * the queue, its store (Redis, or Postgres) and the pool.
  */
 import { announce, loadIngestConfig, onShutdownSignal, runMain, startLiveness, startTracing } from '@oncehook/shared';
-import { buildIngest } from './build-ingest';
+import { buildIngest } from 'oncehook';
 
 runMain(async () => {
   const config = loadIngestConfig();

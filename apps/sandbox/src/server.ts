@@ -5,8 +5,9 @@
  */
 import { serve } from '@hono/node-server';
 import { z } from 'zod';
-import { ConfigError, listenFailure, onShutdownSignal, runMain } from '@oncehook/shared';
-import { createSandbox } from './app';
+import { ConfigError } from '@oncehook/sdk';
+import { listenFailure, onShutdownSignal, runMain } from '@oncehook/shared';
+import { createSandbox } from '@oncehook/sandbox';
 
 runMain(async () => {
   const parsed = z.object({ SANDBOX_PORT: z.coerce.number().int().min(0).max(65535).default(4010), HOST: z.string().default('127.0.0.1') }).safeParse(process.env);

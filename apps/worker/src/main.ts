@@ -4,8 +4,8 @@
  * leases cover the rest if the timeout hits), then close connections.
  */
 import { announce, createLogger, loadWorkerConfig, onShutdownSignal, runMain, startTracing } from '@oncehook/shared';
-import { buildWorker } from './build-worker';
-import { handlerModuleList, loadHandlerModules } from './load-handlers';
+import { buildWorker } from 'oncehook';
+import { handlerModuleList, loadHandlerModules } from '@oncehook/core';
 
 runMain(async () => {
   const config = loadWorkerConfig();

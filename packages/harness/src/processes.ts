@@ -13,7 +13,7 @@ export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '
 const ENTRIES = {
   ingest: 'apps/ingest/src/server.ts',
   worker: 'apps/worker/src/main.ts',
-  migrate: 'packages/shared/src/db/migrate-cli.ts',
+  migrate: 'packages/oncehook/src/cli/migrate-command.ts',
   sandbox: 'apps/sandbox/src/server.ts',
   'naive-baseline': 'scripts/bench/naive-server.ts',
   'verify-only': 'scripts/bench/verify-only-server.ts',

@@ -1,19 +1,20 @@
 /**
  * Oncehook's schema as pg_dump prints it, from a scratch database migrated with the framework's
  * migrations only (no application set), without the lines that vary by pg_dump version or run.
- * `npm run db:schema` writes it to packages/shared/src/db/schema.sql; a test fails when the
+ * `npm run db:schema` writes it to packages/core/src/schema.sql; a test fails when the
  * committed file is stale.
  */
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { createPool, migrate } from '@oncehook/shared';
+import { createPool } from '@oncehook/shared';
+import { migrate } from '@oncehook/core';
 import { createEmptyDatabase } from './databases';
 import { PG_BASE_URL } from './db-urls';
 import { ROOT } from './processes';
 
 const run = promisify(execFile);
-export const SCHEMA_FILE = path.join(ROOT, 'packages/shared/src/db/schema.sql');
+export const SCHEMA_FILE = path.join(ROOT, 'packages/core/src/schema.sql');
 
 export function normalizeDump(dump: string): string {
   return dump

@@ -12,7 +12,7 @@
  * The worker loads handlers from the modules named in ONCEHOOK_HANDLERS (a module's default
  * export is a handler or an array of them).
  */
-import { HandlerDefinitionError } from '@oncehook/shared/errors';
+import { HandlerDefinitionError } from './errors';
 import type { z } from 'zod';
 import type { HandlerContext, HandlerEvent } from './context';
 import { type EventTypeFor, PROVIDER_KINDS, type ProviderKind, type ProviderPayload } from './provider-events';

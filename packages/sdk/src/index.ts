@@ -5,6 +5,7 @@
  * - ctx.transaction(name, fn, { final? }): a local step (fenced transaction, recorded)
  * - ctx.step(name, fn): an external step (idempotency key handed in, recorded)
  * - PermanentError: retrying cannot help; LeaseLostError: stop, another worker owns the run
+ *   (branded: recognised across copies of this package; isPermanentError(error) and friends)
  * - readSettings({...zod}): a handler module's own environment, validated at worker start
  * - createOutboundClient: an HTTP client that sends the key and retries safely
  *
@@ -24,7 +25,18 @@ export {
   type StripeEventType,
 } from './provider-events';
 export { readSettings } from './settings';
-export { ConfigError, HandlerDefinitionError, LeaseLostError, OutboundUnavailableError, PermanentError, StepUsageError } from '@oncehook/shared/errors';
+export {
+  ConfigError,
+  HandlerDefinitionError,
+  isConfigError,
+  isHandlerDefinitionError,
+  isLeaseLostError,
+  isPermanentError,
+  LeaseLostError,
+  OutboundUnavailableError,
+  PermanentError,
+  StepUsageError,
+} from './errors';
 export {
   createOutboundClient,
   parseRetryAfter,
@@ -33,4 +45,5 @@ export {
   type OutboundOutcome,
   type OutboundRequest,
   type OutboundResponse,
-} from '@oncehook/shared/outbound';
+  observeOutbound,
+} from './outbound-client';

@@ -8,7 +8,7 @@
  * Every variable listed here is documented in README.md ("Configuration").
  */
 import { z } from 'zod';
-import { ConfigError } from './errors';
+import { ConfigError } from '@oncehook/sdk';
 import { DEFAULT_SCHEMA, SCHEMA_NAME_PATTERN } from './schema-name';
 
 const integer = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);

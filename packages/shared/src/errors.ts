@@ -1,12 +1,8 @@
 /**
- * Every error class Oncehook throws or asks handlers to throw, in one place. Each says what
- * the caller should do about it. The public ones are re-exported by `@oncehook/sdk`.
+ * The errors of Oncehook's processes (the edge, start-up), not of handler code: those are the
+ * SDK's (@oncehook/sdk: PermanentError, ConfigError, LeaseLostError, ...), branded so that a
+ * second copy of the SDK is still recognised. Each says what the caller should do about it.
  */
-
-/** The environment (or a sources file, or a handler's settings) is invalid. Fix it and restart. */
-export class ConfigError extends Error {
-  override name = 'ConfigError';
-}
 
 /**
  * The process cannot start where it is (a port in use, a dependency unreachable): its message
@@ -23,55 +19,6 @@ export function listenFailure(error: unknown, port: number, variable: string): u
   if (code === 'EACCES') return new StartupError(`not allowed to listen on port ${port} (${variable}): choose a port above 1024`);
   if (code === 'EADDRNOTAVAIL') return new StartupError(`cannot listen on that address for port ${port}: check HOST / METRICS_HOST`);
   return error;
-}
-
-/**
- * Throw from a handler (or let an outbound client throw it) when retrying cannot help: bad
- * data, a 4xx from a downstream API. The handler's run goes straight to `failed` with this
- * message, where an operator can inspect, fix and re-drive or replay it.
- */
-export class PermanentError extends Error {
-  override name = 'PermanentError';
-}
-
-/**
- * Our lease on a handler run was taken over (it expired and another worker claimed it) or
- * released by the reconciler. Stop working immediately and commit nothing: the new owner
- * finishes the run. Not a failure of the event.
- */
-export class LeaseLostError extends Error {
-  override name = 'LeaseLostError';
-  constructor(readonly runId: number) {
-    super(`lease on handler run ${runId} was lost (expired and taken over); stopping without committing`);
-  }
-}
-
-/**
- * A handler used its context wrongly: a step name reused in one run, a step result that is not
- * plain JSON, an invalid step name. A bug in the handler's code, so retrying cannot help: the
- * run fails at once with this message (a PermanentError), nothing of the step is recorded.
- */
-export class StepUsageError extends PermanentError {
-  override name = 'StepUsageError';
-}
-
-/** `defineHandler` (or a handler module) was given something it cannot use. Fix the code. */
-export class HandlerDefinitionError extends Error {
-  override name = 'HandlerDefinitionError';
-}
-
-/**
- * A retryable outbound failure (network error, timeout, 409/429/5xx) outlived the client's
- * tries. The step fails; the run is retried later with the SAME idempotency key.
- */
-export class OutboundUnavailableError extends Error {
-  override name = 'OutboundUnavailableError';
-  constructor(
-    message: string,
-    readonly status?: number,
-  ) {
-    super(message);
-  }
 }
 
 /**

@@ -1,21 +1,21 @@
-export * from './backoff';
+/**
+ * @oncehook/shared: what Oncehook's engine (@oncehook/core) and its processes (the `oncehook`
+ * package: ingest, worker, the command) share, below the engine: configuration from the
+ * environment, logging, metrics, tracing, fault points, Postgres connections and error codes,
+ * the providers' verification, payload limits, liveness. Nothing here knows the state machine.
+ */
 export * from './config';
 export * from './errors';
 export * from './event-key';
 export * from './faults';
 export * from './interfaces';
-export * from './json';
 export * from './payload-limits';
-export * from './payload-view';
 export * from './liveness';
 export * from './lock-keys';
 export * from './logger';
-export * from './queue';
 export * from './schema-name';
 export * from './db/pool';
 export * from './db/pg-errors';
-export * from './db/migrate';
-export * from './db/queries';
 export * from './providers/types';
 export * from './providers/hmac';
 export * from './providers/stripe';
@@ -29,9 +29,6 @@ export * from './providers/sources';
 export * from './process';
 export * from './timeout';
 export * from './metrics';
-export * from './outbound/http-client';
-export * from './idempotency-key';
-export * from './operations';
 export * from './retention';
 export * from './log-limiter';
 export * from './tracing';

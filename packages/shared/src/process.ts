@@ -2,7 +2,8 @@
  * Process plumbing shared by the entry points: run main, turn a ConfigError into a readable
  * message and exit code 1, and wire SIGTERM/SIGINT to a graceful shutdown.
  */
-import { ConfigError, StartupError } from './errors';
+import { ConfigError } from '@oncehook/sdk';
+import { StartupError } from './errors';
 
 /**
  * A plain line on stdout for supervisors and scripts ("ingest listening on 3000", "worker

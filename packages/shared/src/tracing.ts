@@ -17,13 +17,10 @@
  * With tracing off, the API's no-op tracer costs a few allocations per span and nothing is
  * stored (no traceparent is produced).
  */
-import { context, propagation, ROOT_CONTEXT, SpanStatusCode, trace, type Context, type Span, type SpanOptions } from '@opentelemetry/api';
+import { context, propagation, ROOT_CONTEXT, SpanStatusCode, type Context, type Span, type SpanOptions } from '@opentelemetry/api';
+import { tracer } from '@oncehook/sdk/internal';
 
-export const TRACER_NAME = 'oncehook';
-
-export function tracer() {
-  return trace.getTracer(TRACER_NAME);
-}
+export { tracer };
 
 /** The active context as a W3C traceparent, or undefined when nothing is traced. */
 export function currentTraceparent(): string | undefined {

@@ -30,9 +30,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { createLogger, createPool, createQueries, DEFAULT_SCHEMA, migrate, type Faults, type Pool, type Queries, type VerifiedEvent } from '@oncehook/shared';
+import { createLogger, createPool, DEFAULT_SCHEMA, type Faults, type Pool, type VerifiedEvent } from '@oncehook/shared';
+import { createEngine, createQueries, currentStep, HandlerRegistry, migrate, processJob, type CurrentStep, type EngineHooks, type Queries } from '@oncehook/core';
 import type { Handler } from '@oncehook/sdk';
-import { currentStep, HandlerRegistry, processJob, type CurrentStep, type EngineHooks, type ProcessDeps } from '@oncehook/worker';
 
 export interface CheckEvent {
   type: string;
@@ -226,7 +226,8 @@ async function runCheck(handler: Handler, event: CheckEvent, options: CheckOptio
           }
         },
       };
-      const deps: ProcessDeps = { pool, queries, registry, log, faults, hooks, settings: { leaseMs: 30_000, maxAttempts: 10, unhandled: 'fail' } };
+      // The engine as a worker runs it (createEngine), an event without a handler a failure.
+      const deps = createEngine({ pool, schema, handlers: registry, log, faults, hooks, settings: { unhandled: 'fail' } });
       let attempts = 0;
       try {
         const claims = await Promise.all(Array.from({ length: duplicates }, () => queries.claimEvent(pool, verified)));

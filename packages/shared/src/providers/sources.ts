@@ -11,7 +11,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import type { IngestConfig } from '../config';
-import { ConfigError } from '../errors';
+import { ConfigError } from '@oncehook/sdk';
 import { retentionProblems } from '../retention';
 import { createGenericHmacSource } from './generic-hmac';
 import { createGitHubSource } from './github';

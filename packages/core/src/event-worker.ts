@@ -1,0 +1,148 @@
+/**
+ * One worker process's queue side: a BullMQ Worker that runs processJob for each job, records
+ * the metrics of each run, and schedules the next attempt of a run that will retry.
+ * `createEventWorker(deps)` wires it with the reconciler; `close()` stops taking jobs, waits for
+ * the ones in flight, and stops the reconciler.
+ */
+import { UnrecoverableError, type Worker } from 'bullmq';
+import { createEventQueueWorker, enqueueEvent, eventQueueNames, type QueueConnection, type JobTarget } from './queue';
+import type { EventJobData, Logger, WorkerMetrics } from '@oncehook/shared';
+import type { Engine } from './engine';
+import type { JobOutcome, ProcessDeps } from './process-event';
+import { retryDelayMs } from './retry-policy';
+import { createReconciler, type Reconciler, type ReconcilerSettings } from './reconciler';
+import { createRetention, type RetentionSettings } from './retention-sweep';
+
+export interface WorkerSettings {
+  /** Retention of done events; off when absent. */
+  retention?: RetentionSettings & { intervalMs: number };
+  concurrency: number;
+  queuePrefix: string;
+  /** QUEUE_SHARDS: how many queues the events are spread over. */
+  queueShards: number;
+  /** The shards this worker consumes (WORKER_QUEUE_SHARDS); empty = all. */
+  consumeShards: number[];
+  reconciler: ReconcilerSettings;
+}
+
+export interface EventWorkerDeps {
+  /** The engine the jobs run through (createEngine): its lease and retry policy drive this loop. */
+  engine: Engine;
+  /** The queue store the BullMQ Workers consume (on Redis a blocking connection, maxRetriesPerRequest: null). */
+  connection: QueueConnection;
+  /** Producer queue(s) for retries and the reconciler's re-enqueues (routed by event key when sharded). */
+  queue: JobTarget;
+  settings: WorkerSettings;
+  metrics?: WorkerMetrics;
+  log: Logger;
+}
+
+export interface EventWorker {
+  /** One BullMQ Worker per consumed shard (one when QUEUE_SHARDS=1). */
+  workers: Worker<EventJobData, JobOutcome['kind']>[];
+  reconciler: Reconciler;
+  close(): Promise<void>;
+}
+
+/** At most this many distinct `type` values in the unhandled counter; the rest count as `other`. */
+const UNHANDLED_TYPE_LABELS = 50;
+
+/**
+ * The unhandled-events counter, its `type` label bounded: at most UNHANDLED_TYPE_LABELS distinct
+ * values, the rest `other`. For createEngine's onUnhandled.
+ */
+export function countUnhandled(metrics: WorkerMetrics | undefined): NonNullable<ProcessDeps['onUnhandled']> {
+  const unhandledTypes = new Set<string>();
+  return ({ provider, type }) => {
+    if (!unhandledTypes.has(type) && unhandledTypes.size < UNHANDLED_TYPE_LABELS) unhandledTypes.add(type);
+    metrics?.unhandledTotal.inc({ provider, type: unhandledTypes.has(type) ? type : 'other' });
+  };
+}
+
+export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: boolean } = {}): EventWorker {
+  const { settings, log, metrics, engine } = deps;
+  const { leaseMs, retry } = engine.settings;
+
+  const processor = async (job: { data: EventJobData }): Promise<JobOutcome['kind']> => {
+    const started = process.hrtime.bigint();
+    const outcome = await engine.processJob(job.data);
+    if (outcome.kind === 'unhandled' && outcome.state === 'failed') {
+      throw new UnrecoverableError(`dead letter: no handler for ${outcome.provider} ${outcome.type} (UNHANDLED_EVENTS=fail)`);
+    }
+    if (outcome.kind !== 'runs') return outcome.kind;
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+    for (const run of outcome.runs) {
+      if (run.kind === 'skipped') continue;
+      const labels = { provider: outcome.provider, type: run.type, handler: run.handler, outcome: run.kind };
+      metrics?.processingDuration.observe(labels, seconds);
+      metrics?.processedTotal.inc(labels);
+      if (run.kind === 'retry') {
+        // The failure is recorded on the run (state received). The next attempt is a job of
+        // its own, delayed by the backoff. If this add is lost, the reconciler re-enqueues
+        // the run after REQUEUE_AFTER_MS.
+        const next: EventJobData = {
+          rowId: job.data.rowId,
+          provider: job.data.provider,
+          eventId: job.data.eventId,
+          handler: run.handler,
+          generation: run.generation,
+          attempt: run.attempt,
+        };
+        await enqueueEvent(deps.queue, next, { delayMs: retryDelayMs(retry, run.attempt) }).catch((error: unknown) =>
+          log.warn({ err: error, rowId: next.rowId, handler: run.handler }, 'could not schedule the retry; the reconciler will re-enqueue it'),
+        );
+      }
+    }
+    // A dead letter: the job fails too (no BullMQ retry: UnrecoverableError), so Bull Board
+    // lists it under FAILED with the handler's error. The run row is the truth; a re-drive
+    // replaces the failed job.
+    const dead = outcome.runs.filter((run) => run.kind === 'failed');
+    if (dead.length > 0) throw new UnrecoverableError(dead.map((run) => `dead letter: handler "${run.handler}" failed: ${run.error}`).join('; '));
+    return outcome.kind;
+  };
+
+  const names = eventQueueNames(settings.queueShards);
+  const consumed = settings.consumeShards.length > 0 ? settings.consumeShards : names.map((_, i) => i);
+  const workers = consumed.map((shard) =>
+    createEventQueueWorker<JobOutcome['kind']>(deps.connection, names[shard]!, processor, {
+      prefix: settings.queuePrefix,
+      concurrency: settings.concurrency,
+      autorun: options.autorun ?? true,
+      // BullMQ's job lock is its own lease on the job. Tied to ours: when a worker dies, its
+      // active jobs are declared stalled and re-run about when its run leases expire,
+      // instead of after BullMQ's 30 s default (a stalled job still holds its job id, which
+      // blocks the reconciler's re-enqueue of an event that was never dispatched).
+      lockDuration: leaseMs,
+      stalledInterval: leaseMs,
+      maxStalledCount: 2,
+    }),
+  );
+  // A job that errors is already logged with its event; connection errors are retried by
+  // ioredis. Listening keeps either from becoming an unhandled 'error' event.
+  for (const worker of workers) worker.on('error', (error) => log.warn({ err: error }, 'queue worker error'));
+
+  const retention = settings.retention
+    ? {
+        ...createRetention({ pool: engine.pool, queries: engine.queries, log: log.child({ component: 'retention' }), settings: settings.retention }),
+        intervalMs: settings.retention.intervalMs,
+      }
+    : undefined;
+  const reconciler = createReconciler({
+    pool: engine.pool,
+    queries: engine.queries,
+    queue: deps.queue,
+    log: log.child({ component: 'reconciler' }),
+    settings: settings.reconciler,
+    metrics,
+    retention,
+  });
+
+  return {
+    workers,
+    reconciler,
+    async close() {
+      await reconciler.stop();
+      await Promise.all(workers.map((worker) => worker.close()));
+    },
+  };
+}

@@ -1,0 +1,236 @@
+/**
+ * What an operator can do to events: list, show, re-drive, replay, bulk re-drive with a dry
+ * run. Shared by the CLI (`npm run oncehook`) and the admin HTTP API in ingest.
+ *
+ * - re-drive: finish what was started. Same generation, so committed steps are skipped and
+ *   external steps that run again send the same outbound keys: no second effect.
+ * - replay: do chosen steps again, on purpose, as a new generation of one handler's run.
+ *   `steps` names the steps to run again (each external one gets a new key, so the API applies
+ *   it once more); every other recorded step is reused (its recorded result handed back, its
+ *   effect not repeated). `allSteps` re-runs everything, local writes included, and must be
+ *   asked for explicitly. `dryRun` returns the plan and changes nothing.
+ * Neither ever touches a run a worker holds a live lease on (guarded UPDATEs).
+ */
+import type { Pool } from '@oncehook/shared';
+import type { EventDetail, EventFilter, EventSummary, MovedRun, Queries, RecordedStep } from './store/queries';
+import { idempotencyKeyFor } from './idempotency-key';
+import { viewPayload } from './payload-view';
+import type { RunRow, StepKind } from '@oncehook/shared';
+import { enqueueEvent, type JobTarget } from './queue';
+
+export interface RedriveResult {
+  ok: true;
+  rowId: number;
+  /** The runs moved back to received (none when the event itself was never dispatched). */
+  runs: { handler: string; fromState: string; generation: number }[];
+  /** The event had never been dispatched: its dispatch was enqueued again. */
+  dispatch?: boolean;
+}
+
+export interface Refusal {
+  ok: false;
+  rowId: number;
+  reason: string;
+}
+
+export interface ReplayOptions {
+  /** Which handler's run; needed when the event has runs of several handlers. */
+  handler?: string;
+  /** Run these recorded steps again (new keys); reuse every other recorded step. */
+  steps?: string[];
+  /** Run every step again, local writes included. */
+  allSteps?: boolean;
+  /** Return the plan; change nothing. */
+  dryRun?: boolean;
+}
+
+export interface ReplayPlan {
+  rowId: number;
+  handler: string;
+  fromState: string;
+  /** The generation being replayed, and the new one. */
+  generation: number;
+  nextGeneration: number;
+  /** Steps that run again; external ones with the new key the API will see. */
+  rerun: { name: string; kind: StepKind | null; idempotencyKey: string | null }[];
+  /** Steps whose recorded result is handed back, not run again. */
+  reuse: { name: string; kind: StepKind | null }[];
+  /** Local steps among `rerun`: their database writes apply again. */
+  localRerun: string[];
+}
+
+export type ReplayResult = { ok: true; dryRun: boolean; plan: ReplayPlan } | Refusal;
+
+export interface Operations {
+  list(filter: EventFilter): Promise<EventSummary[]>;
+  /** The event and its history; its payload bounded for display (EventView). */
+  show(ref: string | number): Promise<EventView | null>;
+  redrive(rowId: number, options: { handler?: string }, actor: string, reason: string): Promise<RedriveResult | Refusal>;
+  replay(rowId: number, options: ReplayOptions, actor: string, reason: string): Promise<ReplayResult>;
+  /** Re-drives every event matching the filter (default: failed); with dryRun, changes nothing. */
+  bulkRedrive(
+    filter: EventFilter,
+    options: { dryRun: boolean; actor: string; reason: string },
+  ): Promise<{ dryRun: boolean; matched: number; results: (RedriveResult | Refusal | { ok: true; rowId: number; dryRun: true })[] }>;
+}
+
+/**
+ * An event as operators see it. `event.payload` is the payload only when it is shallow enough
+ * for any JSON printer (else null); `payloadView` is its text, cut at MAX_VIEW_CHARS.
+ */
+export interface EventView extends EventDetail {
+  payloadView: { text: string; truncated: boolean };
+}
+
+/** A row id, or `provider/event_id`. */
+export async function resolveEventRef(pool: Pool, queries: Queries, ref: string | number): Promise<number | null> {
+  if (typeof ref === 'number') return ref;
+  if (/^\d{1,15}$/.test(ref)) return Number(ref);
+  const slash = ref.indexOf('/');
+  if (slash <= 0) return null;
+  const row = await queries.getEventByKey(pool, ref.slice(0, slash), ref.slice(slash + 1));
+  return row?.id ?? null;
+}
+
+function describeRun(run: RunRow): string {
+  if (run.state === 'processing') return `handler "${run.handler}" is being run by a worker (lease until ${run.leaseUntil?.toISOString()})`;
+  return `handler "${run.handler}" is ${run.state}`;
+}
+
+/** Why an event whose payload retention deleted cannot run again. */
+function prunedReason(prunedAt: Date): string {
+  return `retention deleted this event's payload, runs and steps on ${prunedAt.toISOString()} (RETENTION_DAYS); only its key is kept (KEY_RETENTION_DAYS), so it cannot run again`;
+}
+
+export function createOperations(deps: { pool: Pool; queries: Queries; queue: JobTarget }): Operations {
+  const { pool, queries, queue } = deps;
+
+  async function enqueueMoved(moved: MovedRun[]): Promise<void> {
+    for (const m of moved) await enqueueEvent(queue, m.job, { replaceFinished: true });
+  }
+
+  async function pickRun(rowId: number, handler: string | undefined): Promise<RunRow | string> {
+    const runs = await queries.getRuns(pool, rowId);
+    if (runs.length === 0) return `event ${rowId} has no handler runs (it was not dispatched, or no handler was registered for it)`;
+    if (handler !== undefined)
+      return runs.find((r) => r.handler === handler) ?? `event ${rowId} has no run of handler "${handler}" (it has: ${runs.map((r) => r.handler).join(', ')})`;
+    if (runs.length > 1) return `event ${rowId} has runs of ${runs.length} handlers (${runs.map((r) => r.handler).join(', ')}); say which one (--handler / "handler")`;
+    return runs[0]!;
+  }
+
+  const operations: Operations = {
+    list: (filter) => queries.listEvents(pool, filter),
+
+    async show(ref) {
+      const rowId = await resolveEventRef(pool, queries, ref);
+      const detail = rowId === null ? null : await queries.showEvent(pool, rowId);
+      if (!detail) return null;
+      // Bounded, whatever is stored (payload-view.ts): the payload itself only when any printer
+      // can take it, and its text for people.
+      const view = detail.event.payloadUnreadable
+        ? {
+            text: '(not shown: stored before the payload limits, it holds a number outside the range of a JavaScript number; printed in full it can take hundreds of MB)',
+            truncated: true,
+            value: undefined,
+          }
+        : viewPayload(detail.event.payload);
+      return { ...detail, event: { ...detail.event, payload: view.value ?? null }, payloadView: { text: view.text, truncated: view.truncated } };
+    },
+
+    async redrive(rowId, options, actor, reason) {
+      const event = await queries.getEvent(pool, rowId);
+      if (!event) return { ok: false, rowId, reason: `no event with row id ${rowId}` };
+      if (event.prunedAt) return { ok: false, rowId, reason: prunedReason(event.prunedAt) };
+      if (event.state === 'received') {
+        // Never dispatched: nothing to move, just make sure its dispatch is queued.
+        await enqueueEvent(queue, { rowId, provider: event.provider, eventId: event.eventId, kind: event.kind, type: event.type, attempt: 0 }, { replaceFinished: true });
+        return { ok: true, rowId, runs: [], dispatch: true };
+      }
+      const moved = await queries.redriveRuns(pool, rowId, options.handler ?? null, actor, reason);
+      if (moved.length === 0) {
+        const runs = await queries.getRuns(pool, rowId);
+        const relevant = options.handler ? runs.filter((r) => r.handler === options.handler) : runs;
+        if (relevant.length === 0)
+          return { ok: false, rowId, reason: options.handler ? `event ${rowId} has no run of handler "${options.handler}"` : `event ${rowId} has no handler runs` };
+        return { ok: false, rowId, reason: `nothing to re-drive: ${relevant.map(describeRun).join('; ')}; re-drive applies to failed, received or stuck (lease expired) runs` };
+      }
+      await enqueueMoved(moved);
+      return { ok: true, rowId, runs: moved.map((m) => ({ handler: m.handler, fromState: m.fromState, generation: m.generation })) };
+    },
+
+    async replay(rowId, options, actor, reason) {
+      const event = await queries.getEvent(pool, rowId);
+      if (!event) return { ok: false, rowId, reason: `no event with row id ${rowId}` };
+      if (event.prunedAt) return { ok: false, rowId, reason: prunedReason(event.prunedAt) };
+      const run = await pickRun(rowId, options.handler);
+      if (typeof run === 'string') return { ok: false, rowId, reason: run };
+      if (run.state !== 'done' && run.state !== 'failed') {
+        return { ok: false, rowId, reason: `${describeRun(run)}; replay applies to done or failed runs (use re-drive to finish one)` };
+      }
+      const recorded: RecordedStep[] = await queries.getSteps(pool, run.id, run.generation);
+      const names = recorded.map((s) => s.name);
+      const chosen = options.steps?.map((s) => s.trim()).filter(Boolean) ?? [];
+      if (options.allSteps && chosen.length > 0) return { ok: false, rowId, reason: 'give either steps or allSteps, not both' };
+      if (!options.allSteps && chosen.length === 0) {
+        return {
+          ok: false,
+          rowId,
+          reason: `say which steps to run again: steps (recorded: ${names.join(', ') || 'none'}), or allSteps to run every step again, local writes included`,
+        };
+      }
+      const unknown = chosen.filter((name) => !names.includes(name));
+      if (unknown.length > 0)
+        return {
+          ok: false,
+          rowId,
+          reason: `no recorded step named ${unknown.map((n) => `"${n}"`).join(', ')} in generation ${run.generation} of handler "${run.handler}" (recorded: ${names.join(', ') || 'none'})`,
+        };
+
+      const rerunNames = options.allSteps ? names : chosen;
+      const nextGeneration = run.generation + 1;
+      const keyOf = (step: RecordedStep) =>
+        step.kind === 'local'
+          ? null
+          : idempotencyKeyFor({
+              provider: event.provider,
+              eventId: event.eventId,
+              handler: run.handler,
+              step: step.name,
+              generation: nextGeneration,
+              keyScheme: run.keyScheme,
+              subject: step.keySubject,
+            });
+      const plan: ReplayPlan = {
+        rowId,
+        handler: run.handler,
+        fromState: run.state,
+        generation: run.generation,
+        nextGeneration,
+        rerun: recorded.filter((s) => rerunNames.includes(s.name)).map((s) => ({ name: s.name, kind: s.kind, idempotencyKey: keyOf(s) })),
+        reuse: recorded.filter((s) => !rerunNames.includes(s.name)).map((s) => ({ name: s.name, kind: s.kind })),
+        localRerun: recorded.filter((s) => rerunNames.includes(s.name) && s.kind !== 'external').map((s) => s.name),
+      };
+      if (options.dryRun) return { ok: true, dryRun: true, plan };
+      const moved = await queries.replayRun(pool, {
+        rowId,
+        handler: run.handler,
+        reuse: plan.reuse.map((s) => s.name),
+        actor,
+        reason,
+        detail: { rerun: plan.rerun.map((s) => s.name), reuse: plan.reuse.map((s) => s.name), allSteps: options.allSteps === true },
+      });
+      if (!moved) return { ok: false, rowId, reason: `handler "${run.handler}" changed state meanwhile; look again` };
+      await enqueueMoved([moved]);
+      return { ok: true, dryRun: false, plan };
+    },
+
+    async bulkRedrive(filter, options) {
+      const matching = await queries.listEvents(pool, { ...filter, state: filter.state ?? 'failed', limit: filter.limit ?? 1000 });
+      if (options.dryRun) return { dryRun: true, matched: matching.length, results: matching.map((e) => ({ ok: true as const, rowId: e.id, dryRun: true as const })) };
+      const results: (RedriveResult | Refusal)[] = [];
+      for (const event of matching) results.push(await operations.redrive(event.id, { handler: filter.handler }, options.actor, options.reason));
+      return { dryRun: false, matched: matching.length, results };
+    },
+  };
+  return operations;
+}

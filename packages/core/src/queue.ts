@@ -1,0 +1,287 @@
+/**
+ * The queue contract between ingest, the reconciler and the workers.
+ *
+ * Redis is a delivery mechanism, not a record: Postgres holds every event, and the worker's
+ * guarded claims (dispatchAndLease, acquireRun) are what really prevent double processing. The jobId derived
+ * from the event key only saves work: while a job with that id exists, adding it again is a
+ * no-op in BullMQ. Once a job is removed (completed and cleaned, or Redis lost it) the same
+ * id can be added again, which is exactly what recovery needs.
+ */
+import { createPostgresBackend, Queue, Worker, type PostgresPoolConfig, type Processor, type WorkerOptions } from 'bullmq';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { eventKeyDigest } from '@oncehook/shared';
+import type { EventJobData } from '@oncehook/shared';
+
+export const EVENT_QUEUE_NAME = 'webhook-events';
+
+/** Name of the job (shown in Bull Board). */
+export const EVENT_JOB_NAME = 'event';
+
+/**
+ * BullMQ jobId of a job: one per (event) for the dispatch, one per (event, handler, attempt)
+ * for a run.
+ *
+ * - Every enqueue for the same dispatch or the same run attempt (ingest, a duplicate
+ *   delivery's nudge, the reconciler) collapses into one job while that job exists.
+ * - A run's retry or its recovery after a crash is a new attempt, hence a new job id: it never
+ *   collides with the old job, which may still sit `active` on a dead worker until BullMQ's
+ *   stalled check notices (when that old job runs again, its guarded claim finds nothing to do).
+ *
+ * BullMQ rejects custom ids that look like integers or contain ':' (its key separator), and
+ * provider ids may contain anything, so the key is hashed (event-key.ts): `evt-` + 32 hex
+ * digits + `-d` for a dispatch; `run-` + 32 hex digits of (event key, handler) + `-<attempt>`,
+ * or `-g<generation>-<attempt>` from a replay's generation 1 on (a new generation's attempt 1
+ * must not be swallowed by the completed job of generation 0's attempt 1).
+ */
+export function jobIdFor(job: Pick<EventJobData, 'provider' | 'eventId' | 'handler' | 'attempt' | 'generation'>): string {
+  if (job.handler === undefined) return `evt-${eventKeyDigest(job.provider, job.eventId).slice(0, 32)}-d`;
+  const generation = job.generation ? `g${job.generation}-` : '';
+  return `run-${eventKeyDigest(job.provider, job.eventId, job.handler).slice(0, 32)}-${generation}${job.attempt}`;
+}
+
+/**
+ * Job options for every event job. Handler failures are not BullMQ retries: the worker
+ * records them on the row and enqueues the next attempt itself, delayed by the backoff (see
+ * packages/core/src/event-worker.ts). BullMQ's own retries only cover a processor that threw before
+ * reaching a verdict (Postgres unreachable): a few quick tries, then the reconciler.
+ */
+export const EVENT_JOB_OPTIONS = {
+  attempts: 5,
+  backoff: { type: 'exponential', delay: 1_000 },
+  // Keep a window of finished jobs for Bull Board; the event rows are the real history.
+  removeOnComplete: { age: 3600, count: 1000 },
+  removeOnFail: { age: 24 * 3600, count: 5000 },
+} as const;
+
+/**
+ * The job options on BullMQ's Postgres backend (QUEUE_BACKEND=postgres): a completed job is
+ * deleted at once. Its count/age retention (`removeOnComplete: { count }`) runs, in every
+ * completing transaction, a DELETE of the completed jobs beyond the newest N; under a worker's
+ * concurrency those DELETEs lock the same rows in different orders and Postgres aborts them
+ * as deadlocks (`npm run bench -- --queue-backends postgres`: 10 deadlocks in a 10,000-job
+ * no-op run at concurrency 32; a job whose completion is aborted stays active until its lock
+ * expires and runs again). Deleting only its own row takes no other job's lock. Completed
+ * jobs are then not listed in Bull Board; the events view has every event's history.
+ * Failed jobs (dead letters, rare) keep the Redis retention.
+ */
+export const POSTGRES_EVENT_JOB_OPTIONS = { ...EVENT_JOB_OPTIONS, removeOnComplete: true } as const;
+
+export type RedisRole = 'producer' | 'worker';
+
+/**
+ * ioredis connection for BullMQ.
+ * - producer (ingest, reconciler): enableOfflineQueue=false so an add fails at once while Redis
+ *   is down instead of hanging the webhook response; the reconciler re-enqueues later.
+ * - worker: maxRetriesPerRequest=null, as BullMQ requires for blocking connections; it waits
+ *   for Redis to come back rather than failing jobs.
+ */
+export function createRedis(url: string, role: RedisRole): Redis {
+  const redis = new Redis(url, {
+    maxRetriesPerRequest: role === 'worker' ? null : 1,
+    enableOfflineQueue: role === 'worker',
+    // Reconnect quickly after a Redis restart; capped so a long outage does not spin.
+    retryStrategy: (times) => Math.min(times * 200, 2_000),
+    connectionName: `oncehook-${role}`,
+  });
+  // Connection errors are reported through readiness and failed commands; an unhandled
+  // 'error' event would crash the process.
+  redis.on('error', () => {});
+  return redis;
+}
+
+/** Where BullMQ keeps the jobs (QUEUE_BACKEND). */
+export type QueueBackend = 'redis' | 'postgres';
+
+/**
+ * The queue store of one process: Redis (the default), or Postgres through BullMQ's own
+ * PostgreSQL backend (QUEUE_BACKEND=postgres, Postgres alone; docs/architecture.md). Queues
+ * and workers are built from it, so nothing else knows which one it is.
+ */
+export type QueueConnection =
+  | { readonly backend: 'redis'; readonly redis: Redis }
+  | {
+      readonly backend: 'postgres';
+      /** BullMQ's pool config: each Queue and Worker builds its own pool and LISTEN client from it. */
+      readonly options: PostgresPoolConfig;
+      /** A one-connection pool of our own, for readiness pings. */
+      readonly pingPool: pg.Pool;
+    };
+
+export interface QueueConnectionSettings {
+  QUEUE_BACKEND: QueueBackend;
+  REDIS_URL: string;
+  DATABASE_URL: string;
+  QUEUE_PREFIX: string;
+}
+
+/**
+ * The Postgres schema of BullMQ's tables for a queue prefix: the prefix (a Redis key prefix)
+ * made an identifier, plus `_queue` (`oncehook` -> `oncehook_queue`), so two installations
+ * with different prefixes never share jobs, as on Redis, and the queue's tables never mix with
+ * Oncehook's own schema.
+ */
+export function queueSchemaFor(prefix: string): string {
+  const base = prefix
+    .toLowerCase()
+    .replace(/[^a-z0-9_]/g, '_')
+    .replace(/^([^a-z_])/, '_$1');
+  return `${base.slice(0, 57)}_queue`;
+}
+
+/**
+ * Opens the queue store of a process. On Postgres, BullMQ's migrations run on first connect
+ * (under BullMQ's own advisory lock, so processes starting together migrate once).
+ */
+export function openQueueConnection(settings: QueueConnectionSettings, role: RedisRole, options: { poolSize?: number } = {}): QueueConnection {
+  if (settings.QUEUE_BACKEND === 'redis') return { backend: 'redis', redis: createRedis(settings.REDIS_URL, role) };
+  const pingPool = new pg.Pool({ connectionString: settings.DATABASE_URL, max: 1, connectionTimeoutMillis: 2_000, application_name: 'oncehook-queue-ping' });
+  pingPool.on('error', () => {});
+  return {
+    backend: 'postgres',
+    options: {
+      connectionString: settings.DATABASE_URL,
+      schema: queueSchemaFor(settings.QUEUE_PREFIX),
+      migrate: true,
+      max: options.poolSize ?? 4,
+      application_name: `oncehook-queue-${role}`,
+      // The LISTEN connection is long-lived: keepalive lets a dropped one be noticed.
+      keepAlive: true,
+    },
+    pingPool,
+  };
+}
+
+/** Readiness: the queue store answers. */
+export async function pingQueue(connection: QueueConnection): Promise<unknown> {
+  if (connection.backend === 'redis') return connection.redis.ping();
+  return connection.pingPool.query('SELECT 1');
+}
+
+/** Closes what openQueueConnection opened (the queues and workers close their own). */
+export async function closeQueueConnection(connection: QueueConnection): Promise<void> {
+  if (connection.backend === 'redis') connection.redis.disconnect();
+  else await connection.pingPool.end();
+}
+
+function asQueueConnection(connection: Redis | QueueConnection): QueueConnection {
+  return connection instanceof Redis ? { backend: 'redis', redis: connection } : connection;
+}
+
+export function createEventQueue(connection: Redis | QueueConnection, prefix: string, name: string = EVENT_QUEUE_NAME): Queue<EventJobData> {
+  const store = asQueueConnection(connection);
+  const queue =
+    store.backend === 'redis'
+      ? new Queue<EventJobData>(name, { connection: store.redis, prefix, defaultJobOptions: EVENT_JOB_OPTIONS })
+      : // The Postgres-backed Queue has the same methods (add, addBulk, getJob, counts, close);
+        // only its type parameters differ, so it is used as the one Queue type of the code base.
+        (new Queue(name, { connection: store.options, defaultJobOptions: POSTGRES_EVENT_JOB_OPTIONS }, createPostgresBackend) as unknown as Queue<EventJobData>);
+  queue.on('error', () => {});
+  return queue;
+}
+
+/** A BullMQ Worker on one event queue, on either store. */
+export function createEventQueueWorker<R>(
+  connection: QueueConnection,
+  name: string,
+  processor: Processor<EventJobData, R>,
+  options: Omit<WorkerOptions, 'connection'>,
+): Worker<EventJobData, R> {
+  if (connection.backend === 'redis') return new Worker<EventJobData, R>(name, processor, { ...options, connection: connection.redis });
+  const { prefix: _ignored, ...rest } = options;
+  return new Worker(name, processor as Processor, { ...rest, connection: connection.options }, createPostgresBackend) as unknown as Worker<EventJobData, R>;
+}
+
+/**
+ * Queue names for QUEUE_SHARDS=n. One shard keeps the historical name; several are each
+ * wrapped in braces, a Redis Cluster hash tag of their own (all of one queue's keys in one
+ * slot, as BullMQ's Lua scripts need; different queues in different slots).
+ */
+export function eventQueueNames(shards: number): string[] {
+  if (shards <= 1) return [EVENT_QUEUE_NAME];
+  return Array.from({ length: shards }, (_, i) => `{${EVENT_QUEUE_NAME}-${i}}`);
+}
+
+/**
+ * The shard of an event: its key's digest modulo the shard count. Every job of one event (its
+ * dispatch, each run's attempts) goes to the same shard, whoever enqueues it (ingest, a
+ * worker's retry, the reconciler, a re-drive).
+ */
+export function shardOf(job: Pick<EventJobData, 'provider' | 'eventId'>, shards: number): number {
+  if (shards <= 1) return 0;
+  return Number.parseInt(eventKeyDigest(job.provider, job.eventId).slice(0, 8), 16) % shards;
+}
+
+/** The event queues of an installation: one per shard, and the router between them. */
+export class EventQueues {
+  constructor(readonly shards: readonly Queue<EventJobData>[]) {
+    if (shards.length === 0) throw new Error('EventQueues needs at least one queue');
+  }
+
+  /** The queue an event's jobs go to. */
+  forJob(job: Pick<EventJobData, 'provider' | 'eventId'>): Queue<EventJobData> {
+    return this.shards[shardOf(job, this.shards.length)]!;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.shards.map((queue) => queue.close()));
+  }
+}
+
+export function createEventQueues(connection: Redis | QueueConnection, prefix: string, shards: number): EventQueues {
+  return new EventQueues(eventQueueNames(shards).map((name) => createEventQueue(connection, prefix, name)));
+}
+
+/** Where jobs go: one queue, or a sharded set (routed by event key). */
+export type JobTarget = Queue<EventJobData> | EventQueues;
+
+/** The queues behind a target (Bull Board, metrics). */
+export function queuesOf(target: JobTarget): readonly Queue<EventJobData>[] {
+  return target instanceof EventQueues ? target.shards : [target];
+}
+
+function queueFor(target: JobTarget, job: Pick<EventJobData, 'provider' | 'eventId'>): Queue<EventJobData> {
+  return target instanceof EventQueues ? target.forJob(job) : target;
+}
+
+export interface EnqueueOptions {
+  /**
+   * Recovery mode (reconciler): if a finished job with this id is still kept in Redis, it
+   * would swallow the add; remove it first. A waiting, delayed or active job is left alone
+   * (the event is already queued). Ingest leaves this off: its add is a best-effort nudge.
+   */
+  replaceFinished?: boolean;
+  /** Run no earlier than this many ms from now (retry backoff). */
+  delayMs?: number;
+}
+
+/**
+ * Adds the first jobs of many new events in one Redis round trip (ingest's group commit). The
+ * queue's default job options apply, as for enqueueEvent.
+ */
+export async function enqueueNewEvents(target: JobTarget, items: EventJobData[]): Promise<void> {
+  if (items.length === 0) return;
+  // One addBulk per shard, side by side.
+  const byQueue = new Map<Queue<EventJobData>, EventJobData[]>();
+  for (const item of items) {
+    const queue = queueFor(target, item);
+    const list = byQueue.get(queue);
+    if (list) list.push(item);
+    else byQueue.set(queue, [item]);
+  }
+  await Promise.all([...byQueue].map(([queue, list]) => queue.addBulk(list.map((data) => ({ name: EVENT_JOB_NAME, data, opts: { jobId: jobIdFor(data) } })))));
+}
+
+/** Adds a dispatch job, or a run's job for its next attempt. Idempotent per job id while the job exists. */
+export async function enqueueEvent(target: JobTarget, data: EventJobData, options: EnqueueOptions = {}): Promise<void> {
+  const queue = queueFor(target, data);
+  const jobId = jobIdFor(data);
+  if (options.replaceFinished) {
+    const existing = await queue.getJob(jobId);
+    if (existing) {
+      const state = await existing.getState();
+      if (state === 'completed' || state === 'failed') await existing.remove().catch(() => {});
+    }
+  }
+  await queue.add(EVENT_JOB_NAME, data, options.delayMs ? { jobId, delay: options.delayMs } : { jobId });
+}

@@ -1,0 +1,148 @@
+/**
+ * The reconciler: makes Postgres and Redis agree again after either side lost something.
+ *
+ * Each pass (one leader at a time across all worker processes):
+ *   1. handler runs whose lease expired (worker killed or hung) -> received (fences the old
+ *      holder out), then their next attempt is enqueued;
+ *   2. received runs untouched for REQUEUE_AFTER_MS (Redis flushed or failed over) -> re-enqueued;
+ *   3. received events never dispatched, untouched for REQUEUE_AFTER_MS (ingest died between
+ *      commit and enqueue, Redis lost the job) -> their dispatch job re-enqueued.
+ *
+ * Leadership: the pass runs its UPDATEs in one transaction that first takes
+ * pg_try_advisory_xact_lock (lock-keys.ts); a process that does not get it skips the pass. No
+ * long-lived leader connection to lose, and no two passes at once. Jobs are enqueued only
+ * after that transaction commits; a failed enqueue is retried by a later pass.
+ *
+ * After every pass (leader or not) it refreshes this process's gauges (metrics.ts).
+ *
+ * `runOnce()` for tests (returns the counts), `run()` for the loop, `stop()` to end it.
+ */
+import { advisoryLockKey, withTransaction, type EventJobData, type Logger, type Pool, type WorkerMetrics } from '@oncehook/shared';
+import { enqueueEvent, queuesOf, type JobTarget } from './queue';
+import type { Queries } from './store/queries';
+
+export interface ReconcilerSettings {
+  intervalMs: number;
+  requeueAfterMs: number;
+  batchSize: number;
+}
+
+export interface ReconcileCounts {
+  /** False when another process held the leadership lock: this pass did nothing. */
+  leader: boolean;
+  /** Runs with an expired lease, released and re-enqueued. */
+  reclaimed: number;
+  /** Received runs, and received (never dispatched) events, re-enqueued. */
+  requeued: number;
+  /** Enqueues that failed (Redis down); retried by a later pass. */
+  enqueueFailed: number;
+}
+
+export interface Reconciler {
+  runOnce(): Promise<ReconcileCounts>;
+  run(): void;
+  stop(): Promise<void>;
+}
+
+export function createReconciler(deps: {
+  pool: Pool;
+  queries: Queries;
+  queue: JobTarget;
+  log: Logger;
+  settings: ReconcilerSettings;
+  metrics?: WorkerMetrics;
+  /** Run after a pass this process led, at most once per intervalMs. */
+  retention?: { runOnce(): Promise<unknown>; intervalMs: number };
+}): Reconciler {
+  const { pool, queries, queue, log, settings, metrics, retention } = deps;
+  const lockKey = advisoryLockKey(queries.schema, 'reconciler');
+  let retentionDueAt = 0;
+
+  /** The gauges (webhook_events_by_state, _stuck, dead letters, queue depth and age), for this process's /metrics. */
+  async function refreshGauges(): Promise<void> {
+    if (!metrics) return;
+    const counts = await queries.pendingCounts(pool, settings.requeueAfterMs);
+    metrics.eventsByState.set({ state: 'received' }, counts.eventsReceived);
+    metrics.eventsByState.set({ state: 'processing' }, counts.runsProcessing);
+    metrics.eventsByState.set({ state: 'failed' }, counts.runsFailed);
+    metrics.stuck.set({ kind: 'processing_lease_expired' }, counts.runsProcessingExpired);
+    metrics.stuck.set({ kind: 'received_not_picked_up' }, counts.eventsReceivedStale + counts.runsReceivedStale);
+    metrics.deadLetters.set(counts.runsFailed);
+    // Summed over the shards; the oldest waiting job of any shard.
+    const totals: Record<string, number> = { waiting: 0, active: 0, delayed: 0, failed: 0, completed: 0 };
+    let oldestAt = Number.POSITIVE_INFINITY;
+    for (const shard of queuesOf(queue)) {
+      const jobs = await shard.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed');
+      for (const [state, n] of Object.entries(jobs)) totals[state] = (totals[state] ?? 0) + n;
+      const [oldest] = await shard.getJobs(['waiting'], 0, 0, true);
+      if (oldest) oldestAt = Math.min(oldestAt, oldest.timestamp);
+    }
+    for (const [state, n] of Object.entries(totals)) metrics.queueJobs.set({ state }, n);
+    metrics.oldestWaitingSeconds.set(Number.isFinite(oldestAt) ? Math.max(0, (Date.now() - oldestAt) / 1000) : 0);
+  }
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<unknown> | undefined;
+  let stopped = false;
+
+  async function runOnce(): Promise<ReconcileCounts> {
+    const taken = await withTransaction(pool, async (tx) => {
+      const { rows } = await tx.query<{ leader: boolean }>('SELECT pg_try_advisory_xact_lock($1::bigint) AS leader', [lockKey]);
+      if (!rows[0]?.leader) return null;
+      const reclaimed = await queries.releaseExpiredLeases(tx, settings.batchSize);
+      const requeued = [
+        ...(await queries.takeStaleReceivedRuns(tx, settings.requeueAfterMs, settings.batchSize)),
+        ...(await queries.takeStaleReceivedEvents(tx, settings.requeueAfterMs, settings.batchSize)),
+      ];
+      return { reclaimed, requeued };
+    });
+    metrics?.reconcilerLeader.set(taken ? 1 : 0);
+    if (!taken) {
+      await refreshGauges();
+      return { leader: false, reclaimed: 0, requeued: 0, enqueueFailed: 0 };
+    }
+    metrics?.recoveriesTotal.inc({ kind: 'reclaimed' }, taken.reclaimed.length);
+    metrics?.recoveriesTotal.inc({ kind: 'requeued' }, taken.requeued.length);
+
+    let enqueueFailed = 0;
+    const enqueueAll = async (jobs: EventJobData[], why: string) => {
+      for (const job of jobs) {
+        try {
+          await enqueueEvent(queue, job, { replaceFinished: true });
+          log.info({ rowId: job.rowId, provider: job.provider, eventId: job.eventId, handler: job.handler }, `re-enqueued (${why})`);
+        } catch (error) {
+          enqueueFailed += 1;
+          log.warn({ err: error, rowId: job.rowId, provider: job.provider, eventId: job.eventId, handler: job.handler }, 're-enqueue failed; a later pass retries');
+        }
+      }
+    };
+    await enqueueAll(taken.reclaimed, 'lease expired');
+    await enqueueAll(taken.requeued, 'received but not picked up');
+    const counts = { leader: true, reclaimed: taken.reclaimed.length, requeued: taken.requeued.length, enqueueFailed };
+    if (counts.reclaimed || counts.requeued || counts.enqueueFailed) log.info(counts, 'reconciler pass');
+    await refreshGauges();
+    if (retention && Date.now() >= retentionDueAt) {
+      retentionDueAt = Date.now() + retention.intervalMs;
+      await retention.runOnce().catch((error: unknown) => log.error({ err: error }, 'retention run failed; retrying next interval'));
+    }
+    return counts;
+  }
+
+  function schedule() {
+    if (stopped) return;
+    timer = setTimeout(() => {
+      running = runOnce()
+        .catch((error: unknown) => log.error({ err: error }, 'reconciler pass failed; retrying next interval'))
+        .finally(schedule);
+    }, settings.intervalMs);
+  }
+
+  return {
+    runOnce,
+    run: schedule,
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      await running;
+    },
+  };
+}

@@ -1,0 +1,63 @@
+/**
+ * The handlers a worker runs, looked up by event and by name.
+ *
+ * Matching: a handler registered for a source NAME (`stripe-eu`) receives that source's
+ * events; one registered for a KIND (`stripe`) receives the events of every source of that
+ * kind. Every matching handler gets its own run of the event (per-handler exactly once).
+ * GitHub: a handler for an event name without an action (`issues`) also receives every
+ * `issues.<action>` event.
+ */
+import { HandlerDefinitionError } from '@oncehook/sdk';
+import { isHandler, type Handler } from '@oncehook/sdk';
+
+export class HandlerRegistry {
+  readonly #byName = new Map<string, Handler>();
+
+  constructor(handlers: readonly Handler[] = []) {
+    for (const handler of handlers) this.add(handler);
+  }
+
+  /** Adds one handler; a second handler with the same name is refused (names must be unique). */
+  add(handler: Handler, origin = 'the handler list'): this {
+    if (!isHandler(handler)) throw new HandlerDefinitionError(`${origin}: expected a handler made by defineHandler(), got ${describe(handler)}`);
+    const existing = this.#byName.get(handler.name);
+    if (existing) {
+      throw new HandlerDefinitionError(
+        `two handlers are named "${handler.name}" (${existing.source} ${existing.type} and ${handler.source} ${handler.type}, the second from ${origin}); handler names must be unique`,
+      );
+    }
+    this.#byName.set(handler.name, handler);
+    return this;
+  }
+
+  get size(): number {
+    return this.#byName.size;
+  }
+
+  all(): Handler[] {
+    return [...this.#byName.values()];
+  }
+
+  byName(name: string): Handler | undefined {
+    return this.#byName.get(name);
+  }
+
+  /** Every handler for an event of this source, kind and type, in name order. */
+  match(provider: string, kind: string, type: string): Handler[] {
+    return this.all()
+      .filter((h) => (h.source === provider || h.source === kind) && typeMatches(kind, h.type, type))
+      .sort((a, b) => a.name.localeCompare(b.name));
+  }
+}
+
+function typeMatches(kind: string, registered: string, actual: string): boolean {
+  if (registered === actual) return true;
+  return kind === 'github' && !registered.includes('.') && actual.startsWith(`${registered}.`);
+}
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (typeof value === 'function') return `a function (${value.name || 'anonymous'}); wrap it: defineHandler({ name, source, type }, fn)`;
+  if (typeof value === 'object') return `an object with keys ${Object.keys(value).join(', ') || '(none)'}`;
+  return typeof value;
+}

@@ -1,0 +1,271 @@
+/**
+ * The operator CLI: `npm run oncehook -- <command> [options]` (`--help` on any command).
+ * Exit codes: 0 done, 1 refused or not found, 2 usage. Uses DATABASE_URL, QUEUE_BACKEND, REDIS_URL,
+ * QUEUE_PREFIX and ONCEHOOK_SCHEMA like the worker.
+ */
+import { parseArgs } from 'node:util';
+import {
+  createEventQueues,
+  createOperations,
+  createQueries,
+  closeQueueConnection,
+  openQueueConnection,
+  type EventFilter,
+  type EventSummary,
+  type ReplayPlan,
+} from '@oncehook/core';
+import { createPool, EVENT_STATES, loadCommonConfig, runMain, type EventState } from '@oncehook/shared';
+
+const COMMANDS: Record<string, { usage: string; help: string }> = {
+  list: {
+    usage: 'list [--state S] [--provider P] [--type T] [--handler H] [--older-than 30m|2h|3d] [--limit N] [--json]',
+    help: `Lists events, newest activity first, with each handler run's state. --state is the
+event's: received (not dispatched yet), processing, done, failed (a run failed: a dead letter).`,
+  },
+  show: {
+    usage: 'show <row id | provider/event_id>',
+    help: 'Prints one event as JSON: the event, its handler runs, their recorded steps (with the idempotency keys external steps sent) and every operator action.',
+  },
+  redrive: {
+    usage: 'redrive <row id | provider/event_id> --reason "why" [--handler H]',
+    help: `Finishes what was started: failed, received or stuck runs go back to received and run
+again in the SAME generation. Committed steps are skipped; an external step that runs
+again sends the SAME idempotency key, so the API applies nothing new. Use it after
+fixing whatever made a run fail. Without --handler, every such run of the event.`,
+  },
+  replay: {
+    usage: 'replay <row id | provider/event_id> --reason "why" (--steps a,b | --all-steps) [--handler H] [--dry-run]',
+    help: `Does chosen steps AGAIN, on purpose, as a new generation of one handler's run (done or
+failed). --steps names the recorded steps to run again: each external one gets a NEW
+idempotency key, so its effect happens once more; every other recorded step is reused
+(its result handed back, its effect not repeated). --all-steps runs every step again,
+local database writes included (a ledger credited twice, for instance): it must be asked
+for explicitly, and lists the local steps it will run again. --dry-run prints the plan
+(steps reused, steps re-run, their new keys) and changes nothing. Example: the carrier
+lost the parcel, ship again:  replay 42 --steps request-shipment --reason "parcel lost"`,
+  },
+  'redrive-all': {
+    usage: 'redrive-all [--state failed] [--provider P] [--type T] [--handler H] [--older-than D] [--limit N] --reason "why" [--dry-run]',
+    help: 'Re-drives every matching event (default: the failed ones), each as `redrive` would. --dry-run lists them and changes nothing.',
+  },
+};
+
+const USAGE = `usage: npm run oncehook -- <command> [options]   (--help after a command for details)
+${Object.values(COMMANDS)
+  .map((c) => `  ${c.usage}`)
+  .join('\n')}
+
+  redrive finishes what was started: same generation, committed steps skipped, the SAME keys
+    (the APIs apply nothing twice). Use it after fixing what made a run fail.
+  replay does chosen steps AGAIN: a new generation, NEW keys for the steps re-run (their effects
+    happen once more), every other step's recorded result reused. --dry-run shows the plan first.
+  --actor NAME records who acted (default: $USER).`;
+
+class UsageError extends Error {}
+
+function usage(message: string): never {
+  throw new UsageError(message);
+}
+
+/** "90" (seconds), "30m", "2h", "3d" -> seconds. */
+export function parseDuration(value: string): number {
+  const match = /^(\d{1,9})([smhd]?)$/.exec(value.trim());
+  if (!match) usage(`--older-than: "${value}" is not a duration (e.g. 90, 30m, 2h, 3d)`);
+  const factor = { '': 1, s: 1, m: 60, h: 3600, d: 86_400 }[match[2] as '' | 's' | 'm' | 'h' | 'd'];
+  const seconds = Number(match[1]) * factor;
+  if (seconds > 10 * 365 * 86_400) usage(`--older-than: "${value}" is more than 10 years`);
+  return seconds;
+}
+
+function parseLimit(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d{1,5}$/.test(value) || Number(value) < 1 || Number(value) > 10_000) usage(`--limit must be a whole number from 1 to 10000 (got "${value}")`);
+  return Number(value);
+}
+
+function formatEvent(e: EventSummary): string {
+  const runs =
+    e.runs.map((r) => `${r.handler}:${r.state}${r.attempts > 1 ? `(${r.attempts} attempts)` : ''}${r.generation > 0 ? `@gen${r.generation}` : ''}`).join(' ') ||
+    (e.note ? `(${e.note})` : '-');
+  const errors = e.runs.filter((r) => r.lastError && r.state !== 'done').map((r) => `\n         ${r.handler} last error: ${r.lastError}`);
+  return `${String(e.id).padEnd(8)} ${e.state.padEnd(11)} ${`${e.provider}/${e.eventId}`.padEnd(42)} ${e.type.padEnd(29)} ${e.updatedAt.toISOString()}  ${runs}${errors.join('')}`;
+}
+
+function formatPlan(plan: ReplayPlan, dryRun: boolean): string {
+  const lines = [
+    `${dryRun ? 'dry run: would replay' : 'replayed'} event ${plan.rowId}, handler "${plan.handler}" (${plan.fromState}), generation ${plan.generation} -> ${plan.nextGeneration}${dryRun ? ' (nothing changed)' : '; enqueued'}`,
+    `  run again:${plan.rerun.length === 0 ? ' none' : ''}`,
+    ...plan.rerun.map((s) => `    ${s.name} (${s.kind ?? 'kind unknown'})${s.idempotencyKey ? ` new key ${s.idempotencyKey}` : ''}`),
+    `  reused (recorded result handed back, not run again):${plan.reuse.length === 0 ? ' none' : ''}`,
+    ...plan.reuse.map((s) => `    ${s.name} (${s.kind ?? 'kind unknown'})`),
+  ];
+  if (plan.localRerun.length > 0) lines.push(`  LOCAL steps that run again (their database writes apply again): ${plan.localRerun.join(', ')}`);
+  return lines.join('\n');
+}
+
+runMain(async () => {
+  let parsed: ReturnType<typeof parseArgs<{ allowPositionals: true; options: Record<string, { type: 'string' | 'boolean' }> }>>;
+  try {
+    parsed = parseArgs({
+      allowPositionals: true,
+      options: {
+        state: { type: 'string' },
+        provider: { type: 'string' },
+        type: { type: 'string' },
+        handler: { type: 'string' },
+        'older-than': { type: 'string' },
+        limit: { type: 'string' },
+        reason: { type: 'string' },
+        actor: { type: 'string' },
+        steps: { type: 'string' },
+        'all-steps': { type: 'boolean' },
+        'dry-run': { type: 'boolean' },
+        json: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n${USAGE}\n`);
+    process.exit(2);
+  }
+  const { positionals, values } = parsed;
+  const [command, target] = positionals;
+  const flag = (name: string) => values[name] === true;
+  const text = (name: string) => (typeof values[name] === 'string' ? (values[name] as string) : undefined);
+  if (!command) {
+    if (flag('help')) process.stdout.write(`${USAGE}\n`);
+    else process.stderr.write(`no command given\n${USAGE}\n`);
+    process.exit(flag('help') ? 0 : 2);
+  }
+  const spec = COMMANDS[command];
+  if (flag('help')) {
+    if (!spec) {
+      process.stdout.write(`${USAGE}\n`);
+      process.exit(0);
+    }
+    process.stdout.write(`usage: npm run oncehook -- ${spec.usage}\n\n${spec.help}\n`);
+    process.exit(0);
+  }
+
+  let exitCode = 0;
+  const out = (value: unknown) => process.stdout.write(`${typeof value === 'string' ? value : JSON.stringify(value, null, 2)}\n`);
+  try {
+    if (!spec) usage(`unknown command "${command}"`);
+    const state = text('state');
+    if (state && !EVENT_STATES.includes(state as EventState)) usage(`--state must be one of ${EVENT_STATES.join(', ')}`);
+    for (const name of ['provider', 'type', 'handler', 'reason', 'actor', 'steps']) {
+      if (text(name)?.includes('\0')) usage(`--${name} must not contain a NUL character`);
+    }
+    const filter: EventFilter = {
+      state: state as EventState | undefined,
+      provider: text('provider'),
+      type: text('type'),
+      handler: text('handler'),
+      olderThanSeconds: text('older-than') ? parseDuration(text('older-than')!) : undefined,
+      limit: parseLimit(text('limit')),
+    };
+    const actor = text('actor') ?? process.env.USER ?? 'cli';
+    const needReason = () => {
+      const reason = text('reason')?.trim();
+      if (!reason) usage(`${command} needs --reason "why" (it is recorded with the event)`);
+      return reason;
+    };
+    const needTarget = () => {
+      if (target === undefined) return usage(`${command} needs a row id or provider/event_id`);
+      if (!/^\d{1,15}$/.test(target) && !/^[^/]{1,63}\/.{1,300}$/.test(target)) {
+        return usage(`"${target.slice(0, 40)}" is neither a row id (1 to 15 digits) nor provider/event_id`);
+      }
+      return target;
+    };
+
+    const config = loadCommonConfig();
+    const pool = createPool(config.DATABASE_URL, { max: 2, applicationName: 'oncehook-cli' });
+    const queueStore = openQueueConnection(config, 'producer');
+    const queue = createEventQueues(queueStore, config.QUEUE_PREFIX, config.QUEUE_SHARDS);
+    const queries = createQueries(config.ONCEHOOK_SCHEMA);
+    const ops = createOperations({ pool, queries, queue });
+    try {
+      switch (command) {
+        case 'list': {
+          const events = await ops.list(filter);
+          if (flag('json')) out(events);
+          else {
+            out('row id   state       provider/event_id                          type                          updated                   runs');
+            for (const e of events) out(formatEvent(e));
+            out(`${events.length} event(s)`);
+          }
+          break;
+        }
+        case 'show': {
+          const detail = await ops.show(needTarget());
+          if (!detail) {
+            out(`no event ${target}`);
+            exitCode = 1;
+          } else {
+            // The payload as JSON when any printer can take it, its bounded text when not.
+            const { payloadView, ...rest } = detail;
+            out(payloadView.truncated ? detail : rest);
+          }
+          break;
+        }
+        case 'redrive':
+        case 'replay': {
+          const ref = needTarget();
+          const dryRun = flag('dry-run');
+          const reason = command === 'replay' && dryRun ? (text('reason') ?? 'dry run') : needReason();
+          const detail = await ops.show(ref);
+          if (!detail) {
+            out(`no event ${ref}`);
+            exitCode = 1;
+            break;
+          }
+          const rowId = detail.event.id;
+          if (command === 'redrive') {
+            const result = await ops.redrive(rowId, { handler: text('handler') }, actor, reason);
+            if (!result.ok) {
+              out(`redrive refused: ${result.reason}`);
+              exitCode = 1;
+            } else if (result.dispatch) out(`redrive: event ${rowId} was never dispatched; its dispatch is enqueued`);
+            else
+              for (const run of result.runs)
+                out(
+                  `redrive: event ${rowId}, handler "${run.handler}" ${run.fromState} -> received (same generation ${run.generation}: committed steps skipped, same outbound keys); enqueued`,
+                );
+            break;
+          }
+          const steps = text('steps')
+            ?.split(',')
+            .map((s) => s.trim())
+            .filter(Boolean);
+          const result = await ops.replay(rowId, { handler: text('handler'), steps, allSteps: flag('all-steps'), dryRun }, actor, reason);
+          if (!result.ok) {
+            out(`replay refused: ${result.reason}`);
+            exitCode = 1;
+          } else out(flag('json') ? result : formatPlan(result.plan, result.dryRun));
+          break;
+        }
+        case 'redrive-all': {
+          const dryRun = flag('dry-run');
+          const reason = dryRun ? (text('reason') ?? 'dry run') : needReason();
+          const result = await ops.bulkRedrive(filter, { dryRun, actor, reason });
+          if (flag('json')) out(result);
+          else {
+            out(`${result.dryRun ? 'dry run: would re-drive' : 're-drove'} ${result.matched} event(s)${result.dryRun ? ' (nothing changed)' : ''}`);
+            for (const r of result.results) out(r.ok ? `  ${r.rowId}` : `  ${r.rowId} refused: ${r.reason}`);
+          }
+          if (result.results.some((r) => !r.ok)) exitCode = 1;
+          break;
+        }
+      }
+    } finally {
+      await queue.close();
+      await closeQueueConnection(queueStore);
+      await pool.end();
+    }
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    process.stderr.write(`${error.message}\n${spec ? `usage: npm run oncehook -- ${spec.usage}` : USAGE}\n`);
+    process.exit(2);
+  }
+  process.exit(exitCode);
+});

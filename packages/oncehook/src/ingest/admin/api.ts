@@ -1,0 +1,143 @@
+/**
+ * The admin JSON API (under /admin/api, behind adminAuth). Every input is validated with zod:
+ * a bad id, filter or body is a 400 naming the field, never a 500.
+ *
+ *   GET  /admin/api/events                 list (?state=&provider=&type=&handler=&older_than=&limit=)
+ *   GET  /admin/api/events/:ref            one event (row id or provider/event_id)
+ *   POST /admin/api/events/:id/redrive     {"reason", "handler"?}   same generation, same keys
+ *   POST /admin/api/events/:id/replay      {"reason", "handler"?, "steps"?: [...], "all_steps"?: true, "dry_run"?: true}
+ *   POST /admin/api/redrive                {"state","provider","type","handler","older_than","limit","dry_run","reason"}
+ */
+import { EVENT_STATES } from '@oncehook/shared';
+import type { EventFilter, Operations } from '@oncehook/core';
+import type { Context, Hono } from 'hono';
+import { z } from 'zod';
+import type { AdminEnv, AdminSettings } from './auth';
+
+/** Text without NUL (Postgres text cannot hold it), of bounded length. */
+const text = (max: number) =>
+  z
+    .string()
+    .min(1)
+    .max(max)
+    .refine((value) => !value.includes('\0'), 'must not contain a NUL character');
+const rowId = z
+  .string()
+  .regex(/^\d{1,15}$/, 'the event is addressed by its numeric row id')
+  .transform(Number);
+const MAX_LIMIT = 10_000;
+
+const filterFields = {
+  state: z.enum(EVENT_STATES as [string, ...string[]]).optional(),
+  provider: text(63).optional(),
+  type: text(255).optional(),
+  handler: text(63).optional(),
+};
+const listQuery = z.object({
+  ...filterFields,
+  older_than: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(10 * 365 * 86_400, 'older_than is at most 10 years, in seconds')
+    .optional(),
+  limit: z.coerce.number().int().min(1).max(1_000, 'limit is 1 to 1000').optional(),
+});
+const redriveBody = z.object({ reason: text(1_000), handler: text(63).optional() }).strict();
+const replayBody = z
+  .object({
+    reason: text(1_000).optional(),
+    handler: text(63).optional(),
+    steps: z.array(text(200)).max(100).optional(),
+    all_steps: z.boolean().optional(),
+    dry_run: z.boolean().optional(),
+  })
+  .strict()
+  .refine((b) => b.dry_run === true || b.reason !== undefined, { message: 'a replay needs "reason" (recorded with the event); a dry run does not', path: ['reason'] });
+const bulkBody = z
+  .object({
+    ...filterFields,
+    older_than: z
+      .number()
+      .int()
+      .min(0)
+      .max(10 * 365 * 86_400)
+      .optional(),
+    limit: z.number().int().min(1).max(MAX_LIMIT, `limit is 1 to ${MAX_LIMIT}`).optional(),
+    dry_run: z.boolean().optional(),
+    reason: text(1_000).optional(),
+  })
+  .strict();
+
+function problem(error: z.ZodError): string {
+  return error.issues.map((issue) => `${issue.path.join('.') || 'body'}: ${issue.message}`).join('; ');
+}
+
+async function jsonBody(c: Context): Promise<{ ok: true; value: unknown } | { ok: false; message: string }> {
+  try {
+    const value: unknown = await c.req.json();
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) return { ok: false, message: 'the body must be a JSON object' };
+    return { ok: true, value };
+  } catch {
+    return { ok: false, message: 'the body must be a JSON object (Content-Type: application/json)' };
+  }
+}
+
+export function mountAdminApi(admin: Hono<AdminEnv>, ops: Operations, settings: AdminSettings): void {
+  const bad = (c: Context, code: string, message: string) => c.json({ error: code, message }, 400);
+  const readOnly = (c: Context) => c.json({ error: 'read_only', message: 'admin is read-only (ADMIN_READ_ONLY=true)' }, 403);
+
+  admin.get('/api/events', async (c) => {
+    const parsed = listQuery.safeParse(c.req.query());
+    if (!parsed.success) return bad(c, 'bad_filter', problem(parsed.error));
+    const q = parsed.data;
+    const filter: EventFilter = { state: q.state as EventFilter['state'], provider: q.provider, type: q.type, handler: q.handler, olderThanSeconds: q.older_than, limit: q.limit };
+    return c.json({ events: await ops.list(filter) });
+  });
+
+  admin.get('/api/events/:ref{.+}', async (c) => {
+    const ref = c.req.param('ref');
+    if (ref.length > 400 || ref.includes('\0')) return bad(c, 'bad_ref', 'the event is a row id or provider/event_id');
+    const detail = await ops.show(ref);
+    return detail ? c.json(detail) : c.json({ error: 'not_found', message: `no event ${ref}` }, 404);
+  });
+
+  admin.post('/api/events/:id/redrive', async (c) => {
+    if (settings.readOnly) return readOnly(c);
+    const id = rowId.safeParse(c.req.param('id'));
+    if (!id.success) return bad(c, 'bad_id', problem(id.error));
+    const body = await jsonBody(c);
+    if (!body.ok) return bad(c, 'bad_body', body.message);
+    const parsed = redriveBody.safeParse(body.value);
+    if (!parsed.success)
+      return bad(c, parsed.error.issues.some((i) => i.path[0] === 'reason') ? 'reason_required' : 'bad_body', `redrive needs {"reason": "..."}: ${problem(parsed.error)}`);
+    const result = await ops.redrive(id.data, { handler: parsed.data.handler }, c.get('actor'), parsed.data.reason);
+    return c.json(result, result.ok ? 200 : 409);
+  });
+
+  admin.post('/api/events/:id/replay', async (c) => {
+    const id = rowId.safeParse(c.req.param('id'));
+    if (!id.success) return bad(c, 'bad_id', problem(id.error));
+    const body = await jsonBody(c);
+    if (!body.ok) return bad(c, 'bad_body', body.message);
+    const parsed = replayBody.safeParse(body.value);
+    if (!parsed.success) return bad(c, parsed.error.issues.some((i) => i.path[0] === 'reason') ? 'reason_required' : 'bad_body', problem(parsed.error));
+    const b = parsed.data;
+    if (!b.dry_run && settings.readOnly) return readOnly(c);
+    const result = await ops.replay(id.data, { handler: b.handler, steps: b.steps, allSteps: b.all_steps, dryRun: b.dry_run }, c.get('actor'), b.reason ?? 'dry run');
+    return c.json(result, result.ok ? 200 : 409);
+  });
+
+  admin.post('/api/redrive', async (c) => {
+    const body = await jsonBody(c);
+    if (!body.ok) return bad(c, 'bad_body', body.message);
+    const parsed = bulkBody.safeParse(body.value);
+    if (!parsed.success) return bad(c, 'bad_body', problem(parsed.error));
+    const b = parsed.data;
+    const dryRun = b.dry_run !== false;
+    if (!dryRun && settings.readOnly) return c.json({ error: 'read_only', message: 'admin is read-only (ADMIN_READ_ONLY=true); only dry runs are allowed' }, 403);
+    if (!dryRun && !b.reason) return bad(c, 'reason_required', 'a bulk re-drive needs {"reason": "..."}');
+    const filter: EventFilter = { state: b.state as EventFilter['state'], provider: b.provider, type: b.type, handler: b.handler, olderThanSeconds: b.older_than, limit: b.limit };
+    return c.json(await ops.bulkRedrive(filter, { dryRun, actor: c.get('actor'), reason: b.reason ?? 'dry run' }));
+  });
+}

@@ -1,0 +1,54 @@
+/**
+ * Admin, mounted under /admin only when credentials are configured, all of it behind one
+ * authentication check (no admin route is reachable without it):
+ *
+ *   /admin/queues/...        Bull Board (jobs), read-only when ADMIN_READ_ONLY
+ *   /admin/events, /:id      the events view (views.ts)
+ *   /admin/api/...           the admin JSON API (api.ts)
+ */
+import { createBullBoard } from '@bull-board/api';
+import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
+import { HonoAdapter } from '@bull-board/hono';
+import { serveStatic } from '@hono/node-server/serve-static';
+import { createOperations, queuesOf } from '@oncehook/core';
+import type { Hono } from 'hono';
+import type { IngestDeps } from '../app';
+import { RecentDuplicates } from '../recent-duplicates';
+import { mountAdminApi } from './api';
+import { adminAuth, adminConfigured, type AdminEnv, type AdminSettings } from './auth';
+import { csrfGuard, securityHeaders } from './security';
+import { mountAdminViews } from './views';
+
+export type { AdminSettings } from './auth';
+
+export function mountAdmin(app: Hono, deps: IngestDeps, settings: AdminSettings): boolean {
+  if (!adminConfigured(settings)) return false;
+  const ops = createOperations({ pool: deps.pool, queries: deps.queries, queue: deps.queue });
+  const admin = app.basePath('/admin') as unknown as Hono<AdminEnv>;
+  admin.use('*', securityHeaders());
+  admin.use('*', csrfGuard(settings.origins ?? []));
+  admin.use('*', adminAuth(settings));
+
+  // Bull Board: the queue's jobs.
+  const board = new HonoAdapter(serveStatic);
+  // One board entry per shard (QUEUE_SHARDS).
+  createBullBoard({
+    queues: queuesOf(deps.queue).map((queue) => new BullMQAdapter(queue, { readOnlyMode: settings.readOnly })),
+    serverAdapter: board,
+    options: { uiConfig: { boardTitle: 'Oncehook jobs' } },
+  });
+  board.setBasePath('/admin/queues');
+  // Bull Board's page asks Google for its fonts: nothing the admin serves reaches off the
+  // machine (the page falls back to system fonts).
+  admin.use('/queues/*', async (c, next) => {
+    await next();
+    if (!(c.res.headers.get('content-type') ?? '').startsWith('text/html')) return;
+    const page = (await c.res.text()).replace(/<link[^>]+fonts\.googleapis\.com[^>]*>/g, '');
+    c.res = new Response(page, { status: c.res.status, headers: c.res.headers });
+  });
+  admin.route('/queues', board.registerPlugin());
+
+  mountAdminApi(admin, ops, settings);
+  mountAdminViews(admin, { pool: deps.pool, queries: deps.queries, ops, recentDuplicates: deps.recentDuplicates ?? new RecentDuplicates() }, settings);
+  return true;
+}

@@ -1,0 +1,216 @@
+/**
+ * The admin's HTML pages (under /admin, behind adminAuth):
+ *
+ *   GET /admin               -> /admin/events
+ *   GET /admin/events        stuck runs, dead letters, recent duplicates, recent events
+ *   GET /admin/events/:id    one event: its actions (re-drive, replay with a preview first), its
+ *                            handler runs, and its timeline: deliveries, attempts and their
+ *                            verdicts, steps and operator actions, in time order
+ *
+ * Pages carry no inline script or style (the CSP forbids it): the stylesheet and the actions'
+ * script are served from /admin/assets. The actions post JSON to the admin API (api.ts).
+ */
+import { readFileSync } from 'node:fs';
+import type { EventDetail, EventSummary, Operations, Queries } from '@oncehook/core';
+import type { RunRow } from '@oncehook/shared';
+import type { Pool } from '@oncehook/shared';
+import type { Hono } from 'hono';
+import { html } from 'hono/html';
+import type { RecentDuplicate, RecentDuplicates } from '../recent-duplicates';
+import type { AdminEnv, AdminSettings } from './auth';
+
+/** The actions' script (assets/event-actions.js; in dist, copied next to the bundle by the build). */
+const EVENT_ACTIONS_JS = readFileSync(new URL('./assets/event-actions.js', import.meta.url), 'utf8');
+
+const PAGE_STYLE = `body{font:14px system-ui,sans-serif;margin:24px;color:#1d2330}h1{font-size:20px}h2{font-size:16px;margin-top:28px}
+table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #e3e6ee;padding:6px 8px;text-align:left;vertical-align:top}
+th{background:#f4f6fa}.state-failed{color:#b3261e;font-weight:600}.state-processing,.state-received{color:#9a6700}.state-done{color:#1a7f37}
+code{font-size:12px}nav a{margin-right:16px}.muted{color:#667}
+form.action{border:1px solid #e3e6ee;border-radius:6px;padding:12px;margin:12px 0;max-width:900px}form.action h3{font-size:14px;margin:0 0 8px}
+form.action label{display:inline-block;margin:2px 12px 2px 0}form.action input[name=reason]{width:420px;padding:4px}
+form.action button{margin:8px 8px 0 0;padding:4px 12px}.result{white-space:pre-wrap;margin:8px 0 0;font:12px monospace}
+table.timeline td:first-child{white-space:nowrap}.result.ok{color:#1a7f37}.result.refused{color:#b3261e}.kind{display:inline-block;min-width:86px;color:#667}`;
+
+export function page(title: string, body: ReturnType<typeof html>, scripts: string[] = []) {
+  return html`<!doctype html><html><head><meta charset="utf-8"><title>${title} - Oncehook</title><link rel="stylesheet" href="/admin/assets/admin.css"></head>
+<body><nav><a href="/admin/events">Events</a><a href="/admin/queues">Jobs (Bull Board)</a></nav><h1>${title}</h1>${body}${scripts.map((src) => html`<script src="${src}" defer></script>`)}</body></html>`;
+}
+
+function runsCell(e: EventSummary) {
+  if (e.runs.length === 0) return html`<span class="muted">${e.note ?? '-'}</span>`;
+  return html`${e.runs.map((r) => html`<div><span class="state-${r.state}">${r.handler}: ${r.state}</span>${r.attempts > 1 ? ` (${r.attempts} attempts)` : ''}${r.generation > 0 ? ` gen ${r.generation}` : ''}${r.lastError && r.state !== 'done' ? html` <span class="muted">${r.lastError}</span>` : ''}</div>`)}`;
+}
+
+function eventTable(events: EventSummary[]) {
+  if (events.length === 0) return html`<p class="muted">None.</p>`;
+  return html`<table><tr><th>Row</th><th>Provider / event id</th><th>Type</th><th>State</th><th>Handler runs</th><th>Deliveries</th><th>Updated</th></tr>
+${events.map(
+  (e) => html`<tr><td><a href="/admin/events/${e.id}">${e.id}</a></td><td><code>${e.provider}/${e.eventId}</code></td><td>${e.type}</td>
+<td class="state-${e.state}">${e.state}</td><td>${runsCell(e)}</td><td>${e.deliveries}</td><td>${e.updatedAt.toISOString()}</td></tr>`,
+)}</table>`;
+}
+
+function duplicatesTable(items: RecentDuplicate[]) {
+  if (items.length === 0) return html`<p class="muted">None since this process started.</p>`;
+  return html`<table><tr><th>At</th><th>Provider / event id</th><th>Row</th><th>State when it arrived</th></tr>
+${items.map((d) => html`<tr><td>${d.at.toISOString()}</td><td><code>${d.provider}/${d.eventId}</code></td><td>${d.rowId === null ? 'concurrent with the first' : html`<a href="/admin/events/${d.rowId}">${d.rowId}</a>`}</td><td>${d.state ?? '-'}</td></tr>`)}</table>`;
+}
+
+type Entry = { at: Date; order: number; kind: string; what: ReturnType<typeof html> | string };
+
+/**
+ * Everything that happened to the event, oldest first. Ties keep a causal order: a delivery,
+ * then an attempt's start, its steps, its verdict; an operator action before what it caused.
+ * Steps a replay reused are listed with the replay, not at the time they first ran.
+ */
+export function timelineEntries(detail: EventDetail): Entry[] {
+  const entries: Entry[] = [];
+  detail.deliveries.forEach((d, i) => {
+    entries.push({
+      at: d.receivedAt,
+      order: 0,
+      kind: 'delivery',
+      what:
+        i === 0 && !d.duplicate
+          ? 'delivery 1: claimed (the event was created)'
+          : `delivery ${i + 1}: duplicate${d.sameBody ? ' (the same body under another id)' : ''}, nothing new done`,
+    });
+  });
+  if (detail.deliveryCount > detail.deliveries.length) {
+    // The log keeps the first DELIVERY_LOG_ROWS deliveries in full and counts the rest.
+    entries.push({
+      at: detail.lastDeliveryAt ?? detail.event.receivedAt,
+      order: 0,
+      kind: 'delivery',
+      what: `... and ${detail.deliveryCount - detail.deliveries.length} more deliveries (counted, not logged one by one), the last at this time`,
+    });
+  }
+  const attemptsByRun = new Map<number, typeof detail.attempts>();
+  for (const a of detail.attempts) attemptsByRun.set(a.runId, [...(attemptsByRun.get(a.runId) ?? []), a]);
+  for (const a of detail.attempts) {
+    entries.push({ at: a.startedAt, order: 2, kind: 'attempt', what: html`<b>${a.handler}</b> attempt ${a.attempt} started (generation ${a.generation})` });
+    if (a.endedAt && a.outcome) {
+      const what =
+        a.outcome === 'done'
+          ? html`<b>${a.handler}</b> attempt ${a.attempt}: done`
+          : a.outcome === 'retry'
+            ? html`<b>${a.handler}</b> attempt ${a.attempt} failed, will retry: <code>${a.error ?? ''}</code>`
+            : html`<b>${a.handler}</b> attempt ${a.attempt} failed for good (dead letter): <code>${a.error ?? ''}</code>`;
+      entries.push({ at: a.endedAt, order: 4, kind: a.outcome === 'done' ? 'done' : 'failure', what });
+    } else {
+      const later = (attemptsByRun.get(a.runId) ?? []).some((b) => b.startedAt > a.startedAt);
+      if (later)
+        entries.push({
+          at: a.startedAt,
+          order: 3,
+          kind: 'failure',
+          what: html`<b>${a.handler}</b> attempt ${a.attempt} was cut short (its worker died or lost its lease); the next attempt took over`,
+        });
+    }
+  }
+  const actionsByRunGeneration = new Map(detail.operatorActions.filter((a) => a.mode === 'replay').map((a) => [`${a.runId}:${a.generation}`, a.createdAt]));
+  for (const s of detail.steps) {
+    const replayedAt = s.reusedFrom === null ? undefined : actionsByRunGeneration.get(`${s.runId}:${s.generation}`);
+    entries.push({
+      at: replayedAt ?? s.completedAt,
+      order: 3,
+      kind: 'step',
+      what: html`<b>${s.handler}</b> step <b>${s.name}</b> (${s.kind ?? 'step'}, generation ${s.generation}) ${s.reusedFrom === null ? 'committed' : html`reused from generation ${s.reusedFrom} (not run again)`}${s.idempotencyKey ? html`, key <code>${s.idempotencyKey}</code>` : ''}: <code>${JSON.stringify(s.result)}</code>`,
+    });
+  }
+  for (const a of detail.operatorActions) {
+    entries.push({
+      at: a.createdAt,
+      order: 1,
+      kind: 'operator',
+      what: html`<b>${a.mode}</b> of <b>${a.handler ?? 'the event'}</b> by ${a.actor} from ${a.fromState} (generation ${a.generation}): ${a.reason}`,
+    });
+  }
+  entries.sort((x, y) => x.at.getTime() - y.at.getTime() || x.order - y.order);
+  return entries;
+}
+
+function timeline(detail: EventDetail) {
+  return html`<table class="timeline"><tr><th>When</th><th>What</th></tr>${timelineEntries(detail).map(
+    (x) => html`<tr data-kind="${x.kind}"><td>${x.at.toISOString()}</td><td><span class="kind">${x.kind}</span> ${x.what}</td></tr>`,
+  )}</table>`;
+}
+
+/** Re-drive and replay forms for the runs that allow them (read-only: none). */
+function actions(detail: EventDetail, readOnly: boolean) {
+  const e = detail.event;
+  if (readOnly) return html`<p class="muted">Read-only admin (ADMIN_READ_ONLY=true): no actions.</p>`;
+  const redrivable = (r: RunRow) => r.state === 'failed' || r.state === 'received' || (r.state === 'processing' && r.leaseUntil !== null && r.leaseUntil.getTime() < Date.now());
+  const forms = [];
+  const toRedrive = detail.runs.filter(redrivable);
+  if (toRedrive.length > 0 || (e.state === 'received' && detail.runs.length === 0)) {
+    forms.push(html`<form class="action redrive" data-url="/admin/api/events/${e.id}/redrive">
+<h3>Re-drive ${toRedrive.length > 0 ? toRedrive.map((r) => r.handler).join(', ') : 'the dispatch'}</h3>
+<p class="muted">Finishes what was started: same generation, committed steps skipped, the same idempotency keys (the APIs apply nothing twice). Use it after fixing what made the run fail.</p>
+<label>Reason <input name="reason" placeholder="what was fixed"></label><br><button type="submit" value="redrive">Re-drive</button><div class="result"></div></form>`);
+  }
+  for (const run of detail.runs.filter((r) => r.state === 'done' || r.state === 'failed')) {
+    const steps = detail.steps.filter((s) => s.runId === run.id && s.generation === run.generation);
+    forms.push(html`<form class="action replay" data-url="/admin/api/events/${e.id}/replay" data-handler="${run.handler}">
+<h3>Replay steps of ${run.handler} (generation ${run.generation} -> ${run.generation + 1})</h3>
+<p class="muted">Does the chosen steps AGAIN: each external one with a NEW key (its effect happens once more); every other step's recorded result is reused. Preview first.</p>
+${steps.length === 0 ? html`<p class="muted">No recorded step.</p>` : steps.map((s) => html`<label><input type="checkbox" name="step" value="${s.name}"> ${s.name} (${s.kind ?? 'step'})</label>`)}
+<label><input type="checkbox" name="all_steps"> all steps, local writes included</label><br>
+<label>Reason <input name="reason" placeholder="why do it again"></label><br>
+<button type="submit" value="preview">Preview (dry run)</button><button type="submit" value="replay" disabled>Replay</button><div class="result"></div></form>`);
+  }
+  return forms.length === 0 ? html`<p class="muted">Nothing to re-drive or replay while runs are in flight.</p>` : html`${forms}`;
+}
+
+export function mountAdminViews(admin: Hono<AdminEnv>, deps: { pool: Pool; queries: Queries; ops: Operations; recentDuplicates: RecentDuplicates }, settings: AdminSettings): void {
+  const { pool, queries, ops } = deps;
+  // Served, not inline: the pages' Content-Security-Policy allows styles and scripts from the admin only.
+  admin.get('/assets/admin.css', (c) => c.body(PAGE_STYLE, 200, { 'Content-Type': 'text/css; charset=utf-8', 'Cache-Control': 'max-age=3600' }));
+  admin.get('/assets/event-actions.js', (c) => c.body(EVENT_ACTIONS_JS, 200, { 'Content-Type': 'text/javascript; charset=utf-8', 'Cache-Control': 'max-age=3600' }));
+  admin.get('/', (c) => c.redirect('/admin/events', 302));
+  admin.get('/events', async (c) => {
+    const [stuck, failed, recent] = await Promise.all([queries.listStuckRuns(pool, 60_000, 50), ops.list({ state: 'failed', limit: 50 }), ops.list({ limit: 25 })]);
+    return c.html(
+      page(
+        'Events',
+        html`<p class="muted">Stuck = a handler run processing past its lease, or received for over a minute. Dead letters = a handler run failed: open one to re-drive or replay it (or use the CLI, <code>npm run oncehook</code>, or the admin API).${settings.readOnly ? ' Read-only mode.' : ''}</p>
+<h2>Stuck (${stuck.length})</h2>${eventTable(stuck)}
+<h2>Dead letters (${failed.length})</h2>${eventTable(failed)}
+<h2>Recent duplicates (seen by this ingest instance)</h2>${duplicatesTable(deps.recentDuplicates.list(25))}
+<h2>Recent</h2>${eventTable(recent)}`,
+      ),
+    );
+  });
+
+  admin.get('/events/:id{[0-9]{1,15}}', async (c) => {
+    const detail = await ops.show(Number(c.req.param('id')));
+    if (!detail) return c.html(page('Not found', html`<p>No event ${c.req.param('id')}.</p>`), 404);
+    const e = detail.event;
+    return c.html(
+      page(
+        `Event ${e.id}`,
+        html`<table>
+<tr><th>Provider / event id</th><td><code>${e.provider}/${e.eventId}</code> (${e.kind})</td></tr>
+<tr><th>Type</th><td>${e.type}</td></tr><tr><th>State</th><td class="state-${e.state}">${e.state}</td></tr>
+<tr><th>Received</th><td>${e.receivedAt.toISOString()}</td></tr><tr><th>Signed at</th><td>${e.signedAt?.toISOString() ?? '-'}</td></tr>
+<tr><th>Finished</th><td>${e.finishedAt?.toISOString() ?? '-'}</td></tr><tr><th>Note</th><td>${e.note ?? '-'}</td></tr>
+<tr><th>Deliveries</th><td class="deliveries">${detail.deliveryCount}</td></tr>
+</table>
+<h2>Actions</h2>${actions(detail, settings.readOnly)}
+<h2>Handler runs</h2>${
+          detail.runs.length === 0
+            ? html`<p class="muted">None.</p>`
+            : html`<table><tr><th>Handler</th><th>State</th><th>Attempts</th><th>Generation</th><th>Lease</th><th>Last error</th></tr>
+${detail.runs.map((r) => html`<tr><td>${r.handler}</td><td class="state-${r.state}">${r.state}</td><td>${r.attempts}</td><td>${r.generation}</td><td>${r.leaseUntil ? `until ${r.leaseUntil.toISOString()}` : '-'}</td><td>${r.lastError ?? '-'}</td></tr>`)}</table>`
+        }
+<h2>Timeline</h2>${timeline(detail)}
+<h2>Payload</h2>${
+          e.prunedAt
+            ? html`<p class="muted">Deleted by retention on ${e.prunedAt.toISOString()} (RETENTION_DAYS), with the runs and steps; the key is kept until KEY_RETENTION_DAYS, so a redelivery is still a duplicate.</p>`
+            : html`<pre><code>${detail.payloadView.text}</code></pre>`
+        }`,
+        settings.readOnly ? [] : ['/admin/assets/event-actions.js'],
+      ),
+    );
+  });
+}

@@ -1,0 +1,191 @@
+/**
+ * One delivery, start to answer (after edge-guards.ts checked what it could before the body):
+ *
+ *   raw body -> verify signature (provider) -> stable event id -> claim (INSERT ... ON
+ *   CONFLICT DO NOTHING RETURNING, batched with concurrent deliveries) -> answer; the new
+ *   event's dispatch job is added right after by the enqueue relay (enqueue-relay.ts)
+ *
+ * Answers
+ *   202 accepted   first delivery of this event; committed, work happens asynchronously
+ *   200 duplicate  the event was already claimed (same id, or same body for a source whose id
+ *                  is not signed); no new work (a stale `received` row is re-enqueued)
+ *   200 reply      a verified request answered directly, nothing stored (Slack's challenge)
+ *   200 expired    signed creation time beyond the key horizon (KEY_RETENTION_DAYS): not processed
+ *   400 / 401      not verifiable or malformed (a payload Postgres cannot store included):
+ *                  nothing stored, nothing enqueued
+ *   503            Postgres unavailable, or too much waiting for it: nothing stored;
+ *                  Retry-After tells the provider when
+ *   500            anything unexpected; the provider retries
+ *
+ * The 2xx is sent only after the claim has committed. The enqueue happens after the answer;
+ * if it fails (or the process dies first), the row is durable and the reconciler enqueues it.
+ *
+ * Metric labels never come from what a sender can make up: the `type` label is a type some
+ * handler is registered for, or `other` (type-labels.ts); a duplicate is labelled with the
+ * stored event's type, not the delivery's (its header may be forged).
+ */
+import { enqueueEvent, type ClaimResult } from '@oncehook/core';
+import {
+  isDatabaseUnavailableError,
+  isUnstorablePayloadError,
+  OverloadedError,
+  VerificationError,
+  withTimeout,
+  currentTraceparent,
+  type EdgeResult,
+  type EventJobData,
+  type Verified,
+} from '@oncehook/shared';
+import { trace } from '@opentelemetry/api';
+import type { Context } from 'hono';
+import type { IngestDeps } from './app';
+import type { ClaimBatcher } from '@oncehook/core';
+import type { EdgeGuards } from './edge-guards';
+
+export async function receiveWebhook(c: Context, deps: IngestDeps, claims: ClaimBatcher, edge: EdgeGuards): Promise<Response> {
+  const started = process.hrtime.bigint();
+  const source = deps.sources.get(c.req.param('provider') ?? '');
+  if (!source) throw new Error('receiveWebhook reached without a known source'); // guarded by edge-guards
+  const { metrics } = deps;
+  const answer = (result: EdgeResult, type: string, response: Response): Response => {
+    trace.getActiveSpan()?.setAttributes({ 'oncehook.outcome': result, 'http.response.status_code': response.status });
+    metrics.eventsTotal.inc({ provider: source.name, type, result });
+    metrics.ingestDuration.observe({ result }, Number(process.hrtime.bigint() - started) / 1e9);
+    return response;
+  };
+
+  // Counted into the body budget as it arrives; refused mid-body past BODY_LIMIT_BYTES or the
+  // budget (edge-guards.ts).
+  const body = await edge.readBody(c);
+  if (body instanceof Response) return body;
+  const rawBody = body;
+  const now = deps.now?.() ?? new Date();
+
+  // 1. Verify, THEN deduplicate: an unverified request must never reach the unique index,
+  //    or anyone could pre-consume the id of a future real event.
+  let verified: Verified;
+  try {
+    verified = source.verify({ rawBody, header: (name) => c.req.header(name) ?? null, now });
+  } catch (error) {
+    if (!(error instanceof VerificationError)) throw error;
+    edge.rejected(source.name, error.reason, error.status, error.message);
+    return answer('rejected', 'unknown', c.json({ error: error.reason, message: error.message }, error.status));
+  }
+  if ('reply' in verified) {
+    deps.log.info({ provider: source.name }, verified.reply.note);
+    return c.json(verified.reply.body, 200);
+  }
+  const { event } = verified;
+  trace.getActiveSpan()?.setAttributes({ 'oncehook.event_id': event.eventId, 'oncehook.event_type': event.type });
+  const typeLabel = (type: string) => deps.typeLabels?.label(event.provider, event.kind, type) ?? 'other';
+  const log = deps.log.isLevelEnabled('info') ? deps.log.child({ provider: event.provider, eventId: event.eventId, type: event.type }) : deps.log;
+
+  // Older than the key horizon (KEY_RETENTION_DAYS): its key may already be deleted, so
+  // claiming it could process a late redelivery as new. Answer 2xx (so the provider stops) and
+  // do nothing. Between the payload and the key horizons the key is still there: the claim
+  // answers duplicate.
+  const horizonDays = deps.settings.retention.keyDays;
+  if (event.signedAt && now.getTime() - event.signedAt.getTime() > horizonDays * 86_400_000) {
+    log.warn({ signedAt: event.signedAt, horizonDays }, 'delivery older than the key retention horizon; not processed');
+    return answer(
+      'expired',
+      typeLabel(event.type),
+      c.json(
+        {
+          status: 'expired',
+          provider: event.provider,
+          eventId: event.eventId,
+          message: `event was created ${event.signedAt.toISOString()}, beyond the ${horizonDays}-day key retention horizon (KEY_RETENTION_DAYS); not processed`,
+        },
+        200,
+      ),
+    );
+  }
+
+  // A request pipelined behind an answer that closed its connection (an early refusal): its
+  // own answer could never reach the sender, so it must not be stored either (the sender
+  // retries it, and then it is new, not a duplicate nobody was told about).
+  if (edge.connectionClosing(c)) {
+    log.info('delivery pipelined behind a refusal that closes its connection; not processed (the sender will retry it)');
+    return answer(
+      'error',
+      typeLabel(event.type),
+      edge.closing(c, c.json({ error: 'connection_closing', message: 'an earlier request on this connection was refused; send this one again' }, 503)),
+    );
+  }
+
+  // 2. Claim (and, if new, enqueue), grouped with concurrent deliveries into one statement
+  //    and one Redis round trip (claim-batcher.ts). Resolves after the claim has committed.
+  let claim: ClaimResult;
+  try {
+    // The delivery's trace goes with the event: the dispatch job continues it.
+    const traceparent = currentTraceparent();
+    claim = await claims.claim(traceparent ? { ...event, traceparent } : event);
+  } catch (error) {
+    if (isUnstorablePayloadError(error)) {
+      edge.rejected(source.name, 'unstorable_payload', 400, `payload cannot be stored: ${(error as Error).message}`);
+      return answer('rejected', typeLabel(event.type), c.json({ error: 'unstorable_payload', message: `payload cannot be stored: ${(error as Error).message}` }, 400));
+    }
+    const unavailable = error instanceof OverloadedError || isDatabaseUnavailableError(error);
+    if (!(error instanceof OverloadedError)) log.error({ err: error }, unavailable ? 'database unavailable; asking the provider to retry' : 'claim failed');
+    c.header('Retry-After', String(deps.settings.retryAfterSeconds));
+    // A database that failed mid-statement may have committed it: never claim nothing was stored.
+    const message =
+      error instanceof OverloadedError
+        ? error.message
+        : unavailable
+          ? 'the database is unavailable; retry later (if this delivery was recorded after all, the retry is answered as a duplicate)'
+          : 'the event could not be recorded; retry later';
+    return answer('error', typeLabel(event.type), c.json({ error: 'unavailable', message }, unavailable ? 503 : 500));
+  }
+
+  if (claim.outcome === 'new') {
+    log.info({ rowId: claim.rowId }, 'claimed new event');
+    return answer('new', typeLabel(event.type), c.json({ status: 'accepted', provider: event.provider, eventId: event.eventId }, 202));
+  }
+
+  // Duplicate: counted as such, never as an error, under the STORED event's type.
+  deps.recentDuplicates?.add({
+    at: now,
+    provider: event.provider,
+    eventId: event.eventId,
+    rowId: claim.outcome === 'duplicate' ? claim.rowId : null,
+    state: claim.outcome === 'duplicate' ? claim.state : null,
+  });
+  if (claim.outcome === 'duplicate') {
+    log.info(
+      { rowId: claim.rowId, state: claim.state, sameBody: claim.sameBody },
+      claim.sameBody ? 'duplicate delivery (same body as a claimed event, under another id)' : 'duplicate delivery',
+    );
+    if (claim.sameBody && claim.type !== event.type) {
+      // Either a captured body replayed under another type, or a sender that sends one body for
+      // two types (docs/providers.md, body dedupe): say so, it is never silent.
+      edge.notice(
+        `${source.name}\0cross-type`,
+        { provider: event.provider, eventId: event.eventId, type: event.type, storedType: claim.type, rowId: claim.rowId },
+        'a body already claimed under another id AND another type was answered duplicate: a replay, or a sender that sends byte-identical bodies for two types (see bodyDedupe in docs/providers.md)',
+      );
+    }
+    const idleMs = Date.now() - claim.updatedAt.getTime();
+    if (claim.state === 'received' && idleMs >= deps.settings.duplicateReenqueueAfterMs && !claim.sameBody) {
+      // Still not dispatched after the grace period: the original enqueue may have been lost.
+      // Safe to repeat: the jobId dedupes a queued job and the worker's guarded dispatch the rest.
+      log.info({ rowId: claim.rowId, idleMs }, 'duplicate found the event still received; re-enqueueing its dispatch');
+      await enqueue(deps, { rowId: claim.rowId, provider: event.provider, eventId: event.eventId, kind: event.kind, type: claim.type, attempt: 0 }, true, log);
+    }
+  } else {
+    log.info('duplicate delivery (concurrent with the first)');
+  }
+  const storedType = claim.outcome === 'duplicate' ? claim.type : event.type;
+  return answer('duplicate', typeLabel(storedType), c.json({ status: 'duplicate', provider: event.provider, eventId: event.eventId }, 200));
+}
+
+async function enqueue(deps: IngestDeps, data: EventJobData, replaceFinished: boolean, log: IngestDeps['log']): Promise<void> {
+  try {
+    await withTimeout(enqueueEvent(deps.queue, data, { replaceFinished }), deps.settings.enqueueTimeoutMs, 'enqueue');
+  } catch (error) {
+    // The claim is committed: the reconciler re-enqueues `received` rows, so the provider
+    // still gets its 2xx.
+    log.warn({ err: error, rowId: data.rowId }, 'enqueue failed after commit; the reconciler will enqueue the event');
+  }
+}

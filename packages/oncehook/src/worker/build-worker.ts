@@ -1,0 +1,165 @@
+/**
+ * buildWorker(config, handlers): one worker process, wired. The production entry point
+ * (main.ts) and the tests start workers this way, so there is one wiring to trust.
+ *
+ *   const worker = buildWorker(loadWorkerConfig(), handlers);
+ *   await worker.start();   // queue worker, reconciler loop, metrics server
+ *   ...
+ *   await worker.close();   // stop taking jobs, finish in-flight ones, close connections
+ */
+import {
+  closeQueueConnection,
+  countUnhandled,
+  createEngine,
+  createEventQueues,
+  createEventWorker,
+  HandlerRegistry,
+  openQueueConnection,
+  type EngineHooks,
+  type EventQueues,
+  type EventWorker,
+  type ProcessSettings,
+  type Queries,
+  type WorkerSettings,
+} from '@oncehook/core';
+import { observeOutbound, type Handler } from '@oncehook/sdk';
+import {
+  createFaults,
+  createLogger,
+  createPool,
+  createWorkerMetrics,
+  type EventJobData,
+  type Faults,
+  type Logger,
+  type Pool,
+  type WorkerConfig,
+  type WorkerMetrics,
+} from '@oncehook/shared';
+import type { Queue } from 'bullmq';
+import { startMetricsServer } from './metrics-server';
+
+export interface BuildWorkerOptions {
+  /** Defaults: a pino logger at LOG_LEVEL, fresh metrics, faults from ONCEHOOK_FAULTS. */
+  log?: Logger;
+  metrics?: WorkerMetrics;
+  faults?: Faults;
+  hooks?: EngineHooks;
+}
+
+export interface OncehookWorker {
+  config: WorkerConfig;
+  pool: Pool;
+  queries: Queries;
+  /** The first shard's queue (the only one when QUEUE_SHARDS=1). */
+  queue: Queue<EventJobData>;
+  /** Every shard, and the router by event key. */
+  queues: EventQueues;
+  registry: HandlerRegistry;
+  metrics: WorkerMetrics;
+  log: Logger;
+  eventWorker: EventWorker;
+  /**
+   * Starts the parts: the queue worker, the reconciler loop and the metrics server (each can be
+   * left off, for tests that drive one part by hand). Resolves once the queue worker is ready.
+   */
+  start(parts?: { reconciler?: boolean; metricsServer?: boolean }): Promise<{ metricsPort: number | null }>;
+  close(): Promise<void>;
+}
+
+/** The engine's settings, from the worker's configuration (the one mapping of these variables). */
+export function engineSettings(config: WorkerConfig): ProcessSettings {
+  return {
+    leaseMs: config.LEASE_MS,
+    retry: { maxAttempts: config.MAX_ATTEMPTS, backoffMs: config.RETRY_BACKOFF_MS },
+    unhandled: config.UNHANDLED_EVENTS,
+  };
+}
+
+/** The worker's settings, from its configuration: the one mapping from environment to settings. */
+export function workerSettings(config: WorkerConfig): WorkerSettings {
+  return {
+    concurrency: config.WORKER_CONCURRENCY,
+    queuePrefix: config.QUEUE_PREFIX,
+    queueShards: config.QUEUE_SHARDS,
+    consumeShards: config.WORKER_QUEUE_SHARDS,
+    retention: {
+      policy: { defaultDays: config.RETENTION_DAYS, overrides: config.RETENTION_OVERRIDES, keyDays: config.KEY_RETENTION_DAYS },
+      batchSize: config.RETENTION_BATCH_SIZE,
+      maxBatches: config.RETENTION_MAX_BATCHES,
+      intervalMs: config.RETENTION_INTERVAL_MS,
+    },
+    reconciler: { intervalMs: config.RECONCILE_INTERVAL_MS, requeueAfterMs: config.REQUEUE_AFTER_MS, batchSize: config.RECONCILE_BATCH_SIZE },
+  };
+}
+
+export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], options: BuildWorkerOptions = {}): OncehookWorker {
+  const log = options.log ?? createLogger('worker', config.LOG_LEVEL, config.LOG_FORMAT);
+  const registry = new HandlerRegistry(handlers);
+  const metrics = options.metrics ?? createWorkerMetrics();
+  const pool = createPool(config.DATABASE_URL, {
+    max: config.DATABASE_POOL_SIZE,
+    connectionTimeoutMillis: config.DATABASE_CONNECT_TIMEOUT_MS,
+    applicationName: 'oncehook-worker',
+    onStatement: () => metrics.dbStatements.inc(),
+  });
+  // On Postgres (QUEUE_BACKEND), each shard's Worker has a pool of its own: one connection per
+  // job in flight plus its lock renewals and fetches.
+  const connection = openQueueConnection(config, 'worker', { poolSize: config.WORKER_CONCURRENCY + 2 });
+  const producer = openQueueConnection(config, 'producer');
+  const queues = createEventQueues(producer, config.QUEUE_PREFIX, config.QUEUE_SHARDS);
+  const queue = queues.shards[0]!;
+  const stopObserving = observeOutbound((outcome) => metrics.outboundCalls.inc({ api: outcome.name, outcome: outcome.result }));
+
+  const engine = createEngine({
+    pool,
+    schema: config.ONCEHOOK_SCHEMA,
+    handlers: registry,
+    log,
+    settings: engineSettings(config),
+    faults: options.faults ?? createFaults(config.ONCEHOOK_FAULTS),
+    ...(options.hooks ? { hooks: options.hooks } : {}),
+    onUnhandled: countUnhandled(metrics),
+  });
+  const { queries } = engine;
+  const eventWorker = createEventWorker({ engine, connection, queue: queues, log, metrics, settings: workerSettings(config) }, { autorun: false });
+
+  let metricsServer: Awaited<ReturnType<typeof startMetricsServer>> | undefined;
+  let closed = false;
+  return {
+    config,
+    pool,
+    queries,
+    queue,
+    queues,
+    registry,
+    metrics,
+    log,
+    eventWorker,
+    async start(parts = {}) {
+      // What this worker runs, for ingest's metric labels and the admin (best effort: a worker
+      // must start even if this write fails; the next start retries it).
+      await queries
+        .registerHandlers(
+          pool,
+          registry.all().map((h) => ({ name: h.name, source: h.source, kind: h.kind, type: h.type, description: h.description })),
+        )
+        .catch((error: unknown) => log.warn({ err: error }, 'could not record the loaded handlers in the database'));
+      if (parts.metricsServer ?? true) metricsServer = await startMetricsServer(metrics.registry, config.METRICS_PORT, config.METRICS_HOST, config.METRICS_TOKEN);
+      if (parts.reconciler ?? true) eventWorker.reconciler.run();
+      for (const worker of eventWorker.workers) void worker.run().catch((error: unknown) => log.error({ err: error }, 'queue worker stopped'));
+      await Promise.all(eventWorker.workers.map((worker) => worker.waitUntilReady()));
+      return { metricsPort: metricsServer?.port ?? null };
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      await eventWorker.close();
+      await metricsServer?.close();
+      stopObserving();
+      await queues.close();
+      await closeQueueConnection(connection);
+      await closeQueueConnection(producer);
+      await pool.end();
+    },
+  };
+}
