@@ -52,13 +52,17 @@ async function scratchCopy(into: string): Promise<void> {
 }
 
 async function apply(dir: string, mutant: Mutant): Promise<boolean> {
-  const file = path.join(dir, mutant.file);
-  let text = await readFile(file, 'utf8');
-  for (const edit of [{ search: mutant.search, replace: mutant.replace }, ...(mutant.also ?? [])]) {
+  const texts = new Map<string, string>();
+  for (const edit of [{ file: mutant.file, search: mutant.search, replace: mutant.replace }, ...(mutant.also ?? [])]) {
+    const file = path.join(dir, edit.file ?? mutant.file);
+    const text = texts.get(file) ?? (await readFile(file, 'utf8'));
     if (text.split(edit.search).length !== 2) return false;
-    text = text.replace(edit.search, () => edit.replace);
+    texts.set(
+      file,
+      text.replace(edit.search, () => edit.replace),
+    );
   }
-  await writeFile(file, text);
+  for (const [file, text] of texts) await writeFile(file, text);
   return true;
 }
 

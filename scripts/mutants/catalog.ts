@@ -7,7 +7,8 @@
  * Rules:
  * - `search` must occur exactly once in `file` (the runner refuses a stale rule, so a rule
  *   whose code moved is noticed the day it moves, not silently skipped); a bug that spans two
- *   places of one file lists the others in `also`, each held to the same rule;
+ *   places lists the others in `also` (in the same file unless they name theirs), each held to
+ *   the same rule;
  * - `tests` lists the files that are supposed to guard the guarantee, most specific first;
  * - every new guarantee adds its mutants here (and docs/reliability.md shows the table).
  */
@@ -20,13 +21,18 @@ export interface Mutant {
   file: string;
   search: string;
   replace: string;
-  /** Further edits of the same file, applied after the first, in order. */
-  also?: { search: string; replace: string }[];
+  /** Further edits, applied after the first, in order (in `file` unless they name another). */
+  also?: { file?: string; search: string; replace: string }[];
   /** Test files (repository-relative) that must kill it. */
   tests: string[];
 }
 
-const QUERIES = 'packages/core/src/store/queries.ts';
+const CLAIM_SQL = 'packages/core/src/store/sql/claim.ts';
+const RUN_SQL = 'packages/core/src/store/sql/runs.ts';
+const RECOVERY_SQL = 'packages/core/src/store/sql/recovery.ts';
+const OPERATOR_SQL = 'packages/core/src/store/sql/operators.ts';
+const RUN_QUERIES = 'packages/core/src/store/runs.ts';
+const RETRY = 'packages/core/src/retry-policy.ts';
 const CONTEXT = 'packages/core/src/handler-context.ts';
 const PROCESS = 'packages/core/src/process-event.ts';
 
@@ -35,7 +41,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'claim-check-then-act',
     guarantee: 'one delivery creates work: the batched claim is atomic',
-    file: QUERIES,
+    file: CLAIM_SQL,
     search: `FROM input CROSS JOIN body_stripes ORDER BY provider, event_id
                ON CONFLICT DO NOTHING`,
     replace: `FROM input
@@ -45,7 +51,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'claim-single-check-then-act',
     guarantee: 'one delivery creates work: the single claim is atomic',
-    file: QUERIES,
+    file: CLAIM_SQL,
     search: `         VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb, $8::bytea, octet_length($5::text))
          ON CONFLICT DO NOTHING`,
     replace: `         SELECT $1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb, $8::bytea, octet_length($5::text)
@@ -55,7 +61,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'claim-keys-unordered',
     guarantee: 'two batched claims holding the same keys wait for each other, never deadlock (event ids)',
-    file: QUERIES,
+    file: CLAIM_SQL,
     search: 'FROM input CROSS JOIN body_stripes ORDER BY provider, event_id',
     replace: 'FROM input CROSS JOIN body_stripes ORDER BY ord',
     tests: ['test/core-races.test.ts'],
@@ -63,7 +69,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'claim-body-stripes-off',
     guarantee: 'two batched claims holding the same body hashes wait for each other, never deadlock',
-    file: QUERIES,
+    file: CLAIM_SQL,
     search: 'SELECT count(pg_advisory_xact_lock(k)) AS n FROM',
     replace: 'SELECT count(k) AS n FROM',
     tests: ['test/core-races.test.ts'],
@@ -79,7 +85,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'claim-same-body-in-batch-unmatched',
     guarantee: 'the delivery log counts every delivery of a body claimed under two ids in one batch',
-    file: QUERIES,
+    file: CLAIM_SQL,
     search: '                 FROM input i JOIN inserted x ON x.provider = i.provider AND x.body_hash = i.body_hash AND x.event_id <> i.event_id',
     replace: '                 FROM input i JOIN inserted x ON false',
     tests: ['test/core-races.test.ts'],
@@ -87,7 +93,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'dispatch-twice',
     guarantee: 'an event is dispatched once: two workers never both create and run its runs',
-    file: QUERIES,
+    file: RUN_SQL,
     search: `          WHERE id = $1::bigint AND state = 'received'
          RETURNING *`,
     replace: `          WHERE id = $1::bigint
@@ -100,7 +106,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'fence-lock-token',
     guarantee: 'a worker that lost its lease commits no step',
-    file: QUERIES,
+    file: RUN_SQL,
     search: `        WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
         FOR NO KEY UPDATE`,
     replace: `        WHERE id = $1::bigint AND $2::uuid IS NOT NULL AND state = 'processing'
@@ -110,7 +116,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'fence-done-token',
     guarantee: 'a worker that lost its lease cannot mark the run done',
-    file: QUERIES,
+    file: RUN_SQL,
     search: `                updated_at = now(), note = coalesce($3::text, note)
           WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
     replace: `                updated_at = now(), note = coalesce($3::text, note)
@@ -120,7 +126,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'fence-retry-token',
     guarantee: 'a worker that lost its lease cannot send the run back to received',
-    file: QUERIES,
+    file: RUN_SQL,
     search: `          WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
          RETURNING id
        ), \${ATTEMPT_VERDICT('retry'`,
@@ -132,7 +138,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'fence-failed-token',
     guarantee: 'a worker that lost its lease cannot dead-letter the run',
-    file: QUERIES,
+    file: RUN_SQL,
     search: `          WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
          RETURNING id, event_row_id
        ), \${ATTEMPT_VERDICT('failed'`,
@@ -144,7 +150,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'acquire-steps-in-returning',
     guarantee: 'a takeover that waited on the old owner sees the step it committed (never runs it again)',
-    file: QUERIES,
+    file: RUN_SQL,
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the search text is source code containing a template literal
     search: "  const LEASED_RUN_RETURNING = `${runColumns('r')}, row_to_json((SELECT x FROM (SELECT ${eventColumns('e')}) x)) AS event`;",
     replace:
@@ -152,10 +158,12 @@ export const MUTANTS: Mutant[] = [
       "  const LEASED_RUN_RETURNING = `${runColumns('r')}, row_to_json((SELECT x FROM (SELECT ${eventColumns('e')}) x)) AS event, (SELECT coalesce(json_agg(json_build_object('runId', s.run_id, 'name', s.name, 'kind', s.kind, 'result', s.result, 'idempotencyKey', s.idempotency_key, 'keySubject', s.key_subject)), '[]') FROM ${STEPS} s WHERE s.run_id = r.id AND s.generation = r.generation) AS steps`;",
     also: [
       {
+        file: RUN_QUERIES,
         search: '    const { rows: steps } = await db.query<RecordedStep & { runId: number }>(STEPS_OF_LEASED_RUNS_SQL([rows.map((r) => r.id), token]));',
         replace: '    const steps = rows.flatMap((r) => (r as unknown as { steps: (RecordedStep & { runId: number })[] }).steps);',
       },
       {
+        file: RUN_QUERIES,
         search: '    return rows.map(({ event, ...run }) => ({',
         replace: '    return rows.map(({ event, steps: _s, ...run }: RunRow & { event: EventRow; steps?: unknown }) => ({',
       },
@@ -189,7 +197,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'event-state-counters',
     guarantee: 'an event is done exactly when its last run is (per-run counters)',
-    file: QUERIES,
+    file: RUN_SQL,
     search: `          SET runs_pending = e.runs_pending - 1, state = \${EVENT_STATE_AFTER('-1', '0')},`,
     replace: `          SET runs_pending = e.runs_pending, state = \${EVENT_STATE_AFTER('0', '0')},`,
     tests: ['test/state-machine.test.ts', 'test/reconciler.test.ts'],
@@ -267,7 +275,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'replay-reuses-nothing',
     guarantee: 'a replay of some steps reuses the records of the others (no double local effect)',
-    file: QUERIES,
+    file: OPERATOR_SQL,
     search: '          WHERE s.name = ANY($3::text[])',
     replace: '          WHERE false',
     tests: ['test/operations.test.ts'],
@@ -317,7 +325,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'reconciler-expired-leases',
     guarantee: 'a run whose worker died is released and run again',
-    file: QUERIES,
+    file: RECOVERY_SQL,
     search: `         WHERE state = 'processing' AND lease_until < now()
          ORDER BY lease_until`,
     replace: `         WHERE state = 'processing' AND lease_until < now() - interval '1 hour'
@@ -327,7 +335,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'reconciler-stale-runs',
     guarantee: 'a run whose retry job Redis lost is enqueued again',
-    file: QUERIES,
+    file: RECOVERY_SQL,
     search: `        SELECT id FROM \${RUNS}
          WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 millisecond'`,
     replace: `        SELECT id FROM \${RUNS}
@@ -337,7 +345,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'reconciler-stale-events',
     guarantee: 'an event whose dispatch Redis lost (or ingest never sent) is enqueued again',
-    file: QUERIES,
+    file: RECOVERY_SQL,
     search: `        SELECT id FROM \${EVENTS}
          WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 millisecond'`,
     replace: `        SELECT id FROM \${EVENTS}
@@ -356,23 +364,23 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'cap-off',
     guarantee: 'a run that kills its worker every time reaches failed',
-    file: PROCESS,
-    search: '  if (run.attempts > settings.maxAttempts) {',
-    replace: '  if (false) {',
+    file: RETRY,
+    search: '  return attempt > policy.maxAttempts;',
+    replace: '  return false;',
     tests: ['test/lease-guards.test.ts'],
   },
   {
     id: 'cap-last-attempt',
     guarantee: 'the last failed attempt dead-letters the run',
-    file: PROCESS,
-    search: '    if (permanent || run.attempts >= settings.maxAttempts) {',
-    replace: '    if (permanent) {',
+    file: RETRY,
+    search: '  if (attempt >= policy.maxAttempts) return { retry: false, reason: `attempt ${attempt}/${policy.maxAttempts} failed: ${message}` };',
+    replace: '',
     tests: ['test/state-machine.test.ts'],
   },
   {
     id: 'cap-count',
     guarantee: 'every claim counts as an attempt (crashes included)',
-    file: QUERIES,
+    file: RUN_SQL,
     search: `                attempts = r.attempts + 1, updated_at = now()
            FROM \${EVENTS} e
           WHERE r.event_row_id = $1::bigint AND r.handler = $2::text`,
@@ -384,8 +392,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'backoff-zero',
     guarantee: 'failed attempts are retried after a growing, jittered delay',
-    file: 'packages/core/src/retry-policy.ts',
-    search: "  return backoffDelayMs(failedAttempt, { baseMs, capMs: RUN_RETRY_CAP_MS, jitter: 'half' });",
+    file: RETRY,
+    search: "  return backoffDelayMs(failedAttempt, { baseMs: policy.backoffMs, capMs: RUN_RETRY_CAP_MS, jitter: 'half' });",
     replace: '  return 0;',
     tests: ['test/lease-guards.test.ts'],
   },
@@ -559,7 +567,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'ordered-never-stale',
     guarantee: 'ctx.ordered: an older update never overwrites a newer one',
-    file: QUERIES,
+    file: RUN_QUERIES,
     search: '    return { stale: previous !== null && previous > version, previous };',
     replace: '    return { stale: false, previous };',
     tests: ['test/ordering.test.ts', 'test/effects.test.ts'],
@@ -567,7 +575,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'ordered-version-lowered',
     guarantee: 'ctx.ordered: a stale update does not lower the recorded version',
-    file: QUERIES,
+    file: RUN_SQL,
     search: '          SET version = greatest(v.version, excluded.version), previous_version = v.version,',
     replace: '          SET version = excluded.version, previous_version = v.version,',
     tests: ['test/ordering.test.ts', 'test/core-races.test.ts'],
@@ -575,9 +583,9 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'ordered-previous-from-snapshot',
     guarantee: "ctx.ordered's previous is the newest version committed before it, under contention",
-    file: QUERIES,
-    search: `      \`INSERT INTO \${VERSIONS} AS v (handler, object_key, version) VALUES ($1::text, $2::text, $3::numeric)`,
-    replace: `      \`WITH prior AS (SELECT version FROM \${VERSIONS} WHERE handler = $1::text AND object_key = $2::text), up AS (INSERT INTO \${VERSIONS} AS v (handler, object_key, version) VALUES ($1::text, $2::text, $3::numeric)`,
+    file: RUN_SQL,
+    search: `\`INSERT INTO \${VERSIONS} AS v (handler, object_key, version) VALUES ($1::text, $2::text, $3::numeric)`,
+    replace: `\`WITH prior AS (SELECT version FROM \${VERSIONS} WHERE handler = $1::text AND object_key = $2::text), up AS (INSERT INTO \${VERSIONS} AS v (handler, object_key, version) VALUES ($1::text, $2::text, $3::numeric)`,
     also: [
       {
         search: '       RETURNING previous_version::text AS previous`,',
@@ -589,16 +597,16 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'object-lock-noop',
     guarantee: 'ctx.lock serialises local steps about one object',
-    file: QUERIES,
-    search: "    await tx.query('SELECT pg_advisory_xact_lock($1::bigint)', [advisoryLockKey(schemaName, 'object', objectKey)]);",
-    replace: "    await tx.query('SELECT $1::bigint', [advisoryLockKey(schemaName, 'object', objectKey)]);",
+    file: RUN_SQL,
+    search: "    LOCK_OBJECT: 'SELECT pg_advisory_xact_lock($1::bigint)',",
+    replace: "    LOCK_OBJECT: 'SELECT $1::bigint',",
     tests: ['test/ordering.test.ts'],
   },
   // ---- retention: two horizons ----------------------------------------------------------
   {
     id: 'prune-deletes-key',
     guarantee: 'past the payload horizon the key stays: a late redelivery is a duplicate',
-    file: QUERIES,
+    file: RECOVERY_SQL,
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the search text is source code containing a template literal
     search: "      UPDATE ${EVENTS} SET payload = NULL, meta = '{}', note = NULL, pruned_at = now()",
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the replacement is source code containing a template literal
@@ -658,7 +666,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'trace-not-on-event',
     guarantee: "retries and recoveries continue the delivery's trace (it is kept on the event row)",
-    file: QUERIES,
+    file: RUN_SQL,
     search: '                trace_parent = coalesce($5::text, trace_parent)',
     replace: '                trace_parent = trace_parent',
     tests: ['test/tracing.test.ts', 'test/tracing-crash.test.ts'],
@@ -708,7 +716,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'unreadable-payload-returned',
     guarantee: 'a payload stored before the limits that no process can read is never sent to one (no crash loop)',
-    file: QUERIES,
+    file: 'packages/core/src/store/columns.ts',
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the search text is source code containing a template literal
     search: '    CASE WHEN ${UNREADABLE_PAYLOAD(alias)} THEN NULL ELSE ${alias}.payload END AS payload,',
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the replacement is source code containing a template literal
@@ -718,7 +726,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'delivery-log-unbounded',
     guarantee: 'one event delivered thousands of times keeps at most DELIVERY_LOG_ROWS log rows',
-    file: QUERIES,
+    file: CLAIM_SQL,
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the search text is source code containing a template literal
     search: 'generate_series(1, greatest(0, least(dups, ${DELIVERY_LOG_ROWS} - before)::int))',
     replace: 'generate_series(1, dups)',
@@ -769,7 +777,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'redrive-live-lease',
     guarantee: 're-drive never takes a run from a worker holding a live lease',
-    file: QUERIES,
+    file: OPERATOR_SQL,
     search: "            AND (state IN ('failed', 'received') OR (state = 'processing' AND lease_until < now()))",
     replace: "            AND (state IN ('failed', 'received') OR state = 'processing')",
     tests: ['test/operations.test.ts'],
@@ -777,7 +785,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'replay-in-flight',
     guarantee: 'replay applies only to finished runs, never to one in flight',
-    file: QUERIES,
+    file: OPERATOR_SQL,
     search: "          WHERE event_row_id = $1::bigint AND handler = $2::text AND state IN ('done', 'failed')",
     replace: "          WHERE event_row_id = $1::bigint AND handler = $2::text AND state IN ('done', 'failed', 'processing')",
     tests: ['test/operations.test.ts'],

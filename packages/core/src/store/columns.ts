@@ -1,0 +1,47 @@
+/**
+ * Column lists and expressions the statements share (row shapes: rows.ts decodes them).
+ */
+
+/**
+ * Numbers a JavaScript double cannot hold (beyond +-1.8e308, or so small it reads as 0): jsonb
+ * keeps them exactly and prints them written out in full (1e131071: 131,072 digits per read),
+ * and no handler could have used them. The edge refuses them since migration 0008
+ * (payload-limits.ts in @oncehook/shared); this finds them in payloads stored before, without
+ * printing them.
+ */
+const UNREADABLE_NUMBERS_PATH = `strict $.** ? (@.type() == "number" && (@ > 1.7976931348623157e308 || @ < -1.7976931348623157e308 || (@ != 0 && @ < 4.9e-324 && @ > -4.9e-324)))`;
+
+/**
+ * True for a stored payload no process may read: from before the payload limits (no
+ * payload_bytes) and holding such a number. Checked in the database on every read of the
+ * payload, so the poison is never printed; for rows stored since 0008 it is one NULL test.
+ */
+export const UNREADABLE_PAYLOAD = (alias: string) =>
+  `(${alias}.payload_bytes IS NULL AND ${alias}.payload IS NOT NULL AND jsonb_path_exists(${alias}.payload, '${UNREADABLE_NUMBERS_PATH}'))`;
+
+/** An event row (EventRow), the payload only when it can be read (UNREADABLE_PAYLOAD). */
+export function eventColumns(alias: string): string {
+  return `${alias}.id, ${alias}.provider, ${alias}.kind, ${alias}.event_id AS "eventId", ${alias}.type,
+    CASE WHEN ${UNREADABLE_PAYLOAD(alias)} THEN NULL ELSE ${alias}.payload END AS payload, ${UNREADABLE_PAYLOAD(alias)} AS "payloadUnreadable",
+    ${alias}.signed_at AS "signedAt", ${alias}.meta, ${alias}.state, ${alias}.runs_pending AS "runsPending",
+    ${alias}.runs_failed AS "runsFailed", ${alias}.note, ${alias}.received_at AS "receivedAt",
+    ${alias}.updated_at AS "updatedAt", ${alias}.finished_at AS "finishedAt", ${alias}.trace_parent AS "traceParent",
+    ${alias}.pruned_at AS "prunedAt"`;
+}
+
+/** A handler run (RunRow). */
+export function runColumns(alias: string): string {
+  return `${alias}.id, ${alias}.event_row_id AS "eventRowId", ${alias}.handler, ${alias}.state, ${alias}.attempts,
+    ${alias}.generation, ${alias}.key_scheme AS "keyScheme", ${alias}.lease_token AS "leaseToken",
+    ${alias}.lease_until AS "leaseUntil", ${alias}.last_error AS "lastError", ${alias}.note,
+    ${alias}.created_at AS "createdAt", ${alias}.updated_at AS "updatedAt", ${alias}.finished_at AS "finishedAt"`;
+}
+
+/**
+ * The event's new state after its counters change by (dPending, dFailed), as SQL over the
+ * row's current values (which, in an UPDATE that waited for a lock, are the newest ones).
+ */
+export const EVENT_STATE_AFTER = (dPending: string, dFailed: string) => `CASE
+      WHEN e.runs_pending + ${dPending} > 0 THEN 'processing'
+      WHEN e.runs_failed + ${dFailed} > 0 THEN 'failed'
+      ELSE 'done' END`;

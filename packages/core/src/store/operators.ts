@@ -1,0 +1,143 @@
+/**
+ * Execution of the operators' statements (sql/operators.ts): re-drive and replay, the reads
+ * behind the events view, the API and the CLI, the gauges, the handlers registry.
+ */
+import type { EventRow, RunRow, RunState } from '@oncehook/shared';
+import { prepared } from './prepared';
+import type {
+  AttemptRecord,
+  DeliveryRecord,
+  EventDetail,
+  EventFilter,
+  EventSummary,
+  MovedRun,
+  OperatorAction,
+  PendingCounts,
+  Queryable,
+  RecordedStep,
+  RunSummary,
+  StepRecord,
+} from './rows';
+import { operatorStatements } from './sql/operators';
+import type { Tables } from './tables';
+
+type MovedRow = { runId: number; handler: string; fromState: RunState; generation: number; provider: string; eventId: string };
+type SummaryRow = EventSummary & { runs: (RunSummary & { updatedAt: string })[] };
+
+const summary = (row: SummaryRow): EventSummary => ({ ...row, runs: row.runs.map((r) => ({ ...r, updatedAt: new Date(r.updatedAt) })) });
+
+function moved(rowId: number, row: MovedRow): MovedRun {
+  return {
+    runId: row.runId,
+    handler: row.handler,
+    fromState: row.fromState,
+    generation: row.generation,
+    job: { rowId, provider: row.provider, eventId: row.eventId, handler: row.handler, generation: row.generation, attempt: 0 },
+  };
+}
+
+export function createOperatorQueries(t: Tables) {
+  const sql = operatorStatements(t);
+  const GET_EVENT_SQL = prepared('getEvent', sql.GET_EVENT);
+
+  async function getEvent(db: Queryable, rowId: number): Promise<EventRow | null> {
+    const { rows } = await db.query<EventRow>(GET_EVENT_SQL([rowId]));
+    return rows[0] ?? null;
+  }
+
+  return {
+    /**
+     * Re-drive: finish what was started, same generation (same keys, committed steps skipped);
+     * `handler` null = every such run of the event. An event never dispatched is left to the
+     * caller (it enqueues the dispatch). [] = nothing the action applies to.
+     */
+    async redriveRuns(db: Queryable, rowId: number, handler: string | null, actor: string, reason: string): Promise<MovedRun[]> {
+      const { rows } = await db.query<MovedRow>(sql.REDRIVE_RUNS, [rowId, handler, actor, reason]);
+      return rows.map((row) => moved(rowId, row));
+    },
+
+    /** Replay: a new generation of one finished run, the `reuse` steps copied. null = the run is not finished (or does not exist). */
+    async replayRun(db: Queryable, input: { rowId: number; handler: string; reuse: string[]; actor: string; reason: string; detail: unknown }): Promise<MovedRun | null> {
+      const { rows } = await db.query<MovedRow>(sql.REPLAY_RUN, [input.rowId, input.handler, input.reuse, input.actor, input.reason, JSON.stringify(input.detail)]);
+      return rows[0] ? moved(input.rowId, rows[0]) : null;
+    },
+
+    async listEvents(db: Queryable, filter: EventFilter): Promise<EventSummary[]> {
+      const { rows } = await db.query<SummaryRow>(sql.LIST_EVENTS, [
+        filter.state ?? null,
+        filter.provider ?? null,
+        filter.type ?? null,
+        filter.olderThanSeconds ?? null,
+        filter.handler ?? null,
+        filter.limit ?? 50,
+      ]);
+      return rows.map(summary);
+    },
+
+    /** Runs that look stuck: processing past their lease, or received untouched for `receivedOlderThanMs`. */
+    async listStuckRuns(db: Queryable, receivedOlderThanMs: number, limit: number): Promise<EventSummary[]> {
+      const { rows } = await db.query<{ id: number }>(sql.STUCK_RUN_EVENT_IDS, [receivedOlderThanMs, limit]);
+      if (rows.length === 0) return [];
+      const { rows: events } = await db.query<SummaryRow>(sql.EVENTS_BY_IDS, [rows.map((r) => r.id)]);
+      return events.map(summary);
+    },
+
+    /** The event with its runs, steps, operator actions, delivery log and attempts. */
+    async showEvent(db: Queryable, rowId: number): Promise<EventDetail | null> {
+      const event = await getEvent(db, rowId);
+      if (!event) return null;
+      const runs = await db.query<RunRow>(sql.GET_RUNS, [rowId]);
+      const steps = await db.query<StepRecord>(sql.SHOW_STEPS, [rowId]);
+      const actions = await db.query<OperatorAction>(sql.SHOW_ACTIONS, [rowId]);
+      const deliveries = await db.query<DeliveryRecord>(sql.SHOW_DELIVERIES, [rowId]);
+      const counted = await db.query<{ total: number; lastAt: Date | null }>(sql.SHOW_DELIVERY_TOTAL, [rowId]);
+      const attempts = await db.query<AttemptRecord>(sql.SHOW_ATTEMPTS, [rowId]);
+      return {
+        event,
+        runs: runs.rows,
+        steps: steps.rows,
+        operatorActions: actions.rows,
+        deliveryCount: counted.rows[0]?.total ?? 0,
+        deliveries: deliveries.rows,
+        lastDeliveryAt: counted.rows[0]?.lastAt ?? deliveries.rows[deliveries.rows.length - 1]?.receivedAt ?? null,
+        attempts: attempts.rows,
+      };
+    },
+
+    getEvent,
+
+    async getEventByKey(db: Queryable, provider: string, eventId: string): Promise<EventRow | null> {
+      const { rows } = await db.query<EventRow>(sql.GET_EVENT_BY_KEY, [provider, eventId]);
+      return rows[0] ?? null;
+    },
+
+    async getRuns(db: Queryable, rowId: number): Promise<RunRow[]> {
+      return (await db.query<RunRow>(sql.GET_RUNS, [rowId])).rows;
+    },
+
+    /** Steps of one run and generation, in the order they completed. */
+    async getSteps(db: Queryable, runId: number, generation: number): Promise<RecordedStep[]> {
+      return (await db.query<RecordedStep>(sql.GET_STEPS, [runId, generation])).rows;
+    },
+
+    async pendingCounts(db: Queryable, staleAfterMs: number): Promise<PendingCounts> {
+      return (await db.query<PendingCounts>(sql.PENDING_COUNTS, [staleAfterMs])).rows[0]!;
+    },
+
+    /** Upserts what a worker loaded, at its start. */
+    async registerHandlers(db: Queryable, handlers: { name: string; source: string; kind: string | undefined; type: string; description: string | undefined }[]): Promise<void> {
+      if (handlers.length === 0) return;
+      await db.query(sql.REGISTER_HANDLERS, [
+        handlers.map((h) => h.name),
+        handlers.map((h) => h.source),
+        handlers.map((h) => h.kind ?? null),
+        handlers.map((h) => h.type),
+        handlers.map((h) => h.description ?? null),
+      ]);
+    },
+
+    async listHandlers(db: Queryable): Promise<{ name: string; source: string; kind: string | null; type: string; lastSeenAt: Date }[]> {
+      return (await db.query<{ name: string; source: string; kind: string | null; type: string; lastSeenAt: Date }>(sql.LIST_HANDLERS)).rows;
+    },
+  };
+}

@@ -1,0 +1,14 @@
+/**
+ * Named prepared statements for the worker's hot path (one run's lease, steps and verdict):
+ * Postgres parses and plans each once per connection instead of once per execution (pg keeps
+ * the name per connection). The name carries a hash of the text, so two schemas (or two
+ * versions of a statement) never share one. Only for statements whose every parameter is
+ * matched through a unique index, where a generic plan is the custom plan: the claim is NOT
+ * prepared (a generic plan for its duplicate lookup was O(events); see claim.ts).
+ */
+import { createHash } from 'node:crypto';
+
+export function prepared(name: string, text: string): (values: unknown[]) => { name: string; text: string; values: unknown[] } {
+  const full = `oncehook_${name}_${createHash('sha256').update(text).digest('hex').slice(0, 12)}`;
+  return (values) => ({ name: full, text, values });
+}

@@ -1,0 +1,44 @@
+/**
+ * Execution of the reconciler's and retention's statements (sql/recovery.ts). The statement
+ * texts are returned too (EXPIRED_LEASES_SQL, ...), so tests can EXPLAIN them.
+ */
+import type { EventJobData } from '@oncehook/shared';
+import type { Queryable } from './rows';
+import { recoveryStatements } from './sql/recovery';
+import type { Tables } from './tables';
+
+export function createRecoveryQueries(t: Tables) {
+  const sql = recoveryStatements(t);
+  return {
+    EXPIRED_LEASES_SQL: sql.EXPIRED_LEASES,
+    STALE_RUNS_SQL: sql.STALE_RUNS,
+    STALE_EVENTS_SQL: sql.STALE_EVENTS,
+    RETENTION_DELETE_SQL: sql.RETENTION_DELETE,
+    RETENTION_PRUNE_SQL: sql.RETENTION_PRUNE,
+
+    /** Runs whose lease expired, back to `received` (at most `limit`); their jobs to enqueue. */
+    async releaseExpiredLeases(db: Queryable, limit: number): Promise<EventJobData[]> {
+      return (await db.query<EventJobData>(sql.EXPIRED_LEASES, [limit])).rows;
+    },
+    /** `received` runs untouched for `olderThanMs` (lost jobs), touched; their jobs to enqueue. */
+    async takeStaleReceivedRuns(db: Queryable, olderThanMs: number, limit: number): Promise<EventJobData[]> {
+      return (await db.query<EventJobData>(sql.STALE_RUNS, [olderThanMs, limit])).rows;
+    },
+    /** Events never dispatched and untouched for `olderThanMs`, touched; their dispatch jobs. */
+    async takeStaleReceivedEvents(db: Queryable, olderThanMs: number, limit: number): Promise<EventJobData[]> {
+      return (await db.query<EventJobData>(sql.STALE_EVENTS, [olderThanMs, limit])).rows;
+    },
+    /** The providers present (one index probe each). */
+    async distinctProviders(db: Queryable): Promise<string[]> {
+      return (await db.query<{ provider: string }>(sql.DISTINCT_PROVIDERS)).rows.map((row) => row.provider);
+    },
+    /** Prunes one batch past the payload horizon; returns how many (< limit: caught up). */
+    async pruneExpiredBatch(db: Queryable, provider: string, days: number, limit: number): Promise<number> {
+      return (await db.query(sql.RETENTION_PRUNE, [provider, days, limit])).rowCount ?? 0;
+    },
+    /** Deletes one batch of done events past the key horizon; returns how many (< limit: caught up). */
+    async deleteExpiredBatch(db: Queryable, provider: string, days: number, limit: number): Promise<number> {
+      return (await db.query(sql.RETENTION_DELETE, [provider, days, limit])).rowCount ?? 0;
+    },
+  };
+}

@@ -1,0 +1,205 @@
+/**
+ * The shapes the store's statements return, and their decoding (timestamps that json_agg and
+ * row_to_json hand back as strings).
+ */
+import type { EventJobData, EventRow, EventState, RunRow, RunState, StepKind } from '@oncehook/shared';
+
+/** A pool or a client inside a transaction. */
+export interface Queryable {
+  query<R extends object = Record<string, unknown>>(text: string, values?: unknown[]): Promise<{ rows: R[]; rowCount: number | null }>;
+  /** A named prepared statement (`prepared()`). */
+  query<R extends object = Record<string, unknown>>(config: { name: string; text: string; values: unknown[] }): Promise<{ rows: R[]; rowCount: number | null }>;
+}
+
+export type ClaimResult =
+  /** This delivery created the row: it is the one that causes work. */
+  | { outcome: 'new'; rowId: number }
+  /**
+   * The row existed (same event id, or same body for a source that deduplicates on it); its
+   * state and last touch decide whether to nudge the queue. `type` is the stored row's (the
+   * delivery's own may be forged in an unsigned header).
+   */
+  | { outcome: 'duplicate'; rowId: number; state: EventState; updatedAt: Date; type: string; sameBody: boolean }
+  /**
+   * The row was inserted by a transaction that committed after this statement's snapshot:
+   * a concurrent duplicate. ON CONFLICT waited for that commit, so the row is durable; it is
+   * fresh, so there is nothing to nudge.
+   */
+  | { outcome: 'duplicate-concurrent' };
+
+export interface ClaimOptions {
+  /** Record each delivery in the delivery log (default true; DELIVERY_LOG=off turns it off). */
+  logDeliveries?: boolean;
+  /**
+   * Client-side bound on the statement (pg's query_timeout): past it the claim fails with
+   * "Query read timeout" and, run through a Pool, the connection is destroyed, so a database
+   * that stopped answering cannot keep pool connections forever. The statement may still
+   * commit on the server: a claim that timed out is "unknown", never "not stored".
+   */
+  timeoutMs?: number;
+}
+
+/** pg reads query_timeout from a query's config too; its types list it on connections only. */
+export function readTimeout(options: ClaimOptions): { query_timeout?: number } {
+  return options.timeoutMs === undefined ? {} : { query_timeout: options.timeoutMs };
+}
+
+/** A recorded step, as the worker reads it when it acquires a run. */
+export interface RecordedStep {
+  name: string;
+  kind: StepKind | null;
+  result: unknown;
+  idempotencyKey: string | null;
+  /** The domain object an external step's key was derived from (`ctx.step(name, fn, { key })`), else null. */
+  keySubject: string | null;
+}
+
+/** A run this worker now holds the lease on, with its event and its recorded steps. */
+export interface LeasedRun {
+  run: RunRow;
+  event: EventRow;
+  /** Steps recorded for the run's current generation (earlier attempts, or a replay's reuse). */
+  steps: RecordedStep[];
+}
+
+export type OperatorMode = 'redrive' | 'replay';
+
+export interface EventFilter {
+  state?: EventState;
+  provider?: string;
+  type?: string;
+  /** Events with a run of this handler. */
+  handler?: string;
+  /** Only events received at least this many seconds ago. */
+  olderThanSeconds?: number;
+  limit?: number;
+}
+
+export interface RunSummary {
+  id: number;
+  handler: string;
+  state: RunState;
+  attempts: number;
+  generation: number;
+  lastError: string | null;
+  updatedAt: Date;
+}
+
+export interface EventSummary {
+  id: number;
+  provider: string;
+  eventId: string;
+  type: string;
+  state: EventState;
+  note: string | null;
+  receivedAt: Date;
+  updatedAt: Date;
+  runs: RunSummary[];
+  /** Deliveries received (the first and its duplicates). */
+  deliveries: number;
+}
+
+export interface StepRecord {
+  runId: number;
+  handler: string;
+  generation: number;
+  name: string;
+  kind: StepKind | null;
+  result: unknown;
+  idempotencyKey: string | null;
+  reusedFrom: number | null;
+  completedAt: Date;
+}
+
+export interface OperatorAction {
+  runId: number | null;
+  handler: string | null;
+  mode: OperatorMode;
+  fromState: string;
+  generation: number;
+  actor: string;
+  reason: string;
+  detail: unknown;
+  createdAt: Date;
+}
+
+/** One delivery of an event (the delivery log). */
+export interface DeliveryRecord {
+  receivedAt: Date;
+  /** false for the delivery that created the event. */
+  duplicate: boolean;
+  /** A duplicate found by its body, under another id (body dedupe). */
+  sameBody: boolean;
+}
+
+/** One attempt of a handler run: a lease taken, and its verdict (null: cut short, taken over). */
+export interface AttemptRecord {
+  runId: number;
+  handler: string;
+  generation: number;
+  attempt: number;
+  startedAt: Date;
+  endedAt: Date | null;
+  outcome: 'done' | 'failed' | 'retry' | null;
+  error: string | null;
+}
+
+export interface EventDetail {
+  event: EventRow;
+  runs: RunRow[];
+  steps: StepRecord[];
+  operatorActions: OperatorAction[];
+  /** Deliveries received (all of them, duplicates included; 0 with DELIVERY_LOG=off). */
+  deliveryCount: number;
+  /** The first DELIVERY_LOG_ROWS (100) deliveries, oldest first: the log keeps no more rows. */
+  deliveries: DeliveryRecord[];
+  /** When the latest delivery arrived (null: none logged). */
+  lastDeliveryAt: Date | null;
+  attempts: AttemptRecord[];
+}
+
+export interface PendingCounts {
+  /** Events claimed, not dispatched yet. */
+  eventsReceived: number;
+  /** Of those, untouched for longer than the re-enqueue threshold. */
+  eventsReceivedStale: number;
+  runsReceived: number;
+  runsReceivedStale: number;
+  runsProcessing: number;
+  runsProcessingExpired: number;
+  /** Dead letters: runs in `failed`. */
+  runsFailed: number;
+}
+
+/** What a re-drive or replay moved, to enqueue. */
+export interface MovedRun {
+  runId: number;
+  handler: string;
+  fromState: RunState;
+  generation: number;
+  job: EventJobData;
+}
+
+// json_agg / row_to_json hand back timestamps as strings: revive them.
+const dateOrNull = (value: unknown): Date | null => (value === null || value === undefined ? null : new Date(value as string));
+
+export function reviveEvent(raw: EventRow): EventRow {
+  return {
+    ...raw,
+    signedAt: dateOrNull(raw.signedAt),
+    receivedAt: new Date(raw.receivedAt),
+    updatedAt: new Date(raw.updatedAt),
+    finishedAt: dateOrNull(raw.finishedAt),
+    prunedAt: dateOrNull(raw.prunedAt),
+  };
+}
+
+export function reviveRun(raw: RunRow): RunRow {
+  return {
+    ...raw,
+    leaseUntil: dateOrNull(raw.leaseUntil),
+    createdAt: new Date(raw.createdAt),
+    updatedAt: new Date(raw.updatedAt),
+    finishedAt: dateOrNull(raw.finishedAt),
+  };
+}

@@ -1,0 +1,162 @@
+/**
+ * Execution of the worker's statements (sql/runs.ts): dispatch, leases and the fence, run
+ * transitions, recorded steps, per-object ordering and locks. The hot statements are named
+ * prepared statements (prepared.ts); each function says what false or null means.
+ */
+import { advisoryLockKey, type EventRow, type RunRow, type StepKind } from '@oncehook/shared';
+import { prepared } from './prepared';
+import { reviveEvent, reviveRun, type LeasedRun, type Queryable, type RecordedStep } from './rows';
+import { runStatements } from './sql/runs';
+import type { Tables } from './tables';
+
+export function createRunQueries(t: Tables, schemaName: string) {
+  const sql = runStatements(t);
+  const DISPATCH_AND_LEASE_SQL = prepared('dispatchAndLease', sql.DISPATCH_AND_LEASE);
+  const FINISH_UNHANDLED_SQL = prepared('finishUnhandled', sql.FINISH_UNHANDLED);
+  const STEPS_OF_LEASED_RUNS_SQL = prepared('stepsOfLeasedRuns', sql.STEPS_OF_LEASED_RUNS);
+  const ACQUIRE_RUN_SQL = prepared('acquireRun', sql.ACQUIRE_RUN);
+  const ACQUIRE_CLAIMABLE_RUNS_SQL = prepared('acquireClaimableRuns', sql.ACQUIRE_CLAIMABLE_RUNS);
+  const RENEW_LEASE_SQL = prepared('renewLease', sql.RENEW_LEASE);
+  const LOCK_LEASED_RUN_SQL = prepared('lockLeasedRun', sql.LOCK_LEASED_RUN);
+  const MARK_RUN_DONE_SQL = prepared('markRunDone', sql.MARK_RUN_DONE);
+  const MARK_RUN_FAILED_SQL = prepared('markRunFailed', sql.MARK_RUN_FAILED);
+  const RECORD_FINAL_STEP_SQL = prepared('recordFinalStep', sql.RECORD_FINAL_STEP);
+  const RELEASE_RUN_FOR_RETRY_SQL = prepared('releaseRunForRetry', sql.RELEASE_RUN_FOR_RETRY);
+  const RECORD_STEP_SQL = prepared('recordStep', sql.RECORD_STEP);
+
+  /**
+   * Dispatch: received -> processing, one run per handler, each already leased to the caller
+   * with its own token. null = the event is not `received`: the caller looks for claimable runs.
+   */
+  async function dispatchAndLease(
+    db: Queryable,
+    rowId: number,
+    runs: { handler: string; token: string }[],
+    leaseMs: number,
+    /** The delivery's traceparent (from the dispatch job), kept on the event for later leases. */
+    traceParent: string | null = null,
+  ): Promise<{ event: EventRow; runs: RunRow[] } | null> {
+    const { rows } = await db.query<{ event: EventRow; runs: RunRow[] | null }>(
+      DISPATCH_AND_LEASE_SQL([rowId, runs.map((r) => r.handler), runs.map((r) => r.token), leaseMs, traceParent]),
+    );
+    const row = rows[0];
+    if (!row) return null;
+    return { event: reviveEvent(row.event), runs: (row.runs ?? []).map(reviveRun) };
+  }
+
+  /** An event with no handler: received -> done (or failed) with a note. false = dispatched or finished meanwhile. */
+  async function finishUnhandled(db: Queryable, rowId: number, state: 'done' | 'failed', note: string): Promise<boolean> {
+    const { rowCount } = await db.query(FINISH_UNHANDLED_SQL([rowId, state, note]));
+    return rowCount === 1;
+  }
+
+  /** The leased runs with their recorded steps, read after the lease (sql STEPS_OF_LEASED_RUNS says why). */
+  async function stepsOfLeasedRuns(db: Queryable, rows: (RunRow & { event: EventRow })[], token: string): Promise<LeasedRun[]> {
+    if (rows.length === 0) return [];
+    const { rows: steps } = await db.query<RecordedStep & { runId: number }>(STEPS_OF_LEASED_RUNS_SQL([rows.map((r) => r.id), token]));
+    return rows.map(({ event, ...run }) => ({
+      run: run as RunRow,
+      event: reviveEvent(event),
+      steps: steps.filter((s) => s.runId === run.id).map(({ runId: _runId, ...step }) => step),
+    }));
+  }
+
+  /**
+   * The guarded claim of one run: received -> processing, or take over an expired lease, with
+   * its event, then its recorded steps. null = not ours to run (done or failed, leased by a live
+   * worker, or no such run): the caller acknowledges the job and does nothing else.
+   */
+  async function acquireRun(db: Queryable, rowId: number, handler: string, token: string, leaseMs: number): Promise<LeasedRun | null> {
+    const { rows } = await db.query<RunRow & { event: EventRow }>(ACQUIRE_RUN_SQL([rowId, handler, token, leaseMs]));
+    return (await stepsOfLeasedRuns(db, rows, token))[0] ?? null;
+  }
+
+  /** Every claimable run of an event, leased to the caller at once (a repeated dispatch job). */
+  async function acquireClaimableRuns(db: Queryable, rowId: number, token: string, leaseMs: number): Promise<LeasedRun[]> {
+    const { rows } = await db.query<RunRow & { event: EventRow }>(ACQUIRE_CLAIMABLE_RUNS_SQL([rowId, token, leaseMs]));
+    return stepsOfLeasedRuns(db, rows, token);
+  }
+
+  /** A run from before handler names takes the one handler's name. false = bound meanwhile (or gone). */
+  async function bindLegacyRun(db: Queryable, runId: number, token: string, handler: string): Promise<boolean> {
+    const { rowCount } = await db.query(sql.BIND_LEGACY_RUN, [runId, token, handler]);
+    return rowCount === 1;
+  }
+
+  /** Extends our lease. false = it is no longer ours (taken over, or released): stop, commit nothing. */
+  async function renewLease(db: Queryable, runId: number, token: string, leaseMs: number): Promise<boolean> {
+    const { rowCount } = await db.query(RENEW_LEASE_SQL([runId, token, leaseMs]));
+    return rowCount === 1;
+  }
+
+  /** The fence (first statement of a step transaction). null = the lease was taken over: commit nothing. */
+  async function lockLeasedRun(db: Queryable, runId: number, token: string): Promise<{ generation: number } | null> {
+    const { rows } = await db.query<{ generation: number }>(LOCK_LEASED_RUN_SQL([runId, token]));
+    return rows[0] ?? null;
+  }
+
+  /** processing -> done, fenced, with the event. false = our lease was taken over: report nothing. */
+  async function markRunDone(db: Queryable, runId: number, token: string, note: string | null = null): Promise<boolean> {
+    const { rowCount } = await db.query(MARK_RUN_DONE_SQL([runId, token, note]));
+    return rowCount === 1;
+  }
+
+  /** A `final` local step's record and the run's done, in one statement. false = lease lost: the caller throws and rolls back. */
+  async function recordFinalStep(db: Queryable, step: { runId: number; generation: number; name: string; result: unknown }, token: string): Promise<boolean> {
+    const { rowCount } = await db.query(RECORD_FINAL_STEP_SQL([step.runId, token, step.generation, step.name, JSON.stringify(step.result ?? null)]));
+    return rowCount === 1;
+  }
+
+  /** processing -> failed (the dead letter state), fenced, with the event. false = lease lost. */
+  async function markRunFailed(db: Queryable, runId: number, token: string, error: string): Promise<boolean> {
+    const { rowCount } = await db.query(MARK_RUN_FAILED_SQL([runId, token, error]));
+    return rowCount === 1;
+  }
+
+  /** processing -> received after a retryable error, fenced; the worker enqueues the next attempt. false = lease lost. */
+  async function releaseRunForRetry(db: Queryable, runId: number, token: string, error: string): Promise<boolean> {
+    const { rowCount } = await db.query(RELEASE_RUN_FOR_RETRY_SQL([runId, token, error]));
+    return rowCount === 1;
+  }
+
+  /** Records a completed step, inside a transaction that holds the fence. */
+  async function recordStep(
+    db: Queryable,
+    step: { runId: number; generation: number; name: string; kind: StepKind; result: unknown; idempotencyKey: string | null; keySubject?: string | null },
+  ): Promise<void> {
+    await db.query(RECORD_STEP_SQL([step.runId, step.generation, step.name, step.kind, JSON.stringify(step.result ?? null), step.idempotencyKey, step.keySubject ?? null]));
+  }
+
+  /** ctx.lock: serialises local steps about one object until the step's COMMIT/ROLLBACK. */
+  async function lockObject(tx: Queryable, objectKey: string): Promise<void> {
+    await tx.query(sql.LOCK_OBJECT, [advisoryLockKey(schemaName, 'object', objectKey)]);
+  }
+
+  /**
+   * ctx.ordered: records `version` for (handler, object) unless a higher one is recorded;
+   * `previous` is the newest version recorded before (null: the first), read under the row lock.
+   * Equal versions are not stale (a replay of the same update applies).
+   */
+  async function recordObjectVersion(tx: Queryable, handler: string, objectKey: string, version: number): Promise<{ stale: boolean; previous: number | null }> {
+    const { rows } = await tx.query<{ previous: string | null }>(sql.RECORD_OBJECT_VERSION, [handler, objectKey, version]);
+    const previous = rows[0]!.previous === null ? null : Number(rows[0]!.previous);
+    return { stale: previous !== null && previous > version, previous };
+  }
+
+  return {
+    dispatchAndLease,
+    finishUnhandled,
+    acquireRun,
+    acquireClaimableRuns,
+    bindLegacyRun,
+    renewLease,
+    lockLeasedRun,
+    lockObject,
+    recordObjectVersion,
+    recordFinalStep,
+    markRunDone,
+    markRunFailed,
+    releaseRunForRetry,
+    recordStep,
+  };
+}

@@ -1,0 +1,152 @@
+/**
+ * The operators' statements: re-drive and replay (guarded UPDATEs that never touch a run a
+ * worker holds a live lease on: 0 rows = not in a state the action applies to, or leased), the
+ * reads behind the events view, the API and the CLI, the gauges, and the handlers registry.
+ * Plain text; execution is in ../operators.ts.
+ */
+import { DELIVERY_LOG_ROWS } from './claim';
+import { eventColumns, runColumns } from '../columns';
+import type { Tables } from '../tables';
+
+export function operatorStatements(t: Tables) {
+  const { EVENTS, RUNS, STEPS, ACTIONS, DELIVERIES, DELIVERY_COUNTS, ATTEMPTS, S } = t;
+
+  /** Deliveries of event `e`: its first (logged) and every duplicate (counted). */
+  const DELIVERY_TOTAL = `((SELECT count(*) FROM ${DELIVERIES} d WHERE d.event_row_id = e.id AND NOT d.duplicate)
+      + coalesce((SELECT dc.duplicates FROM ${DELIVERY_COUNTS} dc WHERE dc.event_row_id = e.id), 0))::int`;
+  const DELIVERY_COUNT = `${DELIVERY_TOTAL} AS deliveries`;
+  const RUNS_SUMMARY = `(SELECT coalesce(json_agg(json_build_object('id', r.id, 'handler', r.handler, 'state', r.state, 'attempts', r.attempts,
+        'generation', r.generation, 'lastError', r.last_error, 'updatedAt', r.updated_at) ORDER BY r.handler), '[]')
+      FROM ${RUNS} r WHERE r.event_row_id = e.id) AS runs`;
+
+  return {
+    /**
+     * Re-drive ($1 event row, $2 handler or null for all, $3 actor, $4 reason): finish what was
+     * started, with the SAME generation (same outbound keys, committed steps skipped). Applies to
+     * runs that are `failed`, `received`, or `processing` with an expired lease. Attempts restart
+     * from 0. The target rows are locked first (FOR UPDATE re-checks their state on the newest
+     * version), so nothing returned comes from a stale snapshot.
+     */
+    REDRIVE_RUNS: `WITH target AS (
+         SELECT id, state FROM ${RUNS}
+          WHERE event_row_id = $1::bigint AND ($2::text IS NULL OR handler = $2::text)
+            AND (state IN ('failed', 'received') OR (state = 'processing' AND lease_until < now()))
+          FOR UPDATE
+       ), moved AS (
+         UPDATE ${RUNS} r
+            SET state = 'received', attempts = 0, lease_token = NULL, lease_until = NULL,
+                finished_at = NULL, updated_at = now()
+           FROM target t WHERE r.id = t.id
+         RETURNING r.id, r.handler, r.generation, t.state AS from_state
+       ), event AS (
+         UPDATE ${EVENTS} e
+            SET runs_pending = e.runs_pending + x.failed, runs_failed = e.runs_failed - x.failed,
+                state = 'processing', finished_at = NULL, updated_at = now()
+           FROM (SELECT count(*) FILTER (WHERE from_state = 'failed')::int AS failed FROM moved) x
+          WHERE e.id = $1::bigint AND EXISTS (SELECT 1 FROM moved)
+         RETURNING e.provider, e.event_id
+       ), audit AS (
+         INSERT INTO ${ACTIONS} (event_row_id, run_id, mode, from_state, generation, actor, reason)
+         SELECT $1::bigint, id, 'redrive', from_state, generation, $3::text, $4::text FROM moved
+       )
+       SELECT m.id AS "runId", m.handler, m.from_state AS "fromState", m.generation, ev.provider, ev.event_id AS "eventId"
+         FROM moved m, event ev`,
+
+    /**
+     * Replay ($1 event row, $2 handler, $3 steps to reuse, $4 actor, $5 reason, $6 detail): do it
+     * again on purpose, as a NEW generation of one run (`done` or `failed`, never in flight). The
+     * steps in $3 are copied into the new generation with their recorded results; every other
+     * step runs again, and an external one gets a new idempotency key (the key includes the
+     * generation). 0 rows = the run is not finished (or does not exist).
+     */
+    REPLAY_RUN: `WITH target AS (
+         SELECT id, state, generation FROM ${RUNS}
+          WHERE event_row_id = $1::bigint AND handler = $2::text AND state IN ('done', 'failed')
+          FOR UPDATE
+       ), moved AS (
+         UPDATE ${RUNS} r
+            SET state = 'received', generation = r.generation + 1, attempts = 0, last_error = NULL,
+                note = NULL, finished_at = NULL, updated_at = now()
+           FROM target t WHERE r.id = t.id
+         RETURNING r.id, r.handler, r.generation, t.state AS from_state, t.generation AS previous
+       ), reused AS (
+         INSERT INTO ${STEPS} (run_id, generation, name, kind, result, idempotency_key, key_subject, reused_from, completed_at)
+         SELECT m.id, m.generation, s.name, s.kind, s.result, s.idempotency_key, s.key_subject, s.generation, s.completed_at
+           FROM moved m JOIN ${STEPS} s ON s.run_id = m.id AND s.generation = m.previous
+          WHERE s.name = ANY($3::text[])
+       ), event AS (
+         UPDATE ${EVENTS} e
+            SET runs_pending = e.runs_pending + 1,
+                runs_failed = e.runs_failed - (SELECT count(*) FROM moved WHERE from_state = 'failed')::int,
+                state = 'processing', finished_at = NULL, updated_at = now()
+          WHERE e.id = $1::bigint AND EXISTS (SELECT 1 FROM moved)
+         RETURNING e.provider, e.event_id
+       ), audit AS (
+         INSERT INTO ${ACTIONS} (event_row_id, run_id, mode, from_state, generation, actor, reason, detail)
+         SELECT $1::bigint, id, 'replay', from_state, generation, $4::text, $5::text, $6::jsonb FROM moved
+       )
+       SELECT m.id AS "runId", m.handler, m.from_state AS "fromState", m.generation, ev.provider, ev.event_id AS "eventId"
+         FROM moved m, event ev`,
+
+    /** Events by state, provider, type, age and handler, newest first ($1-$6). */
+    LIST_EVENTS: `SELECT e.id, e.provider, e.event_id AS "eventId", e.type, e.state, e.note,
+              e.received_at AS "receivedAt", e.updated_at AS "updatedAt", ${RUNS_SUMMARY}, ${DELIVERY_COUNT}
+         FROM ${EVENTS} e
+        WHERE ($1::text IS NULL OR e.state = $1::text)
+          AND ($2::text IS NULL OR e.provider = $2::text)
+          AND ($3::text IS NULL OR e.type = $3::text)
+          AND ($4::int IS NULL OR e.received_at < now() - $4::int * interval '1 second')
+          AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM ${RUNS} r WHERE r.event_row_id = e.id AND r.handler = $5::text))
+        ORDER BY e.updated_at DESC
+        LIMIT $6::int`,
+    /** The events of runs that look stuck: processing past their lease, or received untouched for $1 ms ($2 limit). */
+    STUCK_RUN_EVENT_IDS: `SELECT DISTINCT r.event_row_id AS id FROM ${RUNS} r
+        WHERE (r.state = 'processing' AND r.lease_until < now())
+           OR (r.state = 'received' AND r.updated_at < now() - $1::int * interval '1 millisecond')
+        LIMIT $2::int`,
+    /** Summaries of the events $1. */
+    EVENTS_BY_IDS: `SELECT e.id, e.provider, e.event_id AS "eventId", e.type, e.state, e.note,
+              e.received_at AS "receivedAt", e.updated_at AS "updatedAt", ${RUNS_SUMMARY}, ${DELIVERY_COUNT}
+         FROM ${EVENTS} e WHERE e.id = ANY($1::bigint[]) ORDER BY e.updated_at`,
+
+    GET_EVENT: `SELECT ${eventColumns('e')} FROM ${EVENTS} e WHERE e.id = $1::bigint`,
+    GET_EVENT_BY_KEY: `SELECT ${eventColumns('e')} FROM ${EVENTS} e WHERE e.provider = $1::text AND e.event_id = $2::text`,
+    GET_RUNS: `SELECT ${runColumns('r')} FROM ${RUNS} r WHERE r.event_row_id = $1::bigint ORDER BY r.handler`,
+    /** Steps of one run ($1) and generation ($2), in the order they completed. */
+    GET_STEPS: `SELECT name, kind, result, idempotency_key AS "idempotencyKey", key_subject AS "keySubject" FROM ${STEPS}
+        WHERE run_id = $1::bigint AND generation = $2::int ORDER BY completed_at, name`,
+    SHOW_STEPS: `SELECT s.run_id AS "runId", r.handler, s.generation, s.name, s.kind, s.result, s.idempotency_key AS "idempotencyKey",
+              s.reused_from AS "reusedFrom", s.completed_at AS "completedAt"
+         FROM ${STEPS} s JOIN ${RUNS} r ON r.id = s.run_id
+        WHERE r.event_row_id = $1::bigint ORDER BY s.completed_at, s.generation`,
+    SHOW_ACTIONS: `SELECT a.run_id AS "runId", r.handler, a.mode, a.from_state AS "fromState", a.generation, a.actor, a.reason, a.detail, a.created_at AS "createdAt"
+         FROM ${ACTIONS} a LEFT JOIN ${RUNS} r ON r.id = a.run_id
+        WHERE a.event_row_id = $1::bigint ORDER BY a.created_at`,
+    /** The first DELIVERY_LOG_ROWS deliveries: the log keeps no more rows. */
+    SHOW_DELIVERIES: `SELECT received_at AS "receivedAt", duplicate, same_body AS "sameBody"
+         FROM ${DELIVERIES} WHERE event_row_id = $1::bigint ORDER BY received_at LIMIT ${DELIVERY_LOG_ROWS}`,
+    SHOW_DELIVERY_TOTAL: `SELECT ${DELIVERY_TOTAL} AS total, (SELECT dc.last_at FROM ${DELIVERY_COUNTS} dc WHERE dc.event_row_id = e.id) AS "lastAt"
+         FROM ${EVENTS} e WHERE e.id = $1::bigint`,
+    SHOW_ATTEMPTS: `SELECT a.run_id AS "runId", r.handler, a.generation, a.attempt, a.started_at AS "startedAt", a.ended_at AS "endedAt", a.outcome, a.error
+         FROM ${ATTEMPTS} a JOIN ${RUNS} r ON r.id = a.run_id
+        WHERE r.event_row_id = $1::bigint ORDER BY a.started_at, a.attempt`,
+
+    /** The gauges ($1 ms: stale). Each count is answered from a partial index, so the cost does not grow with the number of done events. */
+    PENDING_COUNTS: `SELECT
+         (SELECT count(*) FROM ${EVENTS} WHERE state = 'received')::int AS "eventsReceived",
+         (SELECT count(*) FROM ${EVENTS} WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 millisecond')::int AS "eventsReceivedStale",
+         (SELECT count(*) FROM ${RUNS} WHERE state = 'received')::int AS "runsReceived",
+         (SELECT count(*) FROM ${RUNS} WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 millisecond')::int AS "runsReceivedStale",
+         (SELECT count(*) FROM ${RUNS} WHERE state = 'processing')::int AS "runsProcessing",
+         (SELECT count(*) FROM ${RUNS} WHERE state = 'processing' AND lease_until < now())::int AS "runsProcessingExpired",
+         (SELECT count(*) FROM ${RUNS} WHERE state = 'failed')::int AS "runsFailed"`,
+
+    /** Upserts what a worker loaded, at its start ($1-$5 arrays). */
+    REGISTER_HANDLERS: `INSERT INTO ${S}.handlers (name, source, kind, type, description)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+       ON CONFLICT (name) DO UPDATE
+          SET source = excluded.source, kind = excluded.kind, type = excluded.type,
+              description = excluded.description, last_seen_at = now()`,
+    LIST_HANDLERS: `SELECT name, source, kind, type, last_seen_at AS "lastSeenAt" FROM ${S}.handlers ORDER BY name`,
+  };
+}

@@ -1,0 +1,221 @@
+/**
+ * The worker's statements: dispatch, leases and the fence, run transitions, recorded steps,
+ * per-object ordering and locks. Each guarded UPDATE says what a 0-row result means: that is
+ * where the exactly-once logic lives. Plain text; execution is in ../runs.ts.
+ *
+ * Run transitions and the event's state: every statement that moves a run in or out of
+ * "pending" (received/processing) or `failed` also updates the event's counters and state in
+ * the SAME statement: `WITH run AS (UPDATE handler_runs ... RETURNING ...) UPDATE events SET
+ * runs_pending = runs_pending + d, state = CASE ... END FROM run`. Two runs of one event
+ * finishing at once serialize on the event row, and the second re-evaluates its SET on the
+ * row the first committed, so the event is `done` exactly when its last run is.
+ */
+import { EVENT_STATE_AFTER, eventColumns, runColumns } from '../columns';
+import type { Tables } from '../tables';
+
+export function runStatements(t: Tables) {
+  const { EVENTS, RUNS, STEPS, ATTEMPTS, VERSIONS } = t;
+
+  /** The attempt log of a lease just taken (the CTE `leased`): one row per lease token. */
+  const ATTEMPT_LOG = `attempt AS (
+         INSERT INTO ${ATTEMPTS} (run_id, lease_token, generation, attempt)
+         SELECT id, "leaseToken", generation, attempts FROM leased
+       )`;
+  /** The verdict of our lease in the attempt log (CTE `run` returning id; $2 our token). */
+  const ATTEMPT_VERDICT = (outcome: string, error: string) => `verdict AS (
+         UPDATE ${ATTEMPTS} a SET ended_at = now(), outcome = '${outcome}', error = ${error}
+           FROM run WHERE a.run_id = run.id AND a.lease_token = $2::uuid
+       )`;
+
+  /**
+   * What a lease statement returns: the run and its event. NOT its recorded steps: those are
+   * read by a statement of their own once the lease is ours (STEPS_OF_LEASED_RUNS says why).
+   */
+  const LEASED_RUN_RETURNING = `${runColumns('r')}, row_to_json((SELECT x FROM (SELECT ${eventColumns('e')}) x)) AS event`;
+
+  /** The event's counters and state after one of its runs finished `done` (CTE `run` returning event_row_id). */
+  const EVENT_AFTER_RUN_DONE = `UPDATE ${EVENTS} e
+          SET runs_pending = e.runs_pending - 1, state = ${EVENT_STATE_AFTER('-1', '0')},
+              finished_at = CASE WHEN e.runs_pending - 1 = 0 THEN now() END, updated_at = now()
+         FROM run WHERE e.id = run.event_row_id`;
+
+  return {
+    /**
+     * Dispatch: received -> processing, creating one run per handler AND leasing them all to the
+     * caller, in one statement (each run starts `processing`, attempt 1, with its own token;
+     * $1 event row, $2 handlers, $3 tokens, $4 lease ms, $5 traceparent). 0 rows = the event is
+     * not `received` (already dispatched, finished, or gone). Two workers dispatching at once
+     * serialize on the event row; the second finds it `processing`.
+     */
+    DISPATCH_AND_LEASE: `WITH ev AS (
+         UPDATE ${EVENTS} SET state = 'processing', runs_pending = cardinality($2::text[]), updated_at = now(),
+                trace_parent = coalesce($5::text, trace_parent)
+          WHERE id = $1::bigint AND state = 'received'
+         RETURNING *
+       ), created AS (
+         INSERT INTO ${RUNS} AS r (event_row_id, handler, state, attempts, lease_token, lease_until)
+         SELECT ev.id, h.handler, 'processing', 1, h.token, now() + $4::int * interval '1 millisecond'
+           FROM ev, unnest($2::text[], $3::uuid[]) AS h(handler, token)
+         ON CONFLICT (event_row_id, handler) DO NOTHING
+         RETURNING ${runColumns('r')}
+       ), attempt AS (
+         INSERT INTO ${ATTEMPTS} (run_id, lease_token, generation, attempt)
+         SELECT id, "leaseToken", generation, attempts FROM created
+       )
+       SELECT (SELECT row_to_json(x) FROM (SELECT ${eventColumns('ev')} FROM ev) x) AS event,
+              (SELECT json_agg(c) FROM created c) AS runs
+        WHERE EXISTS (SELECT 1 FROM ev)`,
+
+    /** An event with no handler: received -> done or failed with a note. 0 rows = dispatched or finished meanwhile. */
+    FINISH_UNHANDLED: `UPDATE ${EVENTS} SET state = $2::text, note = $3::text, finished_at = now(), updated_at = now()
+        WHERE id = $1::bigint AND state = 'received'`,
+
+    /**
+     * The recorded steps of runs just leased (ids $1, our token $2), read by a SECOND statement,
+     * after the lease statement returned. Why not in the lease statement's RETURNING: the UPDATE
+     * that takes an expired lease may have waited on the row lock of the previous owner's step
+     * transaction (the fence, FOR NO KEY UPDATE). When that transaction commits, the UPDATE
+     * re-checks its WHERE on the newest row version and takes the lease, but a subquery in its
+     * RETURNING still reads with the statement's snapshot, taken BEFORE that commit: the step
+     * just committed is invisible, and the new owner would run it again (an external call made
+     * twice). A new statement (READ COMMITTED: a new snapshot) sees every step committed before
+     * our lease was taken, and none can be committed after it: the old owner's fence now fails
+     * on the token. Off the hot path: a dispatch creates its runs leased, with no steps to read.
+     */
+    STEPS_OF_LEASED_RUNS: `SELECT s.run_id AS "runId", s.name, s.kind, s.result, s.idempotency_key AS "idempotencyKey", s.key_subject AS "keySubject"
+       FROM ${STEPS} s JOIN ${RUNS} r ON r.id = s.run_id AND s.generation = r.generation
+      WHERE s.run_id = ANY($1::bigint[]) AND r.lease_token = $2::uuid`,
+
+    /**
+     * The guarded claim of one run ($1 event row, $2 handler, $3 token, $4 lease ms): received
+     * -> processing, or take over a processing run whose lease expired. A fresh token fences
+     * out the previous holder; the attempt is counted. 0 rows = not ours to run: done or
+     * failed, another worker holds a live lease, or the run does not exist.
+     */
+    ACQUIRE_RUN: `WITH leased AS (
+         UPDATE ${RUNS} r
+            SET state = 'processing', lease_token = $3::uuid,
+                lease_until = now() + $4::int * interval '1 millisecond',
+                attempts = r.attempts + 1, updated_at = now()
+           FROM ${EVENTS} e
+          WHERE r.event_row_id = $1::bigint AND r.handler = $2::text AND e.id = r.event_row_id
+            AND (r.state = 'received' OR (r.state = 'processing' AND r.lease_until < now()))
+         RETURNING ${LEASED_RUN_RETURNING}
+       ), ${ATTEMPT_LOG}
+       SELECT * FROM leased`,
+
+    /** Every claimable run of an event ($1 event row, $2 token, $3 lease ms), for a repeated dispatch job. Same guard, per run. */
+    ACQUIRE_CLAIMABLE_RUNS: `WITH leased AS (
+         UPDATE ${RUNS} r
+            SET state = 'processing', lease_token = $2::uuid,
+                lease_until = now() + $3::int * interval '1 millisecond',
+                attempts = r.attempts + 1, updated_at = now()
+           FROM ${EVENTS} e
+          WHERE r.event_row_id = $1::bigint AND e.id = r.event_row_id
+            AND (r.state = 'received' OR (r.state = 'processing' AND r.lease_until < now()))
+         RETURNING ${LEASED_RUN_RETURNING}
+       ), ${ATTEMPT_LOG}
+       SELECT * FROM leased`,
+
+    /** A run from before handler names (handler '') takes the one handler's name. 0 rows = bound meanwhile. */
+    BIND_LEGACY_RUN: `UPDATE ${RUNS} SET handler = $3::text WHERE id = $1::bigint AND lease_token = $2::uuid AND handler = ''`,
+
+    /**
+     * Extends our lease ($1 run, $2 token, $3 lease ms). 0 rows = the lease is no longer ours.
+     * From clock_timestamp(), not now(): now() is when the statement (or its transaction)
+     * started, and a renewal that waited on a lock would write a lease already partly spent.
+     */
+    RENEW_LEASE: `UPDATE ${RUNS}
+          SET lease_until = clock_timestamp() + $3::int * interval '1 millisecond'
+        WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
+
+    /**
+     * The fence, the first statement of every step transaction ($1 run, $2 token): locks the
+     * run row (FOR NO KEY UPDATE, the same lock an UPDATE of it takes) and proves we still hold
+     * the lease. While we hold this lock no one can take the lease over; 0 rows = someone
+     * already did: roll back, commit nothing.
+     */
+    LOCK_LEASED_RUN: `SELECT generation FROM ${RUNS}
+        WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
+        FOR NO KEY UPDATE`,
+
+    /** processing -> done, fenced ($1 run, $2 token, $3 note), with the event's counters and state. 0 rows = lease lost. */
+    MARK_RUN_DONE: `WITH run AS (
+         UPDATE ${RUNS}
+            SET state = 'done', lease_token = NULL, lease_until = NULL, finished_at = now(),
+                updated_at = now(), note = coalesce($3::text, note)
+          WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
+         RETURNING id, event_row_id
+       ), ${ATTEMPT_VERDICT('done', 'NULL')}
+       ${EVENT_AFTER_RUN_DONE}`,
+
+    /** processing -> failed (the dead letter state), fenced ($1 run, $2 token, $3 error), with the event. 0 rows = lease lost. */
+    MARK_RUN_FAILED: `WITH run AS (
+         UPDATE ${RUNS}
+            SET state = 'failed', lease_token = NULL, lease_until = NULL, finished_at = now(),
+                last_error = $3::text, updated_at = now()
+          WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
+         RETURNING id, event_row_id
+       ), ${ATTEMPT_VERDICT('failed', '$3::text')}
+       UPDATE ${EVENTS} e
+          SET runs_pending = e.runs_pending - 1, runs_failed = e.runs_failed + 1, state = ${EVENT_STATE_AFTER('-1', '1')},
+              finished_at = CASE WHEN e.runs_pending - 1 = 0 THEN now() END, updated_at = now()
+         FROM run WHERE e.id = run.event_row_id`,
+
+    /**
+     * A `final` local step: its record AND processing -> done with the event, in one statement
+     * inside the step's fenced transaction ($1 run, $2 token, $3 generation, $4 name, $5 result).
+     * 0 rows = the lease was lost: the transaction rolls back.
+     */
+    RECORD_FINAL_STEP: `WITH step AS (
+         INSERT INTO ${STEPS} (run_id, generation, name, kind, result)
+         VALUES ($1::bigint, $3::int, $4::text, 'local', $5::jsonb)
+         RETURNING run_id
+       ), run AS (
+         UPDATE ${RUNS}
+            SET state = 'done', lease_token = NULL, lease_until = NULL, finished_at = now(), updated_at = now()
+          WHERE id = (SELECT run_id FROM step) AND lease_token = $2::uuid AND state = 'processing'
+         RETURNING id, event_row_id
+       ), ${ATTEMPT_VERDICT('done', 'NULL')}
+       ${EVENT_AFTER_RUN_DONE}`,
+
+    /** processing -> received after a retryable error, fenced ($1 run, $2 token, $3 error). 0 rows = lease lost. */
+    RELEASE_RUN_FOR_RETRY: `WITH run AS (
+         UPDATE ${RUNS}
+            SET state = 'received', lease_token = NULL, lease_until = NULL,
+                last_error = $3::text, updated_at = now()
+          WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
+         RETURNING id
+       ), ${ATTEMPT_VERDICT('retry', '$3::text')}
+       SELECT id FROM run`,
+
+    /**
+     * Records a completed step. The primary key (run, generation, name) makes a second record of
+     * the same step a unique violation: it cannot happen under the fence, and if it ever did,
+     * the transaction (with its domain writes) rolls back instead of applying twice.
+     */
+    RECORD_STEP: `INSERT INTO ${STEPS} (run_id, generation, name, kind, result, idempotency_key, key_subject)
+       VALUES ($1::bigint, $2::int, $3::text, $4::text, $5::jsonb, $6::text, $7::text)`,
+
+    /**
+     * Serialises local steps about one object ($1 the key hashed from the schema and the object
+     * key, lock-keys.ts); released by the step's COMMIT/ROLLBACK.
+     */
+    LOCK_OBJECT: 'SELECT pg_advisory_xact_lock($1::bigint)',
+
+    /**
+     * Records `version` ($3) as the highest applied for (handler $1, object $2) unless a higher
+     * one is already recorded, and returns what was recorded before. One upsert, and every value
+     * it returns is read under its row lock: ON CONFLICT DO UPDATE locks the row (waiting for a
+     * step that holds it uncommitted) and evaluates its SET on the newest committed version, so
+     * two steps racing for one object cannot both win, and each sees the other's version. The
+     * row is always written (greatest of the two; `previous_version` = what it held), because
+     * RETURNING sees only the new row: a stale call costs a row version, and is rare.
+     */
+    RECORD_OBJECT_VERSION: `INSERT INTO ${VERSIONS} AS v (handler, object_key, version) VALUES ($1::text, $2::text, $3::numeric)
+       ON CONFLICT (handler, object_key) DO UPDATE
+          SET version = greatest(v.version, excluded.version), previous_version = v.version,
+              updated_at = CASE WHEN v.version <= excluded.version THEN now() ELSE v.updated_at END
+       RETURNING previous_version::text AS previous`,
+  };
+}
