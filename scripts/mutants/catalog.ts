@@ -373,6 +373,7 @@ export const MUTANTS: Mutant[] = [
     id: 'cap-last-attempt',
     guarantee: 'the last failed attempt dead-letters the run',
     file: RETRY,
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the search text is source code containing a template literal
     search: '  if (attempt >= policy.maxAttempts) return { retry: false, reason: `attempt ${attempt}/${policy.maxAttempts} failed: ${message}` };',
     replace: '',
     tests: ['test/state-machine.test.ts'],
