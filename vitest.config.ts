@@ -20,6 +20,12 @@ const POSTGRES_QUEUE_FILES = [
  * on the same two cores would be measured with them.
  */
 export default defineConfig({
+  // @oncehook/* resolve to their TypeScript sources here, not to the dist/ they publish.
+  // (The global setup runs in vitest's own environment, `__vitest__`, the tests in `ssr`.)
+  environments: {
+    ssr: { resolve: { conditions: ['oncehook-source'] } },
+    __vitest__: { resolve: { conditions: ['oncehook-source'] } },
+  },
   test: {
     globalSetup: ['test/helpers/global-setup.ts'],
     // Tests spawn real processes and wait on real timeouts (leases, reconciler passes).

@@ -15,7 +15,7 @@ import { createPool, DEFAULT_SCHEMA } from '@oncehook/shared';
 import { createQueries } from '@oncehook/core';
 
 const queries = createQueries(DEFAULT_SCHEMA);
-import { createTestDatabaseOn, dropDatabase } from './bench/databases';
+import { createTestDatabaseOn, dropDatabase } from './bench/databases.js';
 
 const { values } = parseArgs({
   options: { sizes: { type: 'string', default: '0,1000000,10000000' }, claims: { type: 'string', default: '2000' }, rows: { type: 'string', default: 'keys' } },

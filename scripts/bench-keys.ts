@@ -12,7 +12,7 @@
 import { parseArgs } from 'node:util';
 import { createPool, DEFAULT_SCHEMA } from '@oncehook/shared';
 import { createQueries } from '@oncehook/core';
-import { createTestDatabaseOn, dropDatabase } from './bench/databases';
+import { createTestDatabaseOn, dropDatabase } from './bench/databases.js';
 
 const { values } = parseArgs({ options: { events: { type: 'string', default: '200000' } } });
 const events = Number(values.events);

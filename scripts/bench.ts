@@ -32,10 +32,10 @@ import autocannon from 'autocannon';
 import { REDIS_URL, signStripe, spawnService, STRIPE_SECRET, type Service } from '@oncehook/harness';
 import { createPool, type Pool } from '@oncehook/shared';
 import { createRedis, type QueueBackend } from '@oncehook/core';
-import { cpuMs, rssMb } from './bench/costs';
-import { summarizeProfiles } from './bench/profile';
-import { createTestDatabaseOn, dropDatabase } from './bench/databases';
-import { listeningUrl, measureEndToEnd, measureQueueCeiling, type E2eRow, type QueueCeiling } from './bench/e2e';
+import { cpuMs, rssMb } from './bench/costs.js';
+import { summarizeProfiles } from './bench/profile.js';
+import { createTestDatabaseOn, dropDatabase } from './bench/databases.js';
+import { listeningUrl, measureEndToEnd, measureQueueCeiling, type E2eRow, type QueueCeiling } from './bench/e2e.js';
 
 export interface BenchOptions {
   durationSeconds: number;

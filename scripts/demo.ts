@@ -17,7 +17,7 @@ import { parseArgs } from 'node:util';
 import { freePort, makeEvent, pool, ProviderSimulator, REDIS_URL, simulatorSourcesEnv, spawnService, type Service, type SimEvent, type SimSource } from '@oncehook/harness';
 import { createEventQueue, createRedis } from '@oncehook/core';
 import { createPool } from '@oncehook/shared';
-import { createTestDatabaseOn, dropDatabase } from './bench/databases';
+import { createTestDatabaseOn, dropDatabase } from './bench/databases.js';
 
 const { values } = parseArgs({ options: { keep: { type: 'boolean', default: false }, events: { type: 'string', default: '60' } } });
 const say = (line = '') => process.stdout.write(`${line}\n`);

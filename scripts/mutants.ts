@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { MUTANTS, type Mutant } from './mutants/catalog';
+import { MUTANTS, type Mutant } from './mutants/catalog.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 /** Never copied: dependencies are linked, history and artifacts are not needed. */

@@ -12,9 +12,9 @@ import { ROOT, send, startSandbox, waitFor, type SandboxHandle } from '@oncehook
 import type { OncehookWorker } from 'oncehook';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { shopifyOrder } from './helpers/orders';
-import { type IngestHandle, q, startIngest, startWorker, T, testPrefix } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { shopifyOrder } from './helpers/orders.js';
+import { type IngestHandle, q, startIngest, startWorker, T, testPrefix } from './helpers/stack.js';
 import { allSources } from '@oncehook/harness';
 
 /** Chromium, when this machine has it (test/helpers/tools.ts). */

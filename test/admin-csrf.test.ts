@@ -12,8 +12,8 @@ import type { AddressInfo } from 'node:net';
 import { chromium, type Browser, type BrowserContext, type Response as PageResponse } from 'playwright-core';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { type IngestHandle, q, seedRun, startIngest, T, testPrefix } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { type IngestHandle, q, seedRun, startIngest, T, testPrefix } from './helpers/stack.js';
 
 /** Chromium, when this machine has it (test/helpers/tools.ts). */
 const CHROMIUM = inject('tools').chromium;

@@ -5,11 +5,11 @@
  * (finding 10): a wrong token of any length is a plain 401.
  */
 import { spawn } from 'node:child_process';
-import { deliver, paymentSucceeded, REDIS_URL, ROOT, signStripe } from '@oncehook/harness';
+import { deliver, paymentSucceeded, REDIS_URL, ROOT, signStripe, SOURCE_NODE_ARGS } from '@oncehook/harness';
 import { loadIngestConfig } from '@oncehook/shared';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { type IngestHandle, q, seedRun, startIngest, T, TEST_QUEUE_BACKEND, testPrefix } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { type IngestHandle, q, seedRun, startIngest, T, TEST_QUEUE_BACKEND, testPrefix } from './helpers/stack.js';
 
 const TOKEN = 'admin-token-0123456789abcdef';
 const auth = { authorization: `Bearer ${TOKEN}` };
@@ -101,7 +101,7 @@ describe('the admin API', () => {
 describe('the CLI', () => {
   function cli(args: string[]): Promise<{ code: number | null; output: string }> {
     return new Promise((resolve) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', 'packages/oncehook/src/cli/operator-commands.ts', ...args], {
+      const child = spawn(process.execPath, [...SOURCE_NODE_ARGS, 'packages/oncehook/src/cli/entry.ts', ...args], {
         cwd: ROOT,
         env: { ...process.env, DATABASE_URL: db.url, REDIS_URL, QUEUE_BACKEND: TEST_QUEUE_BACKEND, QUEUE_PREFIX: prefix },
       });

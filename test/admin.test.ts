@@ -7,9 +7,9 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { ROOT } from '@oncehook/harness';
-import { type IngestHandle, q, startIngest, testPrefix, seedRun } from './helpers/stack';
+import { type IngestHandle, q, startIngest, testPrefix, seedRun } from './helpers/stack.js';
 import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
 
 /** Chromium, when this machine has it (test/helpers/tools.ts). */

@@ -19,9 +19,9 @@ import { createSource } from '@oncehook/shared';
 import { allSources, killAllServices, PROVIDER_CASES, SECRETS, send, spawnService, startSandbox, waitFor, type SandboxHandle, type SignedDelivery } from '@oncehook/harness';
 import type { OncehookWorker } from 'oncehook';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { shopifyOrder } from './helpers/orders';
-import { type IngestHandle, q, startIngest, startWorker, stateCounts, T, testEnv, testPrefix } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { shopifyOrder } from './helpers/orders.js';
+import { type IngestHandle, q, startIngest, startWorker, stateCounts, T, testEnv, testPrefix } from './helpers/stack.js';
 
 let db: TestDatabase;
 let sandbox: SandboxHandle;

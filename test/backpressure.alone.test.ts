@@ -13,8 +13,8 @@
  */
 import { killAllServices, rawPosts, rssMiB, sampleMax, send, signStripe, spawnService, startBlackhole, waitFor, type Blackhole, type Delivery } from '@oncehook/harness';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { ingestUrl, startIngest, T, testEnv, testPrefix } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { ingestUrl, startIngest, T, testEnv, testPrefix } from './helpers/stack.js';
 
 let db: TestDatabase;
 let blackhole: Blackhole;

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { ROOT } from '@oncehook/harness';
+import { ROOT, SOURCE_NODE_ARGS } from '@oncehook/harness';
 import { expect, it } from 'vitest';
 
 interface BenchResult {
@@ -20,7 +20,7 @@ it('runs the ingest comparison and the end-to-end measurement', { timeout: 180_0
   const reportFile = path.join(tmpdir(), `oncehook-bench-${randomBytes(4).toString('hex')}.json`);
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', 'scripts/bench.ts', '--duration', '1', '--connections', '10', '--e2e-events', '100', '--workers', '1,2', '--report-file', reportFile],
+    [...SOURCE_NODE_ARGS, 'scripts/bench.ts', '--duration', '1', '--connections', '10', '--e2e-events', '100', '--workers', '1,2', '--report-file', reportFile],
     { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let output = '';

@@ -4,13 +4,13 @@
  * created. Behaviour only; the figures are for the docs, never asserted.
  */
 import { spawn } from 'node:child_process';
-import { ROOT, urlFor } from '@oncehook/harness';
+import { ROOT, urlFor, SOURCE_NODE_ARGS } from '@oncehook/harness';
 import { createPool } from '@oncehook/shared';
 import { expect, it } from 'vitest';
 
 function run(script: string, args: string[]): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...SOURCE_NODE_ARGS, script, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     child.stdout.on('data', (c: Buffer) => (output += c.toString()));
     child.stderr.on('data', (c: Buffer) => (output += c.toString()));

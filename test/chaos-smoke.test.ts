@@ -9,17 +9,16 @@ import { randomBytes } from 'node:crypto';
 import { readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { ROOT } from '@oncehook/harness';
+import { ROOT, SOURCE_NODE_ARGS } from '@oncehook/harness';
 import { expect, it } from 'vitest';
-import { TEST_QUEUE_BACKEND } from './helpers/stack';
+import { TEST_QUEUE_BACKEND } from './helpers/stack.js';
 
 it('survives the chaos run with zero violations', { timeout: 240_000 }, async () => {
   const reportFile = path.join(tmpdir(), `oncehook-chaos-${randomBytes(4).toString('hex')}.json`);
   const child = spawn(
     process.execPath,
     [
-      '--import',
-      'tsx',
+      ...SOURCE_NODE_ARGS,
       'scripts/chaos.ts',
       '--events',
       '150',

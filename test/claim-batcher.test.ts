@@ -6,9 +6,9 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createEventQueue, createRedis, jobIdFor, type ClaimResult } from '@oncehook/core';
 import { isUnstorablePayloadError, noFaults, type VerifiedEvent } from '@oncehook/shared';
 import { createClaimBatcher, createEnqueueRelay } from '@oncehook/core';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { REDIS_URL } from '@oncehook/harness';
-import { q, testLog, testPrefix, T } from './helpers/stack';
+import { q, testLog, testPrefix, T } from './helpers/stack.js';
 
 let db: TestDatabase;
 const redis = createRedis(REDIS_URL, 'producer');

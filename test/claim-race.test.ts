@@ -9,8 +9,8 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { waitFor } from '@oncehook/harness';
 import type { VerifiedEvent } from '@oncehook/shared';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { q, T } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { q, T } from './helpers/stack.js';
 
 let db: TestDatabase;
 const GATE = 424_242;

@@ -4,9 +4,9 @@
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { closeQueueConnection, createEventQueue, queueSchemaFor } from '@oncehook/core';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { killAllServices, spawnService, type Service } from '@oncehook/harness';
-import { type IngestHandle, ledgerSummary, q, testEnv, startIngest, testPrefix, testQueueStore, T, TEST_QUEUE_BACKEND } from './helpers/stack';
+import { type IngestHandle, ledgerSummary, q, testEnv, startIngest, testPrefix, testQueueStore, T, TEST_QUEUE_BACKEND } from './helpers/stack.js';
 import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
 import { waitFor } from '@oncehook/harness';
 

@@ -23,8 +23,8 @@ import { processJob } from '@oncehook/core';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { claimStripe, dispatchJob, engine, q, startIngest, T, testPrefix } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { claimStripe, dispatchJob, engine, q, startIngest, T, testPrefix } from './helpers/stack.js';
 
 let db: TestDatabase;
 const anything = z.unknown();

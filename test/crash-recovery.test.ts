@@ -7,10 +7,10 @@
  * Recovery times are printed (`[figure] ...`) for the issue notes.
  */
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { killAllServices, spawnService } from '@oncehook/harness';
 import { closeQueueConnection, createEventQueue, jobIdFor } from '@oncehook/core';
-import { ingestUrl, ledgerSummary, q, testEnv, startIngest, testPrefix, testQueueStore, T, onlyRun } from './helpers/stack';
+import { ingestUrl, ledgerSummary, q, testEnv, startIngest, testPrefix, testQueueStore, T, onlyRun } from './helpers/stack.js';
 import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
 import { waitFor } from '@oncehook/harness';
 

@@ -5,13 +5,13 @@
  * when it ends.
  */
 import { spawn } from 'node:child_process';
-import { freePort, REDIS_URL, ROOT, withAdmin } from '@oncehook/harness';
+import { freePort, REDIS_URL, ROOT, withAdmin, SOURCE_NODE_ARGS } from '@oncehook/harness';
 import { createRedis } from '@oncehook/core';
 import { expect, it } from 'vitest';
 
 function demo(events: number, env: Record<string, string> = {}): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/demo.ts', '--events', String(events)], {
+    const child = spawn(process.execPath, [...SOURCE_NODE_ARGS, 'scripts/demo.ts', '--events', String(events)], {
       cwd: ROOT,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],

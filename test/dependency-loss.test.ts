@@ -9,11 +9,11 @@ import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { createPool } from '@oncehook/shared';
 import { migrate } from '@oncehook/core';
 import { createEmptyDatabase } from '@oncehook/harness';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { startOwnPostgres, type OwnPostgres } from '@oncehook/harness';
 import { startOwnRedis } from '@oncehook/harness';
 import { killAllServices, spawnService } from '@oncehook/harness';
-import { ledgerSummary, q, testEnv, startIngest, stateCounts, testPrefix, T } from './helpers/stack';
+import { ledgerSummary, q, testEnv, startIngest, stateCounts, testPrefix, T } from './helpers/stack.js';
 import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
 import { waitFor } from '@oncehook/harness';
 

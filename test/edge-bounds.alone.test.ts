@@ -14,9 +14,9 @@
 import { connect } from 'node:net';
 import { allSources, killAllServices, PROVIDER_CASES, rssMiB, sampleMax, send, signStripe, slowBodies, spawnService, STRIPE_SECRET, type Service } from '@oncehook/harness';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { createMetricsProbe } from './helpers/metrics';
-import { ingestUrl, q, startIngest, testEnv, testPrefix } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { createMetricsProbe } from './helpers/metrics.js';
+import { ingestUrl, q, startIngest, testEnv, testPrefix } from './helpers/stack.js';
 
 let db: TestDatabase;
 

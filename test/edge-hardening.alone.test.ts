@@ -12,8 +12,8 @@
  */
 import { killAllServices, paymentSucceeded, rawPosts, signStripe, slowBodies, spawnService, startHealthProber, waitFor } from '@oncehook/harness';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { ingestUrl, T, testEnv, testPrefix } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { ingestUrl, T, testEnv, testPrefix } from './helpers/stack.js';
 
 let db: TestDatabase;
 

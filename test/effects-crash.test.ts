@@ -3,12 +3,12 @@
  * recorded: the resumed attempt re-sends with the same key and the API applies nothing new.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { shopifyOrder } from './helpers/orders';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { shopifyOrder } from './helpers/orders.js';
 import { killAllServices, spawnService } from '@oncehook/harness';
 import { allSources, send } from '@oncehook/harness';
 import { startSandbox, type SandboxHandle } from '@oncehook/harness';
-import { type IngestHandle, testEnv, startIngest, testPrefix, onlyRun } from './helpers/stack';
+import { type IngestHandle, testEnv, startIngest, testPrefix, onlyRun } from './helpers/stack.js';
 import { waitFor } from '@oncehook/harness';
 
 let db: TestDatabase;

@@ -3,12 +3,12 @@
  * with faults, real Postgres and Redis. Sandbox counters are the ground truth.
  */
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { customerUpdated, renewal, shopifyOrder, stripeOrderPayment } from './helpers/orders';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { customerUpdated, renewal, shopifyOrder, stripeOrderPayment } from './helpers/orders.js';
 import { killAllServices, spawnService } from '@oncehook/harness';
 import { allSources, send } from '@oncehook/harness';
 import { maxAppliedPerKey, startSandbox, type SandboxHandle } from '@oncehook/harness';
-import { type IngestHandle, testEnv, startIngest, stateCounts, testPrefix, T, onlyRun } from './helpers/stack';
+import { type IngestHandle, testEnv, startIngest, stateCounts, testPrefix, T, onlyRun } from './helpers/stack.js';
 import { deliver } from '@oncehook/harness';
 import { waitFor } from '@oncehook/harness';
 

@@ -9,7 +9,7 @@ import { noFaults, type EventJobData } from '@oncehook/shared';
 import { createEnqueueRelay } from '@oncehook/core';
 import { REDIS_URL } from '@oncehook/harness';
 import { afterAll, expect, it } from 'vitest';
-import { testLog, testPrefix } from './helpers/stack';
+import { testLog, testPrefix } from './helpers/stack.js';
 
 const redis = createRedis(REDIS_URL, 'producer');
 const queue = createEventQueue(redis, testPrefix());

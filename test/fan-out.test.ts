@@ -9,8 +9,8 @@ import { deliver, paymentSucceeded, signStripe, startSandbox, waitFor, type Sand
 import { createOutboundClient, defineHandler } from '@oncehook/sdk';
 import { createOperations } from '@oncehook/core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { FAST, q, startIngest, startWorker, T, testPrefix } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { FAST, q, startIngest, startWorker, T, testPrefix } from './helpers/stack.js';
 
 let db: TestDatabase;
 let sandbox: SandboxHandle;

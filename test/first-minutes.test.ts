@@ -7,10 +7,12 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:net';
-import { freePort, REDIS_URL, ROOT, urlFor, waitFor, withAdmin } from '@oncehook/harness';
+import { freePort, REDIS_URL, ROOT, urlFor, waitFor, withAdmin, SOURCE_NODE_ARGS } from '@oncehook/harness';
 import { createPool } from '@oncehook/shared';
 import { afterAll, expect, it } from 'vitest';
 
+/** The `oncehook` command, from this checkout's sources. */
+const CLI = 'packages/oncehook/src/cli/entry.ts';
 const CLEAN = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp' };
 const databases: string[] = [];
 const running: ChildProcess[] = [];
@@ -21,7 +23,7 @@ afterAll(async () => {
 });
 
 function run(script: string, args: string[], env: Record<string, string>): { child: ChildProcess; output: () => string; stderr: () => string; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: ROOT, env: { ...CLEAN, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...SOURCE_NODE_ARGS, script, ...args], { cwd: ROOT, env: { ...CLEAN, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   running.push(child);
   let out = '';
   let err = '';
@@ -53,10 +55,10 @@ async function firstMinutes(queueBackend: 'redis' | 'postgres'): Promise<void> {
   const stack = run('scripts/start.ts', [], env);
   await waitFor(() => stack.output().includes('oncehook is up') || stack.child.exitCode !== null || null, { timeoutMs: 45_000, what: 'the banner' });
   expect(stack.output(), stack.stderr()).toContain('oncehook is up');
-  expect(stack.output()).toContain('npm run send -- stripe payment_intent.succeeded');
-  expect(stack.output().includes('the queue in Postgres (no Redis)')).toBe(queueBackend === 'postgres');
+  expect(stack.output()).toContain('npx oncehook send stripe payment_intent.succeeded');
+  expect(stack.output().includes('the queue in Postgres')).toBe(queueBackend === 'postgres');
 
-  const send = run('scripts/send.ts', ['stripe', 'payment_intent.succeeded', '--url', `http://127.0.0.1:${env.PORT}`], env);
+  const send = run(CLI, ['send', 'stripe', 'payment_intent.succeeded', '--url', `http://127.0.0.1:${env.PORT}`], env);
   expect(await send.exited, send.output() + send.stderr()).toBe(0);
   expect(send.output()).toMatch(/#1 -> 202 accepted/);
   const eventId = /(evt_\w+)/.exec(send.output())?.[1];
@@ -99,11 +101,11 @@ it('npm start refuses in one line on stderr, naming the cause and the variable: 
   const cases: { env: Record<string, string>; message: RegExp }[] = [
     {
       env: { ...base, DATABASE_URL: `postgres://postgres@127.0.0.1:${await freePort()}/x`, ...(await ports()) },
-      message: /^oncehook: cannot reach Postgres at 127\.0\.0\.1:\d+ \(DATABASE_URL\): ECONNREFUSED\. Start it/,
+      message: /^oncehook dev: cannot reach Postgres at 127\.0\.0\.1:\d+ \(DATABASE_URL, from the environment\): ECONNREFUSED\. Start it/,
     },
     {
       env: { ...base, DATABASE_URL: urlFor('postgres'), REDIS_URL: `redis://127.0.0.1:${await freePort()}`, ...(await ports()) },
-      message: /^oncehook: cannot reach Redis at 127\.0\.0\.1:\d+ \(REDIS_URL\): ECONNREFUSED\. Start it .*, or run without Redis: QUEUE_BACKEND=postgres$/,
+      message: /^oncehook dev: cannot reach Redis at 127\.0\.0\.1:\d+ \(REDIS_URL\): ECONNREFUSED\. Start it, unset REDIS_URL, or run without Redis: QUEUE_BACKEND=postgres$/,
     },
   ];
   // A port taken by someone else.
@@ -111,7 +113,7 @@ it('npm start refuses in one line on stderr, naming the cause and the variable: 
   const takenPort = await new Promise<number>((resolve) => taken.listen(0, '127.0.0.1', () => resolve((taken.address() as { port: number }).port)));
   cases.push({
     env: { ...base, DATABASE_URL: urlFor('postgres'), ...(await ports()), PORT: String(takenPort) },
-    message: new RegExp(`^oncehook: port ${takenPort} is already in use \\(PORT\\)`),
+    message: new RegExp(`^oncehook dev: port ${takenPort} is already in use \\(PORT\\)`),
   });
   try {
     for (const { env, message } of cases) {
@@ -144,16 +146,16 @@ it('ingest alone on a taken port says so in one line and exits 1', async () => {
   }
 });
 
-it('npm run send explains its mistakes: an unknown source, a type without a built-in payload', async () => {
-  const unknown = run('scripts/send.ts', ['strpe'], {});
+it('oncehook send (npm run send) explains its mistakes: an unknown source, a type without a built-in payload', async () => {
+  const unknown = run(CLI, ['send', 'strpe'], {});
   expect(await unknown.exited).toBe(2);
   expect(unknown.stderr()).toMatch(/no source named "strpe" is configured; configured: stripe, github, shopify, standard-webhooks, slack, paddle/);
-  const noFixture = run('scripts/send.ts', ['stripe', 'payout.paid'], {});
+  const noFixture = run(CLI, ['send', 'stripe', 'payout.paid'], {});
   expect(await noFixture.exited).toBe(2);
   expect(noFixture.stderr()).toMatch(
     /no built-in stripe payload for "payout.paid"; built in: payment_intent.succeeded, customer.updated, charge.refunded, invoice.paid \(or pass your own JSON with --file\)/,
   );
-  const down = run('scripts/send.ts', ['stripe', '--url', `http://127.0.0.1:${await freePort()}`], {});
+  const down = run(CLI, ['send', 'stripe', '--url', `http://127.0.0.1:${await freePort()}`], {});
   expect(await down.exited).toBe(1);
   expect(down.output()).toMatch(/no answer \(ECONNREFUSED\): is ingest running at/);
 });

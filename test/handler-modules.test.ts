@@ -9,9 +9,9 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { killAllServices, ROOT, signStripe, spawnService, startSandbox, waitFor, type SandboxHandle } from '@oncehook/harness';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { docCodeBlock } from './helpers/docs';
-import { ingestUrl, onlyRun, q, testEnv, testPrefix } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { docCodeBlock } from './helpers/docs.js';
+import { ingestUrl, onlyRun, q, testEnv, testPrefix } from './helpers/stack.js';
 
 const run = promisify(execFile);
 const MODULE_DIR = path.join(ROOT, 'my-handlers');

@@ -14,13 +14,13 @@
 import { createHmac } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import { connect } from 'node:net';
-import { killAllServices, paymentSucceeded, REDIS_URL, ROOT, signStripe, spawnService, STRIPE_SECRET, waitFor } from '@oncehook/harness';
+import { killAllServices, paymentSucceeded, REDIS_URL, ROOT, signStripe, spawnService, STRIPE_SECRET, waitFor, SOURCE_NODE_ARGS } from '@oncehook/harness';
 import { createSource, MAX_PAYLOAD_DEPTH, type WebhookSource } from '@oncehook/shared';
 import { DELIVERY_LOG_ROWS } from '@oncehook/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { createMetricsProbe } from './helpers/metrics';
-import { type IngestHandle, ingestUrl, q, startIngest, T, TEST_QUEUE_BACKEND, testEnv, testPrefix } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { createMetricsProbe } from './helpers/metrics.js';
+import { type IngestHandle, ingestUrl, q, startIngest, T, TEST_QUEUE_BACKEND, testEnv, testPrefix } from './helpers/stack.js';
 
 let db: TestDatabase;
 let ingest: IngestHandle;
@@ -137,7 +137,7 @@ async function storeAsBefore(eventId: string, payloadJson: string): Promise<numb
 
 function cli(args: string[]): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'packages/oncehook/src/cli/operator-commands.ts', ...args], {
+    const child = spawn(process.execPath, [...SOURCE_NODE_ARGS, 'packages/oncehook/src/cli/entry.ts', ...args], {
       cwd: ROOT,
       env: { ...process.env, DATABASE_URL: db.url, REDIS_URL, QUEUE_BACKEND: TEST_QUEUE_BACKEND, QUEUE_PREFIX: prefix },
     });

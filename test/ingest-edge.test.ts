@@ -5,8 +5,8 @@
 import http from 'node:http';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { jobIdFor } from '@oncehook/core';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { type IngestHandle, q, startIngest, testPrefix, T, TEST_QUEUE_BACKEND } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { type IngestHandle, q, startIngest, testPrefix, T, TEST_QUEUE_BACKEND } from './helpers/stack.js';
 import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
 
 let db: TestDatabase;

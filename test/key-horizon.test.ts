@@ -10,8 +10,8 @@ import { createOperations } from '@oncehook/core';
 import { loadWorkerConfig } from '@oncehook/shared';
 import { createRetention } from '@oncehook/core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { q, startIngest, T, testLog, testPrefix, type IngestHandle } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { q, startIngest, T, testLog, testPrefix, type IngestHandle } from './helpers/stack.js';
 
 const DAY = 86_400_000;
 let db: TestDatabase;

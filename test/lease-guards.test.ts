@@ -18,8 +18,8 @@ import { retryDelayMs } from '@oncehook/core';
 import { processJob } from '@oncehook/core';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { claimStripe, dispatchJob, engine, q, startIngest, startWorker, T, testPrefix } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { claimStripe, dispatchJob, engine, q, startIngest, startWorker, T, testPrefix } from './helpers/stack.js';
 
 let db: TestDatabase;
 const anything = z.unknown();

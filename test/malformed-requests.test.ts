@@ -5,9 +5,9 @@
 import { createHmac } from 'node:crypto';
 import http from 'node:http';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { allSources, SECRETS } from '@oncehook/harness';
-import { type IngestHandle, startIngest, testPrefix, T } from './helpers/stack';
+import { type IngestHandle, startIngest, testPrefix, T } from './helpers/stack.js';
 
 let db: TestDatabase;
 let ingest: IngestHandle;

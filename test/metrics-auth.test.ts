@@ -6,8 +6,8 @@
 import { createWorkerMetrics, loadWorkerConfig } from '@oncehook/shared';
 import { startMetricsServer } from 'oncehook';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { startIngest, testPrefix } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { startIngest, testPrefix } from './helpers/stack.js';
 
 const METRICS_TOKEN = 'metrics-token-0123456789';
 let db: TestDatabase;

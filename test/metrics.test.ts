@@ -5,10 +5,10 @@
  */
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { advisoryLockKey, DEFAULT_SCHEMA } from '@oncehook/shared';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { createMetricsProbe } from './helpers/metrics';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { createMetricsProbe } from './helpers/metrics.js';
 import { killAllServices, spawnService } from '@oncehook/harness';
-import { type IngestHandle, q, testEnv, startIngest, testPrefix, seedRun } from './helpers/stack';
+import { type IngestHandle, q, testEnv, startIngest, testPrefix, seedRun } from './helpers/stack.js';
 import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
 import { waitFor } from '@oncehook/harness';
 

@@ -14,7 +14,7 @@ import { createQueries, loadMigrations, migrate } from '@oncehook/core';
 import { processJob } from '@oncehook/core';
 import { afterAll, expect, it } from 'vitest';
 import { z } from 'zod';
-import { engine, exampleHandlers } from './helpers/stack';
+import { engine, exampleHandlers } from './helpers/stack.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterAll(async () => {

@@ -9,7 +9,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ROOT } from '@oncehook/harness';
 import { expect, it } from 'vitest';
-import { MUTANTS } from '../scripts/mutants/catalog';
+import { MUTANTS } from '../scripts/mutants/catalog.js';
 
 it.each(MUTANTS.map((m) => [m.id, m] as const))('%s matches the code exactly once, and its tests exist', async (_id, mutant) => {
   const texts = new Map<string, string>();

@@ -3,13 +3,13 @@
  * Postgres, Redis, a worker and the sandbox.
  */
 import { spawn } from 'node:child_process';
-import { allSources, REDIS_URL, ROOT, send, startSandbox, waitFor, type SandboxHandle } from '@oncehook/harness';
+import { allSources, REDIS_URL, ROOT, send, startSandbox, waitFor, type SandboxHandle, SOURCE_NODE_ARGS } from '@oncehook/harness';
 import { createOperations, type Operations, type ReplayPlan } from '@oncehook/core';
 import type { OncehookWorker } from 'oncehook';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { renewal, shopifyOrder, stripeOrderPayment } from './helpers/orders';
-import { claimStripe, q, seedRun, startIngest, startWorker, T, TEST_QUEUE_BACKEND, TRUNCATE_ALL, testPrefix, type IngestHandle } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { renewal, shopifyOrder, stripeOrderPayment } from './helpers/orders.js';
+import { claimStripe, q, seedRun, startIngest, startWorker, T, TEST_QUEUE_BACKEND, TRUNCATE_ALL, testPrefix, type IngestHandle } from './helpers/stack.js';
 import { deliver } from '@oncehook/harness';
 
 let db: TestDatabase;
@@ -183,7 +183,7 @@ it('bulk re-drive: the dry run changes nothing; the real run re-drives each', as
 
 function cli(args: string[]): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'packages/oncehook/src/cli/operator-commands.ts', ...args], {
+    const child = spawn(process.execPath, [...SOURCE_NODE_ARGS, 'packages/oncehook/src/cli/entry.ts', ...args], {
       cwd: ROOT,
       env: { ...process.env, DATABASE_URL: db.url, REDIS_URL, QUEUE_BACKEND: TEST_QUEUE_BACKEND, QUEUE_PREFIX: prefix },
     });

@@ -7,9 +7,9 @@ import { deliver, waitFor } from '@oncehook/harness';
 import { defineHandler } from '@oncehook/sdk';
 import { processJob } from '@oncehook/core';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { customerUpdated } from './helpers/orders';
-import { claimStripe, dispatchJob, engine, startIngest, startWorker, T, TRUNCATE_ALL, testPrefix } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { customerUpdated } from './helpers/orders.js';
+import { claimStripe, dispatchJob, engine, startIngest, startWorker, T, TRUNCATE_ALL, testPrefix } from './helpers/stack.js';
 
 let db: TestDatabase;
 

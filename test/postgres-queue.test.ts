@@ -12,8 +12,8 @@
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { deliver, freePort, killAllServices, paymentSucceeded, signStripe, spawnService, waitFor } from '@oncehook/harness';
 import { jobIdFor, queueSchemaFor } from '@oncehook/core';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { ingestUrl, ledgerSummary, onlyRun, testEnv, testPrefix } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { ingestUrl, ledgerSummary, onlyRun, testEnv, testPrefix } from './helpers/stack.js';
 
 const TOKEN = 'admin-token-0123456789abcdef';
 let db: TestDatabase;

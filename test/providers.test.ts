@@ -5,10 +5,10 @@
  * attempt fields is a duplicate.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createMetricsProbe } from './helpers/metrics';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
+import { createMetricsProbe } from './helpers/metrics.js';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { allSources, PROVIDER_CASES, SECRETS, send, waitFor } from '@oncehook/harness';
-import { type IngestHandle, q, startIngest, testPrefix, T } from './helpers/stack';
+import { type IngestHandle, q, startIngest, testPrefix, T } from './helpers/stack.js';
 
 let db: TestDatabase;
 let ingest: IngestHandle;

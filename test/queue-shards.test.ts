@@ -10,8 +10,8 @@ import { ConfigError } from '@oncehook/sdk';
 import { eventQueueNames, shardOf } from '@oncehook/core';
 import { loadWorkerConfig } from '@oncehook/shared';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { ledgerSummary, startIngest, startWorker, T, testPrefix } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { ledgerSummary, startIngest, startWorker, T, testPrefix } from './helpers/stack.js';
 
 describe('routing', () => {
   it('one shard keeps the historical queue name; several are each a hash tag of their own', () => {

@@ -8,8 +8,8 @@ import { createReconciler } from '@oncehook/core';
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { q, seedRun, T, testLog, testPrefix } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { q, seedRun, T, testLog, testPrefix } from './helpers/stack.js';
 
 let db: TestDatabase;
 let redis: Redis;

@@ -8,9 +8,9 @@
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { advisoryLockKey, DEFAULT_SCHEMA } from '@oncehook/shared';
 import { createRetention } from '@oncehook/core';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { createMetricsProbe } from './helpers/metrics';
-import { type IngestHandle, q, startIngest, testLog, testPrefix, T } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { createMetricsProbe } from './helpers/metrics.js';
+import { type IngestHandle, q, startIngest, testLog, testPrefix, T } from './helpers/stack.js';
 import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
 
 let db: TestDatabase;

@@ -9,8 +9,8 @@ import { paymentSucceeded } from '@oncehook/harness';
 import { createPool, type Pool } from '@oncehook/shared';
 import { processJob } from '@oncehook/core';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { claimStripe, dispatchJob, engine, exampleHandlers, q, TRUNCATE_ALL } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { claimStripe, dispatchJob, engine, exampleHandlers, q, TRUNCATE_ALL } from './helpers/stack.js';
 
 let db: TestDatabase;
 let counted: Pool;
@@ -65,7 +65,7 @@ it('the job’s type is only a hint: a repeated dispatch job for a finished even
 
 it('each process counts the statements it sends in oncehook_db_statements_total (ingest and worker)', async () => {
   const { createIngestMetrics, createWorkerMetrics } = await import('@oncehook/shared');
-  const { startIngest, startWorker, testPrefix } = await import('./helpers/stack');
+  const { startIngest, startWorker, testPrefix } = await import('./helpers/stack.js');
   const ingestMetrics = createIngestMetrics({ defaultMetrics: false });
   const workerMetrics = createWorkerMetrics({ defaultMetrics: false });
   const prefix = testPrefix();

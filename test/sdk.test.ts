@@ -16,8 +16,8 @@ import { findNonJson, toRecordedJson } from '@oncehook/sdk/internal';
 import { HandlerRegistry, loadHandlerModules, processJob } from '@oncehook/core';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { claimStripe, dispatchJob, engine, q, T } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { claimStripe, dispatchJob, engine, q, T } from './helpers/stack.js';
 
 let db: TestDatabase;
 const anything = z.unknown();

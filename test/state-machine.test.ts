@@ -8,7 +8,7 @@ import { processJob } from '@oncehook/core';
 import { fixture } from '@oncehook/testkit';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import {
   claimStripe,
   dispatchJob,
@@ -22,7 +22,7 @@ import {
   TRUNCATE_ALL,
   testPrefix,
   type IngestHandle,
-} from './helpers/stack';
+} from './helpers/stack.js';
 
 let db: TestDatabase;
 

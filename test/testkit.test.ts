@@ -21,9 +21,9 @@ import Stripe from 'stripe';
 import { Webhook as SvixWebhook } from 'svix';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { docCodeBlock } from './helpers/docs';
-import { exampleHandlers, startIngest, T, testPrefix, type IngestHandle } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { docCodeBlock } from './helpers/docs.js';
+import { exampleHandlers, startIngest, T, testPrefix, type IngestHandle } from './helpers/stack.js';
 
 let db: TestDatabase;
 let sandbox: SandboxHandle;
@@ -63,6 +63,18 @@ describe('signedDelivery', () => {
 
     const svix = signedDelivery('svix', { type: 'user.created' }, SECRETS.svix, { id: 'msg_2', timestamp });
     expect(svix.headers['svix-signature']).toBe(new SvixWebhook(SECRETS.svix).sign('msg_2', new Date(timestamp * 1000), svix.body));
+  });
+
+  it("an id given replaces the payload's own where the provider puts it in the body; a byte-for-byte payload with another id is refused", () => {
+    const withId = { id: 'evt_fixture', type: 'charge.refunded', data: { object: {} } };
+    expect(signedDelivery('stripe', withId, SECRETS.stripe, { id: 'evt_chosen' })).toMatchObject({ eventId: 'evt_chosen' });
+    expect(JSON.parse(signedDelivery('stripe', withId, SECRETS.stripe, { id: 'evt_chosen' }).body).id).toBe('evt_chosen');
+    expect(signedDelivery('stripe', withId, SECRETS.stripe).eventId).toBe('evt_fixture');
+    expect(signedDelivery('paddle', { event_id: 'evt_p', event_type: 'x' }, SECRETS.paddle, { id: 'evt_q' }).eventId).toBe('evt_q');
+    expect(signedDelivery('slack', { type: 'event_callback', event_id: 'Ev1', event: {} }, SECRETS.slack, { id: 'Ev2' }).eventId).toBe('Ev2');
+    // The same id on a string payload is fine (a redelivery of those bytes); another one cannot be put in.
+    expect(signedDelivery('stripe', JSON.stringify(withId), SECRETS.stripe, { id: 'evt_fixture' }).eventId).toBe('evt_fixture');
+    expect(() => signedDelivery('stripe', JSON.stringify(withId), SECRETS.stripe, { id: 'evt_other' })).toThrow(/sent byte for byte and its id is "evt_fixture", not "evt_other"/);
   });
 
   it.each<[DeliveryKind, string, unknown, string]>([

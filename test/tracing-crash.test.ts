@@ -8,8 +8,8 @@
 import http from 'node:http';
 import { deliver, killAllServices, paymentSucceeded, signStripe, spawnService, waitFor } from '@oncehook/harness';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { ingestUrl, ledgerSummary, q, testEnv, testPrefix } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { ingestUrl, ledgerSummary, q, testEnv, testPrefix } from './helpers/stack.js';
 
 interface CollectedSpan {
   name: string;

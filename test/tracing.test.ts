@@ -11,8 +11,8 @@ import { trace } from '@opentelemetry/api';
 import { InMemorySpanExporter, NodeTracerProvider, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-node';
 import { createOutboundClient, defineHandler } from '@oncehook/sdk';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { FAST, q, startIngest, startWorker, T, testPrefix } from './helpers/stack';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { FAST, q, startIngest, startWorker, T, testPrefix } from './helpers/stack.js';
 
 let db: TestDatabase;
 let sandbox: SandboxHandle;

@@ -1,9 +1,13 @@
 /**
  * The SDK's types, checked by the compiler (`npm test` runs tsc over this file before vitest):
  * payloads typed from the providers' own types, typos that do not compile, step results that
- * must be plain JSON. Each `@ts-expect-error` line must be an error, or tsc fails.
+ * must be plain JSON. Each `@ts-expect-error` line must be an error, or tsc fails. (That a
+ * project with only one provider's package type-checks is the user-project test's to show.)
  */
-import { defineHandler, type HandlerContext, type StripeEvent } from '@oncehook/sdk';
+import { defineHandler, type HandlerContext } from '@oncehook/sdk';
+// The providers' types are opt-in (each needs its provider's package): these two register them.
+import '@oncehook/sdk/github';
+import type { StripeEvent } from '@oncehook/sdk/stripe';
 import type Stripe from 'stripe';
 import { expectTypeOf, it } from 'vitest';
 import { z } from 'zod';

@@ -10,7 +10,7 @@
  * | shop.renewals           | Standard Webhooks subscription.renewed  | charge -> record-renewal (final) |
  * | shop.customer-profiles  | Stripe customer.updated                 | apply-profile (final; stale updates ignored) |
  */
-import { createShopClients, shopSettings } from './src/clients';
-import { shopHandlers } from './src/handlers';
+import { createShopClients, shopSettings } from './src/clients.js';
+import { shopHandlers } from './src/handlers.js';
 
 export default shopHandlers(createShopClients(shopSettings()));

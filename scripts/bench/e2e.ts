@@ -17,8 +17,8 @@ import type { Redis } from 'ioredis';
 import { copiesFor, REDIS_URL, signStripe, spawnService, type Service } from '@oncehook/harness';
 import { createPool, type Pool } from '@oncehook/shared';
 import { createRedis, openQueueConnection, type QueueBackend } from '@oncehook/core';
-import { difference, rssMb, snapshot, type Costs, type Subjects } from './costs';
-import { createTestDatabaseOn } from './databases';
+import { difference, rssMb, snapshot, type Costs, type Subjects } from './costs.js';
+import { createTestDatabaseOn } from './databases.js';
 
 /** The example shop, for the end-to-end top-ups (one local step; its APIs are not called). */
 const SHOP_ENV = {

@@ -774,6 +774,39 @@ export const MUTANTS: Mutant[] = [
     replace: '  const live = true;',
     tests: ['test/edge-hardening.alone.test.ts'],
   },
+  // ---- packages: what a team installs (issue 22) -----------------------------------------
+  {
+    id: 'error-brand-per-copy',
+    guarantee: "a PermanentError from the handler's own copy of the SDK fails the run at attempt 1 (not retried)",
+    file: 'packages/sdk/src/errors.ts',
+    search: "const KINDS = Symbol.for('oncehook.error.kinds');",
+    replace: "const KINDS = Symbol('oncehook.error.kinds');",
+    tests: ['test/user-project.test.ts'],
+  },
+  {
+    id: 'handler-brand-per-copy',
+    guarantee: "handlers made with the handler module's own copy of the SDK are loaded by the worker",
+    file: 'packages/sdk/src/define-handler.ts',
+    search: "const HANDLER_BRAND = Symbol.for('oncehook.handler');",
+    replace: "const HANDLER_BRAND = Symbol('oncehook.handler');",
+    tests: ['test/user-project.test.ts'],
+  },
+  {
+    id: 'outbound-observers-per-copy',
+    guarantee: "the worker counts the outbound calls of the handler module's own copy of the SDK",
+    file: 'packages/sdk/src/outbound-client.ts',
+    search: "const OBSERVERS = Symbol.for('oncehook.outbound.observers');",
+    replace: "const OBSERVERS = Symbol('oncehook.outbound.observers');",
+    tests: ['test/user-project.test.ts'],
+  },
+  {
+    id: 'migration-file-skipped',
+    guarantee: 'a file in a migrations folder the runner would not apply is an error naming it, never skipped',
+    file: 'packages/core/src/migrate.ts',
+    search: '  if (unexpected.length > 0) {',
+    replace: '  if (unexpected.length < 0) {',
+    tests: ['test/cli.test.ts'],
+  },
   // ---- operator actions -----------------------------------------------------------------
   {
     id: 'redrive-live-lease',

@@ -12,7 +12,7 @@ import { SHOP_MIGRATIONS } from '@oncehook/example-shop/src/handlers';
 import { ADMIN_URL, urlFor } from '@oncehook/harness';
 import { createPool } from '@oncehook/shared';
 import { migrate } from '@oncehook/core';
-import { detectTool, type SystemTool, type ToolStatus, toolsRequired } from './tools';
+import { detectTool, type SystemTool, type ToolStatus, toolsRequired } from './tools.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

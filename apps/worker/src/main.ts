@@ -1,35 +1,8 @@
 /**
- * Worker entry point: parse config, load the handler modules (ONCEHOOK_HANDLERS), build the
- * worker and start it; on SIGTERM stop taking jobs, let the ones in flight finish (their
- * leases cover the rest if the timeout hits), then close connections.
+ * The worker process of this repository (`npm run start:worker`): a shell over the oncehook
+ * package's runWorker, as `oncehook worker` is.
  */
-import { announce, createLogger, loadWorkerConfig, onShutdownSignal, runMain, startTracing } from '@oncehook/shared';
-import { buildWorker } from 'oncehook';
-import { handlerModuleList, loadHandlerModules } from '@oncehook/core';
+import { runMain } from '@oncehook/shared';
+import { runWorker } from 'oncehook';
 
-runMain(async () => {
-  const config = loadWorkerConfig();
-  // OpenTelemetry, when the OTEL_* variables ask for it (tracing.ts); before anything makes a span.
-  const tracing = await startTracing('oncehook-worker');
-  const log = createLogger('worker', config.LOG_LEVEL, config.LOG_FORMAT);
-  const { handlers, modules } = await loadHandlerModules(handlerModuleList(config.ONCEHOOK_HANDLERS));
-  for (const handler of handlers) {
-    log.info({ source: handler.source, type: handler.type, handler: handler.name, ...(handler.description ? { description: handler.description } : {}) }, 'handler loaded');
-  }
-  if (handlers.length === 0) log.warn({ unhandled: config.UNHANDLED_EVENTS }, 'no handler loaded (ONCEHOOK_HANDLERS is empty): every event will be unhandled');
-  announce(`worker loaded ${handlers.length} handler(s) from ${modules.length ? modules.join(', ') : 'no module'}`);
-
-  const worker = buildWorker(config, handlers, { log });
-  const { metricsPort } = await worker.start();
-  announce(`worker metrics on ${metricsPort}`);
-  // Tests and scripts wait for this line.
-  log.info({ concurrency: config.WORKER_CONCURRENCY }, 'worker ready');
-  announce(`worker ready (pid ${process.pid})`);
-
-  onShutdownSignal(async (signal) => {
-    log.info({ signal }, 'shutting down: no new jobs, finishing in-flight ones');
-    await worker.close();
-    await tracing?.shutdown();
-    log.info('worker stopped');
-  }, config.SHUTDOWN_TIMEOUT_MS);
-});
+runMain(() => runWorker());

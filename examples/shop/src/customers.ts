@@ -10,6 +10,8 @@
  * or rolls back with the profile write.
  */
 import { defineHandler, PermanentError } from '@oncehook/sdk';
+// Stripe's event types for the handlers below (the example depends on the stripe package).
+import '@oncehook/sdk/stripe';
 
 export const customerProfileHandler = defineHandler(
   { name: 'shop.customer-profiles', source: 'stripe', type: 'customer.updated', description: 'keep the newest customer profile' },

@@ -10,7 +10,7 @@
  * lock also covers the first payment, which creates it.)
  */
 import type { HandlerContext, PoolClient } from '@oncehook/sdk';
-import type { ShopClients } from './clients';
+import type { ShopClients } from './clients.js';
 
 export interface OrderFacts {
   orderId: string;

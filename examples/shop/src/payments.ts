@@ -13,8 +13,10 @@
  * many workers race for it, and wherever a worker is killed.
  */
 import { defineHandler, PermanentError } from '@oncehook/sdk';
-import type { ShopClients } from './clients';
-import { creditLedger, orderLock, receiptAndShip, recordPayment, type OrderFacts } from './orders';
+// Stripe's event types for the handlers below (the example depends on the stripe package).
+import '@oncehook/sdk/stripe';
+import type { ShopClients } from './clients.js';
+import { creditLedger, orderLock, receiptAndShip, recordPayment, type OrderFacts } from './orders.js';
 
 /** Where a payment without a customer is credited. */
 export const GUEST_ACCOUNT = 'guest';

@@ -7,8 +7,8 @@
  */
 import { defineHandler } from '@oncehook/sdk';
 import { z } from 'zod';
-import type { ShopClients } from './clients';
-import { creditLedger } from './orders';
+import type { ShopClients } from './clients.js';
+import { creditLedger } from './orders.js';
 
 const RenewalPayload = z.object({
   type: z.literal('subscription.renewed'),

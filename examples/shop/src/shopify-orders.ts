@@ -12,8 +12,8 @@
  */
 import { defineHandler } from '@oncehook/sdk';
 import { z } from 'zod';
-import type { ShopClients } from './clients';
-import { orderLock, readOrder, receiptAndShip, recordPayment, type OrderFacts } from './orders';
+import type { ShopClients } from './clients.js';
+import { orderLock, readOrder, receiptAndShip, recordPayment, type OrderFacts } from './orders.js';
 
 const ShopifyOrder = z.object({
   id: z.union([z.number().int(), z.string().min(1)]),

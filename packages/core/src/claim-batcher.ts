@@ -39,8 +39,8 @@ import {
   type Pool,
   type VerifiedEvent,
 } from '@oncehook/shared';
-import type { ClaimResult, Queries } from './store/queries';
-import type { EnqueueRelay } from './enqueue-relay';
+import type { ClaimResult, Queries } from './store/queries.js';
+import type { EnqueueRelay } from './enqueue-relay.js';
 
 /**
  * Runs of one claim statement that lost a race before it fails: with every batch taking its

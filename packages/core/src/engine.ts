@@ -11,10 +11,10 @@
  */
 import type { Handler } from '@oncehook/sdk';
 import { noFaults, type EventJobData, type Faults, type Logger, type Pool } from '@oncehook/shared';
-import type { EngineHooks } from './handler-context';
-import { processJob, type JobOutcome, type ProcessDeps, type ProcessSettings } from './process-event';
-import { HandlerRegistry } from './registry';
-import { createQueries } from './store/queries';
+import type { EngineHooks } from './handler-context.js';
+import { processJob, type JobOutcome, type ProcessDeps, type ProcessSettings } from './process-event.js';
+import { HandlerRegistry } from './registry.js';
+import { createQueries } from './store/queries.js';
 
 /**
  * The engine's defaults, equal to the worker's configuration defaults (config.ts in

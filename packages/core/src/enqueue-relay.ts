@@ -19,7 +19,7 @@
  * claims (never each other's), so no coordination is needed. `flush()` on shutdown adds what
  * is pending before the queue closes.
  */
-import { enqueueNewEvents, type JobTarget } from './queue';
+import { enqueueNewEvents, type JobTarget } from './queue.js';
 import { withTimeout, type EventJobData, type Faults, type Logger } from '@oncehook/shared';
 
 export interface EnqueueRelayOptions {

@@ -5,13 +5,13 @@
  * the ones in flight, and stops the reconciler.
  */
 import { UnrecoverableError, type Worker } from 'bullmq';
-import { createEventQueueWorker, enqueueEvent, eventQueueNames, type QueueConnection, type JobTarget } from './queue';
+import { createEventQueueWorker, enqueueEvent, eventQueueNames, type QueueConnection, type JobTarget } from './queue.js';
 import type { EventJobData, Logger, WorkerMetrics } from '@oncehook/shared';
-import type { Engine } from './engine';
-import type { JobOutcome, ProcessDeps } from './process-event';
-import { retryDelayMs } from './retry-policy';
-import { createReconciler, type Reconciler, type ReconcilerSettings } from './reconciler';
-import { createRetention, type RetentionSettings } from './retention-sweep';
+import type { Engine } from './engine.js';
+import type { JobOutcome, ProcessDeps } from './process-event.js';
+import { retryDelayMs } from './retry-policy.js';
+import { createReconciler, type Reconciler, type ReconcilerSettings } from './reconciler.js';
+import { createRetention, type RetentionSettings } from './retention-sweep.js';
 
 export interface WorkerSettings {
   /** Retention of done events; off when absent. */

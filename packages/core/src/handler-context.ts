@@ -27,11 +27,11 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Span } from '@opentelemetry/api';
-import { idempotencyKeyFor } from './idempotency-key';
+import { idempotencyKeyFor } from './idempotency-key.js';
 import { inSpan, withTransaction, type Faults, type Logger, type Pool, type PoolClient, type StepKind } from '@oncehook/shared';
 import { LeaseLostError, StepUsageError, type Json } from '@oncehook/sdk';
 import { toRecordedJson } from '@oncehook/sdk/internal';
-import type { Queries, RecordedStep } from './store/queries';
+import type { Queries, RecordedStep } from './store/queries.js';
 import type { HandlerContext, Ordering, StepInput, StepOptions, TransactionOptions } from '@oncehook/sdk';
 
 export interface RunHandle {

@@ -11,20 +11,20 @@
  *   operators           operations.ts (list, show, re-drive, replay), payload-view.ts
  *   assembly            engine.ts (createEngine: the one place the parts are put together)
  */
-export * from './claim-batcher';
-export * from './enqueue-relay';
-export * from './event-worker';
-export * from './handler-context';
-export * from './idempotency-key';
-export * from './load-handlers';
-export * from './migrate';
-export * from './operations';
-export * from './payload-view';
-export * from './process-event';
-export * from './queue';
-export * from './reconciler';
-export * from './registry';
-export * from './retention-sweep';
-export * from './retry-policy';
-export * from './store/queries';
-export * from './engine';
+export * from './claim-batcher.js';
+export * from './enqueue-relay.js';
+export * from './event-worker.js';
+export * from './handler-context.js';
+export * from './idempotency-key.js';
+export * from './load-handlers.js';
+export * from './migrate.js';
+export * from './operations.js';
+export * from './payload-view.js';
+export * from './process-event.js';
+export * from './queue.js';
+export * from './reconciler.js';
+export * from './registry.js';
+export * from './retention-sweep.js';
+export * from './retry-policy.js';
+export * from './store/queries.js';
+export * from './engine.js';

@@ -1,30 +1,43 @@
 /**
  * Loads the user's handler modules (ONCEHOOK_HANDLERS): comma-separated paths, relative to the
- * working directory, each a `.ts`/`.js` file or a directory with an index. A module's default
+ * working directory, each a `.ts`/`.js` file, a directory with an index, or a directory of
+ * handler files (resolveModules). A module's default
  * export is a handler (defineHandler) or an array of them. No framework file is edited to add,
  * remove or change a handler.
  *
  * `.ts` modules are loaded through tsx's loader (registered on demand when this process does
  * not already run under tsx), so a handler module can be TypeScript in production too.
  */
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { HandlerDefinitionError } from '@oncehook/sdk';
 import { isHandler, type Handler } from '@oncehook/sdk';
-import { HandlerRegistry } from './registry';
+import { HandlerRegistry } from './registry.js';
 
 const INDEX_FILES = ['index.ts', 'index.js', 'index.mjs'];
+/** A handler file in a folder without an index: .ts/.js/.mts/.mjs, not a test, not a declaration. */
+const HANDLER_FILE = /^(?![._]).+\.(m?ts|m?js)$/;
+const NOT_A_HANDLER_FILE = /\.(test|spec)\.(m?ts|m?js)$|\.d\.m?ts$/;
 
-/** The file a module path points at, or an error naming what was looked for. */
-export function resolveModule(spec: string, cwd: string): string {
+/**
+ * The files a module path stands for: a file; a directory's index; or, in a directory without
+ * one, every handler file in it (not recursive; tests, declaration files and names starting with
+ * `.` or `_` left out), in name order. An error names what was looked for.
+ */
+export function resolveModules(spec: string, cwd: string): string[] {
   const full = path.resolve(cwd, spec);
   if (existsSync(full) && statSync(full).isDirectory()) {
     const index = INDEX_FILES.map((f) => path.join(full, f)).find((f) => existsSync(f));
-    if (!index) throw new HandlerDefinitionError(`ONCEHOOK_HANDLERS: ${spec} is a directory without ${INDEX_FILES.join(', ')}`);
-    return index;
+    if (index) return [index];
+    const files = readdirSync(full)
+      .filter((f) => HANDLER_FILE.test(f) && !NOT_A_HANDLER_FILE.test(f) && statSync(path.join(full, f)).isFile())
+      .sort()
+      .map((f) => path.join(full, f));
+    if (files.length === 0) throw new HandlerDefinitionError(`ONCEHOOK_HANDLERS: ${spec} is a directory with no handler file (.ts or .js) and no ${INDEX_FILES.join(', ')}`);
+    return files;
   }
-  if (existsSync(full)) return full;
+  if (existsSync(full)) return [full];
   throw new HandlerDefinitionError(`ONCEHOOK_HANDLERS: ${spec} not found (resolved to ${full}; paths are relative to ${cwd})`);
 }
 
@@ -41,8 +54,8 @@ async function ensureTypeScript(): Promise<void> {
 export async function loadHandlerModules(specs: string[], cwd = process.cwd()): Promise<{ handlers: Handler[]; modules: string[] }> {
   const registry = new HandlerRegistry();
   const modules: string[] = [];
-  for (const spec of specs) {
-    const file = resolveModule(spec, cwd);
+  for (const file of specs.flatMap((spec) => resolveModules(spec, cwd))) {
+    const spec = path.relative(cwd, file);
     if (/\.(c|m)?ts$/.test(file)) await ensureTypeScript();
     let loaded: { default?: unknown };
     try {

@@ -20,6 +20,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { ConfigError } from '@oncehook/sdk';
 import { advisoryLockKey } from '@oncehook/shared';
 import { DEFAULT_SCHEMA, schemaIdentifier } from '@oncehook/shared';
 import { PG_DUPLICATE_DATABASE } from '@oncehook/shared';
@@ -60,8 +61,31 @@ export interface MigrateResult {
   upgradedLegacy: boolean;
 }
 
+/** A migration's file name: four digits, `_`, lowercase letters, digits and `_`, `.sql`. */
+export const MIGRATION_FILE_PATTERN = /^\d{4}_[a-z0-9_]+\.sql$/;
+
+/**
+ * The migrations of one folder, in order. Strict: a file the runner would not apply is an
+ * error naming it (a `001_paid_invoices.sql` silently skipped leaves the table missing until a
+ * handler fails on it); only dotfiles (.gitkeep) and `.md` notes may sit beside migrations. A
+ * folder that does not exist is one line saying so. Throws ConfigError.
+ */
 export async function loadMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]> {
-  const files = (await readdir(dir)).filter((file) => /^\d{4}_[a-z0-9_]+\.sql$/.test(file)).sort();
+  let entries: string[];
+  try {
+    entries = await readdir(dir);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') throw new ConfigError(`migrations folder ${dir} does not exist${code === 'ENOTDIR' ? ' (it is a file)' : ''}: check --dir`);
+    throw error;
+  }
+  const unexpected = entries.filter((file) => !MIGRATION_FILE_PATTERN.test(file) && !file.startsWith('.') && !file.endsWith('.md'));
+  if (unexpected.length > 0) {
+    throw new ConfigError(
+      `${dir}: ${unexpected.map((f) => `"${f}"`).join(', ')} ${unexpected.length === 1 ? 'is' : 'are'} not a migration the runner applies: name each NNNN_name.sql (four digits, an underscore, lowercase letters, digits and underscores), e.g. 0001_paid_invoices.sql; only dotfiles and .md notes may sit beside them`,
+    );
+  }
+  const files = entries.filter((file) => MIGRATION_FILE_PATTERN.test(file)).sort();
   const migrations: Migration[] = [];
   for (const file of files) {
     const version = Number.parseInt(file.slice(0, 4), 10);

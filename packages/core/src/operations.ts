@@ -12,11 +12,11 @@
  * Neither ever touches a run a worker holds a live lease on (guarded UPDATEs).
  */
 import type { Pool } from '@oncehook/shared';
-import type { EventDetail, EventFilter, EventSummary, MovedRun, Queries, RecordedStep } from './store/queries';
-import { idempotencyKeyFor } from './idempotency-key';
-import { viewPayload } from './payload-view';
+import type { EventDetail, EventFilter, EventSummary, MovedRun, Queries, RecordedStep } from './store/queries.js';
+import { idempotencyKeyFor } from './idempotency-key.js';
+import { viewPayload } from './payload-view.js';
 import type { RunRow, StepKind } from '@oncehook/shared';
-import { enqueueEvent, type JobTarget } from './queue';
+import { enqueueEvent, type JobTarget } from './queue.js';
 
 export interface RedriveResult {
   ok: true;

@@ -25,10 +25,10 @@ import { randomUUID } from 'node:crypto';
 import { SpanStatusCode } from '@opentelemetry/api';
 import { contextFrom, describeError, inSpan, tracer, type EventJobData, type EventRow, type Faults, type Logger, type Pool } from '@oncehook/shared';
 import { isLeaseLostError, LeaseLostError, type Handler, type HandlerEvent } from '@oncehook/sdk';
-import type { LeasedRun, Queries } from './store/queries';
-import { attemptsExhausted, type RetryPolicy, verdictFor, verdictForProblem } from './retry-policy';
-import { createRunContext, type EngineHooks, type RunContext } from './handler-context';
-import type { HandlerRegistry } from './registry';
+import type { LeasedRun, Queries } from './store/queries.js';
+import { attemptsExhausted, type RetryPolicy, verdictFor, verdictForProblem } from './retry-policy.js';
+import { createRunContext, type EngineHooks, type RunContext } from './handler-context.js';
+import type { HandlerRegistry } from './registry.js';
 
 export interface ProcessSettings {
   leaseMs: number;

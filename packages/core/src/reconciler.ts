@@ -18,8 +18,8 @@
  * `runOnce()` for tests (returns the counts), `run()` for the loop, `stop()` to end it.
  */
 import { advisoryLockKey, withTransaction, type EventJobData, type Logger, type Pool, type WorkerMetrics } from '@oncehook/shared';
-import { enqueueEvent, queuesOf, type JobTarget } from './queue';
-import type { Queries } from './store/queries';
+import { enqueueEvent, queuesOf, type JobTarget } from './queue.js';
+import type { Queries } from './store/queries.js';
 
 export interface ReconcilerSettings {
   intervalMs: number;

@@ -11,7 +11,7 @@
  * `runOnce()` deletes up to maxBatches batches per provider and returns the counts.
  */
 import { advisoryLockKey, retentionDaysFor, withTransaction, type Logger, type Pool, type PoolClient, type RetentionPolicy } from '@oncehook/shared';
-import type { Queries } from './store/queries';
+import type { Queries } from './store/queries.js';
 
 export interface RetentionSettings {
   policy: RetentionPolicy;

@@ -9,7 +9,7 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
-import { waitFor } from './wait';
+import { waitFor } from './wait.js';
 
 /** Resident set size of a process, in MiB (Linux /proc). */
 export function rssMiB(pid: number): number {

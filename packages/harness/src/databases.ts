@@ -1,7 +1,7 @@
 /** Databases of the tests' and scripts' own, on the shared server or on one of their own. */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { ADMIN_URL, urlFor } from './db-urls';
+import { ADMIN_URL, urlFor } from './db-urls.js';
 
 /** Runs fn on a connection to the server's `postgres` database. */
 export async function withAdmin<T>(fn: (client: pg.Client) => Promise<T>, adminUrl = ADMIN_URL): Promise<T> {

@@ -6,7 +6,7 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
-import { freePort } from './net';
+import { freePort } from './net.js';
 
 const run = promisify(execFile);
 

@@ -4,8 +4,8 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { Redis } from 'ioredis';
-import { freePort } from './net';
-import { waitFor } from './wait';
+import { freePort } from './net.js';
+import { waitFor } from './wait.js';
 
 export interface OwnRedis {
   port: number;

@@ -1,11 +1,11 @@
 /**
  * Real child processes for crash tests: ingest, worker and migrate run as
- * `node --import tsx <entry>` (a single process, so kill -9 hits the process that does the
+ * `node --conditions=oncehook-source --import tsx <entry>` (a single process, so kill -9 hits the process that does the
  * work, not a wrapper).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 /** The repository's root (where the processes run). */
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -13,13 +13,21 @@ export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '
 const ENTRIES = {
   ingest: 'apps/ingest/src/server.ts',
   worker: 'apps/worker/src/main.ts',
-  migrate: 'packages/oncehook/src/cli/migrate-command.ts',
+  migrate: 'packages/oncehook/src/cli/entry.ts',
   sandbox: 'apps/sandbox/src/server.ts',
   'naive-baseline': 'scripts/bench/naive-server.ts',
   'verify-only': 'scripts/bench/verify-only-server.ts',
 } as const;
 
 export type ServiceKind = keyof typeof ENTRIES;
+
+/**
+ * How this repository runs Node on its TypeScript sources: tsx for the TypeScript, and the
+ * `oncehook-source` export condition, under which @oncehook/* resolve to their src/ (without
+ * it, to the compiled dist/ a published package carries). tsx by its file (its package's "."
+ * export), so that a process started in another directory (a project of a test's own) finds it.
+ */
+export const SOURCE_NODE_ARGS = ['--conditions=oncehook-source', '--import', pathToFileURL(path.join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href] as const;
 
 export interface Service {
   readonly kind: ServiceKind;
@@ -42,7 +50,7 @@ const running = new Set<Service>();
 export function spawnService(kind: ServiceKind, env: Record<string, string>, args: string[] = [], options: { root?: string; nodeArgs?: string[] } = {}): Service {
   // `root`: another checkout of the repository (npm run attack measures an older release).
   // `nodeArgs`: flags for node itself (--cpu-prof: the bench's profiles).
-  const proc = spawn(process.execPath, [...(options.nodeArgs ?? []), '--import', 'tsx', ENTRIES[kind], ...args], {
+  const proc = spawn(process.execPath, [...(options.nodeArgs ?? []), ...SOURCE_NODE_ARGS, ENTRIES[kind], ...(kind === 'migrate' ? ['migrate'] : []), ...args], {
     cwd: options.root ?? ROOT,
     env: { ...process.env, LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -10,7 +10,7 @@ import { getHmac as shopifyHmac } from '@shopify/shopify-api/test-helpers';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { Webhook as SvixWebhook } from 'svix';
 import { createSource, type SourceDeclaration, type WebhookSource } from '@oncehook/shared';
-import { signStripe, STRIPE_SECRET } from './stripe';
+import { signStripe, STRIPE_SECRET } from './stripe.js';
 
 export const SECRETS = {
   stripe: STRIPE_SECRET,

@@ -9,9 +9,9 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { createPool } from '@oncehook/shared';
 import { migrate } from '@oncehook/core';
-import { createEmptyDatabase } from './databases';
-import { PG_BASE_URL } from './db-urls';
-import { ROOT } from './processes';
+import { createEmptyDatabase } from './databases.js';
+import { PG_BASE_URL } from './db-urls.js';
+import { ROOT } from './processes.js';
 
 const run = promisify(execFile);
 export const SCHEMA_FILE = path.join(ROOT, 'packages/core/src/schema.sql');

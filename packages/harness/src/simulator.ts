@@ -11,7 +11,7 @@
  * - Mixes in deliveries with invalid signatures (expected: 4xx, never stored), and can send
  *   events that are ONLY ever forged (never acknowledged: they must leave no trace).
  */
-import { PROVIDER_CASES, SECRETS, type ProviderCase, type SignedDelivery } from './providers';
+import { PROVIDER_CASES, SECRETS, type ProviderCase, type SignedDelivery } from './providers.js';
 
 export type SimSource = 'stripe' | 'github' | 'standard-webhooks';
 

@@ -3,8 +3,10 @@
  * the admin), the worker (the engine's queue consumer, its metrics server), and `oncehook`,
  * the command that runs them from a team's own project.
  */
-export * from './ingest/app';
-export * from './ingest/build-ingest';
-export * from './ingest/admin';
-export * from './worker/build-worker';
-export * from './worker/metrics-server';
+export * from './ingest/app.js';
+export * from './ingest/build-ingest.js';
+export * from './ingest/admin/index.js';
+export * from './worker/build-worker.js';
+export * from './worker/metrics-server.js';
+export * from './ingest/run-ingest.js';
+export * from './worker/run-worker.js';

@@ -1,7 +1,7 @@
 /**
  * What a handler receives: the event, and a context whose steps make its effects exactly once.
  */
-import type { Json } from './json';
+import type { Json } from './json.js';
 import type { PoolClient } from 'pg';
 import type { Logger } from 'pino';
 

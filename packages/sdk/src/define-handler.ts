@@ -12,13 +12,18 @@
  * The worker loads handlers from the modules named in ONCEHOOK_HANDLERS (a module's default
  * export is a handler or an array of them).
  */
-import { HandlerDefinitionError } from './errors';
+import { HandlerDefinitionError } from './errors.js';
 import type { z } from 'zod';
-import type { HandlerContext, HandlerEvent } from './context';
-import { type EventTypeFor, PROVIDER_KINDS, type ProviderKind, type ProviderPayload } from './provider-events';
+import type { HandlerContext, HandlerEvent } from './context.js';
+import { type EventTypeFor, PROVIDER_KINDS, type ProviderKind, type ProviderPayload } from './provider-events.js';
 
-/** Marks objects made by defineHandler (Symbol.for: still recognised across module copies). */
-export const HANDLER_BRAND: unique symbol = Symbol.for('oncehook.handler') as never;
+/**
+ * The brand every handler carries, under a key shared by every copy of this package
+ * (Symbol.for): a worker recognises handlers made by a handler module's own copy of the SDK.
+ * Not part of the Handler type (a `unique symbol` type would differ between two copies of these
+ * declarations, and a handler of one copy would not type-check where the other's is expected).
+ */
+const HANDLER_BRAND = Symbol.for('oncehook.handler');
 
 /** A handler's name: the id of its runs, step records, outbound keys and metric series. */
 export const HANDLER_NAME_PATTERN = /^[a-z0-9][a-z0-9._-]{0,62}$/;
@@ -66,7 +71,6 @@ export interface HandlerOptions<Source extends string, Kind extends ProviderKind
 
 /** A handler, as the worker loads it. Made only by defineHandler. */
 export interface Handler<Payload = unknown> {
-  readonly [HANDLER_BRAND]: true;
   readonly name: string;
   readonly source: string;
   readonly kind: ProviderKind | undefined;

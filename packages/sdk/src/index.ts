@@ -12,19 +12,10 @@
  * Testing a handler against duplicates, concurrency and crashes: @oncehook/testkit.
  * Guide: docs/handlers.md.
  */
-export { defineHandler, isHandler, HANDLER_NAME_PATTERN, type Handler, type HandlerOptions } from './define-handler';
-export type { HandlerContext, HandlerEvent, Json, JsonChecked, Logger, Ordering, PoolClient, StepInput, StepOptions, TransactionOptions } from './context';
-export {
-  PROVIDER_KINDS,
-  type EventTypeFor,
-  type GitHubEventType,
-  type GitHubPayload,
-  type ProviderKind,
-  type ProviderPayload,
-  type StripeEvent,
-  type StripeEventType,
-} from './provider-events';
-export { readSettings } from './settings';
+export { defineHandler, isHandler, HANDLER_NAME_PATTERN, type Handler, type HandlerOptions } from './define-handler.js';
+export type { HandlerContext, HandlerEvent, Json, JsonChecked, Logger, Ordering, PoolClient, StepInput, StepOptions, TransactionOptions } from './context.js';
+export { PROVIDER_KINDS, type EventTypeFor, type ProviderEventTypes, type ProviderKind, type ProviderPayload } from './provider-events.js';
+export { readSettings } from './settings.js';
 export {
   ConfigError,
   HandlerDefinitionError,
@@ -36,7 +27,7 @@ export {
   OutboundUnavailableError,
   PermanentError,
   StepUsageError,
-} from './errors';
+} from './errors.js';
 export {
   createOutboundClient,
   parseRetryAfter,
@@ -46,4 +37,4 @@ export {
   type OutboundRequest,
   type OutboundResponse,
   observeOutbound,
-} from './outbound-client';
+} from './outbound-client.js';

@@ -3,6 +3,6 @@
  * from the SDK and handler code does not: the tracer, the backoff formula, the JSON recording
  * of step results. Not part of the handler API: it may change in any release.
  */
-export { backoffDelayMs, type BackoffOptions } from './backoff';
-export { findNonJson, toRecordedJson } from './json';
-export { TRACER_NAME, tracer } from './tracer';
+export { backoffDelayMs, type BackoffOptions } from './backoff.js';
+export { findNonJson, toRecordedJson } from './json.js';
+export { TRACER_NAME, tracer } from './tracer.js';

@@ -5,7 +5,7 @@
  * array becomes null, NaN becomes null, a class instance loses its prototype) is refused with
  * a message naming the path, never stored changed.
  */
-import { StepUsageError } from './errors';
+import { StepUsageError } from './errors.js';
 
 /** A JSON value, as stored and as handed back. */
 export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };

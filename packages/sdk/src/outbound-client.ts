@@ -15,9 +15,9 @@
  *   fails, the run is retried later by the worker with the SAME key.
  */
 import { context, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
-import { backoffDelayMs } from './backoff';
-import { OutboundUnavailableError, PermanentError } from './errors';
-import { tracer } from './tracer';
+import { backoffDelayMs } from './backoff.js';
+import { OutboundUnavailableError, PermanentError } from './errors.js';
+import { tracer } from './tracer.js';
 
 export interface OutboundClientOptions {
   /** Name used in errors and metrics (payment, email, fulfilment). */

@@ -1,49 +1,39 @@
 /**
- * What `event.payload` is, per provider kind and event type, from the providers' own types
- * (type-only imports: nothing of them runs):
+ * What `event.payload` is, per provider kind and event type.
  *
- * - Stripe: the `stripe` package's `Stripe.Event` union, narrowed by `type`
- *   (`charge.refunded` -> `Stripe.ChargeRefundedEvent`). A type Stripe's list does not know
- *   is a compile error.
- * - GitHub: `@octokit/webhooks`' event map, by Oncehook's GitHub type: the event name, plus
- *   `.<action>` when the payload has one (`push`, `issues.opened`). A handler for `issues`
- *   receives every `issues.*` event, typed as their union.
- * - Every other kind: `unknown`, unless the handler gives a `payload` zod schema, which is
- *   also checked at run time.
+ * The providers' own types are optional: a Stripe-only project has no `@octokit/webhooks`, a
+ * GitHub-only one no `stripe`. So this module names no provider package. It keeps a registry,
+ * `ProviderEventTypes`, empty here, that each provider's entry point fills in when imported
+ * (TypeScript module augmentation, types only, nothing runs):
+ *
+ *   import '@oncehook/sdk/stripe';   // needs the `stripe` package: Stripe.Event, narrowed by type
+ *   import '@oncehook/sdk/github';   // needs `@octokit/webhooks`: its event map
+ *
+ * (once anywhere in the project, e.g. in the handler file). Then for a registered kind:
+ *
+ * - Stripe: `charge.refunded` -> `Stripe.ChargeRefundedEvent`; a type Stripe's list does not
+ *   know is a compile error.
+ * - GitHub: the event name, plus `.<action>` when the payload has one (`push`,
+ *   `issues.opened`); a handler for `issues` receives every `issues.*` event, typed as their
+ *   union.
+ * - A kind not registered (and every other kind): any type name, and `unknown` payloads,
+ *   unless the handler gives a `payload` zod schema, which is also checked at run time.
  */
-import type { EmitterWebhookEvent, EmitterWebhookEventName } from '@octokit/webhooks';
-import type Stripe from 'stripe';
 
 /** The provider families Oncehook verifies (a source's `kind`). */
 export type ProviderKind = 'stripe' | 'github' | 'shopify' | 'standard-webhooks' | 'slack' | 'paddle' | 'hmac';
 
 export const PROVIDER_KINDS: readonly ProviderKind[] = ['stripe', 'github', 'shopify', 'standard-webhooks', 'slack', 'paddle', 'hmac'];
 
-/** Event type names, where the provider publishes the list. */
-export interface KnownEventTypes {
-  stripe: Stripe.Event['type'];
-  github: EmitterWebhookEventName;
-}
+/**
+ * The typed kinds: for each, a map from event type to payload. Filled in by
+ * `@oncehook/sdk/stripe` and `@oncehook/sdk/github`; empty until one is imported.
+ */
+// biome-ignore lint/suspicious/noEmptyInterface: a registry that provider entry points augment
+export interface ProviderEventTypes {}
 
-export type StripeEventType = KnownEventTypes['stripe'];
-export type GitHubEventType = KnownEventTypes['github'];
-
-/** The Stripe event of one type (`Stripe.ChargeRefundedEvent` for `charge.refunded`). */
-export type StripeEvent<T extends StripeEventType> = Extract<Stripe.Event, { type: T }>;
-
-/** The GitHub payload of one event (`push`) or event and action (`issues.opened`). */
-export type GitHubPayload<T extends GitHubEventType> = EmitterWebhookEvent<T>['payload'];
-
-/** The event types a handler may name for a kind: the provider's list, or any string. */
-export type EventTypeFor<K> = K extends keyof KnownEventTypes ? KnownEventTypes[K] : string;
+/** The event types a handler may name for a kind: the provider's list when registered, else any string. */
+export type EventTypeFor<K> = K extends keyof ProviderEventTypes ? keyof ProviderEventTypes[K] & string : string;
 
 /** The payload type of (kind, type) without a schema. */
-export type ProviderPayload<K, T> = K extends 'stripe'
-  ? T extends StripeEventType
-    ? StripeEvent<T>
-    : unknown
-  : K extends 'github'
-    ? T extends GitHubEventType
-      ? GitHubPayload<T>
-      : unknown
-    : unknown;
+export type ProviderPayload<K, T> = K extends keyof ProviderEventTypes ? (T extends keyof ProviderEventTypes[K] ? ProviderEventTypes[K][T] : unknown) : unknown;

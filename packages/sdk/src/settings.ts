@@ -8,7 +8,7 @@
  *     REFUNDS_FROM: z.string().email().default('billing@example.com'),
  *   });
  */
-import { ConfigError } from './errors';
+import { ConfigError } from './errors.js';
 import { z } from 'zod';
 
 type Env = Record<string, string | undefined>;

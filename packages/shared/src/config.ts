@@ -9,7 +9,7 @@
  */
 import { z } from 'zod';
 import { ConfigError } from '@oncehook/sdk';
-import { DEFAULT_SCHEMA, SCHEMA_NAME_PATTERN } from './schema-name';
+import { DEFAULT_SCHEMA, SCHEMA_NAME_PATTERN } from './schema-name.js';
 
 const integer = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
 
@@ -349,7 +349,8 @@ export type CommonConfig = z.infer<typeof commonSchema>;
 export type IngestConfig = CommonConfig & z.infer<typeof ingestSchema>;
 export type WorkerConfig = CommonConfig & z.infer<typeof workerSchema>;
 
-type Env = Record<string, string | undefined>;
+/** An environment to read the configuration from (process.env by default). */
+export type Env = Record<string, string | undefined>;
 
 function parse<T extends z.ZodType>(schema: T, env: Env): z.infer<T> {
   // Empty strings mean "unset": docker-compose passes `FOO=` for undefined variables.

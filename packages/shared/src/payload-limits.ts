@@ -23,7 +23,7 @@
  * than their escaped form on the wire). A body over a limit is refused with 400
  * `payload_limit`, naming the limit, before anything is stored.
  */
-import { VerificationError } from './errors';
+import { VerificationError } from './errors.js';
 
 export const MAX_NUMBER_CHARS = 64;
 export const MAX_PAYLOAD_DEPTH = 128;

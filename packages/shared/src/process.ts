@@ -3,7 +3,7 @@
  * message and exit code 1, and wire SIGTERM/SIGINT to a graceful shutdown.
  */
 import { ConfigError } from '@oncehook/sdk';
-import { StartupError } from './errors';
+import { StartupError } from './errors.js';
 
 /**
  * A plain line on stdout for supervisors and scripts ("ingest listening on 3000", "worker

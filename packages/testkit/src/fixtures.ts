@@ -10,7 +10,7 @@
  * a $20.00 card payment "(created by Stripe CLI)" with NO customer and no metadata.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import type { DeliveryKind } from './signed-delivery';
+import type { DeliveryKind } from './signed-delivery.js';
 
 const now = () => Math.floor(Date.now() / 1000);
 const token = (n = 24) => randomBytes(n).toString('base64url').replace(/[-_]/g, 'x').slice(0, n);

@@ -6,6 +6,6 @@
  * - checkHandler(handler, event, options): a crash at every step boundary, resumed; concurrent
  *   duplicates; on a real Postgres, through the real state machine. See docs/handlers.md.
  */
-export { checkHandler, SimulatedCrash, type CheckEvent, type CheckOptions, type CheckReport, type ScenarioReport } from './check-handler';
-export { fixture, fixtureTypes } from './fixtures';
-export { signedDelivery, type DeliveryKind, type SignedDelivery, type SignedDeliveryOptions } from './signed-delivery';
+export { checkHandler, SimulatedCrash, type CheckEvent, type CheckOptions, type CheckReport, type ScenarioReport } from './check-handler.js';
+export { fixture, fixtureTypes } from './fixtures.js';
+export { signedDelivery, type DeliveryKind, type SignedDelivery, type SignedDeliveryOptions } from './signed-delivery.js';

@@ -10,7 +10,11 @@ import { createHmac, randomUUID } from 'node:crypto';
 export type DeliveryKind = 'stripe' | 'github' | 'shopify' | 'standard-webhooks' | 'svix' | 'slack' | 'paddle' | 'hmac';
 
 export interface SignedDeliveryOptions {
-  /** The provider's stable event id (where the provider puts it: body or header). Default: a fresh one. */
+  /**
+   * The provider's stable event id, where the provider puts it (a header, or the body: it then
+   * replaces the payload's own id). Default: the payload's id, else a fresh one. With a JSON
+   * string payload (sent byte for byte) a body id cannot be replaced: a different one throws.
+   */
   id?: string;
   /**
    * The event type: Stripe/Paddle/Standard Webhooks put it in the body (used when the payload
@@ -57,6 +61,18 @@ function objectPayload(payload: unknown): Record<string, unknown> {
   return { ...(payload as Record<string, unknown>) };
 }
 
+/** Puts `options.id` in the body's `field` (the payload's own id, else a fresh one, when not given). */
+function bodyId(object: Record<string, unknown>, field: string, payload: unknown, id: string | undefined, fresh: () => string): void {
+  if (id === undefined) {
+    object[field] ??= fresh();
+    return;
+  }
+  if (typeof payload === 'string' && object[field] !== undefined && object[field] !== id) {
+    throw new Error(`signedDelivery: the payload is sent byte for byte and its ${field} is "${String(object[field])}", not "${id}": change it in the payload, or leave out the id`);
+  }
+  object[field] = id;
+}
+
 /** Signs `payload` (an object, or a JSON string sent byte for byte) as `kind` signs it, with `secret`. */
 export function signedDelivery(kind: DeliveryKind, payload: unknown, secret: string, options: SignedDeliveryOptions = {}): SignedDelivery {
   const timestamp = options.timestamp ?? now();
@@ -64,7 +80,7 @@ export function signedDelivery(kind: DeliveryKind, payload: unknown, secret: str
   switch (kind) {
     case 'stripe': {
       const event: Record<string, unknown> = { object: 'event', created: timestamp, ...objectPayload(payload) };
-      event.id ??= options.id ?? `evt_${randomUUID().replace(/-/g, '').slice(0, 24)}`;
+      bodyId(event, 'id', payload, options.id, () => `evt_${randomUUID().replace(/-/g, '').slice(0, 24)}`);
       if (options.type && event.type === undefined) event.type = options.type;
       const body = typeof payload === 'string' ? payload : JSON.stringify(event);
       return { body, headers: { ...json, 'stripe-signature': `t=${timestamp},v1=${hmac(secret, `${timestamp}.`, body).toString('hex')}` }, eventId: String(event.id) };
@@ -134,7 +150,7 @@ export function signedDelivery(kind: DeliveryKind, payload: unknown, secret: str
               event_time: timestamp,
               event: { type: options.type ?? 'message', ...object },
             };
-      envelope.event_id ??= options.id;
+      if (envelope === object) bodyId(envelope, 'event_id', payload, options.id, () => `Ev${randomUUID().replace(/-/g, '').slice(0, 10).toUpperCase()}`);
       const body = typeof payload === 'string' ? payload : JSON.stringify(envelope);
       const retry: Record<string, string> = options.attempt && options.attempt > 0 ? { 'x-slack-retry-num': String(options.attempt), 'x-slack-retry-reason': 'http_timeout' } : {};
       return {
@@ -145,7 +161,7 @@ export function signedDelivery(kind: DeliveryKind, payload: unknown, secret: str
     }
     case 'paddle': {
       const object = objectPayload(payload);
-      object.event_id ??= options.id ?? `evt_${randomUUID().replace(/-/g, '').slice(0, 26)}`;
+      bodyId(object, 'event_id', payload, options.id, () => `evt_${randomUUID().replace(/-/g, '').slice(0, 26)}`);
       if (options.type && object.event_type === undefined) object.event_type = options.type;
       object.occurred_at ??= new Date(timestamp * 1000).toISOString();
       object.notification_id ??= `ntf_${randomUUID().replace(/-/g, '').slice(0, 26)}`;

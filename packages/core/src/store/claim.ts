@@ -3,9 +3,9 @@
  * the late delivery log of concurrent duplicates.
  */
 import { advisoryLockKey, type EventState, type Pool, type VerifiedEvent } from '@oncehook/shared';
-import { readTimeout, type ClaimOptions, type ClaimResult, type Queryable } from './rows';
-import { CLAIM_BODY_STRIPES, claimStatements } from './sql/claim';
-import type { Tables } from './tables';
+import { readTimeout, type ClaimOptions, type ClaimResult, type Queryable } from './rows.js';
+import { CLAIM_BODY_STRIPES, claimStatements } from './sql/claim.js';
+import type { Tables } from './tables.js';
 
 type ClaimRow = { id: number; inserted: boolean; state: EventState; updatedAt: Date; type: string; sameBody: boolean };
 

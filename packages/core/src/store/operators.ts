@@ -3,7 +3,7 @@
  * behind the events view, the API and the CLI, the gauges, the handlers registry.
  */
 import type { EventRow, RunRow, RunState } from '@oncehook/shared';
-import { prepared } from './prepared';
+import { prepared } from './prepared.js';
 import type {
   AttemptRecord,
   DeliveryRecord,
@@ -17,9 +17,9 @@ import type {
   RecordedStep,
   RunSummary,
   StepRecord,
-} from './rows';
-import { operatorStatements } from './sql/operators';
-import type { Tables } from './tables';
+} from './rows.js';
+import { operatorStatements } from './sql/operators.js';
+import type { Tables } from './tables.js';
 
 type MovedRow = { runId: number; handler: string; fromState: RunState; generation: number; provider: string; eventId: string };
 type SummaryRow = EventSummary & { runs: (RunSummary & { updatedAt: string })[] };

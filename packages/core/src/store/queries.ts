@@ -6,14 +6,14 @@
  * (claim.ts, runs.ts, recovery.ts, operators.ts; rows.ts). Tables: migrations/0001_schema.sql
  * and the migrations after it; the current shape in schema.sql.
  */
-import { createClaimQueries } from './claim';
-import { createOperatorQueries } from './operators';
-import { createRecoveryQueries } from './recovery';
-import { createRunQueries } from './runs';
-import { tablesFor } from './tables';
+import { createClaimQueries } from './claim.js';
+import { createOperatorQueries } from './operators.js';
+import { createRecoveryQueries } from './recovery.js';
+import { createRunQueries } from './runs.js';
+import { tablesFor } from './tables.js';
 
-export * from './rows';
-export { CLAIM_BODY_STRIPES, DELIVERY_LOG_ROWS } from './sql/claim';
+export * from './rows.js';
+export { CLAIM_BODY_STRIPES, DELIVERY_LOG_ROWS } from './sql/claim.js';
 
 export function createQueries(schemaName: string) {
   const t = tablesFor(schemaName);

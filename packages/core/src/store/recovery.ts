@@ -3,9 +3,9 @@
  * texts are returned too (EXPIRED_LEASES_SQL, ...), so tests can EXPLAIN them.
  */
 import type { EventJobData } from '@oncehook/shared';
-import type { Queryable } from './rows';
-import { recoveryStatements } from './sql/recovery';
-import type { Tables } from './tables';
+import type { Queryable } from './rows.js';
+import { recoveryStatements } from './sql/recovery.js';
+import type { Tables } from './tables.js';
 
 export function createRecoveryQueries(t: Tables) {
   const sql = recoveryStatements(t);

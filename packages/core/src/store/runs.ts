@@ -4,10 +4,10 @@
  * prepared statements (prepared.ts); each function says what false or null means.
  */
 import { advisoryLockKey, type EventRow, type RunRow, type StepKind } from '@oncehook/shared';
-import { prepared } from './prepared';
-import { reviveEvent, reviveRun, type LeasedRun, type Queryable, type RecordedStep } from './rows';
-import { runStatements } from './sql/runs';
-import type { Tables } from './tables';
+import { prepared } from './prepared.js';
+import { reviveEvent, reviveRun, type LeasedRun, type Queryable, type RecordedStep } from './rows.js';
+import { runStatements } from './sql/runs.js';
+import type { Tables } from './tables.js';
 
 export function createRunQueries(t: Tables, schemaName: string) {
   const sql = runStatements(t);

@@ -1,7 +1,7 @@
 /**
- * The operator CLI: `npm run oncehook -- <command> [options]` (`--help` on any command).
- * Exit codes: 0 done, 1 refused or not found, 2 usage. Uses DATABASE_URL, QUEUE_BACKEND, REDIS_URL,
- * QUEUE_PREFIX and ONCEHOOK_SCHEMA like the worker.
+ * The operator commands of `oncehook`: list, show, redrive, replay, redrive-all (`--help` on
+ * each). Exit codes: 0 done, 1 refused or not found, 2 usage. Uses DATABASE_URL, QUEUE_BACKEND,
+ * REDIS_URL, QUEUE_PREFIX and ONCEHOOK_SCHEMA like the worker.
  */
 import { parseArgs } from 'node:util';
 import {
@@ -14,19 +14,23 @@ import {
   type EventSummary,
   type ReplayPlan,
 } from '@oncehook/core';
-import { createPool, EVENT_STATES, loadCommonConfig, runMain, type EventState } from '@oncehook/shared';
+import { createPool, EVENT_STATES, loadCommonConfig, type EventState } from '@oncehook/shared';
+import { type Command, UsageError } from './command.js';
 
-const COMMANDS: Record<string, { usage: string; help: string }> = {
+const COMMANDS: Record<string, { summary: string; usage: string; help: string }> = {
   list: {
+    summary: "list events, newest activity first, with each run's state",
     usage: 'list [--state S] [--provider P] [--type T] [--handler H] [--older-than 30m|2h|3d] [--limit N] [--json]',
     help: `Lists events, newest activity first, with each handler run's state. --state is the
 event's: received (not dispatched yet), processing, done, failed (a run failed: a dead letter).`,
   },
   show: {
+    summary: 'print one event: runs, steps and their keys, deliveries, actions',
     usage: 'show <row id | provider/event_id>',
     help: 'Prints one event as JSON: the event, its handler runs, their recorded steps (with the idempotency keys external steps sent) and every operator action.',
   },
   redrive: {
+    summary: 'finish what was started (same keys: nothing applied twice)',
     usage: 'redrive <row id | provider/event_id> --reason "why" [--handler H]',
     help: `Finishes what was started: failed, received or stuck runs go back to received and run
 again in the SAME generation. Committed steps are skipped; an external step that runs
@@ -34,6 +38,7 @@ again sends the SAME idempotency key, so the API applies nothing new. Use it aft
 fixing whatever made a run fail. Without --handler, every such run of the event.`,
   },
   replay: {
+    summary: 'do chosen steps again on purpose (new keys for those steps)',
     usage: 'replay <row id | provider/event_id> --reason "why" (--steps a,b | --all-steps) [--handler H] [--dry-run]',
     help: `Does chosen steps AGAIN, on purpose, as a new generation of one handler's run (done or
 failed). --steps names the recorded steps to run again: each external one gets a NEW
@@ -45,23 +50,11 @@ for explicitly, and lists the local steps it will run again. --dry-run prints th
 lost the parcel, ship again:  replay 42 --steps request-shipment --reason "parcel lost"`,
   },
   'redrive-all': {
+    summary: 're-drive every matching event (default: the dead letters)',
     usage: 'redrive-all [--state failed] [--provider P] [--type T] [--handler H] [--older-than D] [--limit N] --reason "why" [--dry-run]',
     help: 'Re-drives every matching event (default: the failed ones), each as `redrive` would. --dry-run lists them and changes nothing.',
   },
 };
-
-const USAGE = `usage: npm run oncehook -- <command> [options]   (--help after a command for details)
-${Object.values(COMMANDS)
-  .map((c) => `  ${c.usage}`)
-  .join('\n')}
-
-  redrive finishes what was started: same generation, committed steps skipped, the SAME keys
-    (the APIs apply nothing twice). Use it after fixing what made a run fail.
-  replay does chosen steps AGAIN: a new generation, NEW keys for the steps re-run (their effects
-    happen once more), every other step's recorded result reused. --dry-run shows the plan first.
-  --actor NAME records who acted (default: $USER).`;
-
-class UsageError extends Error {}
 
 function usage(message: string): never {
   throw new UsageError(message);
@@ -103,10 +96,11 @@ function formatPlan(plan: ReplayPlan, dryRun: boolean): string {
   return lines.join('\n');
 }
 
-runMain(async () => {
+async function operate(command: string, args: string[], env: Record<string, string>): Promise<number> {
   let parsed: ReturnType<typeof parseArgs<{ allowPositionals: true; options: Record<string, { type: 'string' | 'boolean' }> }>>;
   try {
     parsed = parseArgs({
+      args,
       allowPositionals: true,
       options: {
         state: { type: 'string' },
@@ -125,32 +119,16 @@ runMain(async () => {
       },
     });
   } catch (error) {
-    process.stderr.write(`${(error as Error).message}\n${USAGE}\n`);
-    process.exit(2);
+    throw new UsageError((error as Error).message);
   }
   const { positionals, values } = parsed;
-  const [command, target] = positionals;
+  const [target, extra] = positionals;
+  if (extra !== undefined) throw new UsageError(`unexpected argument "${extra.slice(0, 40)}"`);
   const flag = (name: string) => values[name] === true;
   const text = (name: string) => (typeof values[name] === 'string' ? (values[name] as string) : undefined);
-  if (!command) {
-    if (flag('help')) process.stdout.write(`${USAGE}\n`);
-    else process.stderr.write(`no command given\n${USAGE}\n`);
-    process.exit(flag('help') ? 0 : 2);
-  }
-  const spec = COMMANDS[command];
-  if (flag('help')) {
-    if (!spec) {
-      process.stdout.write(`${USAGE}\n`);
-      process.exit(0);
-    }
-    process.stdout.write(`usage: npm run oncehook -- ${spec.usage}\n\n${spec.help}\n`);
-    process.exit(0);
-  }
-
   let exitCode = 0;
   const out = (value: unknown) => process.stdout.write(`${typeof value === 'string' ? value : JSON.stringify(value, null, 2)}\n`);
-  try {
-    if (!spec) usage(`unknown command "${command}"`);
+  {
     const state = text('state');
     if (state && !EVENT_STATES.includes(state as EventState)) usage(`--state must be one of ${EVENT_STATES.join(', ')}`);
     for (const name of ['provider', 'type', 'handler', 'reason', 'actor', 'steps']) {
@@ -178,7 +156,7 @@ runMain(async () => {
       return target;
     };
 
-    const config = loadCommonConfig();
+    const config = loadCommonConfig(env);
     const pool = createPool(config.DATABASE_URL, { max: 2, applicationName: 'oncehook-cli' });
     const queueStore = openQueueConnection(config, 'producer');
     const queue = createEventQueues(queueStore, config.QUEUE_PREFIX, config.QUEUE_SHARDS);
@@ -262,10 +240,16 @@ runMain(async () => {
       await closeQueueConnection(queueStore);
       await pool.end();
     }
-  } catch (error) {
-    if (!(error instanceof UsageError)) throw error;
-    process.stderr.write(`${error.message}\n${spec ? `usage: npm run oncehook -- ${spec.usage}` : USAGE}\n`);
-    process.exit(2);
   }
-  process.exit(exitCode);
-});
+  return exitCode;
+}
+
+/** The operator commands, for the `oncehook` dispatcher. */
+export const operatorCommands: Command[] = Object.entries(COMMANDS).map(([name, spec]) => ({
+  name,
+  summary: spec.summary,
+  usage: `oncehook ${spec.usage}`,
+  help: spec.help,
+  usesDevSession: true,
+  run: (args, { env }) => operate(name, args, env),
+}));

@@ -14,13 +14,13 @@ import { inSpan, metricsAuthorized, withTimeout, type Faults, type IngestMetrics
 import type { JobTarget, Queries, QueueBackend } from '@oncehook/core';
 import { HTTPException } from 'hono/http-exception';
 import { SpanKind } from '@opentelemetry/api';
-import { mountAdmin, type AdminSettings } from './admin';
-import { createEdgeGuards } from './edge-guards';
-import { createTypeLabels, type TypeLabels } from './type-labels';
+import { mountAdmin, type AdminSettings } from './admin/index.js';
+import { createEdgeGuards } from './edge-guards.js';
+import { createTypeLabels, type TypeLabels } from './type-labels.js';
 import { createClaimBatcher } from '@oncehook/core';
 import { createEnqueueRelay, type EnqueueRelay } from '@oncehook/core';
-import { RecentDuplicates } from './recent-duplicates';
-import { receiveWebhook } from './receive-webhook';
+import { RecentDuplicates } from './recent-duplicates.js';
+import { receiveWebhook } from './receive-webhook.js';
 
 export interface IngestDeps {
   pool: Pool;

@@ -28,10 +28,10 @@ import {
 } from '@oncehook/shared';
 import type { Queue } from 'bullmq';
 import type { Hono } from 'hono';
-import { createApp, type IngestSettings } from './app';
+import { createApp, type IngestSettings } from './app.js';
 import { createEnqueueRelay } from '@oncehook/core';
-import { createTypeLabels } from './type-labels';
-import { RecentDuplicates } from './recent-duplicates';
+import { createTypeLabels } from './type-labels.js';
+import { RecentDuplicates } from './recent-duplicates.js';
 
 export interface BuildIngestOptions {
   log?: Logger;

@@ -34,7 +34,7 @@ import type { Socket } from 'node:net';
 import type { HttpBindings } from '@hono/node-server';
 import { createLogLimiter, VerificationError } from '@oncehook/shared';
 import type { Context, MiddlewareHandler } from 'hono';
-import type { IngestDeps } from './app';
+import type { IngestDeps } from './app.js';
 
 export interface EdgeGuards {
   beforeBody: MiddlewareHandler;

@@ -38,9 +38,9 @@ import {
 } from '@oncehook/shared';
 import { trace } from '@opentelemetry/api';
 import type { Context } from 'hono';
-import type { IngestDeps } from './app';
+import type { IngestDeps } from './app.js';
 import type { ClaimBatcher } from '@oncehook/core';
-import type { EdgeGuards } from './edge-guards';
+import type { EdgeGuards } from './edge-guards.js';
 
 export async function receiveWebhook(c: Context, deps: IngestDeps, claims: ClaimBatcher, edge: EdgeGuards): Promise<Response> {
   const started = process.hrtime.bigint();

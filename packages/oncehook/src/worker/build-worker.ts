@@ -36,7 +36,7 @@ import {
   type WorkerMetrics,
 } from '@oncehook/shared';
 import type { Queue } from 'bullmq';
-import { startMetricsServer } from './metrics-server';
+import { startMetricsServer } from './metrics-server.js';
 
 export interface BuildWorkerOptions {
   /** Defaults: a pino logger at LOG_LEVEL, fresh metrics, faults from ONCEHOOK_FAULTS. */

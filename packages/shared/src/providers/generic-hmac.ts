@@ -13,8 +13,8 @@
  * `signedHeaders` (if the sender signs it) or set `bodyDedupe: true` (a replayed body is then a
  * duplicate whatever id it carries, and a type from a header is still refused).
  */
-import { VerificationError } from '../errors';
-import { hmacSha256, signaturesEqual } from './hmac';
+import { VerificationError } from '../errors.js';
+import { hmacSha256, signaturesEqual } from './hmac.js';
 import {
   bodyHash,
   checkEventId,
@@ -27,7 +27,7 @@ import {
   type DeliveryRequest,
   type Verified,
   type WebhookSource,
-} from './types';
+} from './types.js';
 
 export type ValueLocation = { header: string } | { field: string };
 

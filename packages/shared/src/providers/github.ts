@@ -16,8 +16,8 @@
  *   `issue`, a `push` has `commits`, ...): a body replayed under another event name is a 400.
  * Rotation: GitHub signs with one secret; we accept any configured one.
  */
-import { VerificationError } from '../errors';
-import { hmacSha256, signaturesEqual } from './hmac';
+import { VerificationError } from '../errors.js';
+import { hmacSha256, signaturesEqual } from './hmac.js';
 import {
   bodyHash,
   checkEventId,
@@ -29,7 +29,7 @@ import {
   type DeliveryRequest,
   type Verified,
   type WebhookSource,
-} from './types';
+} from './types.js';
 
 export interface GitHubSourceOptions {
   name?: string;

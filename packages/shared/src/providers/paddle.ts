@@ -10,7 +10,7 @@
  * Stable id: body `event_id` (`evt_...`); `notification_id` is per destination and new on
  * replay, recorded in meta only.
  */
-import { hmacSha256, signaturesEqual } from './hmac';
+import { hmacSha256, signaturesEqual } from './hmac.js';
 import {
   checkEventId,
   checkSecrets,
@@ -24,8 +24,8 @@ import {
   type DeliveryRequest,
   type Verified,
   type WebhookSource,
-} from './types';
-import { VerificationError } from '../errors';
+} from './types.js';
+import { VerificationError } from '../errors.js';
 
 export interface PaddleSourceOptions {
   name?: string;

@@ -19,8 +19,8 @@
  *   topic are not (key the handlers' effects on the order, as the example does);
  * - `off`.
  */
-import { VerificationError } from '../errors';
-import { hmacSha256, signaturesEqual } from './hmac';
+import { VerificationError } from '../errors.js';
+import { hmacSha256, signaturesEqual } from './hmac.js';
 import {
   bodyHash,
   checkEventId,
@@ -33,7 +33,7 @@ import {
   type DeliveryRequest,
   type Verified,
   type WebhookSource,
-} from './types';
+} from './types.js';
 
 export type ShopifyBodyDedupe = 'any-topic' | 'per-topic' | 'off';
 

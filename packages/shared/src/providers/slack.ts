@@ -10,7 +10,7 @@
  *   never part of the key.
  * - `app_rate_limited` and other envelope types without an event: acknowledged, not stored.
  */
-import { hmacSha256, signaturesEqual } from './hmac';
+import { hmacSha256, signaturesEqual } from './hmac.js';
 import {
   checkEventId,
   checkSecrets,
@@ -25,8 +25,8 @@ import {
   type DeliveryRequest,
   type Verified,
   type WebhookSource,
-} from './types';
-import { VerificationError } from '../errors';
+} from './types.js';
+import { VerificationError } from '../errors.js';
 
 export interface SlackSourceOptions {
   name?: string;

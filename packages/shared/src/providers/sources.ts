@@ -10,17 +10,17 @@
  */
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import type { IngestConfig } from '../config';
+import type { IngestConfig } from '../config.js';
 import { ConfigError } from '@oncehook/sdk';
-import { retentionProblems } from '../retention';
-import { createGenericHmacSource } from './generic-hmac';
-import { createGitHubSource } from './github';
-import { createPaddleSource } from './paddle';
-import { createShopifySource } from './shopify';
-import { createSlackSource } from './slack';
-import { createStandardWebhooksSource } from './standard-webhooks';
-import { createStripeSource } from './stripe';
-import type { WebhookSource } from './types';
+import { retentionProblems } from '../retention.js';
+import { createGenericHmacSource } from './generic-hmac.js';
+import { createGitHubSource } from './github.js';
+import { createPaddleSource } from './paddle.js';
+import { createShopifySource } from './shopify.js';
+import { createSlackSource } from './slack.js';
+import { createStandardWebhooksSource } from './standard-webhooks.js';
+import { createStripeSource } from './stripe.js';
+import type { WebhookSource } from './types.js';
 
 export const PROVIDER_KINDS = ['stripe', 'github', 'shopify', 'standard-webhooks', 'slack', 'paddle', 'hmac'] as const;
 

@@ -11,7 +11,7 @@
  * Stable id: `webhook-id` (`msg_...`); the timestamp and signature change per attempt.
  * Timestamp tolerance: 5 minutes both ways by default, as the spec's reference libraries.
  */
-import { hmacSha256, signaturesEqual } from './hmac';
+import { hmacSha256, signaturesEqual } from './hmac.js';
 import {
   checkEventId,
   checkEventType,
@@ -23,8 +23,8 @@ import {
   type DeliveryRequest,
   type Verified,
   type WebhookSource,
-} from './types';
-import { VerificationError } from '../errors';
+} from './types.js';
+import { VerificationError } from '../errors.js';
 
 export interface StandardWebhooksSourceOptions {
   name?: string;

@@ -7,7 +7,7 @@
  * - The timestamp is checked both ways (default 300 s, as Stripe's `constructEvent`).
  * - Stable id: the body's `id` (`evt_...`); `t` and the signature change on every attempt.
  */
-import { hmacSha256, signaturesEqual } from './hmac';
+import { hmacSha256, signaturesEqual } from './hmac.js';
 import {
   checkEventId,
   checkSecrets,
@@ -21,8 +21,8 @@ import {
   type DeliveryRequest,
   type Verified,
   type WebhookSource,
-} from './types';
-import { VerificationError } from '../errors';
+} from './types.js';
+import { VerificationError } from '../errors.js';
 
 export interface StripeSourceOptions {
   name?: string;

@@ -4,9 +4,9 @@
  * One file per provider beside this one; `sources.ts` builds the configured sources.
  */
 import { createHash } from 'node:crypto';
-import { VerificationError } from '../errors';
-import { checkPayloadLimits } from '../payload-limits';
-import type { VerifiedEvent } from '../interfaces';
+import { VerificationError } from '../errors.js';
+import { checkPayloadLimits } from '../payload-limits.js';
+import type { VerifiedEvent } from '../interfaces.js';
 
 /** What the edge hands a provider: exactly the bytes that arrived, and the headers. */
 export interface DeliveryRequest {

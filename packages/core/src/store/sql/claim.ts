@@ -3,7 +3,7 @@
  * delivery log that rides in its statement. Plain text built from the table names; execution
  * is in ../claim.ts.
  */
-import type { Tables } from '../tables';
+import type { Tables } from '../tables.js';
 
 /**
  * Stripes of a source's body hashes for the batched claim's lock order (CLAIM_EVENTS). 16: a

@@ -4,9 +4,9 @@
  * reads behind the events view, the API and the CLI, the gauges, and the handlers registry.
  * Plain text; execution is in ../operators.ts.
  */
-import { DELIVERY_LOG_ROWS } from './claim';
-import { eventColumns, runColumns } from '../columns';
-import type { Tables } from '../tables';
+import { DELIVERY_LOG_ROWS } from './claim.js';
+import { eventColumns, runColumns } from '../columns.js';
+import type { Tables } from '../tables.js';
 
 export function operatorStatements(t: Tables) {
   const { EVENTS, RUNS, STEPS, ACTIONS, DELIVERIES, DELIVERY_COUNTS, ATTEMPTS, S } = t;

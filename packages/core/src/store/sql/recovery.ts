@@ -4,7 +4,7 @@
  * never waits behind a worker's step) and is exported so tests can EXPLAIN it. Plain text;
  * execution is in ../recovery.ts.
  */
-import type { Tables } from '../tables';
+import type { Tables } from '../tables.js';
 
 export function recoveryStatements(t: Tables) {
   const { EVENTS, RUNS, DELIVERIES, DELIVERY_COUNTS } = t;

@@ -10,8 +10,8 @@
  * finishing at once serialize on the event row, and the second re-evaluates its SET on the
  * row the first committed, so the event is `done` exactly when its last run is.
  */
-import { EVENT_STATE_AFTER, eventColumns, runColumns } from '../columns';
-import type { Tables } from '../tables';
+import { EVENT_STATE_AFTER, eventColumns, runColumns } from '../columns.js';
+import type { Tables } from '../tables.js';
 
 export function runStatements(t: Tables) {
   const { EVENTS, RUNS, STEPS, ATTEMPTS, VERSIONS } = t;

@@ -12,7 +12,7 @@ import { EVENT_STATES } from '@oncehook/shared';
 import type { EventFilter, Operations } from '@oncehook/core';
 import type { Context, Hono } from 'hono';
 import { z } from 'zod';
-import type { AdminEnv, AdminSettings } from './auth';
+import type { AdminEnv, AdminSettings } from './auth.js';
 
 /** Text without NUL (Postgres text cannot hold it), of bounded length. */
 const text = (max: number) =>

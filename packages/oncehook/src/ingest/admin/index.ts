@@ -12,14 +12,14 @@ import { HonoAdapter } from '@bull-board/hono';
 import { serveStatic } from '@hono/node-server/serve-static';
 import { createOperations, queuesOf } from '@oncehook/core';
 import type { Hono } from 'hono';
-import type { IngestDeps } from '../app';
-import { RecentDuplicates } from '../recent-duplicates';
-import { mountAdminApi } from './api';
-import { adminAuth, adminConfigured, type AdminEnv, type AdminSettings } from './auth';
-import { csrfGuard, securityHeaders } from './security';
-import { mountAdminViews } from './views';
+import type { IngestDeps } from '../app.js';
+import { RecentDuplicates } from '../recent-duplicates.js';
+import { mountAdminApi } from './api.js';
+import { adminAuth, adminConfigured, type AdminEnv, type AdminSettings } from './auth.js';
+import { csrfGuard, securityHeaders } from './security.js';
+import { mountAdminViews } from './views.js';
 
-export type { AdminSettings } from './auth';
+export type { AdminSettings } from './auth.js';
 
 export function mountAdmin(app: Hono, deps: IngestDeps, settings: AdminSettings): boolean {
   if (!adminConfigured(settings)) return false;

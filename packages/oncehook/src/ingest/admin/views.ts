@@ -16,8 +16,8 @@ import type { RunRow } from '@oncehook/shared';
 import type { Pool } from '@oncehook/shared';
 import type { Hono } from 'hono';
 import { html } from 'hono/html';
-import type { RecentDuplicate, RecentDuplicates } from '../recent-duplicates';
-import type { AdminEnv, AdminSettings } from './auth';
+import type { RecentDuplicate, RecentDuplicates } from '../recent-duplicates.js';
+import type { AdminEnv, AdminSettings } from './auth.js';
 
 /** The actions' script (assets/event-actions.js; in dist, copied next to the bundle by the build). */
 const EVENT_ACTIONS_JS = readFileSync(new URL('./assets/event-actions.js', import.meta.url), 'utf8');

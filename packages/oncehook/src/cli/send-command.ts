@@ -1,49 +1,29 @@
 /**
- * `npm run send -- <source> [type] [--copies N] [--concurrent] [--file payload.json] [--id ID] [--url URL]`
+ * `oncehook send <source> [type] [--copies N] [--concurrent] [--file payload.json] [--id ID] [--url URL]`
  *
  * Signs a test event the way the source's provider signs it, with the secret ingest verifies
- * with (the same configuration: the shell, `.env.local`, the local defaults of `npm start`;
- * scripts/local-env.ts), delivers it to ingest and prints each answer. `--copies 5` delivers
- * the SAME event five times (one `accepted`, four `duplicate`); `--concurrent` sends the copies
- * at the same moment instead of one after the other.
- *
- *   npm run send -- stripe payment_intent.succeeded
- *   npm run send -- stripe payment_intent.succeeded --copies 5 --concurrent
- *   npm run send -- github push
- *   npm run send -- stripe --file my-event.json
- *   npm run send -- --list
- *
- * The payload is a built-in realistic one (@oncehook/testkit `fixture`: Stripe's own CLI
- * trigger fixtures, GitHub, Shopify, ...) or your JSON file. Exit code 0 when every answer was
- * 2xx, 1 otherwise (the answer says why), 2 for a usage mistake.
+ * with (the same environment: the shell, .env.local, .env, and under `oncehook dev` the
+ * development secrets of dev-env.ts), delivers it to ingest and prints each answer. `--copies 5`
+ * delivers the SAME event five times (one `accepted`, four `duplicate`); `--concurrent` sends
+ * the copies at the same moment. The payload is a built-in realistic one (@oncehook/testkit
+ * `fixture`: Stripe's own CLI trigger fixtures, GitHub, Shopify, ...) or your JSON file. Exit
+ * code 0 when every answer was 2xx, 1 otherwise (the answer says why), 2 for a usage mistake.
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { ConfigError } from '@oncehook/sdk';
 import { loadIngestConfig, secretsOf, sourceDeclarations, type SourceDeclaration } from '@oncehook/shared';
 import { fixture, fixtureTypes, signedDelivery, type DeliveryKind } from '@oncehook/testkit';
-import { localEnv } from './local-env';
-
-const USAGE = `usage: npm run send -- <source> [type] [--copies N] [--concurrent] [--file payload.json] [--id ID] [--url URL]
-       npm run send -- --list
-
-  <source>      a configured source (stripe, github, shopify, standard-webhooks, slack, paddle, or a name from ONCEHOOK_SOURCES_FILE)
-  [type]        the event type; default: the first built-in one of the source's provider (--list shows them)
-  --copies N    deliver the same event N times (default 1): the first is accepted, the rest are duplicates
-  --concurrent  send the copies at the same moment (default: one after the other)
-  --file F      your own JSON payload instead of the built-in one (its id and type are used where the provider puts them in the body)
-  --id ID       the event id (default: a fresh one)
-  --url URL     ingest's base URL (default http://127.0.0.1:$PORT, PORT default 3000)`;
-
-class UsageError extends Error {}
+import { type Command, UsageError } from './command.js';
+import { withDevSecrets } from './dev-env.js';
 
 function kindOf(declaration: SourceDeclaration): DeliveryKind {
   return declaration.kind;
 }
 
-function parse() {
+function parse(args: string[]) {
   try {
     return parseArgs({
+      args,
       allowPositionals: true,
       options: {
         copies: { type: 'string' },
@@ -60,15 +40,9 @@ function parse() {
   }
 }
 
-async function main(): Promise<number> {
-  const parsed = parse();
-  const { values, positionals } = parsed;
-  if (values.help) {
-    process.stdout.write(`${USAGE}\n`);
-    return 0;
-  }
-
-  const env = localEnv();
+async function send(args: string[], shell: Record<string, string>): Promise<number> {
+  const { values, positionals } = parse(args);
+  const env = withDevSecrets(shell);
   const config = loadIngestConfig(env);
   const declarations = sourceDeclarations(config);
   if (values.list) {
@@ -80,7 +54,10 @@ async function main(): Promise<number> {
   }
 
   const [sourceName, typeArg, extra] = positionals;
-  if (!sourceName) throw new UsageError('say which source to send to');
+  if (!sourceName)
+    throw new UsageError(
+      `say which source to send to, before the type or --file (oncehook send stripe --file event.json); configured: ${declarations.map((d) => d.name).join(', ') || 'none'}`,
+    );
   if (extra) throw new UsageError(`unexpected argument "${extra}"`);
   const declaration = declarations.find((d) => d.name === sourceName);
   if (!declaration) {
@@ -113,10 +90,15 @@ async function main(): Promise<number> {
     throw new UsageError(`source "${sourceName}" is an in-house HMAC source: sign with @oncehook/testkit signedDelivery('hmac', ..., { hmac: ... }) in a script of yours`);
 
   const secret = secretsOf(declaration, env)[0]!;
-  const base = values.url ?? `http://127.0.0.1:${config.PORT === 0 ? 3000 : config.PORT}`;
+  const base = values.url ?? env.ONCEHOOK_DEV_URL ?? `http://127.0.0.1:${config.PORT === 0 ? 3000 : config.PORT}`;
   const url = `${base.replace(/\/$/, '')}/webhooks/${sourceName}`;
   // One event: one id, signed afresh for every copy (as a provider's retry is).
-  const first = signedDelivery(kind, payload, secret, { id: values.id, type });
+  let first: ReturnType<typeof signedDelivery>;
+  try {
+    first = signedDelivery(kind, payload, secret, { id: values.id, type });
+  } catch (error) {
+    throw new UsageError(`--id: ${(error as Error).message.replace(/^signedDelivery: /, '')}`);
+  }
   // A copy is the same bytes, signed again (a fresh timestamp where the provider signs one).
   const sign = () => signedDelivery(kind, first.body, secret, { id: kind === 'github' || kind === 'shopify' ? idOf(first) : first.eventId, type });
 
@@ -136,11 +118,14 @@ async function main(): Promise<number> {
         // not JSON: print as is
       }
       process.stdout.write(`  #${n + 1} -> ${response.status} ${summary}\n`);
-      if (response.status === 401) process.stdout.write(`     (ingest verifies with another secret: give both the same ${secretVariable(declaration)}, e.g. in .env.local)\n`);
+      if (response.status === 401)
+        process.stdout.write(
+          `     (ingest verifies with another secret: give both the same ${secretVariable(declaration)}, e.g. in .env.local, or leave both unset under oncehook dev)\n`,
+        );
       return response.ok;
     } catch (error) {
       const cause = (error as { cause?: { code?: string } }).cause?.code ?? (error as Error).message;
-      process.stdout.write(`  #${n + 1} -> no answer (${cause}): is ingest running at ${base}? (npm start)\n`);
+      process.stdout.write(`  #${n + 1} -> no answer (${cause}): is ingest running at ${base}? (oncehook dev)\n`);
       return false;
     }
   };
@@ -148,7 +133,7 @@ async function main(): Promise<number> {
   if (values.concurrent) results.push(...(await Promise.all(Array.from({ length: copies }, (_, n) => deliver(n)))));
   else for (let n = 0; n < copies; n += 1) results.push(await deliver(n));
   const ok = results.every(Boolean);
-  if (ok) process.stdout.write(`see it: npm run oncehook -- show ${sourceName}/${first.eventId}\n`);
+  if (ok) process.stdout.write(`see it: oncehook show ${sourceName}/${first.eventId}\n`);
   return ok ? 0 : 1;
 }
 
@@ -171,18 +156,19 @@ function secretVariable(declaration: SourceDeclaration): string {
   return byKind[declaration.kind] ?? 'secret';
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    if (error instanceof UsageError) {
-      process.stderr.write(`send: ${error.message}\n${USAGE}\n`);
-      process.exit(2);
-    }
-    if (error instanceof ConfigError) {
-      process.stderr.write(`send: ${error.message}\n`);
-      process.exit(2);
-    }
-    process.stderr.write(`send: ${(error as Error).stack ?? String(error)}\n`);
-    process.exit(1);
-  },
-);
+export const sendCommand: Command = {
+  name: 'send',
+  summary: 'sign a test event as its provider would and deliver it to ingest',
+  usage: 'oncehook send <source> [type] [--copies N] [--concurrent] [--file payload.json] [--id ID] [--url URL]   |   oncehook send --list',
+  help: `  <source>      a configured source (stripe, github, shopify, standard-webhooks, slack, paddle, or a name from ONCEHOOK_SOURCES_FILE)
+  [type]        the event type; default: the first built-in one of the source's provider (--list shows them)
+  --copies N    deliver the same event N times (default 1): the first is accepted, the rest are duplicates
+  --concurrent  send the copies at the same moment (default: one after the other)
+  --file F      your own JSON payload instead of the built-in one (its id and type are used where the provider puts them in the body)
+  --id ID       the event id (default: a fresh one)
+  --url URL     ingest's base URL (default: the running oncehook dev's, else http://127.0.0.1:$PORT, PORT default 3000)
+Signs with the secret ingest verifies with: the environment's, or under oncehook dev the
+development secret of each provider you have not configured.`,
+  usesDevSession: true,
+  run: (args, { env }) => send(args, env),
+};

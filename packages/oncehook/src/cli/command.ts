@@ -1,0 +1,31 @@
+/**
+ * The shape of an `oncehook` command: its help, and `run`, which returns the exit code, or
+ * 'running' for a process that runs until a signal stops it (ingest, worker, dev).
+ *
+ * Exit codes, every command: 0 done; 1 failed, refused or not found (the reason on stderr or in
+ * the output); 2 a usage mistake (the usage is printed).
+ */
+export interface CommandContext {
+  /** The environment: the shell over .env.local over .env (env-files.ts). */
+  env: Record<string, string>;
+  /** Which env files were read. */
+  envFiles: string[];
+  cwd: string;
+  /** How to run this same command again, as a child process: [node, ...flags, entry]. */
+  self: string[];
+}
+
+export interface Command {
+  name: string;
+  /** One line for `oncehook --help`. */
+  summary: string;
+  usage: string;
+  /** The rest of `oncehook <name> --help`. */
+  help: string;
+  /** Reads the running `oncehook dev` session (env-files.ts withDevSession): the commands that talk to a running stack. */
+  usesDevSession?: boolean;
+  run(args: string[], context: CommandContext): Promise<number | 'running'>;
+}
+
+/** A usage mistake: printed with the command's usage, exit code 2. */
+export class UsageError extends Error {}

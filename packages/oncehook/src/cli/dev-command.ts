@@ -1,0 +1,305 @@
+/**
+ * `oncehook dev`: everything in one terminal, on your own handlers, for developing them. Not
+ * how production runs (`oncehook ingest` and `oncehook worker`, configured; docs/use-in-your-project.md).
+ *
+ * 1. The environment: the shell over .env.local over .env, then development defaults for what
+ *    is unset: a development secret per built-in provider (dev-env.ts; `oncehook send` signs
+ *    with the same), readable logs, an admin password for this session.
+ * 2. Postgres: DATABASE_URL when set (it must answer); else 127.0.0.1:5432 when something
+ *    answers there; else an embedded Postgres with its data in `.oncehook/` (embedded-postgres.ts),
+ *    and the queue in it (QUEUE_BACKEND=postgres): Node alone is enough.
+ * 3. The queue: Redis at REDIS_URL (default 127.0.0.1:6379) unless QUEUE_BACKEND says
+ *    otherwise; when REDIS_URL is not set and nothing answers there, the queue goes in Postgres
+ *    for this session (it says so). A REDIS_URL that does not answer is an error.
+ * 4. Migrates (Oncehook's tables and each --dir of yours), starts ingest and --workers workers
+ *    (child processes: `oncehook ingest`, `oncehook worker`), relays their output, and prints
+ *    how to reach everything once each one is ready. Ctrl-C stops them all; if one dies, the
+ *    others are stopped and the exit code is 1.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
+import { parseArgs } from 'node:util';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { loadIngestConfig, loadWorkerConfig, StartupError } from '@oncehook/shared';
+import { type Command, type CommandContext, UsageError } from './command.js';
+import { withDevSecrets } from './dev-env.js';
+import { DEV_SESSION_FILE, removeDevSession, writeDevSession } from './env-files.js';
+import { type EmbeddedPostgres, startEmbeddedPostgres } from './embedded-postgres.js';
+import { migrateCommand } from './migrate-command.js';
+
+const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/oncehook';
+const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+
+const say = (line: string) => process.stderr.write(`oncehook: ${line}\n`);
+
+function describe(error: unknown): string {
+  const e = error as NodeJS.ErrnoException & { errors?: NodeJS.ErrnoException[] };
+  const code = e.code ?? e.errors?.[0]?.code;
+  return code ? `${code}${e.message && !e.message.includes(code) ? ` (${e.message})` : ''}` : (e.message ?? String(error));
+}
+
+/** host:port of a URL, for messages (never the password). */
+function where(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.hostname}:${u.port || (u.protocol.startsWith('redis') ? '6379' : '5432')}`;
+  } catch {
+    return url;
+  }
+}
+
+/** null when the Postgres server of `databaseUrl` answers, else why not. */
+async function postgresProblem(databaseUrl: string): Promise<string | null> {
+  // The server, not the database: migrate creates a missing database.
+  const url = new URL(databaseUrl);
+  url.pathname = '/postgres';
+  const client = new pg.Client({ connectionString: url.toString(), connectionTimeoutMillis: 3_000 });
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    return null;
+  } catch (error) {
+    return describe(error).replace(/\.$/, '');
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+/** null when Redis at `redisUrl` answers PING, else why not. */
+async function redisProblem(redisUrl: string): Promise<string | null> {
+  const redis = new Redis(redisUrl, { lazyConnect: true, connectTimeout: 3_000, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
+  let cause: unknown;
+  redis.on('error', (error) => {
+    cause ??= error;
+  });
+  try {
+    await redis.connect();
+    await redis.ping();
+    return null;
+  } catch (error) {
+    return describe(cause ?? error).replace(/\.$/, '');
+  } finally {
+    redis.disconnect();
+  }
+}
+
+async function checkPort(port: number, host: string, variable: string): Promise<void> {
+  if (port === 0) return;
+  await new Promise<void>((resolve, reject) => {
+    const server = createServer();
+    server.once('error', (error: NodeJS.ErrnoException) =>
+      reject(
+        new StartupError(
+          error.code === 'EADDRINUSE'
+            ? `port ${port} is already in use (${variable}): stop what uses it (another oncehook dev?), or set ${variable} to a free port`
+            : `cannot listen on port ${port} (${variable}): ${describe(error)}`,
+        ),
+      ),
+    );
+    server.listen(port, host, () => server.close(() => resolve()));
+  });
+}
+
+interface Child {
+  name: string;
+  proc: ChildProcess;
+  ready: Promise<string>;
+}
+
+/** Runs `oncehook <args>` as a child, relays its output, resolves `ready` with the first line matching. */
+function startChild(context: CommandContext, name: string, args: string[], env: Record<string, string>, readyLine: RegExp): Child {
+  const [node, ...flags] = context.self;
+  const proc = spawn(node!, [...flags, ...args], { cwd: context.cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const ready = new Promise<string>((resolve, reject) => {
+    let found = false;
+    const onData = (chunk: Buffer, to: NodeJS.WriteStream) => {
+      to.write(chunk);
+      if (found) return;
+      for (const line of chunk.toString('utf8').split('\n')) {
+        if (readyLine.test(line)) {
+          found = true;
+          resolve(line);
+          return;
+        }
+      }
+    };
+    proc.stdout?.on('data', (chunk: Buffer) => onData(chunk, process.stdout));
+    proc.stderr?.on('data', (chunk: Buffer) => onData(chunk, process.stderr));
+    proc.on('exit', (code, signal) => {
+      if (!found) reject(new StartupError(`${name} exited (${signal ?? `code ${code}`}) before it was ready; its output is above`));
+    });
+  });
+  return { name, proc, ready };
+}
+
+/** Where the development database is: configured, local, or embedded (started here). */
+async function chooseDatabase(
+  env: Record<string, string>,
+  context: CommandContext,
+  origin: string | undefined,
+): Promise<{ url: string; embedded: EmbeddedPostgres | null; note: string }> {
+  if (env.DATABASE_URL) {
+    const problem = await postgresProblem(env.DATABASE_URL);
+    if (problem)
+      throw new StartupError(
+        `cannot reach Postgres at ${where(env.DATABASE_URL)} (DATABASE_URL, from ${origin ?? 'the environment'}): ${problem}. Start it, or unset DATABASE_URL to use a local or embedded one`,
+      );
+    return { url: env.DATABASE_URL, embedded: null, note: `Postgres at ${where(env.DATABASE_URL)} (DATABASE_URL)` };
+  }
+  if ((await postgresProblem(DEFAULT_DATABASE_URL)) === null) return { url: DEFAULT_DATABASE_URL, embedded: null, note: 'Postgres at 127.0.0.1:5432' };
+  say('no DATABASE_URL and no Postgres at 127.0.0.1:5432: starting an embedded Postgres (its data in .oncehook/postgres)');
+  const embedded = await startEmbeddedPostgres(context.cwd, say);
+  say(`embedded Postgres ${embedded.created ? 'created and ' : ''}started in ${embedded.dataDir}, on 127.0.0.1:${embedded.port} (delete .oncehook/ to start over)`);
+  return { url: embedded.url, embedded, note: `an embedded Postgres (${embedded.dataDir})` };
+}
+
+export function devOptions(args: string[]) {
+  try {
+    const { values } = parseArgs({
+      args,
+      options: {
+        handlers: { type: 'string', multiple: true },
+        workers: { type: 'string' },
+        dir: { type: 'string', multiple: true },
+        set: { type: 'string', multiple: true },
+      },
+    });
+    const workers = values.workers === undefined ? undefined : Number(values.workers);
+    if (workers !== undefined && (!Number.isInteger(workers) || workers < 1 || workers > 16))
+      throw new UsageError(`--workers must be a whole number from 1 to 16 (got "${values.workers}")`);
+    const migrateArgs = [...(values.dir ?? []).flatMap((d) => ['--dir', d]), ...(values.set ?? []).flatMap((s) => ['--set', s])];
+    return { handlers: values.handlers, workers, migrateArgs };
+  } catch (error) {
+    if (error instanceof UsageError) throw error;
+    throw new UsageError((error as Error).message);
+  }
+}
+
+export const devCommand: Command = {
+  name: 'dev',
+  summary: 'everything in one terminal on your handlers: Postgres (embedded if need be), migrate, ingest, workers',
+  usage: 'oncehook dev [--handlers ./src/webhooks] [--workers 2] [--dir ./migrations [--set app]]...',
+  help: `For developing handlers. Reads the environment (the shell, .env.local, .env), gives every
+built-in provider without a configured secret a development secret (oncehook send signs with
+the same), finds a Postgres (DATABASE_URL; else 127.0.0.1:5432; else an embedded one with its
+data in .oncehook/, the queue then in it too), migrates (Oncehook's tables and each --dir of
+yours), starts ingest and --workers workers (default 2; WORKERS) running --handlers (or
+ONCEHOOK_HANDLERS), and prints where everything is. Ctrl-C stops everything.
+Then, in another terminal: oncehook send stripe payment_intent.succeeded`,
+  async run(args, context) {
+    const options = devOptions(args);
+    const base = withDevSecrets(context.env);
+    const generatedPassword = base.ADMIN_PASSWORD === undefined && base.ADMIN_TOKEN === undefined && base.ADMIN_TOKENS === undefined;
+    const env: Record<string, string> = {
+      LOG_FORMAT: 'pretty',
+      HOST: '127.0.0.1',
+      ...(generatedPassword ? { ADMIN_USERNAME: 'admin', ADMIN_PASSWORD: randomBytes(9).toString('base64url') } : {}),
+      ...base,
+      ...(options.handlers ? { ONCEHOOK_HANDLERS: options.handlers.join(',') } : {}),
+    };
+    const workers = options.workers ?? Number(env.WORKERS ?? '2');
+    if (!Number.isInteger(workers) || workers < 1 || workers > 16) throw new StartupError(`WORKERS must be a whole number from 1 to 16 (got "${env.WORKERS}")`);
+
+    const database = await chooseDatabase(env, context, context.env.DATABASE_URL === undefined ? undefined : 'the environment');
+    env.DATABASE_URL = database.url;
+    let queueNote: string;
+    if (database.embedded && env.QUEUE_BACKEND === undefined) {
+      env.QUEUE_BACKEND = 'postgres';
+      queueNote = 'the queue in that Postgres';
+    } else if ((env.QUEUE_BACKEND ?? 'redis') === 'redis') {
+      const redisUrl = env.REDIS_URL ?? DEFAULT_REDIS_URL;
+      const problem = await redisProblem(redisUrl);
+      if (problem && env.REDIS_URL !== undefined) {
+        throw new StartupError(`cannot reach Redis at ${where(redisUrl)} (REDIS_URL): ${problem}. Start it, unset REDIS_URL, or run without Redis: QUEUE_BACKEND=postgres`);
+      }
+      if (problem) {
+        env.QUEUE_BACKEND = 'postgres';
+        queueNote = `the queue in Postgres (no Redis at ${where(redisUrl)}; start one, or keep it this way: QUEUE_BACKEND=postgres)`;
+      } else queueNote = `the queue in Redis at ${where(redisUrl)}`;
+    } else queueNote = 'the queue in Postgres (QUEUE_BACKEND=postgres)';
+
+    // The configuration each process will read, checked now (a bad value stops here, named).
+    const ingestConfig = loadIngestConfig(env);
+    const workerConfig = loadWorkerConfig(env);
+    await checkPort(ingestConfig.PORT, ingestConfig.HOST, 'PORT');
+    for (let i = 0; i < workers; i += 1) {
+      if (workerConfig.METRICS_PORT !== 0)
+        await checkPort(workerConfig.METRICS_PORT + i, workerConfig.METRICS_HOST, i === 0 ? 'METRICS_PORT' : `METRICS_PORT (+${i}, worker ${i + 1})`);
+    }
+
+    const children: Child[] = [];
+    let stopping = false;
+    let interrupted = false;
+    const stopAll = async () => {
+      stopping = true;
+      removeDevSession(context.cwd);
+      const alive = children.filter((c) => c.proc.exitCode === null && c.proc.signalCode === null);
+      await Promise.all(
+        alive.map(
+          (c) =>
+            new Promise<void>((resolve) => {
+              c.proc.once('exit', () => resolve());
+              c.proc.kill('SIGTERM');
+            }),
+        ),
+      );
+      await database.embedded?.stop().catch((error: unknown) => say(`the embedded Postgres did not stop cleanly: ${describe(error)}`));
+    };
+    const onSignal = () => {
+      if (interrupted) return;
+      interrupted = true;
+      say('stopping (Ctrl-C again does nothing; the processes finish what they are doing)');
+      void stopAll().then(() => process.exit(0));
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+
+    try {
+      const migrated = await migrateCommand.run(options.migrateArgs, { ...context, env });
+      if (migrated !== 0) throw new StartupError(`migrate failed (exit ${migrated})`);
+      const ingest = startChild(context, 'ingest', ['ingest'], env, /ingest listening on (\d+)/);
+      children.push(ingest);
+      for (let i = 0; i < workers; i += 1) {
+        const metricsPort = workerConfig.METRICS_PORT === 0 ? 0 : workerConfig.METRICS_PORT + i;
+        children.push(startChild(context, `worker ${i + 1}`, ['worker'], { ...env, METRICS_PORT: String(metricsPort) }, /worker ready/));
+      }
+      const [ingestLine] = await Promise.all(children.map((c) => c.ready));
+      const port = /listening on (\d+)/.exec(ingestLine ?? '')?.[1];
+      const url = `http://127.0.0.1:${port}`;
+      // Where this stack is, for list, show, send ... in another terminal (removed by stopAll).
+      const session: Record<string, string> = { DATABASE_URL: env.DATABASE_URL, ONCEHOOK_DEV_URL: url };
+      for (const key of ['QUEUE_BACKEND', 'REDIS_URL', 'QUEUE_PREFIX', 'QUEUE_SHARDS', 'ONCEHOOK_SCHEMA'] as const) if (env[key] !== undefined) session[key] = env[key];
+      writeDevSession(context.cwd, session);
+      process.stdout.write(
+        [
+          '',
+          `oncehook is up: ingest ${url}, ${workers} worker(s) running ${env.ONCEHOOK_HANDLERS || 'no handler module (--handlers)'}; ${database.note}, ${queueNote}`,
+          '  send a signed test event:  npx oncehook send stripe payment_intent.succeeded',
+          `  look at events:            npx oncehook list   (other terminals find this stack in ${DEV_SESSION_FILE})`,
+          generatedPassword
+            ? `  admin:                     ${url}/admin  (user admin, password ${env.ADMIN_PASSWORD}: this session only; set ADMIN_PASSWORD to choose)`
+            : `  admin:                     ${url}/admin`,
+          '  Ctrl-C stops everything.',
+          '',
+        ].join('\n'),
+      );
+    } catch (error) {
+      await stopAll();
+      if (interrupted) return 0;
+      throw error;
+    }
+
+    // Run until Ctrl-C, or until one process dies (then stop the rest: a half stack misleads).
+    return new Promise<number>((resolve) => {
+      for (const child of children) {
+        child.proc.once('exit', (code, signal) => {
+          if (stopping) return;
+          say(`${child.name} exited (${signal ?? `code ${code}`}); stopping the others`);
+          void stopAll().then(() => resolve(1));
+        });
+      }
+    });
+  },
+};

@@ -1,0 +1,36 @@
+/**
+ * A worker process, start to stop: parse the configuration, load the handler modules
+ * (ONCEHOOK_HANDLERS, or `--handlers`), build the worker and start it; on SIGTERM stop taking
+ * jobs, let the ones in flight finish (their leases cover the rest if the timeout hits), then
+ * close connections. `oncehook worker` and apps/worker run this.
+ */
+import { handlerModuleList, loadHandlerModules } from '@oncehook/core';
+import { announce, createLogger, loadWorkerConfig, onShutdownSignal, startTracing, type Env } from '@oncehook/shared';
+import { buildWorker } from './build-worker.js';
+
+export async function runWorker(env: Env = process.env): Promise<void> {
+  const config = loadWorkerConfig(env);
+  // OpenTelemetry, when the OTEL_* variables ask for it (tracing.ts); before anything makes a span.
+  const tracing = await startTracing('oncehook-worker', env);
+  const log = createLogger('worker', config.LOG_LEVEL, config.LOG_FORMAT);
+  const { handlers, modules } = await loadHandlerModules(handlerModuleList(config.ONCEHOOK_HANDLERS));
+  for (const handler of handlers) {
+    log.info({ source: handler.source, type: handler.type, handler: handler.name, ...(handler.description ? { description: handler.description } : {}) }, 'handler loaded');
+  }
+  if (handlers.length === 0) log.warn({ unhandled: config.UNHANDLED_EVENTS }, 'no handler loaded (ONCEHOOK_HANDLERS is empty): every event will be unhandled');
+  announce(`worker loaded ${handlers.length} handler(s) from ${modules.length ? modules.join(', ') : 'no module'}`);
+
+  const worker = buildWorker(config, handlers, { log });
+  const { metricsPort } = await worker.start();
+  announce(`worker metrics on ${metricsPort}`);
+  // Tests and scripts wait for this line.
+  log.info({ concurrency: config.WORKER_CONCURRENCY }, 'worker ready');
+  announce(`worker ready (pid ${process.pid})`);
+
+  onShutdownSignal(async (signal) => {
+    log.info({ signal }, 'shutting down: no new jobs, finishing in-flight ones');
+    await worker.close();
+    await tracing?.shutdown();
+    log.info('worker stopped');
+  }, config.SHUTDOWN_TIMEOUT_MS);
+}

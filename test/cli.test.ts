@@ -1,0 +1,138 @@
+/**
+ * The `oncehook` command (issue 22): help on every command, exit codes (0 done, 1 failed or
+ * refused, 2 a usage mistake), the environment read the way the ecosystem reads it (the shell
+ * over .env.local over .env), and the strict migration runner (a file it would skip is an
+ * error naming it; a missing folder is one line).
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { createEmptyDatabase, ROOT, SOURCE_NODE_ARGS } from '@oncehook/harness';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadEnvFiles, withDevSession } from '../packages/oncehook/src/cli/env-files.js';
+import { COMMANDS } from '../packages/oncehook/src/cli/main.js';
+
+const ENTRY = path.join(ROOT, 'packages/oncehook/src/cli/entry.ts');
+let dir: string;
+
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), 'oncehook-cli-'));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+function oncehook(args: string[], options: { cwd?: string; env?: Record<string, string> } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [...SOURCE_NODE_ARGS, ENTRY, ...args], {
+      cwd: options.cwd ?? ROOT,
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', ...options.env },
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+describe('help and exit codes', () => {
+  it('oncehook --help lists every command; no command is a usage mistake (2); an unknown one too', async () => {
+    const help = await oncehook(['--help']);
+    expect(help.code).toBe(0);
+    for (const command of COMMANDS) expect(help.stdout).toContain(`  ${command.name}`);
+    expect((await oncehook([])).code).toBe(2);
+    const unknown = await oncehook(['migrat']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toMatch(/unknown command "migrat"/);
+  });
+
+  it.each(COMMANDS.map((c) => [c.name]))('oncehook %s --help prints its usage and exits 0', async (name) => {
+    const result = await oncehook([name, '--help']);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(new RegExp(`^usage: oncehook ${name.replace('-', '\\-')}`));
+  });
+
+  it('usage mistakes exit 2 with the usage; refusals exit 1 with the reason', async () => {
+    const badFlag = await oncehook(['worker', '--handler', 'x']);
+    expect(badFlag.code).toBe(2);
+    expect(badFlag.stderr).toMatch(/oncehook worker: .*--handler.*\nusage: oncehook worker/s);
+    const extra = await oncehook(['ingest', 'now']);
+    expect(extra.code).toBe(2);
+    const config = await oncehook(['ingest'], { env: { DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/x', LEASE_MS: 'soon' } });
+    expect(config.code).toBe(1);
+    expect(config.stderr).toMatch(/oncehook ingest: /);
+  });
+});
+
+describe('the environment: the shell over .env.local over .env', () => {
+  it('reads both files in the working directory, the shell winning', async () => {
+    const project = path.join(dir, 'env');
+    await mkdir(project, { recursive: true });
+    await writeFile(path.join(project, '.env'), 'A=from-env\nB=from-env\nC=from-env\n');
+    await writeFile(path.join(project, '.env.local'), 'B=from-local\nC=from-local\n');
+    const { env, files, origin } = loadEnvFiles(project, { C: 'from-shell' });
+    expect(files).toEqual(['.env.local', '.env']);
+    expect({ A: env.A, B: env.B, C: env.C }).toEqual({ A: 'from-env', B: 'from-local', C: 'from-shell' });
+    expect(origin).toMatchObject({ A: '.env', B: '.env.local', C: 'the shell' });
+  });
+
+  it('the command uses them: a bad LEASE_MS in .env refuses the worker, the shell overrides it', async () => {
+    const project = path.join(dir, 'env-cmd');
+    await mkdir(project, { recursive: true });
+    await writeFile(path.join(project, '.env'), 'LEASE_MS=soon\n');
+    const refused = await oncehook(['worker'], { cwd: project });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/LEASE_MS/);
+    // The shell's value wins: LEASE_MS passes, and only the other bad setting is reported.
+    const overridden = await oncehook(['worker'], { cwd: project, env: { LEASE_MS: '30000', WORKER_CONCURRENCY: 'lots' } });
+    expect(overridden.code).toBe(1);
+    expect(overridden.stderr).toMatch(/WORKER_CONCURRENCY/);
+    expect(overridden.stderr).not.toMatch(/LEASE_MS/);
+  });
+
+  it("a running oncehook dev's session file is read beneath the shell by the commands that talk to the stack; one left by a dead dev is ignored", async () => {
+    const project = path.join(dir, 'session');
+    await mkdir(path.join(project, '.oncehook'), { recursive: true });
+    await writeFile(path.join(project, '.env'), 'DATABASE_URL=postgres://from-env-file/x\n');
+    const session = (pid: number) => `DATABASE_URL="postgres://from-session/x"\nONCEHOOK_DEV_PID="${pid}"\n`;
+    await writeFile(path.join(project, '.oncehook/dev.env'), session(process.pid));
+    const live = withDevSession(project, loadEnvFiles(project, {}));
+    expect(live.loaded.env.DATABASE_URL).toBe('postgres://from-session/x');
+    expect(live.note).toMatch(/using the running oncehook dev/);
+    expect(withDevSession(project, loadEnvFiles(project, { DATABASE_URL: 'postgres://from-shell/x' })).loaded.env.DATABASE_URL).toBe('postgres://from-shell/x');
+    // A pid that is not running (a dev killed with -9 leaves its file behind).
+    const gone = spawnSync(process.execPath, ['-e', 'process.exit(0)']).pid;
+    await writeFile(path.join(project, '.oncehook/dev.env'), session(gone));
+    const stale = withDevSession(project, loadEnvFiles(project, {}));
+    expect(stale.loaded.env.DATABASE_URL).toBe('postgres://from-env-file/x');
+    expect(stale.note).toMatch(/ignoring \.oncehook\/dev\.env: the oncehook dev that wrote it \(pid \d+\) is not running/);
+    // migrate, ingest and worker never read it: production is configured, not found.
+    expect(COMMANDS.filter((c) => c.usesDevSession).map((c) => c.name)).toEqual(['list', 'show', 'redrive', 'replay', 'redrive-all', 'send']);
+  });
+});
+
+describe('oncehook migrate is strict about its folders', () => {
+  it('a file it would not apply (001_paid_invoices.sql) is an error naming it and the pattern, and nothing is applied', async () => {
+    const database = await createEmptyDatabase(undefined, 'oncehook_cli');
+    try {
+      const migrations = path.join(dir, 'migrations');
+      await mkdir(migrations, { recursive: true });
+      await writeFile(path.join(migrations, '001_paid_invoices.sql'), 'create table paid_invoices (id text primary key);\n');
+      await writeFile(path.join(migrations, 'README.md'), 'notes beside migrations are fine\n');
+      const result = await oncehook(['migrate', '--dir', migrations, '--set', 'billing'], { env: { DATABASE_URL: database.url } });
+      expect(result.code).toBe(1);
+      expect(result.stderr).toMatch(/"001_paid_invoices\.sql" is not a migration the runner applies: name each NNNN_name\.sql .*e\.g\. 0001_paid_invoices\.sql/);
+      expect(result.stderr.trim().split('\n')).toHaveLength(1);
+      expect(result.stdout).not.toMatch(/applied/);
+      const missing = await oncehook(['migrate', '--dir', path.join(dir, 'nope')], { env: { DATABASE_URL: database.url } });
+      expect(missing.code).toBe(1);
+      expect(missing.stderr.trim()).toBe(`oncehook migrate: migrations folder ${path.join(dir, 'nope')} does not exist: check --dir`);
+      const noSet = await oncehook(['migrate', '--dir', 'a', '--dir', 'b'], { env: { DATABASE_URL: database.url } });
+      expect(noSet.code).toBe(2);
+    } finally {
+      await database.drop();
+    }
+  });
+});
