@@ -3,8 +3,9 @@
  *
  * 1. Type-checks the whole repository with tsc (`tsc --noEmit`, sources through the
  *    oncehook-source condition): a type error anywhere fails the build.
- * 2. Emits each published package with tsc, in dependency order (sdk, shared, core, oncehook,
- *    testkit): `<package>/dist/` gets its JavaScript, its `.d.ts` (with declaration maps) and
+ * 2. Emits each published package with tsc, in the order of the `@oncehook/*` dependencies
+ *    their package.json declare (buildOrder: sdk, shared, core, testkit, oncehook today):
+ *    `<package>/dist/` gets its JavaScript, its `.d.ts` (with declaration maps) and
  *    source maps, file for file. Each package resolves its siblings through their dist/ (no
  *    source condition in tsconfig.build.json), exactly as an installed copy does: a package
  *    that only compiles against its siblings' sources fails here.
@@ -15,7 +16,7 @@
  * repository's tools ask for src/ with `--conditions=oncehook-source`.
  */
 import { execFileSync } from 'node:child_process';
-import { cp, readdir, rm } from 'node:fs/promises';
+import { cp, readdir, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { ROOT } from '@oncehook/harness';
 
@@ -25,7 +26,7 @@ interface PackageBuild {
   copy?: [string, string][];
 }
 
-/** The published packages, each after the packages it depends on. */
+/** The published packages; buildOrder puts each after the packages it depends on. */
 export const BUILDS: PackageBuild[] = [
   { dir: 'packages/sdk' },
   { dir: 'packages/shared' },
@@ -43,6 +44,38 @@ export const BUILDS: PackageBuild[] = [
   { dir: 'packages/testkit' },
 ];
 
+/**
+ * BUILDS sorted so that every package comes after the `@oncehook/*` packages its package.json
+ * depends on (a package compiles against its siblings' dist/, so they must exist first). A
+ * dependency on a package that is not in BUILDS, or a cycle, fails the build.
+ */
+export async function buildOrder(builds: PackageBuild[] = BUILDS): Promise<PackageBuild[]> {
+  const byName = new Map<string, { build: PackageBuild; deps: string[] }>();
+  for (const build of builds) {
+    const manifest = JSON.parse(await readFile(path.join(ROOT, build.dir, 'package.json'), 'utf8')) as {
+      name: string;
+      dependencies?: Record<string, string>;
+      peerDependencies?: Record<string, string>;
+    };
+    const deps = Object.keys({ ...manifest.dependencies, ...manifest.peerDependencies }).filter((name) => name.startsWith('@oncehook/') || name === 'oncehook');
+    byName.set(manifest.name, { build, deps });
+  }
+  const ordered: PackageBuild[] = [];
+  const state = new Map<string, 'visiting' | 'done'>();
+  const visit = (name: string, from: string): void => {
+    const entry = byName.get(name);
+    if (!entry) throw new Error(`${from} depends on ${name}, which scripts/build.ts does not build: add it to BUILDS`);
+    if (state.get(name) === 'done') return;
+    if (state.get(name) === 'visiting') throw new Error(`the packages depend on each other in a cycle through ${name}`);
+    state.set(name, 'visiting');
+    for (const dep of entry.deps) visit(dep, name);
+    state.set(name, 'done');
+    ordered.push(entry.build);
+  };
+  for (const name of byName.keys()) visit(name, name);
+  return ordered;
+}
+
 const tsc = path.join(ROOT, 'node_modules/typescript/bin/tsc');
 
 async function countFiles(dir: string): Promise<number> {
@@ -59,9 +92,12 @@ function main(): Promise<void> {
     process.exit(1);
   }
   return (async () => {
-    for (const pkg of BUILDS) {
+    const order = await buildOrder();
+    // Every dist/ goes first: a package must not compile against a sibling's stale dist/ that
+    // this build has not emitted yet (a clean clone has none).
+    for (const pkg of order) await rm(path.join(ROOT, pkg.dir, 'dist'), { recursive: true, force: true });
+    for (const pkg of order) {
       const dir = path.join(ROOT, pkg.dir);
-      await rm(path.join(dir, 'dist'), { recursive: true, force: true });
       try {
         execFileSync(process.execPath, [tsc, '-p', path.join(dir, 'tsconfig.build.json')], { cwd: dir, stdio: 'inherit' });
       } catch {

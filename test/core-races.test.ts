@@ -111,7 +111,10 @@ describe('A. a takeover reads the steps the previous owner committed while it wa
     const expired = deferred();
     const insideApply = deferred();
     const commitApply = deferred();
+    let calls = 0;
     const handler = defineHandler({ name: 'takeover', source: 'stripe', type: 'test.takeover', payload: anything }, async (_event, ctx) => {
+      calls += 1;
+      const call = calls;
       if (applies === 0) await expired.promise;
       await ctx.transaction('apply', async () => {
         applies += 1;
@@ -121,6 +124,10 @@ describe('A. a takeover reads the steps the previous owner committed while it wa
         }
         return { applied: true };
       });
+      // A holds back until B's lease statement has taken the run: otherwise A, scheduled
+      // first after its COMMIT, may renew its still-unclaimed lease before B's UPDATE re-checks
+      // the row, and B finds the lease live (correct, but not the takeover under test).
+      if (call === 1) await waitFor(async () => ((await q.getRuns(db.pool, rowId))[0]?.attempts ?? 0) >= 2, { what: "B's lease statement took the run" });
       await ctx.step('notify', async () => {
         notifies += 1;
         return { sent: true };
