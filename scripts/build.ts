@@ -2,7 +2,8 @@
  * `npm run build`: the packages a registry can serve, and the JavaScript the image runs.
  *
  * 1. Type-checks the whole repository with tsc (`tsc --noEmit`, sources through the
- *    oncehook-source condition): a type error anywhere fails the build.
+ *    oncehook-source condition): a type error anywhere fails the build. `--no-check` skips
+ *    it, for a caller that has just type-checked (test/user-project.test.ts under npm test).
  * 2. Emits each published package with tsc, in the order of the `@oncehook/*` dependencies
  *    their package.json declare (buildOrder: sdk, shared, core, testkit, oncehook today):
  *    `<package>/dist/` gets its JavaScript, its `.d.ts` (with declaration maps) and
@@ -84,12 +85,28 @@ async function countFiles(dir: string): Promise<number> {
 }
 
 function main(): Promise<void> {
-  process.stdout.write('build: tsc --noEmit (type check of the repository)\n');
-  try {
-    execFileSync(process.execPath, [tsc, '-p', 'tsconfig.json', '--noEmit'], { cwd: ROOT, stdio: 'inherit' });
-  } catch {
-    process.stderr.write('build: type check failed; nothing emitted\n');
-    process.exit(1);
+  const args = process.argv.slice(2);
+  if (args.includes('--help')) {
+    process.stdout.write(
+      'usage: npm run build [-- --no-check]\n\nType-checks the repository (skipped with --no-check, for a caller that just did),\nthen emits each published package into its dist/ in dependency order.\n',
+    );
+    process.exit(0);
+  }
+  const unknown = args.filter((a) => a !== '--no-check');
+  if (unknown.length > 0) {
+    process.stderr.write(`build: unknown argument ${unknown.join(' ')} (--help)\n`);
+    process.exit(2);
+  }
+  if (args.includes('--no-check')) {
+    process.stdout.write('build: type check skipped (--no-check)\n');
+  } else {
+    process.stdout.write('build: tsc --noEmit (type check of the repository)\n');
+    try {
+      execFileSync(process.execPath, [tsc, '-p', 'tsconfig.json', '--noEmit'], { cwd: ROOT, stdio: 'inherit' });
+    } catch {
+      process.stderr.write('build: type check failed; nothing emitted\n');
+      process.exit(1);
+    }
   }
   return (async () => {
     const order = await buildOrder();

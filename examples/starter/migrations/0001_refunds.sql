@@ -1,0 +1,6 @@
+-- Your tables, in your schema: Oncehook keeps its own in the schema `oncehook`.
+create table refunds (
+  charge_id text primary key,
+  amount_refunded integer not null,
+  notification text
+);

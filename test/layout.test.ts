@@ -1,0 +1,202 @@
+/**
+ * The layout holds by test, not by habit (issue 22): each workspace package imports only what
+ * its package.json declares (an undeclared import works here, through the workspace's hoisted
+ * node_modules, and breaks in a user's install); no package imports an app; the engine's
+ * packages form layers (the SDK a leaf; the engine never reaches up to the command); relative
+ * imports stay inside their package; no value-import cycle between files of a package.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { builtinModules } from 'node:module';
+import path from 'node:path';
+import { ROOT } from '@oncehook/harness';
+import { describe, expect, it } from 'vitest';
+
+interface Workspace {
+  dir: string;
+  name: string;
+  declared: Set<string>;
+  files: string[];
+}
+
+/** Who may import whom among Oncehook's own packages (by package name). */
+const LAYERS: Record<string, string[]> = {
+  '@oncehook/sdk': [],
+  '@oncehook/shared': ['@oncehook/sdk'],
+  '@oncehook/core': ['@oncehook/sdk', '@oncehook/shared'],
+  '@oncehook/testkit': ['@oncehook/sdk', '@oncehook/shared', '@oncehook/core'],
+  oncehook: ['@oncehook/sdk', '@oncehook/shared', '@oncehook/core', '@oncehook/testkit'],
+  '@oncehook/sandbox': [],
+};
+const APPS = ['@oncehook/ingest', '@oncehook/worker', '@oncehook/sandbox-app'];
+
+function sourceFiles(dir: string): string[] {
+  return (readdirSync(dir, { recursive: true }) as string[])
+    .filter((f) => /\.(ts|mts)$/.test(f) && !f.endsWith('.d.ts') && !f.split(path.sep).includes('node_modules'))
+    .map((f) => path.join(dir, f));
+}
+
+function workspace(dir: string): Workspace {
+  const manifest = JSON.parse(readFileSync(path.join(ROOT, dir, 'package.json'), 'utf8')) as Record<string, Record<string, string> | string>;
+  const declared = new Set<string>();
+  for (const field of ['dependencies', 'peerDependencies', 'optionalDependencies'])
+    for (const name of Object.keys((manifest[field] as Record<string, string>) ?? {})) declared.add(name);
+  return { dir, name: manifest.name as string, declared, files: sourceFiles(path.join(ROOT, dir, 'src')) };
+}
+
+const WORKSPACES = [...readdirSync(path.join(ROOT, 'packages')).map((d) => `packages/${d}`), ...readdirSync(path.join(ROOT, 'apps')).map((d) => `apps/${d}`)].map(workspace);
+
+interface Import {
+  specifier: string;
+  /** `import type` / `export type`: erased from the JavaScript. */
+  typeOnly: boolean;
+  /** `await import(...)`: loaded on demand, not part of a cycle at load time. */
+  dynamic: boolean;
+}
+
+/** The imports of a file: static (`import`/`export ... from`, `import 'x'`) and dynamic. */
+function importsOf(file: string): Import[] {
+  const text = readFileSync(file, 'utf8')
+    .replace(/\/\*[\s\S]*?\*\//g, '')
+    .replace(/^\s*\/\/.*$/gm, '');
+  const found: Import[] = [];
+  for (const m of text.matchAll(/^\s*(import|export)\s+(type\s+)?(?:[\w*{}\s,$]+?\s+from\s+)?'([^']+)'/gm)) {
+    found.push({ specifier: m[3]!, typeOnly: Boolean(m[2]), dynamic: false });
+  }
+  for (const m of text.matchAll(/import\(\s*'([^']+)'\s*\)/g)) found.push({ specifier: m[1]!, typeOnly: false, dynamic: true });
+  return found;
+}
+
+/** The package a bare specifier names: `@scope/name/sub` -> `@scope/name`, `name/sub` -> `name`. */
+function packageOf(specifier: string): string {
+  const parts = specifier.split('/');
+  return specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]!;
+}
+
+/** Every cycle a depth-first walk of `edges` closes (each as the files around it, first repeated last). */
+function findCycles(edges: Map<string, string[]>): string[][] {
+  const cycles: string[][] = [];
+  const state = new Map<string, 'open' | 'done'>();
+  const stack: string[] = [];
+  const visit = (node: string): void => {
+    if (state.get(node) === 'done') return;
+    if (state.get(node) === 'open') {
+      cycles.push([...stack.slice(stack.indexOf(node)), node]);
+      return;
+    }
+    state.set(node, 'open');
+    stack.push(node);
+    for (const next of edges.get(node) ?? []) visit(next);
+    stack.pop();
+    state.set(node, 'done');
+  };
+  for (const node of edges.keys()) visit(node);
+  return cycles;
+}
+
+const isBuiltin = (specifier: string) => specifier.startsWith('node:') || builtinModules.includes(packageOf(specifier));
+const rel = (file: string) => path.relative(ROOT, file);
+
+describe('the layout', () => {
+  it('its own parts see what they look for: imports of every form, cycles', () => {
+    const sample = path.join(ROOT, 'test/fixtures/layout-sample.ts.txt');
+    expect(importsOf(sample)).toEqual([
+      { specifier: 'node:fs', typeOnly: false, dynamic: false },
+      { specifier: 'pg', typeOnly: true, dynamic: false },
+      { specifier: './b.js', typeOnly: false, dynamic: false },
+      { specifier: '@oncehook/sdk/stripe', typeOnly: false, dynamic: false },
+      { specifier: './c.js', typeOnly: false, dynamic: false },
+      { specifier: 'zod', typeOnly: false, dynamic: true },
+    ]);
+    expect(packageOf('@oncehook/sdk/stripe')).toBe('@oncehook/sdk');
+    expect(packageOf('pino/file')).toBe('pino');
+    expect(
+      findCycles(
+        new Map([
+          ['a', ['b']],
+          ['b', ['c']],
+          ['c', ['a']],
+          ['d', ['a']],
+        ]),
+      ),
+    ).toEqual([['a', 'b', 'c', 'a']]);
+    expect(
+      findCycles(
+        new Map([
+          ['a', ['b']],
+          ['b', []],
+          ['c', ['b']],
+        ]),
+      ),
+    ).toEqual([]);
+  });
+
+  it('finds the workspaces and their sources', () => {
+    expect(WORKSPACES.map((w) => w.name)).toEqual(expect.arrayContaining([...Object.keys(LAYERS), ...APPS]));
+    for (const w of WORKSPACES) expect(w.files.length, w.dir).toBeGreaterThan(0);
+  });
+
+  it('every package imports only what its package.json declares (a type-only import: its @types package, or a devDependency)', () => {
+    const problems: string[] = [];
+    for (const w of WORKSPACES) {
+      const manifest = JSON.parse(readFileSync(path.join(ROOT, w.dir, 'package.json'), 'utf8')) as { devDependencies?: Record<string, string> };
+      const dev = new Set(Object.keys(manifest.devDependencies ?? {}));
+      for (const file of w.files) {
+        for (const i of importsOf(file)) {
+          if (i.specifier.startsWith('.') || isBuiltin(i.specifier)) continue;
+          const name = packageOf(i.specifier);
+          if (name === w.name || w.declared.has(name)) continue;
+          if (i.typeOnly && (dev.has(name) || w.declared.has(`@types/${name}`))) continue;
+          problems.push(`${rel(file)} imports ${i.specifier}, which ${w.dir}/package.json does not declare`);
+        }
+      }
+    }
+    expect(problems).toEqual([]);
+  });
+
+  it('no package imports an app, and the engine packages import only the layers below them', () => {
+    const problems: string[] = [];
+    for (const w of WORKSPACES.filter((x) => x.dir.startsWith('packages/'))) {
+      for (const file of w.files) {
+        for (const i of importsOf(file)) {
+          const name = packageOf(i.specifier);
+          if (APPS.includes(name)) problems.push(`${rel(file)} imports the app ${name}`);
+          const allowed = LAYERS[w.name];
+          if (allowed && (name === 'oncehook' || name.startsWith('@oncehook/')) && name !== w.name && !allowed.includes(name)) {
+            problems.push(`${rel(file)} (${w.name}) imports ${name}; ${w.name} may import ${allowed.join(', ') || 'none of Oncehook'}`);
+          }
+        }
+      }
+    }
+    expect(problems).toEqual([]);
+  });
+
+  it('relative imports stay inside their package', () => {
+    const problems: string[] = [];
+    for (const w of WORKSPACES) {
+      const root = path.join(ROOT, w.dir);
+      for (const file of w.files) {
+        for (const i of importsOf(file)) {
+          if (!i.specifier.startsWith('.')) continue;
+          const target = path.resolve(path.dirname(file), i.specifier);
+          if (!target.startsWith(`${root}${path.sep}`)) problems.push(`${rel(file)} imports ${i.specifier}, outside ${w.dir}`);
+        }
+      }
+    }
+    expect(problems).toEqual([]);
+  });
+
+  it('no cycle of value imports between the files of a package', () => {
+    const cycles: string[] = [];
+    for (const w of WORKSPACES) {
+      const edges = new Map<string, string[]>();
+      for (const file of w.files) {
+        const targets = importsOf(file)
+          .filter((i) => i.specifier.startsWith('.') && !i.typeOnly && !i.dynamic)
+          .map((i) => path.resolve(path.dirname(file), i.specifier).replace(/\.js$/, '.ts'));
+        edges.set(file, targets);
+      }
+      cycles.push(...findCycles(edges).map((cycle) => cycle.map(rel).join(' -> ')));
+    }
+    expect(cycles).toEqual([]);
+  });
+});
