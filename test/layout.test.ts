@@ -170,6 +170,34 @@ describe('the layout', () => {
     expect(problems).toEqual([]);
   });
 
+  it('the published packages move together: one version, each other at ^that version, nothing private among their dependencies, scoped ones public', () => {
+    const manifests = WORKSPACES.filter((w) => w.dir.startsWith('packages/')).map(
+      (w) =>
+        JSON.parse(readFileSync(path.join(ROOT, w.dir, 'package.json'), 'utf8')) as {
+          name: string;
+          version: string;
+          private?: boolean;
+          dependencies?: Record<string, string>;
+          publishConfig?: { access?: string };
+        },
+    );
+    const published = manifests.filter((m) => !m.private);
+    const privateNames = new Set(manifests.filter((m) => m.private).map((m) => m.name));
+    expect(published.map((m) => m.name).sort()).toEqual(['@oncehook/core', '@oncehook/sdk', '@oncehook/shared', '@oncehook/testkit', 'oncehook']);
+    const version = published[0]!.version;
+    const problems: string[] = [];
+    for (const m of published) {
+      if (m.version !== version) problems.push(`${m.name} is at ${m.version}, the others at ${version}`);
+      if (m.name.startsWith('@') && m.publishConfig?.access !== 'public')
+        problems.push(`${m.name} has no publishConfig.access "public" (npm publishes a scoped package restricted)`);
+      for (const [dep, range] of Object.entries(m.dependencies ?? {})) {
+        if (privateNames.has(dep)) problems.push(`${m.name} depends on the private ${dep}`);
+        if (published.some((p) => p.name === dep) && range !== `^${version}`) problems.push(`${m.name} depends on ${dep}@${range}, not ^${version}`);
+      }
+    }
+    expect(problems).toEqual([]);
+  });
+
   it('relative imports stay inside their package', () => {
     const problems: string[] = [];
     for (const w of WORKSPACES) {

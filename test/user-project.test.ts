@@ -126,6 +126,15 @@ it('a project of its own: installs the packed packages, type-checks, migrates, r
         },
       ).catch((error: { stdout?: string }) => ({ stdout: error.stdout ?? '', failed: true }));
       expect('failed' in types, `attw ${name}: ${types.stdout.slice(0, 2000)}`).toBe(false);
+      // What npm itself checks before a publish (no credentials needed for a dry run).
+      const publish = await run('npm', ['publish', '--dry-run', '--json'], { cwd: path.join(ROOT, 'packages', name), maxBuffer: 20 * 1024 * 1024 });
+      // npm 11 prints { "<name>": { id, files, ... } }.
+      const published = Object.values(JSON.parse(publish.stdout) as Record<string, { id: string; files: { path: string }[] }>)[0];
+      expect(published?.id, `npm publish --dry-run ${name}`).toMatch(/@\d+\.\d+\.\d+$/);
+      expect(
+        published?.files.some((f) => f.path.startsWith('dist/') && f.path.endsWith('.d.ts')),
+        `${name} publishes its declarations`,
+      ).toBe(true);
     }
   })();
 
