@@ -39,16 +39,20 @@ async function scratchCopy(into: string): Promise<void> {
   await cp(ROOT, into, { recursive: true, filter: (source) => !SKIP.has(path.relative(ROOT, source)) });
   const modules = path.join(into, 'node_modules');
   await mkdir(path.join(modules, '@oncehook'), { recursive: true });
-  for (const entry of await readdir(path.join(ROOT, 'node_modules'))) {
-    if (entry === '@oncehook') continue;
-    await symlink(path.join(ROOT, 'node_modules', entry), path.join(modules, entry));
-  }
+  // Every workspace package by name, scoped or not (`oncehook` is not): each must resolve to the
+  // scratch copy, or a test would load the unmutated package beside mutated ones (two copies
+  // of one module: a mutant there survives, and classes compared across copies misbehave).
   const rootPackage = JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8')) as { workspaces: string[] };
+  const workspaces = new Map<string, string>();
   for (const workspace of rootPackage.workspaces) {
     const pkg = JSON.parse(await readFile(path.join(into, workspace, 'package.json'), 'utf8')) as { name: string };
-    if (!pkg.name.startsWith('@oncehook/')) continue;
-    await symlink(path.join(into, workspace), path.join(modules, pkg.name));
+    workspaces.set(pkg.name, workspace);
   }
+  for (const entry of await readdir(path.join(ROOT, 'node_modules'))) {
+    if (entry === '@oncehook' || workspaces.has(entry)) continue;
+    await symlink(path.join(ROOT, 'node_modules', entry), path.join(modules, entry));
+  }
+  for (const [name, workspace] of workspaces) await symlink(path.join(into, workspace), path.join(modules, name));
 }
 
 async function apply(dir: string, mutant: Mutant): Promise<boolean> {
