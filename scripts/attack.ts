@@ -42,10 +42,10 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { sign as githubSign } from '@octokit/webhooks-methods';
 import {
   killAllServices,
+  parseScriptArgs,
   rawPosts,
   REDIS_URL,
   rssMiB,
@@ -54,12 +54,12 @@ import {
   signStripe,
   slowBodies,
   spawnService,
-  startHealthProber,
   startBlackhole,
+  startHealthProber,
   STRIPE_SECRET,
+  type Service,
   urlFor,
   withAdmin,
-  type Service,
 } from '@oncehook/harness';
 import pg from 'pg';
 
@@ -433,7 +433,7 @@ async function livenessScenario(root: string | undefined, databaseUrl: string): 
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { scenario: { type: 'string', default: 'all' }, root: { type: 'string' } } });
+  const { values } = parseScriptArgs(import.meta.url, { options: { scenario: { type: 'string', default: 'all' }, root: { type: 'string' } } });
   const chosen = values.scenario === 'all' ? [...SCENARIOS] : (values.scenario.split(',').map((name) => name.trim()) as Scenario[]);
   for (const scenario of chosen) {
     if (!SCENARIOS.includes(scenario)) {

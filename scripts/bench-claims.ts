@@ -10,14 +10,14 @@
  * Prints p50/p99 and the ratio to the empty table. Uses a database of its own on this
  * machine's Postgres and drops it at the end.
  */
-import { parseArgs } from 'node:util';
 import { createPool, DEFAULT_SCHEMA } from '@oncehook/shared';
 import { createQueries } from '@oncehook/core';
 
 const queries = createQueries(DEFAULT_SCHEMA);
 import { createTestDatabaseOn, dropDatabase } from './bench/databases.js';
+import { parseScriptArgs } from '@oncehook/harness';
 
-const { values } = parseArgs({
+const { values } = parseScriptArgs(import.meta.url, {
   options: { sizes: { type: 'string', default: '0,1000000,10000000' }, claims: { type: 'string', default: '2000' }, rows: { type: 'string', default: 'keys' } },
 });
 if (values.rows !== 'keys' && values.rows !== 'events') {

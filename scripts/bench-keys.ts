@@ -9,12 +9,12 @@
  * (VACUUM FULL, so the figure is the steady size, not the dead space autovacuum reclaims over
  * time) and measures again. Prints bytes per event and GB per million.
  */
-import { parseArgs } from 'node:util';
 import { createPool, DEFAULT_SCHEMA } from '@oncehook/shared';
 import { createQueries } from '@oncehook/core';
 import { createTestDatabaseOn, dropDatabase } from './bench/databases.js';
+import { parseScriptArgs } from '@oncehook/harness';
 
-const { values } = parseArgs({ options: { events: { type: 'string', default: '200000' } } });
+const { values } = parseScriptArgs(import.meta.url, { options: { events: { type: 'string', default: '200000' } } });
 const events = Number(values.events);
 const name = `oncehook_bench_keys_${Math.random().toString(36).slice(2, 8)}`;
 const db = await createTestDatabaseOn(name);

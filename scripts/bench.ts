@@ -27,9 +27,8 @@
  */
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
-import { REDIS_URL, signStripe, spawnService, STRIPE_SECRET, type Service } from '@oncehook/harness';
+import { parseScriptArgs, REDIS_URL, signStripe, spawnService, STRIPE_SECRET, type Service } from '@oncehook/harness';
 import { createPool, type Pool } from '@oncehook/shared';
 import { createRedis, type QueueBackend } from '@oncehook/core';
 import { cpuMs, rssMb } from './bench/costs.js';
@@ -345,7 +344,7 @@ export function formatBench(result: BenchResult): string {
 }
 
 if (process.argv[1]?.endsWith('bench.ts')) {
-  const { values } = parseArgs({
+  const { values } = parseScriptArgs(import.meta.url, {
     options: {
       duration: { type: 'string', default: '8' },
       connections: { type: 'string', default: '10,50,100' },

@@ -20,7 +20,6 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
-import { parseArgs } from 'node:util';
 import { SHOP_MIGRATIONS } from '@oncehook/example-shop/src/handlers';
 import {
   copiesFor,
@@ -28,6 +27,7 @@ import {
   freePort,
   makeEvent,
   maxAppliedPerKey,
+  parseScriptArgs,
   pool,
   ProviderSimulator,
   simulatorSourcesEnv,
@@ -352,7 +352,7 @@ export function formatReport(report: ChaosReport): string {
 }
 
 if (process.argv[1]?.endsWith('chaos.ts')) {
-  const { values } = parseArgs({
+  const { values } = parseScriptArgs(import.meta.url, {
     options: {
       events: { type: 'string', default: '2000' },
       workers: { type: 'string', default: '3' },

@@ -16,8 +16,8 @@ import { cp, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'n
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import { MUTANTS, type Mutant } from './mutants/catalog.js';
+import { parseScriptArgs } from '@oncehook/harness';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 /** Never copied: dependencies are linked, history and artifacts are not needed. */
@@ -127,7 +127,7 @@ function table(outcomes: Outcome[]): string {
 }
 
 async function main(): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseScriptArgs(import.meta.url, {
     options: {
       only: { type: 'string' },
       list: { type: 'boolean', default: false },

@@ -11,3 +11,4 @@ export * from './simulator.js';
 export * from './stripe.js';
 export * from './wait.js';
 export * from './schema-dump.js';
+export * from './script-args.js';
