@@ -6,11 +6,13 @@
  * (Skipped, and named in the output, without docker-compose; CI installs it and never skips.)
  */
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { ROOT } from '@oncehook/harness';
+import { lexer, type Tokens } from 'marked';
 import { describe, expect, inject, it } from 'vitest';
 import { parse } from 'yaml';
 
@@ -30,13 +32,44 @@ interface ComposeService {
   healthcheck?: { test: string[] };
 }
 
-async function config(env: Record<string, string>, profiles: string[] = []): Promise<{ services: Record<string, ComposeService> }> {
+/**
+ * `docker-compose config` with only `env` in the environment, an empty file for compose's own
+ * `.env`, and `appEnvFile` (default: an empty one) as the containers' env_file.
+ */
+async function config(env: Record<string, string>, profiles: string[] = [], appEnvFile?: string): Promise<{ services: Record<string, ComposeService> }> {
   const dir = await mkdtemp(path.join(tmpdir(), 'oncehook-compose-'));
   const envFile = path.join(dir, 'empty.env');
   await writeFile(envFile, '');
   const args = ['--env-file', envFile, ...profiles.flatMap((p) => ['--profile', p]), 'config'];
-  const { stdout } = await run(COMPOSE.path, args, { cwd: ROOT, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env } });
+  const { stdout } = await run(COMPOSE.path, args, { cwd: ROOT, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ONCEHOOK_ENV_FILE: appEnvFile ?? envFile, ...env } });
   return parse(stdout) as { services: Record<string, ComposeService> };
+}
+
+/** README.md's configuration tables, by the sentence that introduces each: the variables each documents. */
+function documentedVariables(): Record<'every' | 'ingest' | 'worker' | 'shop' | 'dev' | 'compose', string[]> {
+  const tokens = lexer(readFileSync(path.join(ROOT, 'README.md'), 'utf8'), { gfm: true });
+  const start = tokens.findIndex((t) => t.type === 'heading' && (t as Tokens.Heading).text === 'Configuration');
+  const found: Record<string, string[]> = {};
+  let intro = '';
+  for (const token of tokens.slice(start + 1)) {
+    if (token.type === 'heading') break;
+    if (token.type === 'paragraph') intro = (token as Tokens.Paragraph).text;
+    if (token.type !== 'table') continue;
+    const key = intro.startsWith('Every process')
+      ? 'every'
+      : intro.startsWith('Ingest')
+        ? 'ingest'
+        : intro.startsWith('Worker')
+          ? 'worker'
+          : intro.startsWith("The example shop's")
+            ? 'shop'
+            : intro.startsWith('Docker compose only')
+              ? 'compose'
+              : 'dev';
+    const names = (token as Tokens.Table).rows.flatMap((row) => [...(row[0]?.text ?? '').matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((m) => m[1]!));
+    found[key] = [...(found[key] ?? []), ...names];
+  }
+  return found as ReturnType<typeof documentedVariables>;
 }
 
 describe.skipIf(!COMPOSE.available)('docker-compose.yml', () => {
@@ -94,6 +127,44 @@ describe.skipIf(!COMPOSE.available)('docker-compose.yml', () => {
     expect(redisCommand).toContain('--appendonly yes');
     expect(redisCommand).toContain('--maxmemory-policy noeviction');
     for (const name of ['postgres', 'redis', 'ingest', 'worker']) expect(services[name]?.healthcheck?.test.length).toBeGreaterThan(0);
+  });
+
+  it("passes every variable README.md documents to the containers that read it, and .env's other settings too", async () => {
+    const documented = documentedVariables();
+    expect(documented.every.length).toBeGreaterThan(10);
+    expect(documented.compose.length).toBeGreaterThan(5);
+    // Fixed by the file on purpose: the container's own ports and listen addresses, the
+    // example's sandbox URLs. ONCEHOOK_FAULTS is test-only fault injection, never deployed.
+    const FIXED = new Set(['PORT', 'HOST', 'METRICS_PORT', 'METRICS_HOST', 'SHOP_PAYMENT_API_URL', 'SHOP_EMAIL_API_URL', 'SHOP_FULFILMENT_API_URL', 'ONCEHOOK_FAULTS']);
+    const all = [...documented.every, ...documented.ingest, ...documented.worker, ...documented.shop].filter((name) => !FIXED.has(name));
+    const sentinel = (name: string) => `set-${name.toLowerCase()}`;
+    const env = { ...REQUIRED, ...Object.fromEntries(all.filter((name) => !(name in REQUIRED)).map((name) => [name, sentinel(name)])) };
+    // A setting only .env holds (a handler's own, a sources file's secret) reaches them too.
+    const dir = await mkdtemp(path.join(tmpdir(), 'oncehook-compose-'));
+    const appEnv = path.join(dir, 'app.env');
+    await writeFile(appEnv, 'REFUNDS_EMAIL_API_URL=https://email.internal/v1\nACME_HMAC_SECRET=from-the-env-file\n');
+    const { services } = await config(env, ['example'], appEnv);
+    const expected = (name: string) => (env as Record<string, string>)[name];
+    const missing: string[] = [];
+    const check = (service: string, names: string[]) => {
+      for (const name of names.filter((n) => !FIXED.has(n))) if (services[service]?.environment?.[name] !== expected(name)) missing.push(`${service}: ${name} = ${services[service]?.environment?.[name]}`);
+    };
+    for (const service of ['ingest', 'worker', 'migrate', 'example-worker']) check(service, documented.every);
+    check('ingest', documented.ingest);
+    for (const service of ['worker', 'example-worker']) check(service, documented.worker.filter((n) => !(service === 'example-worker' && n === 'ONCEHOOK_HANDLERS')));
+    check('example-worker', documented.shop);
+    expect(missing).toEqual([]);
+    for (const service of ['ingest', 'worker']) {
+      expect(services[service]?.environment?.REFUNDS_EMAIL_API_URL).toBe('https://email.internal/v1');
+      expect(services[service]?.environment?.ACME_HMAC_SECRET).toBe('from-the-env-file');
+    }
+    // The compose-only variables are read by the file and listed in .env.example.
+    const file = await readFile(path.join(ROOT, 'docker-compose.yml'), 'utf8');
+    const example = await readFile(path.join(ROOT, '.env.example'), 'utf8');
+    for (const name of documented.compose) {
+      expect(file, name).toContain(`\${${name}`);
+      expect(example, `.env.example lists ${name}`).toMatch(new RegExp(`^#? ?${name}=`, 'm'));
+    }
   });
 
   it('passes every provider secret through to ingest, empty when unset, whatever the shell exports', async () => {

@@ -59,9 +59,9 @@ it('a process with bad config exits 1 with the readable message', async () => {
 it('refuses a retention shorter than a provider redelivers for, naming the source, the window and the setting', () => {
   const stripe = { STRIPE_WEBHOOK_SECRET: 'whsec_retention_0123456789abcdef' };
   expect(() => sourcesFromConfig(loadIngestConfig({ ...stripe, RETENTION_DAYS: '1' }))).toThrow(
-    /RETENTION_DAYS=1 keeps the keys of source "stripe" for 1 day\(s\), but Stripe retries live-mode deliveries for up to 3 days.*at least 3 days/,
+    /RETENTION_DAYS=1 keeps the payloads of source "stripe" for 1 day\(s\), but Stripe retries live-mode deliveries for up to 3 days.*at least 3 days/,
   );
-  expect(() => sourcesFromConfig(loadIngestConfig({ ...stripe, RETENTION_OVERRIDES: 'stripe=2' }))).toThrow(/RETENTION_OVERRIDES stripe=2 keeps the keys of source "stripe"/);
+  expect(() => sourcesFromConfig(loadIngestConfig({ ...stripe, RETENTION_OVERRIDES: 'stripe=2' }))).toThrow(/RETENTION_OVERRIDES stripe=2 keeps the payloads of source "stripe"/);
   // At the window, and for a provider with a shorter one, it starts.
   expect(sourcesFromConfig(loadIngestConfig({ ...stripe, RETENTION_DAYS: '3' })).has('stripe')).toBe(true);
   const shopify = { SHOPIFY_WEBHOOK_SECRET: 'shpss_retention_0123456789abcdef', RETENTION_OVERRIDES: 'shopify=1' };

@@ -49,7 +49,7 @@ export function retentionProblems(policy: RetentionPolicy, sources: readonly { n
     if (days < window.days) {
       const setting = source.name in policy.overrides ? `RETENTION_OVERRIDES ${source.name}=${days}` : `RETENTION_DAYS=${days}`;
       problems.push(
-        `${setting} keeps the keys of source "${source.name}" for ${days} day(s), but ${window.what}: a redelivery after the key is gone would be processed again. Keep them at least ${window.days} days (the default is 35).`,
+        `${setting} keeps the payloads of source "${source.name}" for ${days} day(s), but ${window.what}: keep an event's payload, runs and steps at least while its provider may still redeliver it, at least ${window.days} days (the default is 35).`,
       );
     }
   }
