@@ -51,6 +51,12 @@ export default defineConfig({
         },
       },
       {
+        // Handler tests of a developer's own module in this checkout (docs/handlers.md, "Your
+        // first handler"): `npx vitest run my-handlers/refunds.test.ts`. Empty in CI.
+        extends: true,
+        test: { name: 'my-handlers', include: ['my-handlers/**/*.test.ts'], sequence: { groupOrder: 3 } },
+      },
+      {
         extends: true,
         test: { name: 'alone', include: ['test/**/*.alone.test.ts'], fileParallelism: false, sequence: { groupOrder: 2 } },
       },

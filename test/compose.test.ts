@@ -147,11 +147,16 @@ describe.skipIf(!COMPOSE.available)('docker-compose.yml', () => {
     const expected = (name: string) => (env as Record<string, string>)[name];
     const missing: string[] = [];
     const check = (service: string, names: string[]) => {
-      for (const name of names.filter((n) => !FIXED.has(n))) if (services[service]?.environment?.[name] !== expected(name)) missing.push(`${service}: ${name} = ${services[service]?.environment?.[name]}`);
+      for (const name of names.filter((n) => !FIXED.has(n)))
+        if (services[service]?.environment?.[name] !== expected(name)) missing.push(`${service}: ${name} = ${services[service]?.environment?.[name]}`);
     };
     for (const service of ['ingest', 'worker', 'migrate', 'example-worker']) check(service, documented.every);
     check('ingest', documented.ingest);
-    for (const service of ['worker', 'example-worker']) check(service, documented.worker.filter((n) => !(service === 'example-worker' && n === 'ONCEHOOK_HANDLERS')));
+    for (const service of ['worker', 'example-worker'])
+      check(
+        service,
+        documented.worker.filter((n) => !(service === 'example-worker' && n === 'ONCEHOOK_HANDLERS')),
+      );
     check('example-worker', documented.shop);
     expect(missing).toEqual([]);
     for (const service of ['ingest', 'worker']) {

@@ -1,16 +1,20 @@
 /**
  * A user's own handler, outside apps/, packages/ and examples/, loaded by ONCEHOOK_HANDLERS,
- * with the example shop NOT loaded: the module docs/handlers.md shows ("your first handler"),
- * written to my-handlers/refunds.ts at run time and run by real ingest and worker processes.
+ * with the example shop NOT loaded: docs/handlers.md's walkthrough ("your first handler")
+ * followed from the page's own text: its module and its migration written to my-handlers/ at
+ * run time, its `npm run migrate -- ...` line run as written (through the oncehook command),
+ * the variables its `npm start` line sets given to real ingest and worker processes, and the
+ * payload `npm run send -- stripe charge.refunded` sends (the testkit's fixture) delivered.
  */
 import { execFile } from 'node:child_process';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { killAllServices, ROOT, signStripe, spawnService, startSandbox, waitFor, type SandboxHandle } from '@oncehook/harness';
+import { killAllServices, ROOT, signStripe, SOURCE_NODE_ARGS, spawnService, startSandbox, waitFor, type SandboxHandle } from '@oncehook/harness';
+import { fixture } from '@oncehook/testkit';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
-import { docCodeBlock } from './helpers/docs.js';
+import { docBlock, docCodeBlock, docCommand } from './helpers/docs.js';
 import { ingestUrl, onlyRun, q, testEnv, testPrefix } from './helpers/stack.js';
 
 const run = promisify(execFile);
@@ -33,8 +37,16 @@ beforeAll(async () => {
   sandbox = await startSandbox();
   await mkdir(MODULE_DIR, { recursive: true });
   await writeFile(path.join(MODULE_DIR, 'refunds.ts'), await docCodeBlock('docs/handlers.md', 'my-handlers/refunds.ts'));
-  // The user's own table (their migrations would create it).
-  await db.pool.query('CREATE TABLE accounts (id text PRIMARY KEY, balance_cents bigint NOT NULL)');
+  // The user's own table: the page's migration, applied by the page's command.
+  await mkdir(path.join(MODULE_DIR, 'migrations'), { recursive: true });
+  await writeFile(path.join(MODULE_DIR, 'migrations/0001_accounts.sql'), await docBlock('docs/handlers.md', 'sql', '-- my-handlers/migrations/0001_accounts.sql'));
+  const migrateLine = await docCommand('docs/handlers.md', 'npm run migrate -- ');
+  const args = migrateLine.slice('npm run migrate -- '.length).split(/\s+/);
+  const migrated = await run(process.execPath, [...SOURCE_NODE_ARGS, 'packages/oncehook/src/cli/entry.ts', 'migrate', ...args], {
+    cwd: ROOT,
+    env: { ...process.env, DATABASE_URL: db.url },
+  });
+  expect(migrated.stdout).toMatch(/refunds\/0001_accounts\.sql/);
 });
 afterAll(async () => {
   await killAllServices();
@@ -57,7 +69,12 @@ function chargeRefunded(eventId: string) {
 
 it('a charge.refunded delivered 5 times at once: one email call, one debit; the example is not loaded; nothing under apps/ or packages/ changed', async () => {
   const prefix = testPrefix();
-  const env = testEnv({ databaseUrl: db.url, prefix, extra: { ONCEHOOK_HANDLERS: 'my-handlers/refunds.ts', REFUNDS_EMAIL_API_URL: `${sandbox.url}/email` } });
+  // The variables the page's `npm start` line sets (the sandbox's URL here is this test's own).
+  const startLine = await docCommand('docs/handlers.md', /npm start$/);
+  const startVars = Object.fromEntries([...startLine.matchAll(/([A-Z_]+)=(\S+)/g)].map((m) => [m[1]!, m[2]!]));
+  expect(Object.keys(startVars).sort()).toEqual(['ONCEHOOK_HANDLERS', 'REFUNDS_EMAIL_API_URL']);
+  expect(startVars.REFUNDS_EMAIL_API_URL).toBe('http://127.0.0.1:4010/email'); // the sandbox's under npm start
+  const env = testEnv({ databaseUrl: db.url, prefix, extra: { ONCEHOOK_HANDLERS: startVars.ONCEHOOK_HANDLERS!, REFUNDS_EMAIL_API_URL: `${sandbox.url}/email` } });
   const ingest = spawnService('ingest', env);
   const worker = spawnService('worker', env);
   const url = await ingestUrl(ingest);
@@ -84,6 +101,23 @@ it('a charge.refunded delivered 5 times at once: one email call, one debit; the 
   expect(sandbox.stats().email.requests).toBe(1); // one email call
   expect(sandbox.stats().email.effects).toEqual([expect.objectContaining({ to: 'ada@example.com', subject: 'Your refund' })]);
   expect((await db.pool.query('SELECT id, balance_cents::int AS balance FROM accounts')).rows).toEqual([{ id: 'cus_refund', balance: -1500 }]); // one debit
+
+  // What `npm run send -- stripe charge.refunded` sends: the built-in payload (no customer, a
+  // billing_details without an email) ends done, with one email to the handler's fallback.
+  const sent = fixture('stripe', 'charge.refunded') as { id: string };
+  expect((await fetch(`${url}/webhooks/stripe`, { method: 'POST', ...signStripe(sent) })).status).toBe(202);
+  const fromFixture = await waitFor(
+    async () => {
+      const f = await onlyRun(db.pool, 'stripe', sent.id).catch(() => null);
+      return f && (f.run.state === 'done' || f.run.state === 'failed' || f.run.attempts > 1) ? f : null;
+    },
+    { what: 'the built-in charge.refunded handled' },
+  );
+  expect(fromFixture.run).toMatchObject({ state: 'done', attempts: 1 });
+  expect(sandbox.stats().email.effects).toEqual([
+    expect.objectContaining({ to: 'ada@example.com' }),
+    expect.objectContaining({ to: 'billing@example.com', subject: 'Your refund' }),
+  ]);
 
   // An event of the example's is not handled here: the example is not loaded.
   const payment = {

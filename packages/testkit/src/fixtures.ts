@@ -114,6 +114,7 @@ const STRIPE: Record<string, Builder> = {
       amount: 2000,
       amount_captured: 2000,
       amount_refunded: 2000,
+      billing_details: { address: { city: null, country: null, line1: null, line2: null, postal_code: null, state: null }, email: null, name: null, phone: null },
       currency: 'usd',
       customer: null,
       description: '(created by Stripe CLI)',
