@@ -22,11 +22,15 @@ import { tracer } from './tracer.js';
 export interface OutboundClientOptions {
   /** Name used in errors and metrics (payment, email, fulfilment). */
   name: string;
+  /** Prepended to every request's `path` (`https://api.example.com/v1`). */
   baseUrl: string;
+  /** Per-try timeout (default 10 000 ms); a timed-out try is retried. */
   timeoutMs?: number;
-  /** Tries in all, first included. */
+  /** Tries in all, first included (default 4). */
   maxTries?: number;
+  /** First delay between tries (default 200 ms); doubles per try with full jitter. */
   baseDelayMs?: number;
+  /** Longest delay between tries (default 5 000 ms); a longer `Retry-After` is capped to it. */
   maxDelayMs?: number;
   /** Extra headers on every request (API keys). */
   headers?: Record<string, string>;
