@@ -1,15 +1,19 @@
 /**
- * A new user's first minutes, as the README tells them (issue 11): `npm start` on an empty
+ * A new user's first minutes, as the README tells them (issue 11), the commands read from the
+ * README's own text (issue 25) and run the way npm runs them: `npm start` on an empty
  * database, `npm run send` of Stripe's own `payment_intent.succeeded` fixture, the event done
  * with its effect; and `npm start` refusing, in one line naming the cause and the variable, when
  * Postgres or Redis cannot be reached or a port is taken. Every process runs with a clean
  * environment: nothing from the shell running the tests leaks in.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { createServer, type Server } from 'node:net';
 import { freePort, REDIS_URL, ROOT, urlFor, waitFor, withAdmin, SOURCE_NODE_ARGS } from '@oncehook/harness';
 import { createPool } from '@oncehook/shared';
 import { afterAll, expect, it } from 'vitest';
+import { docCommand, npmCommand } from './helpers/docs.js';
 
 /** The `oncehook` command, from this checkout's sources. */
 const CLI = 'packages/oncehook/src/cli/entry.ts';
@@ -22,8 +26,20 @@ afterAll(async () => {
   for (const name of databases) await withAdmin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
 });
 
-function run(script: string, args: string[], env: Record<string, string>): { child: ChildProcess; output: () => string; stderr: () => string; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, [...SOURCE_NODE_ARGS, script, ...args], { cwd: ROOT, env: { ...CLEAN, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+type Running = { child: ChildProcess; output: () => string; stderr: () => string; exited: Promise<number | null> };
+
+function run(script: string, args: string[], env: Record<string, string>): Running {
+  return runNode([...SOURCE_NODE_ARGS, script, ...args], env);
+}
+
+/** A line of the README (`VAR=x npm start`, `npm run send -- ...`), run as npm would run it, with `env` beneath the line's own variables. */
+async function runDocumented(line: string, env: Record<string, string>): Promise<Running> {
+  const command = await npmCommand(line);
+  return runNode(command.nodeArgs, { ...env, ...command.env });
+}
+
+function runNode(args: string[], env: Record<string, string>): Running {
+  const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...CLEAN, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   running.push(child);
   let out = '';
   let err = '';
@@ -51,16 +67,23 @@ async function firstMinutes(queueBackend: 'redis' | 'postgres'): Promise<void> {
   const name = `oncehook_first_${queueBackend === 'redis' ? '' : 'pgq_'}${process.pid}_${Date.now() % 100_000}`;
   databases.push(name);
   const redisUrl = queueBackend === 'redis' ? REDIS_URL : `redis://127.0.0.1:${await freePort()}`;
-  const env = { DATABASE_URL: urlFor(name), REDIS_URL: redisUrl, QUEUE_BACKEND: queueBackend, QUEUE_PREFIX: `first-${name}`, WORKERS: '1', ...(await ports()) };
-  const stack = run('scripts/start.ts', [], env);
+  const env = { DATABASE_URL: urlFor(name), REDIS_URL: redisUrl, QUEUE_PREFIX: `first-${name}`, WORKERS: '1', ...(await ports()) };
+  const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+  // The quick start's `npm start`, or the "No Redis at hand" line's `QUEUE_BACKEND=postgres npm start`.
+  const startLine = queueBackend === 'redis' ? await docCommand('README.md', /^npm start$/) : /`(QUEUE_BACKEND=postgres npm start)`/.exec(readme)?.[1];
+  expect(startLine, 'the README names the command').toBeDefined();
+  const stack = await runDocumented(startLine!, env);
   await waitFor(() => stack.output().includes('oncehook is up') || stack.child.exitCode !== null || null, { timeoutMs: 45_000, what: 'the banner' });
   expect(stack.output(), stack.stderr()).toContain('oncehook is up');
   expect(stack.output()).toContain('npx oncehook send stripe payment_intent.succeeded');
   expect(stack.output().includes('the queue in Postgres')).toBe(queueBackend === 'postgres');
 
-  const send = run(CLI, ['send', 'stripe', 'payment_intent.succeeded', '--url', `http://127.0.0.1:${env.PORT}`], env);
+  // The README's send line as written (it reaches ingest at PORT), and the answer the README shows.
+  const send = await runDocumented(await docCommand('README.md', 'npm run send -- stripe payment_intent.succeeded'), env);
   expect(await send.exited, send.output() + send.stderr()).toBe(0);
-  expect(send.output()).toMatch(/#1 -> 202 accepted/);
+  const shown = /^\s+(#1 -> 202 accepted)$/m.exec(readme)?.[1];
+  expect(shown, 'the README shows the answer').toBeDefined();
+  expect(send.output()).toContain(shown);
   const eventId = /(evt_\w+)/.exec(send.output())?.[1];
 
   const pool = createPool(env.DATABASE_URL, { max: 1 });

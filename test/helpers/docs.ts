@@ -34,3 +34,34 @@ export async function docCommand(doc: string, prefix: string | RegExp): Promise<
   }
   throw new Error(`${doc} has no sh command matching ${String(prefix)}`);
 }
+
+/**
+ * What a documented `npm` line runs, resolved through package.json's scripts the way npm does:
+ * `VAR=value ... npm start` or `npm run <script> [-- args]` -> the environment it sets and the
+ * node arguments of the script with the extra args appended. Only scripts that are a single
+ * `node ...` command are supported (ours all are); anything else is an error naming the line.
+ */
+export async function npmCommand(line: string): Promise<{ env: Record<string, string>; nodeArgs: string[] }> {
+  const words = line.trim().split(/\s+/);
+  const env: Record<string, string> = {};
+  while (words[0] && /^[A-Z_][A-Z0-9_]*=/.test(words[0])) {
+    const [name, ...value] = words.shift()!.split('=');
+    env[name!] = value.join('=');
+  }
+  let script: string;
+  let extra: string[] = [];
+  if (words[0] === 'npm' && words[1] === 'start') {
+    script = 'start';
+    extra = words.slice(2);
+  } else if (words[0] === 'npm' && words[1] === 'run' && words[2]) {
+    script = words[2];
+    extra = words[3] === '--' ? words.slice(4) : words.slice(3);
+  } else {
+    throw new Error(`not an npm start/run line: ${line}`);
+  }
+  if (extra.some((w) => /['"$`|&;<>]/.test(w))) throw new Error(`npmCommand: quoting and shell syntax are not supported: ${line}`);
+  const scripts = (JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+  const command = scripts[script]?.split(/\s+/) ?? [];
+  if (command[0] !== 'node') throw new Error(`package.json script "${script}" is not a single node command: ${scripts[script]}`);
+  return { env, nodeArgs: [...command.slice(1), ...extra] };
+}
