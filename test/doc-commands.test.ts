@@ -105,7 +105,8 @@ it('every documented operator command runs as written: never a usage mistake; th
   for (const { where, args: raw } of documentedCommands()) {
     if (raw.length === 0 || raw[0]!.includes('<placeholder>') || (RUNS_UNTIL_STOPPED.has(raw[0]!) && !raw.includes('--help') && !raw.includes('--list'))) continue;
     // Placeholders (<angle brackets>, a truncated `evt_1NqW...`, a bare row id like 1234) become a real event.
-    const event = await freshEvent((n += 1));
+    n += 1;
+    const event = await freshEvent(n);
     const args = raw.map((w) => {
       if (!(w.includes('<placeholder>') || w.endsWith('...') || /^\d{3,}$/.test(w))) return w;
       return w.includes('/') ? event.key : String(event.row);
