@@ -40,7 +40,9 @@ it('without the tools: passes, naming what it skipped and what to install; with 
   );
   expect(relaxed.output).toContain('SKIPPED: the admin browser tests');
   expect(relaxed.output).toMatch(/chromium not found at \/nonexistent\/chromium; apt-get install chromium/);
-  expect(relaxed.output).toMatch(/4 skipped/);
+  // Every check of compose.test.ts needs docker-compose except the Dockerfile's: all of them skipped, none failed.
+  expect(relaxed.output).toMatch(/[1-9]\d* skipped/);
+  expect(relaxed.output).not.toMatch(/\d+ failed/);
 
   const strict = await nestedRun({ ONCEHOOK_CI: '1' });
   expect(strict.code).not.toBe(0);
