@@ -8,12 +8,12 @@
  * id can be added again, which is exactly what recovery needs.
  */
 import { createPostgresBackend, Queue, Worker, type PostgresPoolConfig, type Processor, type WorkerOptions } from 'bullmq';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import pg from 'pg';
-import { eventKeyDigest } from '@oncehook/shared';
+import { EVENT_QUEUE_NAME, eventKeyDigest, eventQueueNames, queueKey, StartupError, type ClusterSeeds } from '@oncehook/shared';
 import type { EventJobData } from '@oncehook/shared';
 
-export const EVENT_QUEUE_NAME = 'webhook-events';
+export { EVENT_QUEUE_NAME, eventQueueNames };
 
 /** Name of the job (shown in Bull Board). */
 export const EVENT_JOB_NAME = 'event';
@@ -69,6 +69,9 @@ export const POSTGRES_EVENT_JOB_OPTIONS = { ...EVENT_JOB_OPTIONS, removeOnComple
 
 export type RedisRole = 'producer' | 'worker';
 
+/** A connection to Redis: one server (REDIS_URL), or a Redis Cluster (REDIS_CLUSTER_NODES). */
+export type RedisClient = Redis | Cluster;
+
 /**
  * ioredis connection for BullMQ.
  * - producer (ingest, reconciler): enableOfflineQueue=false so an add fails at once while Redis
@@ -90,6 +93,44 @@ export function createRedis(url: string, role: RedisRole): Redis {
   return redis;
 }
 
+/**
+ * ioredis's Cluster client over the seed nodes, with the roles' settings of createRedis. It
+ * learns the slot map from the seeds, follows MOVED and ASK, and refreshes the map after a
+ * failover. On TLS (`rediss://`) the node addresses the cluster announces are used as they are
+ * (dnsLookup), as managed clusters (ElastiCache, MemoryDB) require for certificate checks.
+ */
+export function createRedisCluster(seeds: ClusterSeeds, role: RedisRole): Cluster {
+  const cluster = new Cluster(seeds.nodes, {
+    enableOfflineQueue: role === 'worker',
+    clusterRetryStrategy: (times) => Math.min(times * 200, 2_000),
+    // A failover takes the cluster a few seconds: retry commands meanwhile instead of failing.
+    retryDelayOnFailover: 200,
+    retryDelayOnClusterDown: 300,
+    retryDelayOnTryAgain: 100,
+    slotsRefreshTimeout: 2_000,
+    ...(seeds.tls ? { dnsLookup: (address: string, callback: (error: null, address: string) => void) => callback(null, address) } : {}),
+    redisOptions: {
+      maxRetriesPerRequest: role === 'worker' ? null : 1,
+      connectionName: `oncehook-${role}`,
+      ...(seeds.username ? { username: seeds.username } : {}),
+      ...(seeds.password ? { password: seeds.password } : {}),
+      ...(seeds.tls ? { tls: {} } : {}),
+    },
+  });
+  cluster.on('error', () => {});
+  return cluster;
+}
+
+/** Where a process's Redis is: REDIS_CLUSTER_NODES when set, else REDIS_URL. */
+export interface RedisSettings {
+  REDIS_URL: string;
+  REDIS_CLUSTER_NODES?: ClusterSeeds | undefined;
+}
+
+export function createRedisClient(settings: RedisSettings, role: RedisRole): RedisClient {
+  return settings.REDIS_CLUSTER_NODES ? createRedisCluster(settings.REDIS_CLUSTER_NODES, role) : createRedis(settings.REDIS_URL, role);
+}
+
 /** Where BullMQ keeps the jobs (QUEUE_BACKEND). */
 export type QueueBackend = 'redis' | 'postgres';
 
@@ -99,7 +140,7 @@ export type QueueBackend = 'redis' | 'postgres';
  * and workers are built from it, so nothing else knows which one it is.
  */
 export type QueueConnection =
-  | { readonly backend: 'redis'; readonly redis: Redis }
+  | { readonly backend: 'redis'; readonly redis: RedisClient }
   | {
       readonly backend: 'postgres';
       /** BullMQ's pool config: each Queue and Worker builds its own pool and LISTEN client from it. */
@@ -108,9 +149,8 @@ export type QueueConnection =
       readonly pingPool: pg.Pool;
     };
 
-export interface QueueConnectionSettings {
+export interface QueueConnectionSettings extends RedisSettings {
   QUEUE_BACKEND: QueueBackend;
-  REDIS_URL: string;
   DATABASE_URL: string;
   QUEUE_PREFIX: string;
 }
@@ -134,7 +174,7 @@ export function queueSchemaFor(prefix: string): string {
  * (under BullMQ's own advisory lock, so processes starting together migrate once).
  */
 export function openQueueConnection(settings: QueueConnectionSettings, role: RedisRole, options: { poolSize?: number } = {}): QueueConnection {
-  if (settings.QUEUE_BACKEND === 'redis') return { backend: 'redis', redis: createRedis(settings.REDIS_URL, role) };
+  if (settings.QUEUE_BACKEND === 'redis') return { backend: 'redis', redis: createRedisClient(settings, role) };
   const pingPool = new pg.Pool({ connectionString: settings.DATABASE_URL, max: 1, connectionTimeoutMillis: 2_000, application_name: 'oncehook-queue-ping' });
   pingPool.on('error', () => {});
   return {
@@ -152,10 +192,74 @@ export function openQueueConnection(settings: QueueConnectionSettings, role: Red
   };
 }
 
-/** Readiness: the queue store answers. */
-export async function pingQueue(connection: QueueConnection): Promise<unknown> {
-  if (connection.backend === 'redis') return connection.redis.ping();
-  return connection.pingPool.query('SELECT 1');
+/**
+ * Readiness: the queue's store can take a job on every shard, not just answer PING. On Redis,
+ * one write per queue, to a key of that queue's own (`<prefix>:<queue>:oncehook-ready`, in the
+ * queue's hash slot, expiring after a minute): it fails where an add would, with MOVED (a
+ * plain client on one node of a cluster), CLUSTERDOWN, READONLY (a replica) or OOM. The error
+ * says what to do (readinessProblem). On Postgres, the pool answers.
+ */
+export async function pingQueue(connection: QueueConnection, prefix: string, names: readonly string[]): Promise<unknown> {
+  if (connection.backend === 'postgres') return connection.pingPool.query('SELECT 1');
+  const { redis } = connection;
+  return Promise.all(names.map((name) => redis.set(queueKey(prefix, name, 'oncehook-ready'), String(Date.now()), 'PX', 60_000)));
+}
+
+/** What a failed readiness write means for the operator, in one line without addresses. */
+export function readinessProblem(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  if (/\bMOVED\b|\bASK\b/.test(message)) return 'REDIS_URL names one node of a Redis Cluster: set REDIS_CLUSTER_NODES to the cluster nodes';
+  if (message.includes('CLUSTERDOWN')) return 'the Redis Cluster is down (a slot has no primary)';
+  if (message.includes('READONLY')) return 'Redis is a read-only replica: point REDIS_URL at the primary';
+  if (message.includes('OOM')) return 'Redis is out of memory (maxmemory) and refuses writes';
+  if (message.includes('cluster support disabled')) return 'REDIS_CLUSTER_NODES names a Redis that is not a cluster: use REDIS_URL';
+  if (/Cluster isn't ready|Failed to refresh slots cache/.test(message)) return 'the Redis Cluster is not reachable (REDIS_CLUSTER_NODES)';
+  if (/timed out|timeout/i.test(message)) return 'Redis did not answer in time';
+  return 'Redis is unreachable or refused the write';
+}
+
+/**
+ * At start: a REDIS_URL that is one node of a Redis Cluster is refused (a plain client there
+ * can reach only the slots of that node: every other shard's add fails with MOVED, its events
+ * stay `received`), and so are REDIS_CLUSTER_NODES that name a Redis without cluster mode. A
+ * Redis that does not answer is not refused here: workers wait for it, and readiness says so.
+ */
+export async function checkRedisMode(settings: RedisSettings & { QUEUE_BACKEND: QueueBackend }): Promise<void> {
+  if (settings.QUEUE_BACKEND !== 'redis') return;
+  const seed = settings.REDIS_CLUSTER_NODES;
+  const probe = seed
+    ? new Redis({
+        host: seed.nodes[0]!.host,
+        port: seed.nodes[0]!.port,
+        ...(seed.username ? { username: seed.username } : {}),
+        ...(seed.password ? { password: seed.password } : {}),
+        ...(seed.tls ? { tls: {} } : {}),
+        lazyConnect: true,
+        connectTimeout: 3_000,
+        maxRetriesPerRequest: 0,
+        retryStrategy: () => null,
+        enableOfflineQueue: false,
+      })
+    : new Redis(settings.REDIS_URL, { lazyConnect: true, connectTimeout: 3_000, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
+  probe.on('error', () => {});
+  let info: string;
+  try {
+    await probe.connect();
+    info = await probe.info('cluster');
+  } catch {
+    return;
+  } finally {
+    probe.disconnect();
+  }
+  const clustered = /cluster_enabled:1/.test(info);
+  if (clustered && !seed) {
+    throw new StartupError(
+      "REDIS_URL names one node of a Redis Cluster (cluster_enabled:1): a plain connection reaches only that node's slots, and the other shards' jobs would fail with MOVED. Set REDIS_CLUSTER_NODES=redis://host:port,redis://host:port (two or three nodes of the cluster) instead",
+    );
+  }
+  if (!clustered && seed) {
+    throw new StartupError('REDIS_CLUSTER_NODES names a Redis without cluster mode (cluster_enabled:0): unset REDIS_CLUSTER_NODES and set REDIS_URL to that server');
+  }
 }
 
 /** Closes what openQueueConnection opened (the queues and workers close their own). */
@@ -164,11 +268,11 @@ export async function closeQueueConnection(connection: QueueConnection): Promise
   else await connection.pingPool.end();
 }
 
-function asQueueConnection(connection: Redis | QueueConnection): QueueConnection {
-  return connection instanceof Redis ? { backend: 'redis', redis: connection } : connection;
+function asQueueConnection(connection: RedisClient | QueueConnection): QueueConnection {
+  return connection instanceof Redis || connection instanceof Cluster ? { backend: 'redis', redis: connection } : connection;
 }
 
-export function createEventQueue(connection: Redis | QueueConnection, prefix: string, name: string = EVENT_QUEUE_NAME): Queue<EventJobData> {
+export function createEventQueue(connection: RedisClient | QueueConnection, prefix: string, name: string = EVENT_QUEUE_NAME): Queue<EventJobData> {
   const store = asQueueConnection(connection);
   const queue =
     store.backend === 'redis'
@@ -190,16 +294,6 @@ export function createEventQueueWorker<R>(
   if (connection.backend === 'redis') return new Worker<EventJobData, R>(name, processor, { ...options, connection: connection.redis });
   const { prefix: _ignored, ...rest } = options;
   return new Worker(name, processor as Processor, { ...rest, connection: connection.options }, createPostgresBackend) as unknown as Worker<EventJobData, R>;
-}
-
-/**
- * Queue names for QUEUE_SHARDS=n. One shard keeps the historical name; several are each
- * wrapped in braces, a Redis Cluster hash tag of their own (all of one queue's keys in one
- * slot, as BullMQ's Lua scripts need; different queues in different slots).
- */
-export function eventQueueNames(shards: number): string[] {
-  if (shards <= 1) return [EVENT_QUEUE_NAME];
-  return Array.from({ length: shards }, (_, i) => `{${EVENT_QUEUE_NAME}-${i}}`);
 }
 
 /**
@@ -228,7 +322,7 @@ export class EventQueues {
   }
 }
 
-export function createEventQueues(connection: Redis | QueueConnection, prefix: string, shards: number): EventQueues {
+export function createEventQueues(connection: RedisClient | QueueConnection, prefix: string, shards: number): EventQueues {
   return new EventQueues(eventQueueNames(shards).map((name) => createEventQueue(connection, prefix, name)));
 }
 

@@ -12,3 +12,4 @@ export * from './stripe.js';
 export * from './wait.js';
 export * from './schema-dump.js';
 export * from './script-args.js';
+export * from './own-redis-cluster.js';

@@ -9,6 +9,7 @@
  */
 import { z } from 'zod';
 import { ConfigError } from '@oncehook/sdk';
+import { clusterSlotProblem } from './queue-names.js';
 import { DEFAULT_SCHEMA, SCHEMA_NAME_PATTERN } from './schema-name.js';
 
 const integer = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
@@ -17,6 +18,25 @@ const integer = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number(
 const commonSchema = z.object({
   DATABASE_URL: z.string().url().default('postgres://postgres@127.0.0.1:5432/oncehook'),
   REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
+  /**
+   * Seed nodes of a Redis Cluster, comma-separated `redis://[user:password@]host:port` (or
+   * `rediss://` for TLS), e.g. `redis://10.0.0.1:6379,redis://10.0.0.2:6379`. When set, every
+   * process talks to the cluster through ioredis's Cluster client (following MOVED and ASK,
+   * and failovers) and REDIS_URL is not used. Two or three seeds are enough: the client learns
+   * the rest from the cluster. Every entry must use the same scheme and credentials.
+   */
+  REDIS_CLUSTER_NODES: z
+    .string()
+    .optional()
+    .transform((value, ctx) => {
+      if (value === undefined || value.trim() === '') return undefined;
+      const seeds = parseClusterNodes(value);
+      if (typeof seeds === 'string') {
+        ctx.addIssue({ code: 'custom', message: seeds });
+        return z.NEVER;
+      }
+      return seeds;
+    }),
   /**
    * Where the job queue lives. `redis` (default): BullMQ on Redis at REDIS_URL. `postgres`:
    * BullMQ's PostgreSQL backend in DATABASE_URL (schema `<QUEUE_PREFIX>_queue`), no Redis at
@@ -362,7 +382,60 @@ function parse<T extends z.ZodType>(schema: T, env: Env): z.infer<T> {
 }
 
 export function loadCommonConfig(env: Env = process.env): CommonConfig {
-  return parse(commonSchema, env);
+  return parse(commonSchema.superRefine(checkClusterSlots), env);
+}
+
+/** The seed nodes of a Redis Cluster and how to reach them (REDIS_CLUSTER_NODES). */
+export interface ClusterSeeds {
+  nodes: { host: string; port: number }[];
+  tls: boolean;
+  username?: string;
+  password?: string;
+}
+
+/** REDIS_CLUSTER_NODES parsed, or what is wrong with it. */
+export function parseClusterNodes(value: string): ClusterSeeds | string {
+  const entries = value
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '');
+  const nodes: ClusterSeeds['nodes'] = [];
+  let shared: { scheme: string; username: string; password: string } | undefined;
+  for (const entry of entries) {
+    if (!entry.includes('://')) return `"${entry}" must start with redis:// or rediss:// (like redis://${entry})`;
+    let url: URL;
+    try {
+      url = new URL(entry);
+    } catch {
+      return `"${entry}" is not a URL: write each node as redis://host:port (rediss:// for TLS), comma-separated`;
+    }
+    if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') return `"${entry}" must start with redis:// or rediss://`;
+    if (url.hostname === '' || url.port === '') return `"${entry}" needs a host and a port, like redis://10.0.0.1:6379`;
+    if (url.pathname !== '' && url.pathname !== '/') return `"${entry}" names a database (${url.pathname}): a Redis Cluster has only database 0, drop the path`;
+    const these = { scheme: url.protocol, username: decodeURIComponent(url.username), password: decodeURIComponent(url.password) };
+    if (shared && (shared.scheme !== these.scheme || shared.username !== these.username || shared.password !== these.password)) {
+      return 'every node must use the same scheme (redis:// or rediss://) and the same credentials';
+    }
+    shared = these;
+    nodes.push({ host: url.hostname.replace(/^\[(.*)\]$/, '$1'), port: Number(url.port) });
+  }
+  if (!shared) return 'names no node: write redis://host:port,redis://host:port';
+  return {
+    nodes,
+    tls: shared.scheme === 'rediss:',
+    ...(shared.username ? { username: shared.username } : {}),
+    ...(shared.password ? { password: shared.password } : {}),
+  };
+}
+
+/** On a Redis Cluster, the queues' keys must fit its slots (queue-names.ts). */
+function checkClusterSlots(
+  config: { REDIS_CLUSTER_NODES?: ClusterSeeds | undefined; QUEUE_PREFIX: string; QUEUE_SHARDS: number; QUEUE_BACKEND: string },
+  ctx: z.RefinementCtx,
+): void {
+  if (!config.REDIS_CLUSTER_NODES || config.QUEUE_BACKEND !== 'redis') return;
+  const problem = clusterSlotProblem(config.QUEUE_PREFIX, config.QUEUE_SHARDS);
+  if (problem) ctx.addIssue({ code: 'custom', path: ['QUEUE_PREFIX'], message: problem });
 }
 
 /** Keys must outlive payloads: KEY_RETENTION_DAYS below a payload horizon is refused. */
@@ -380,6 +453,7 @@ function checkKeyHorizon(config: CommonConfig, ctx: z.RefinementCtx): void {
 export function loadIngestConfig(env: Env = process.env): IngestConfig {
   const schema = commonSchema.extend(ingestSchema.shape).superRefine((config, ctx) => {
     checkKeyHorizon(config, ctx);
+    checkClusterSlots(config, ctx);
     if (config.MAX_INFLIGHT_BODY_BYTES < config.BODY_LIMIT_BYTES) {
       ctx.addIssue({
         code: 'custom',
@@ -394,6 +468,7 @@ export function loadIngestConfig(env: Env = process.env): IngestConfig {
 export function loadWorkerConfig(env: Env = process.env): WorkerConfig {
   const schema = commonSchema.extend(workerSchema.shape).superRefine((config, ctx) => {
     checkKeyHorizon(config, ctx);
+    checkClusterSlots(config, ctx);
     const outside = config.WORKER_QUEUE_SHARDS.filter((shard) => shard >= config.QUEUE_SHARDS);
     if (outside.length > 0) {
       ctx.addIssue({

@@ -14,6 +14,7 @@ export * from './liveness.js';
 export * from './lock-keys.js';
 export * from './logger.js';
 export * from './schema-name.js';
+export * from './queue-names.js';
 export * from './db/pool.js';
 export * from './db/pg-errors.js';
 export * from './providers/types.js';

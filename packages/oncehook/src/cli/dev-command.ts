@@ -22,6 +22,7 @@ import { createServer } from 'node:net';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import pg from 'pg';
+import { checkRedisMode } from '@oncehook/core';
 import { loadIngestConfig, loadWorkerConfig, StartupError } from '@oncehook/shared';
 import { type Command, type CommandContext, UsageError } from './command.js';
 import { withDevSecrets } from './dev-env.js';
@@ -208,6 +209,8 @@ Then, in another terminal: oncehook send stripe payment_intent.succeeded`,
     if (database.embedded && env.QUEUE_BACKEND === undefined) {
       env.QUEUE_BACKEND = 'postgres';
       queueNote = 'the queue in that Postgres';
+    } else if ((env.QUEUE_BACKEND ?? 'redis') === 'redis' && env.REDIS_CLUSTER_NODES) {
+      queueNote = 'the queue on the Redis Cluster of REDIS_CLUSTER_NODES';
     } else if ((env.QUEUE_BACKEND ?? 'redis') === 'redis') {
       const redisUrl = env.REDIS_URL ?? DEFAULT_REDIS_URL;
       const problem = await redisProblem(redisUrl);
@@ -223,6 +226,8 @@ Then, in another terminal: oncehook send stripe payment_intent.succeeded`,
     // The configuration each process will read, checked now (a bad value stops here, named).
     const ingestConfig = loadIngestConfig(env);
     const workerConfig = loadWorkerConfig(env);
+    // One node of a Redis Cluster named as REDIS_URL (or a plain Redis as the cluster) is refused here, named.
+    await checkRedisMode(ingestConfig);
     await checkPort(ingestConfig.PORT, ingestConfig.HOST, 'PORT');
     for (let i = 0; i < workers; i += 1) {
       if (workerConfig.METRICS_PORT !== 0)
@@ -270,7 +275,8 @@ Then, in another terminal: oncehook send stripe payment_intent.succeeded`,
       const url = `http://127.0.0.1:${port}`;
       // Where this stack is, for list, show, send ... in another terminal (removed by stopAll).
       const session: Record<string, string> = { DATABASE_URL: env.DATABASE_URL, ONCEHOOK_DEV_URL: url };
-      for (const key of ['QUEUE_BACKEND', 'REDIS_URL', 'QUEUE_PREFIX', 'QUEUE_SHARDS', 'ONCEHOOK_SCHEMA'] as const) if (env[key] !== undefined) session[key] = env[key];
+      for (const key of ['QUEUE_BACKEND', 'REDIS_URL', 'REDIS_CLUSTER_NODES', 'QUEUE_PREFIX', 'QUEUE_SHARDS', 'ONCEHOOK_SCHEMA'] as const)
+        if (env[key] !== undefined) session[key] = env[key];
       writeDevSession(context.cwd, session);
       process.stdout.write(
         [

@@ -17,7 +17,7 @@ import { SpanKind } from '@opentelemetry/api';
 import { mountAdmin, type AdminSettings } from './admin/index.js';
 import { createEdgeGuards } from './edge-guards.js';
 import { createTypeLabels, type TypeLabels } from './type-labels.js';
-import { createClaimBatcher } from '@oncehook/core';
+import { createClaimBatcher, readinessProblem } from '@oncehook/core';
 import { createEnqueueRelay, type EnqueueRelay } from '@oncehook/core';
 import { RecentDuplicates } from './recent-duplicates.js';
 import { receiveWebhook } from './receive-webhook.js';
@@ -99,7 +99,9 @@ export function createApp(deps: IngestDeps): Hono {
     const queueCheck = deps.queueBackend === 'redis' ? 'redis' : 'queue';
     const checks = { postgres: postgres.status === 'fulfilled' ? 'ok' : 'unavailable', [queueCheck]: queue.status === 'fulfilled' ? 'ok' : 'unavailable' };
     const ready = postgres.status === 'fulfilled' && queue.status === 'fulfilled';
-    return c.json({ status: ready ? 'ready' : 'not_ready', checks }, ready ? 200 : 503);
+    // Why the queue cannot take a job (one node of a cluster, a replica, out of memory), without addresses.
+    const problem = queue.status === 'rejected' && deps.queueBackend === 'redis' ? { problem: readinessProblem(queue.reason) } : {};
+    return c.json({ status: ready ? 'ready' : 'not_ready', checks, ...problem }, ready ? 200 : 503);
   });
 
   app.post(

@@ -10,7 +10,7 @@
  */
 import type { Server } from 'node:http';
 import { serve } from '@hono/node-server';
-import { createEventQueues, type EventQueues, createQueries, openQueueConnection, pingQueue, closeQueueConnection, type Queries } from '@oncehook/core';
+import { createEventQueues, eventQueueNames, type EventQueues, createQueries, openQueueConnection, pingQueue, closeQueueConnection, type Queries } from '@oncehook/core';
 import {
   listenFailure,
   createFaults,
@@ -97,7 +97,7 @@ export function buildIngest(config: IngestConfig, options: BuildIngestOptions = 
     queries,
     queue: queues,
     queueBackend: queueStore.backend,
-    pingQueue: () => pingQueue(queueStore),
+    pingQueue: () => pingQueue(queueStore, config.QUEUE_PREFIX, eventQueueNames(config.QUEUE_SHARDS)),
     sources,
     log,
     faults,

@@ -4,11 +4,14 @@
  * (each either commits its claim and answers, or answers 5xx), then close the queue, its store
  * and the pool. `oncehook ingest` and apps/ingest run this.
  */
+import { checkRedisMode } from '@oncehook/core';
 import { announce, loadIngestConfig, onShutdownSignal, startLiveness, startTracing, type Env } from '@oncehook/shared';
 import { buildIngest } from './build-ingest.js';
 
 export async function runIngest(env: Env = process.env): Promise<void> {
   const config = loadIngestConfig(env);
+  // REDIS_URL naming one node of a Redis Cluster is refused now, not found later as MOVED.
+  await checkRedisMode(config);
   // OpenTelemetry, when the OTEL_* variables ask for it (tracing.ts); before anything makes a span.
   const tracing = await startTracing('oncehook-ingest', env);
   const ingest = buildIngest(config);

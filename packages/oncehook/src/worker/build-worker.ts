@@ -13,8 +13,11 @@ import {
   createEngine,
   createEventQueues,
   createEventWorker,
+  eventQueueNames,
   HandlerRegistry,
   openQueueConnection,
+  pingQueue,
+  readinessProblem,
   type EngineHooks,
   type EventQueues,
   type EventWorker,
@@ -34,9 +37,10 @@ import {
   type Pool,
   type WorkerConfig,
   type WorkerMetrics,
+  withTimeout,
 } from '@oncehook/shared';
 import type { Queue } from 'bullmq';
-import { startMetricsServer } from './metrics-server.js';
+import { type Readiness, startMetricsServer } from './metrics-server.js';
 
 export interface BuildWorkerOptions {
   /** Defaults: a pino logger at LOG_LEVEL, fresh metrics, faults from ONCEHOOK_FAULTS. */
@@ -123,6 +127,18 @@ export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], 
   const { queries } = engine;
   const eventWorker = createEventWorker({ engine, connection, queue: queues, log, metrics, settings: workerSettings(config) }, { autorun: false });
 
+  /** GET /readyz: the checks of ingest's /readyz, for this worker's connections. */
+  const readiness = async (): Promise<Readiness> => {
+    const [postgres, queueCheck] = await Promise.allSettled([
+      withTimeout(pool.query('SELECT 1'), 2_000, 'postgres ping'),
+      withTimeout(pingQueue(producer, config.QUEUE_PREFIX, eventQueueNames(config.QUEUE_SHARDS)), 2_000, 'queue ping'),
+    ]);
+    const queueName = producer.backend === 'redis' ? 'redis' : 'queue';
+    const ready = postgres.status === 'fulfilled' && queueCheck.status === 'fulfilled';
+    const checks = { postgres: postgres.status === 'fulfilled' ? 'ok' : 'unavailable', [queueName]: queueCheck.status === 'fulfilled' ? 'ok' : 'unavailable' };
+    const problem = queueCheck.status === 'rejected' && producer.backend === 'redis' ? { problem: readinessProblem(queueCheck.reason) } : {};
+    return { ready, body: { status: ready ? 'ready' : 'not_ready', checks, ...problem } };
+  };
   let metricsServer: Awaited<ReturnType<typeof startMetricsServer>> | undefined;
   let closed = false;
   return {
@@ -144,7 +160,7 @@ export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], 
           registry.all().map((h) => ({ name: h.name, source: h.source, kind: h.kind, type: h.type, description: h.description })),
         )
         .catch((error: unknown) => log.warn({ err: error }, 'could not record the loaded handlers in the database'));
-      if (parts.metricsServer ?? true) metricsServer = await startMetricsServer(metrics.registry, config.METRICS_PORT, config.METRICS_HOST, config.METRICS_TOKEN);
+      if (parts.metricsServer ?? true) metricsServer = await startMetricsServer(metrics.registry, config.METRICS_PORT, config.METRICS_HOST, config.METRICS_TOKEN, readiness);
       if (parts.reconciler ?? true) eventWorker.reconciler.run();
       for (const worker of eventWorker.workers) void worker.run().catch((error: unknown) => log.error({ err: error }, 'queue worker stopped'));
       await Promise.all(eventWorker.workers.map((worker) => worker.waitUntilReady()));

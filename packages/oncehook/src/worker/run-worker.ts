@@ -4,12 +4,14 @@
  * jobs, let the ones in flight finish (their leases cover the rest if the timeout hits), then
  * close connections. `oncehook worker` and apps/worker run this.
  */
-import { handlerModuleList, loadHandlerModules } from '@oncehook/core';
+import { checkRedisMode, handlerModuleList, loadHandlerModules } from '@oncehook/core';
 import { announce, createLogger, loadWorkerConfig, onShutdownSignal, startTracing, type Env } from '@oncehook/shared';
 import { buildWorker } from './build-worker.js';
 
 export async function runWorker(env: Env = process.env): Promise<void> {
   const config = loadWorkerConfig(env);
+  // REDIS_URL naming one node of a Redis Cluster is refused now, not found later as MOVED.
+  await checkRedisMode(config);
   // OpenTelemetry, when the OTEL_* variables ask for it (tracing.ts); before anything makes a span.
   const tracing = await startTracing('oncehook-worker', env);
   const log = createLogger('worker', config.LOG_LEVEL, config.LOG_FORMAT);
