@@ -38,6 +38,19 @@ const POSTGRES_QUEUE_FILES = [
 ];
 
 /**
+ * Run a third time on a Redis Cluster (3 primaries, 3 replicas, QUEUE_SHARDS=6; the chaos
+ * smoke on a cluster of its own with a primary killed and shard slots moved mid-run).
+ */
+const REDIS_CLUSTER_FILES = [
+  'test/crash-recovery.test.ts',
+  'test/effects-crash.test.ts',
+  'test/chaos-smoke.test.ts',
+  'test/concurrent-duplicates.test.ts',
+  'test/fan-out.test.ts',
+  'test/queue-shards.test.ts',
+];
+
+/**
  * Three groups of test files. Most run two at a time (two cores), each with its own database and
  * queue prefix. Then the tests that matter for the queue run again with the queue in Postgres.
  * The attack tests that bound answer times and memory under a flood of
@@ -71,6 +84,20 @@ export default defineConfig({
           name: 'postgres-queue',
           include: POSTGRES_QUEUE_FILES,
           env: { TEST_QUEUE_BACKEND: 'postgres' },
+          maxWorkers: 2,
+          fileParallelism: true,
+          sequence: { groupOrder: 1 },
+        },
+      },
+      {
+        // The same crash, chaos and queue-facing tests on a Redis Cluster of the run's own
+        // (REDIS_CLUSTER_NODES, QUEUE_SHARDS=6; test/helpers/cluster-setup.ts).
+        extends: true,
+        test: {
+          name: 'redis-cluster',
+          include: REDIS_CLUSTER_FILES,
+          env: { TEST_REDIS_CLUSTER: '1' },
+          globalSetup: ['test/helpers/cluster-setup.ts'],
           maxWorkers: 2,
           fileParallelism: true,
           sequence: { groupOrder: 1 },

@@ -1,5 +1,5 @@
 /**
- * `npm run chaos -- [--events N] [--workers W] [--concurrency C] [--queue-shards S] [--queue-backend redis|postgres]`
+ * `npm run chaos -- [--events N] [--workers W] [--concurrency C] [--queue-shards S] [--queue-backend redis|postgres] [--redis-cluster]`
  *
  * Oncehook's promise under failure, as a command. On a Postgres and a Redis of its own (own
  * ports; the machine's shared servers are never touched), with ingest and W worker processes
@@ -9,7 +9,10 @@
  *   - kill -9s random workers at random moments (and starts replacements),
  *   - kill -9s ingest once (and restarts it),
  *   - restarts Redis without persistence once (the queue is lost); with `--queue-backend
- *     postgres` there is no Redis: the queue lives in the Postgres that is restarted,
+ *     postgres` there is no Redis: the queue lives in the Postgres that is restarted; with
+ *     `--redis-cluster` the queue is on a Redis Cluster of its own (3 primaries, 3 replicas):
+ *     the primary serving a shard is killed (its replica is promoted; unreplicated writes are
+ *     lost), and later every shard slot of one primary is moved to another while events flow,
  *   - restarts Postgres once (immediate shutdown: connections cut mid-transaction).
  * Then it waits for the system to drain and checks:
  *   - every event whose delivery got a 2xx is `done`;
@@ -34,14 +37,15 @@ import {
   spawnService,
   startOwnPostgres,
   startOwnRedis,
+  startOwnRedisCluster,
   startSandbox,
   storedIdOf,
   type Service,
   type SimEvent,
   type SimSource,
 } from '@oncehook/harness';
-import { createPool, type Pool } from '@oncehook/shared';
-import { migrate, type QueueBackend } from '@oncehook/core';
+import { createPool, eventQueueNames, type Pool } from '@oncehook/shared';
+import { migrate, shardOf, type QueueBackend } from '@oncehook/core';
 
 export interface ChaosOptions {
   events: number;
@@ -51,6 +55,13 @@ export interface ChaosOptions {
   queueShards?: number;
   /** QUEUE_BACKEND of every process (default redis; postgres: no Redis is started). */
   queueBackend?: QueueBackend;
+  /**
+   * On Redis: a Redis Cluster of 3 primaries and 3 replicas instead of one Redis
+   * (REDIS_CLUSTER_NODES). Its big faults: a primary killed (its replica takes over; writes it
+   * had not replicated are lost), and the slots of some shards moved to another primary while
+   * events flow (MOVED, ASK, TRYAGAIN).
+   */
+  redisCluster?: boolean;
   /** Longest wait for the system to drain after the last delivery. */
   drainTimeoutMs?: number;
   log?: (line: string) => void;
@@ -61,7 +72,7 @@ export interface ChaosReport {
   acknowledged: number;
   forgedOnly: number;
   deliveries: { total: number; ok2xx: number; client4xx: number; server5xx: number; network: number; invalidSent: number; invalidRejected: number };
-  kills: { workers: number; ingest: number; redisRestarts: number; postgresRestarts: number };
+  kills: { workers: number; ingest: number; redisRestarts: number; postgresRestarts: number; primaryFailovers: number; slotsMoved: number };
   recoveries: { reenqueued: number };
   effects: { charges: number; emails: number; shipments: number; ledgerEntries: number; fanoutIndex: number; fanoutNotify: number; sandboxFaults: number; sandboxReplays: number };
   sendMs: number;
@@ -77,8 +88,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const violations: string[] = [];
 
   const queueBackend = options.queueBackend ?? 'redis';
-  log(`chaos ${run}: ${options.events} events, ${options.workers} workers, concurrency ${options.concurrency}, ${options.queueShards ?? 1} queue shard(s) on ${queueBackend}`);
-  const redis = queueBackend === 'redis' ? await startOwnRedis() : undefined;
+  const onCluster = queueBackend === 'redis' && options.redisCluster === true;
+  log(
+    `chaos ${run}: ${options.events} events, ${options.workers} workers, concurrency ${options.concurrency}, ${options.queueShards ?? 1} queue shard(s) on ${onCluster ? 'a Redis Cluster (3 primaries, 3 replicas)' : queueBackend}`,
+  );
+  const cluster = onCluster ? await startOwnRedisCluster() : undefined;
+  const redis = queueBackend === 'redis' && !cluster ? await startOwnRedis() : undefined;
+  // One queue on a cluster needs a hash-tag prefix; several shards are each their own tag.
+  const prefix = cluster && (options.queueShards ?? 1) <= 1 ? `{chaos-${run}}` : `chaos-${run}`;
   const postgres = await startOwnPostgres();
   const sandbox = await startSandbox();
   const services = new Set<Service>();
@@ -108,7 +125,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       QUEUE_BACKEND: queueBackend,
       // Postgres-backed: a closed port, so a process that still talked to Redis would fail.
       REDIS_URL: redis?.url ?? 'redis://127.0.0.1:9',
-      QUEUE_PREFIX: `chaos-${run}`,
+      REDIS_CLUSTER_NODES: cluster?.seeds ?? '',
+      QUEUE_PREFIX: prefix,
       QUEUE_SHARDS: String(options.queueShards ?? 1),
       LOG_LEVEL: 'info',
       DATABASE_POOL_SIZE: '10',
@@ -159,17 +177,28 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     for (let n = 0; n < forgedCount; n += 1) events.splice(Math.floor(Math.random() * events.length), 0, makeEvent(sources[n % 3]!, 1_000_000 + n, run, true));
 
     const simulator = new ProviderSimulator({ baseUrl: `http://127.0.0.1:${ingestPort}`, timeoutMs: 5_000, maxTries: 40, retryBaseMs: 100, retryMaxMs: 2_000 });
-    const kills = { workers: 0, ingest: 0, redisRestarts: 0, postgresRestarts: 0 };
+    const kills = { workers: 0, ingest: 0, redisRestarts: 0, postgresRestarts: 0, primaryFailovers: 0, slotsMoved: 0 };
+    let reshard: Promise<void> = Promise.resolve();
     let started = 0;
     let sending = true;
 
     // The chaos monkey: random worker kills throughout; each big fault once, at a point of progress.
     const monkey = (async () => {
-      const milestones: [number, string][] = [[0.25, 'ingest'], ...(redis ? ([[0.5, 'redis']] as [number, string][]) : []), [0.75, 'postgres']];
+      const redisFaults: [number, string][] = redis
+        ? [[0.5, 'redis']]
+        : cluster
+          ? [
+              [0.4, 'failover'],
+              [0.55, 'reshard'],
+            ]
+          : [];
+      const milestones: [number, string][] = [[0.25, 'ingest'], ...redisFaults, [0.75, 'postgres']];
       let nextWorkerKill = performance.now() + 1_000 + Math.random() * 2_000;
-      while (sending) {
+      // A big fault still due when the sending ends (a fault can take seconds: a failover waits
+      // for the promotion) happens then, during the late redeliveries and the drain.
+      while (sending || milestones.length > 0) {
         await sleep(100);
-        const progress = started / events.length;
+        const progress = sending ? started / events.length : 1;
         const due = milestones[0];
         if (due && progress >= due[0]) {
           milestones.shift();
@@ -179,6 +208,25 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
             kills.ingest += 1;
             ingest = spawn('ingest');
             await ingest.waitFor(/ingest listening/);
+          } else if (due[1] === 'failover' && cluster) {
+            // The primary serving shard 0's queue: its jobs are the ones in flight there.
+            const slot = await cluster.slotOf(`${prefix}:${eventQueueNames(options.queueShards ?? 1)[0]}:wait`);
+            const victim = await cluster.killPrimary(slot);
+            log(`  kill -9 the Redis primary ${victim} (slot ${slot}); its replica took over`);
+            kills.primaryFailovers += 1;
+          } else if (due[1] === 'reshard' && cluster) {
+            // Every shard served by the first primary moves to the next one, keys and all,
+            // while deliveries and workers keep going (in the background: the monkey goes on).
+            const [from, to] = await cluster.primaries();
+            const slots: number[] = [];
+            for (const name of eventQueueNames(options.queueShards ?? 1)) {
+              const slot = await cluster.slotOf(`${prefix}:${name}:wait`);
+              if ((await cluster.primaryOf(slot)) === from) slots.push(slot);
+            }
+            log(`  moving ${slots.length} shard slot(s) from ${from} to ${to}`);
+            reshard = cluster.moveSlots(slots, to!).then(() => {
+              kills.slotsMoved += slots.length;
+            });
           } else if (due[1] === 'redis' && redis) {
             log('  kill -9 redis (no persistence), restart empty');
             await redis.kill9();
@@ -192,7 +240,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
             kills.postgresRestarts += 1;
           }
         }
-        if (performance.now() >= nextWorkerKill) {
+        if (sending && performance.now() >= nextWorkerKill) {
           const victim = workers.splice(Math.floor(Math.random() * workers.length), 1)[0]!;
           await victim.kill9();
           kills.workers += 1;
@@ -213,6 +261,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const sendMs = performance.now() - sendStarted;
     sending = false;
     await monkey;
+    await reshard;
     log(`  sent in ${(sendMs / 1000).toFixed(1)} s; waiting for the drain`);
 
     // Drain: no row left received or processing.
@@ -225,6 +274,16 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       if (rows[0]?.pending === 0) break;
       if (performance.now() - drainStarted > drainTimeout) {
         violations.push(`not drained after ${drainTimeout} ms: ${rows[0]?.pending} events still received/processing`);
+        // Where they are stuck: the runs' states and attempts, and each event's queue shard.
+        const { rows: stuck } = await db
+          .query<{ provider: string; event_id: string; state: string; runs: string }>(
+            `SELECT e.provider, e.event_id, e.state, coalesce(string_agg(r.handler || ':' || r.state || '#' || r.attempts, ' '), 'no runs') AS runs
+               FROM oncehook.events e LEFT JOIN oncehook.handler_runs r ON r.event_row_id = e.id
+              WHERE e.state IN ('received', 'processing') GROUP BY e.id LIMIT 10`,
+          )
+          .catch(() => ({ rows: [] }));
+        for (const row of stuck)
+          log(`  stuck: ${row.provider}/${row.event_id} ${row.state} (shard ${shardOf({ provider: row.provider, eventId: row.event_id }, options.queueShards ?? 1)}): ${row.runs}`);
         break;
       }
       await sleep(250);
@@ -333,6 +392,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await dbPool?.end().catch(() => {});
     await sandbox.close();
     await redis?.kill9();
+    await cluster?.stop();
     await postgres.destroy();
   }
 }
@@ -343,7 +403,7 @@ export function formatReport(report: ChaosReport): string {
     `events: ${report.events} (+${report.forgedOnly} forged-only), acknowledged: ${report.acknowledged}`,
     `deliveries (valid): ${d.total} = ${d.ok2xx} x 2xx, ${d.client4xx} x 4xx, ${d.server5xx} x 5xx, ${d.network} network errors/timeouts`,
     `deliveries (forged): ${d.invalidSent}, rejected with 400/401: ${d.invalidRejected}`,
-    `kills: ${report.kills.workers} workers (kill -9), ${report.kills.ingest} ingest (kill -9), ${report.kills.redisRestarts} Redis restart, ${report.kills.postgresRestarts} Postgres restart`,
+    `kills: ${report.kills.workers} workers (kill -9), ${report.kills.ingest} ingest (kill -9), ${report.kills.redisRestarts} Redis restart, ${report.kills.primaryFailovers} Redis Cluster primary killed (failover), ${report.kills.slotsMoved} shard slots moved, ${report.kills.postgresRestarts} Postgres restart`,
     `recoveries: ${report.recoveries.reenqueued} re-enqueues by the reconciler`,
     `effects applied: ${report.effects.charges} charges, ${report.effects.emails} emails, ${report.effects.shipments} shipments, ${report.effects.ledgerEntries} ledger entries, fan-out ${report.effects.fanoutIndex} + ${report.effects.fanoutNotify} (sandbox faults injected: ${report.effects.sandboxFaults}, answered from idempotency stores: ${report.effects.sandboxReplays})`,
     `time: sending ${(report.sendMs / 1000).toFixed(1)} s, drain after the last delivery ${(report.drainMs / 1000).toFixed(1)} s`,
@@ -359,6 +419,8 @@ if (process.argv[1]?.endsWith('chaos.ts')) {
       concurrency: { type: 'string', default: '50' },
       'queue-shards': { type: 'string', default: '1' },
       'queue-backend': { type: 'string', default: 'redis' },
+      /** A Redis Cluster (3 primaries, 3 replicas) instead of one Redis: a primary killed, shard slots moved. */
+      'redis-cluster': { type: 'boolean', default: false },
       'drain-timeout-seconds': { type: 'string', default: '180' },
       /** Also write the report as JSON here (the smoke test reads it). */
       'report-file': { type: 'string' },
@@ -369,8 +431,13 @@ if (process.argv[1]?.endsWith('chaos.ts')) {
     process.stderr.write(`--queue-backend must be redis or postgres (got "${queueBackend}")\n`);
     process.exit(2);
   }
+  if (values['redis-cluster'] && queueBackend !== 'redis') {
+    process.stderr.write('--redis-cluster needs --queue-backend redis\n');
+    process.exit(2);
+  }
   const report = await runChaos({
     queueBackend,
+    redisCluster: values['redis-cluster'],
     events: Number(values.events),
     workers: Number(values.workers),
     concurrency: Number(values.concurrency),

@@ -9,8 +9,8 @@
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { killAllServices, spawnService } from '@oncehook/harness';
-import { closeQueueConnection, createEventQueue, jobIdFor } from '@oncehook/core';
-import { ingestUrl, ledgerSummary, q, testEnv, startIngest, testPrefix, testQueueStore, T, onlyRun } from './helpers/stack.js';
+import { closeQueueConnection, jobIdFor } from '@oncehook/core';
+import { ingestUrl, ledgerSummary, q, testEnv, startIngest, testPrefix, testQueueStore, testQueues, T, onlyRun } from './helpers/stack.js';
 import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
 import { waitFor } from '@oncehook/harness';
 
@@ -147,12 +147,13 @@ it('SIGTERM during a delivery: ingest answers it (202), adds its job, then exits
   expect((await q.getEventByKey(db.pool, 'stripe', 'evt_ingest_sigterm'))?.state).toBe('received');
   // The relay was flushed before the queue closed: the job is there, not left to the reconciler.
   const store = testQueueStore(db.url, prefix);
-  const queue = createEventQueue(store, prefix);
+  const queues = testQueues(store, prefix);
+  const job = { provider: 'stripe', eventId: 'evt_ingest_sigterm', attempt: 0 };
   try {
-    expect(await queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_ingest_sigterm', attempt: 0 }))).toBeDefined();
+    expect(await queues.forJob(job).getJob(jobIdFor(job))).toBeDefined();
   } finally {
-    await queue.obliterate({ force: true });
-    await queue.close();
+    for (const queue of queues.shards) await queue.obliterate({ force: true });
+    await queues.close();
     await closeQueueConnection(store);
   }
 });

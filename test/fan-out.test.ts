@@ -85,7 +85,7 @@ it('two handlers on one event: the one that succeeds calls out once, the one tha
     expect(await eventState()).toBe('done');
   } finally {
     await worker.close();
-    await ingest.queue.obliterate({ force: true });
+    for (const queue of ingest.queues.shards) await queue.obliterate({ force: true });
     await ingest.close();
   }
 });

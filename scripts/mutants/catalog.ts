@@ -685,8 +685,8 @@ export const MUTANTS: Mutant[] = [
     id: 'pg-queue-ignored',
     guarantee: 'QUEUE_BACKEND=postgres runs without Redis: the queue lives in Postgres',
     file: 'packages/core/src/queue.ts',
-    search: "  if (settings.QUEUE_BACKEND === 'redis') return { backend: 'redis', redis: createRedis(settings.REDIS_URL, role) };",
-    replace: "  if (settings.QUEUE_BACKEND !== 'nothing') return { backend: 'redis', redis: createRedis(settings.REDIS_URL, role) };",
+    search: "  if (settings.QUEUE_BACKEND === 'redis') return { backend: 'redis', redis: createRedisClient(settings, role) };",
+    replace: "  if (settings.QUEUE_BACKEND !== 'nothing') return { backend: 'redis', redis: createRedisClient(settings, role) };",
     tests: ['test/postgres-queue.test.ts'],
   },
   {
@@ -696,6 +696,40 @@ export const MUTANTS: Mutant[] = [
     search: 'export const POSTGRES_EVENT_JOB_OPTIONS = { ...EVENT_JOB_OPTIONS, removeOnComplete: true } as const;',
     replace: 'export const POSTGRES_EVENT_JOB_OPTIONS = { ...EVENT_JOB_OPTIONS } as const;',
     tests: ['test/postgres-queue.test.ts'],
+  },
+  // ---- Redis Cluster (issue 20) ----------------------------------------------------------
+  {
+    id: 'cluster-nodes-ignored',
+    guarantee: 'REDIS_CLUSTER_NODES connects every process through the Cluster client (MOVED, ASK, failovers followed)',
+    file: 'packages/core/src/queue.ts',
+    search: '  return settings.REDIS_CLUSTER_NODES ? createRedisCluster(settings.REDIS_CLUSTER_NODES, role) : createRedis(settings.REDIS_URL, role);',
+    replace:
+      "  return settings.REDIS_CLUSTER_NODES ? createRedis('redis://' + settings.REDIS_CLUSTER_NODES.nodes[0]!.host + ':' + settings.REDIS_CLUSTER_NODES.nodes[0]!.port, role) : createRedis(settings.REDIS_URL, role);",
+    tests: ['test/redis-cluster.test.ts'],
+  },
+  {
+    id: 'readiness-ping-only',
+    guarantee: "readiness checks that every shard's slot takes a write, not that one node answers PING",
+    file: 'packages/core/src/queue.ts',
+    search: "  return Promise.all(names.map((name) => redis.set(queueKey(prefix, name, 'oncehook-ready'), String(Date.now()), 'PX', 60_000)));",
+    replace: '  return redis.ping();',
+    tests: ['test/redis-cluster.test.ts'],
+  },
+  {
+    id: 'one-cluster-node-accepted',
+    guarantee: 'a REDIS_URL naming one node of a Redis Cluster is refused at start, naming REDIS_CLUSTER_NODES',
+    file: 'packages/core/src/queue.ts',
+    search: '  if (clustered && !seed) {',
+    replace: '  if (clustered && !seed && Math.random() > 2) {',
+    tests: ['test/redis-cluster.test.ts'],
+  },
+  {
+    id: 'cluster-prefix-unchecked',
+    guarantee: 'a queue prefix whose keys would cross cluster slots (CROSSSLOT) is refused by the configuration',
+    file: 'packages/shared/src/config.ts',
+    search: "  if (!config.REDIS_CLUSTER_NODES || config.QUEUE_BACKEND !== 'redis') return;",
+    replace: '  return;',
+    tests: ['test/redis-cluster.test.ts'],
   },
   // ---- hardening, second round (issue 24) ------------------------------------------------
   {

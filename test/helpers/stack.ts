@@ -10,6 +10,7 @@ import { createShopClients, shopSettings } from '@oncehook/example-shop/src/clie
 import { shopHandlers } from '@oncehook/example-shop/src/handlers';
 import { REDIS_URL, STRIPE_SECRET } from '@oncehook/harness';
 import type { Handler } from '@oncehook/sdk';
+import { inject } from 'vitest';
 import {
   createIngestMetrics,
   createLogger,
@@ -19,6 +20,7 @@ import {
   loadIngestConfig,
   loadWorkerConfig,
   noFaults,
+  parseClusterNodes,
   type Faults,
   type IngestMetrics,
   type Pool,
@@ -27,8 +29,10 @@ import {
 } from '@oncehook/shared';
 import {
   createEngine,
+  createEventQueues,
   createQueries,
   openQueueConnection,
+  type EventQueues,
   type Engine,
   type EngineHooks,
   type EngineOptions,
@@ -58,9 +62,27 @@ export const T = {
  */
 export const TEST_QUEUE_BACKEND: QueueBackend = process.env.TEST_QUEUE_BACKEND === 'postgres' ? 'postgres' : 'redis';
 
+/**
+ * The redis-cluster project (vitest.config.ts) runs the queue-facing, crash and chaos tests
+ * again on a Redis Cluster its global setup started (test/helpers/cluster-setup.ts): every
+ * stack a test starts gets REDIS_CLUSTER_NODES and QUEUE_SHARDS=6, unless the test names a
+ * Redis of its own. Undefined elsewhere.
+ */
+export const TEST_REDIS_CLUSTER: string | undefined = process.env.TEST_REDIS_CLUSTER === '1' ? inject('redisClusterNodes') : undefined;
+
+/** QUEUE_SHARDS of the stacks tests start (6 on the cluster, 1 elsewhere). */
+export const TEST_QUEUE_SHARDS = TEST_REDIS_CLUSTER ? 6 : 1;
+
 /** The queue store of a test's own (the backend above), for tests that look at jobs. */
 export function testQueueStore(databaseUrl: string, prefix: string): QueueConnection {
-  return openQueueConnection({ QUEUE_BACKEND: TEST_QUEUE_BACKEND, REDIS_URL, DATABASE_URL: databaseUrl, QUEUE_PREFIX: prefix }, 'producer');
+  const seeds = TEST_REDIS_CLUSTER ? parseClusterNodes(TEST_REDIS_CLUSTER) : undefined;
+  if (typeof seeds === 'string') throw new Error(`redisClusterNodes: ${seeds}`);
+  return openQueueConnection({ QUEUE_BACKEND: TEST_QUEUE_BACKEND, REDIS_URL, REDIS_CLUSTER_NODES: seeds, DATABASE_URL: databaseUrl, QUEUE_PREFIX: prefix }, 'producer');
+}
+
+/** The test's queues (every shard of TEST_QUEUE_SHARDS) on a store of testQueueStore. */
+export function testQueues(store: QueueConnection, prefix: string): EventQueues {
+  return createEventQueues(store, prefix, TEST_QUEUE_SHARDS);
 }
 
 /** A queue prefix of this test's own, so tests never see each other's jobs. */
@@ -98,6 +120,7 @@ export function testEnv(opts: { databaseUrl: string; prefix: string; redisUrl?: 
     SHOP_FULFILMENT_API_URL: `${sandbox}/fulfilment`,
     SHOP_OUTBOUND_TIMEOUT_MS: '1000',
     SHOP_OUTBOUND_RETRY_DELAY_MS: '20',
+    ...(TEST_REDIS_CLUSTER && opts.redisUrl === undefined ? { REDIS_CLUSTER_NODES: TEST_REDIS_CLUSTER, QUEUE_SHARDS: String(TEST_QUEUE_SHARDS) } : {}),
     ...FAST,
     ...opts.extra,
   };

@@ -183,7 +183,7 @@ export async function startOwnRedisCluster(options: { primaries?: number } = {})
           }),
       ),
     );
-    if (!process.env.KEEP_CLUSTER_DIR) await rm(dir, { recursive: true, force: true });
+    await rm(dir, { recursive: true, force: true });
   }
 
   try {
