@@ -15,6 +15,7 @@ const SCRIPTS: Record<string, string> = {
   mutants: 'scripts/mutants.ts',
   'bench:claims': 'scripts/bench-claims.ts',
   'bench:keys': 'scripts/bench-keys.ts',
+  'bench:cluster': 'scripts/bench-cluster.ts',
 };
 
 describe('long-running scripts', () => {

@@ -86,7 +86,8 @@ async function counterOn(url: string, name: string): Promise<number> {
 export interface Subjects {
   pool: Pool;
   database: string;
-  redis: Redis;
+  /** The Redis server, or every node of a Redis Cluster (commands and CPU are summed). */
+  redis: Redis | readonly Redis[];
   /** Process name -> pid (ingest, worker-1, ...). */
   processes: Record<string, number>;
   /** Process name -> its /metrics URL, for the statements it issued. */
@@ -106,15 +107,17 @@ export async function snapshot(s: Subjects): Promise<Snapshot> {
   );
   const statements: Record<string, number> = {};
   for (const [name, url] of Object.entries(s.metricsUrls)) statements[name] = await counterOn(url, 'oncehook_db_statements_total');
-  const pid = await redisPid(s.redis);
+  const nodes = Array.isArray(s.redis) ? s.redis : [s.redis as Redis];
+  const pids = await Promise.all(nodes.map(redisPid));
+  const commands = await Promise.all(nodes.map(redisCommands));
   return {
     processes: Object.fromEntries(Object.entries(s.processes).map(([name, p]) => [name, cpuMs(p)])),
     backends: new Map(backends.map((b) => [b.pid, { app: b.app, cpu: cpuMs(b.pid) }])),
     commits: Number(db[0]?.commits ?? 0),
     rowsWritten: Number(db[0]?.rows ?? 0),
     walBytes: BigInt((db[0]?.wal ?? '0').split('.')[0]!),
-    redisCommands: await redisCommands(s.redis),
-    redisCpu: pid ? cpuMs(pid) : 0,
+    redisCommands: commands.reduce((sum, n) => sum + n, 0),
+    redisCpu: pids.reduce((sum, pid) => sum + (pid ? cpuMs(pid) : 0), 0),
     statements,
   };
 }

@@ -66,7 +66,12 @@ export interface EndToEndOptions {
   workers: number;
   events: number;
   env: Record<string, string>;
-  redis: Redis;
+  /** For the Redis figures: the server, or every node of a cluster. */
+  redis: Redis | readonly Redis[];
+  /** Where ingest AND the workers find the queue (REDIS_URL, REDIS_CLUSTER_NODES, QUEUE_SHARDS); `env` is ingest's alone. */
+  queueEnv?: Record<string, string>;
+  /** QUEUE_PREFIX (default `bench-e2e-<tag>`; a Redis Cluster with one shard needs a braced one). */
+  queuePrefix?: string;
   /** Collected for cleanup by the caller. */
   services: Service[];
   databases: string[];
@@ -87,9 +92,9 @@ export async function measureEndToEnd(options: EndToEndOptions): Promise<E2eRow>
   const tag = `${workerCount}_${root ? 'base' : 'this'}_${queueBackend === 'redis' ? '' : 'pgq_'}${run}`;
   const db = await createTestDatabaseOn(`oncehook_bench_e2e_${tag}`);
   databases.push(db.name);
-  const prefix = `bench-e2e-${tag}`;
+  const prefix = options.queuePrefix ?? `bench-e2e-${tag}`;
   const nodeArgs = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
-  const ingest = spawnService('ingest', { ...env, DATABASE_URL: db.url, QUEUE_PREFIX: prefix, QUEUE_BACKEND: queueBackend }, [], { nodeArgs, root });
+  const ingest = spawnService('ingest', { ...env, ...options.queueEnv, DATABASE_URL: db.url, QUEUE_PREFIX: prefix, QUEUE_BACKEND: queueBackend }, [], { nodeArgs, root });
   services.push(ingest);
   const url = await listeningUrl(ingest);
   const workers = Array.from({ length: workerCount }, () =>
@@ -104,6 +109,7 @@ export async function measureEndToEnd(options: EndToEndOptions): Promise<E2eRow>
         WORKER_CONCURRENCY: '16',
         DATABASE_POOL_SIZE: '10',
         ...SHOP_ENV,
+        ...options.queueEnv,
       },
       [],
       { nodeArgs, root },
