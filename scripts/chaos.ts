@@ -284,6 +284,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           .catch(() => ({ rows: [] }));
         for (const row of stuck)
           log(`  stuck: ${row.provider}/${row.event_id} ${row.state} (shard ${shardOf({ provider: row.provider, eventId: row.event_id }, options.queueShards ?? 1)}): ${row.runs}`);
+        // What the live processes last complained about (queue errors, reconciler failures).
+        for (const service of services) {
+          if (service.proc.exitCode !== null || service.proc.signalCode !== null) continue;
+          const complaints = service.lines.filter((line) => /"level":(40|50|60)/.test(line)).slice(-3);
+          for (const line of complaints) log(`  ${service.kind} ${service.pid}: ${line.slice(0, 400)}`);
+        }
         break;
       }
       await sleep(250);

@@ -79,8 +79,16 @@ export type RedisClient = Redis | Cluster;
  * - worker: maxRetriesPerRequest=null, as BullMQ requires for blocking connections; it waits
  *   for Redis to come back rather than failing jobs.
  */
+/**
+ * After a failover the old primary may come back as a replica while clients still talk to it:
+ * writes answer READONLY and blocked reads UNBLOCKED. Reconnect (the name resolves to the new
+ * primary on managed services) and resend the command (2), as ioredis documents for this case.
+ */
+const reconnectOnError = (error: Error): 2 | false => (/^(READONLY|UNBLOCKED)/.test(error.message) ? 2 : false);
+
 export function createRedis(url: string, role: RedisRole): Redis {
   const redis = new Redis(url, {
+    reconnectOnError,
     maxRetriesPerRequest: role === 'worker' ? null : 1,
     enableOfflineQueue: role === 'worker',
     // Reconnect quickly after a Redis restart; capped so a long outage does not spin.
@@ -110,6 +118,7 @@ export function createRedisCluster(seeds: ClusterSeeds, role: RedisRole): Cluste
     slotsRefreshTimeout: 2_000,
     ...(seeds.tls ? { dnsLookup: (address: string, callback: (error: null, address: string) => void) => callback(null, address) } : {}),
     redisOptions: {
+      reconnectOnError,
       maxRetriesPerRequest: role === 'worker' ? null : 1,
       connectionName: `oncehook-${role}`,
       ...(seeds.username ? { username: seeds.username } : {}),
