@@ -196,7 +196,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       let nextWorkerKill = performance.now() + 1_000 + Math.random() * 2_000;
       // A big fault still due when the sending ends (a fault can take seconds: a failover waits
       // for the promotion) happens then, during the late redeliveries and the drain.
-      while (sending || milestones.length > 0) {
+      // At least one worker is killed too, whatever the timing (a short run on a loaded machine
+      // can end its sending while a failover is still being waited for).
+      while (sending || milestones.length > 0 || kills.workers === 0) {
         await sleep(100);
         const progress = sending ? started / events.length : 1;
         const due = milestones[0];
@@ -240,7 +242,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
             kills.postgresRestarts += 1;
           }
         }
-        if (sending && performance.now() >= nextWorkerKill) {
+        if ((sending || kills.workers === 0) && performance.now() >= nextWorkerKill) {
           const victim = workers.splice(Math.floor(Math.random() * workers.length), 1)[0]!;
           await victim.kill9();
           kills.workers += 1;
@@ -284,17 +286,34 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           .catch(() => ({ rows: [] }));
         for (const row of stuck)
           log(`  stuck: ${row.provider}/${row.event_id} ${row.state} (shard ${shardOf({ provider: row.provider, eventId: row.event_id }, options.queueShards ?? 1)}): ${row.runs}`);
-        // What the live processes last complained about (queue errors, reconciler failures).
+        // What the live processes last complained about (queue errors, reconciler failures), and
+        // what their database connections are doing.
         for (const service of services) {
           if (service.proc.exitCode !== null || service.proc.signalCode !== null) continue;
           const complaints = service.lines.filter((line) => /"level":(40|50|60)/.test(line)).slice(-3);
           for (const line of complaints) log(`  ${service.kind} ${service.pid}: ${line.slice(0, 400)}`);
+          log(`  ${service.kind} ${service.pid}: ${service.lines.length} lines logged, last: ${(service.lines.at(-1) ?? '').slice(0, 300)}`);
         }
+        const { rows: activity } = await db
+          .query<{ app: string; state: string; wait: string; n: number; oldest: string }>(
+            `SELECT application_name AS app, coalesce(state, '') AS state, coalesce(wait_event_type || ':' || wait_event, '') AS wait, count(*)::int AS n,
+                    coalesce(max(now() - xact_start)::text, '') AS oldest
+               FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() GROUP BY 1, 2, 3 ORDER BY 1, 2`,
+          )
+          .catch(() => ({ rows: [] }));
+        for (const row of activity) log(`  postgres: ${row.n} x ${row.app} ${row.state} ${row.wait} (oldest transaction ${row.oldest || 'none'})`);
         break;
       }
       await sleep(250);
     }
     const drainMs = performance.now() - drainStarted;
+    // A process that exited without being killed by the monkey crashed: a violation of its own.
+    for (const service of services) {
+      if (service.proc.exitCode === null || service.proc.signalCode === 'SIGKILL') continue;
+      violations.push(
+        `${service.kind} ${service.pid} exited by itself (code ${service.proc.exitCode}); its last lines:\n    ${service.lines.slice(-8).join('\n    ').slice(0, 3000)}`,
+      );
+    }
 
     // ---- checks -------------------------------------------------------------------------
     const outcomes = [...simulator.outcomes.values()];

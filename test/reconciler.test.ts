@@ -1,8 +1,8 @@
 /**
  * The reconciler's pass, called directly (runOnce) and asserted on its counts.
  */
-import { REDIS_URL } from '@oncehook/harness';
-import { advisoryLockKey, DEFAULT_SCHEMA, type EventJobData } from '@oncehook/shared';
+import { REDIS_URL, startOwnRedis } from '@oncehook/harness';
+import { advisoryLockKey, createWorkerMetrics, DEFAULT_SCHEMA, type EventJobData } from '@oncehook/shared';
 import { createEventQueue, createRedis, jobIdFor } from '@oncehook/core';
 import { createReconciler } from '@oncehook/core';
 import type { Queue } from 'bullmq';
@@ -104,5 +104,40 @@ it('runs one leader at a time: a pass that cannot take the lock does nothing', a
     expect(await pass.runOnce()).toMatchObject({ leader: true, requeued: 1 });
   } finally {
     holder.release();
+  }
+});
+
+it('a Redis that stops answering (SIGSTOP, connections open) does not stop the reconciler: the pass gives up after its timeout, a later one enqueues', async () => {
+  const own = await startOwnRedis();
+  const client = createRedis(own.url, 'producer');
+  const silentQueue = createEventQueue(client, testPrefix());
+  try {
+    await silentQueue.getJobCounts('waiting'); // connected and ready
+    const rows = [await insert('evt_silent_a'), await insert('evt_silent_b'), await insert('evt_silent_c')];
+    const age = () => db.pool.query(`UPDATE ${T.events} SET updated_at = now() - interval '5 seconds' WHERE id = ANY($1)`, [rows]);
+    await age();
+    // With the gauges (queue counts from Redis) as in a worker.
+    const pass = createReconciler({
+      pool: db.pool,
+      queries: q,
+      queue: silentQueue,
+      log: testLog,
+      settings,
+      metrics: createWorkerMetrics({ defaultMetrics: false }),
+      redisTimeoutMs: 300,
+    });
+    own.pause();
+    // Without the bound this never resolves (the test's timeout): commands to a silent server
+    // wait forever. The first add times out; the other two are not tried; the gauges give up.
+    expect(await pass.runOnce()).toEqual({ leader: true, reclaimed: 0, requeued: 3, enqueueFailed: 3 });
+    own.resume();
+    await age();
+    expect(await pass.runOnce()).toEqual({ leader: true, reclaimed: 0, requeued: 3, enqueueFailed: 0 });
+    for (const eventId of ['evt_silent_a', 'evt_silent_b', 'evt_silent_c']) expect(await silentQueue.getJob(jobIdFor({ provider: 'stripe', eventId, attempt: 0 }))).toBeDefined();
+  } finally {
+    own.resume();
+    await silentQueue.close();
+    client.disconnect();
+    await own.kill9();
   }
 });

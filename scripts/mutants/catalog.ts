@@ -731,6 +731,22 @@ export const MUTANTS: Mutant[] = [
     replace: '  return;',
     tests: ['test/redis-cluster.test.ts'],
   },
+  {
+    id: 'reconciler-waits-on-silent-redis',
+    guarantee: 'a Redis that stops answering (no reset) cannot stop the reconciler: each add is bounded, a later pass retries',
+    file: 'packages/core/src/reconciler.ts',
+    search: "          await withTimeout(enqueueEvent(queue, job, { replaceFinished: true }), redisTimeoutMs, 're-enqueue');",
+    replace: '          await enqueueEvent(queue, job, { replaceFinished: true });',
+    tests: ['test/reconciler.test.ts'],
+  },
+  {
+    id: 'checked-out-client-unlistened',
+    guarantee: 'Postgres ending a connection held between statements fails that statement, it does not kill the process',
+    file: 'packages/shared/src/db/pool.ts',
+    search: "    client.on('error', () => {});",
+    replace: '',
+    tests: ['test/db-pool.test.ts'],
+  },
   // ---- hardening, second round (issue 24) ------------------------------------------------
   {
     id: 'payload-number-limit-off',

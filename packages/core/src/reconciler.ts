@@ -17,9 +17,18 @@
  *
  * `runOnce()` for tests (returns the counts), `run()` for the loop, `stop()` to end it.
  */
-import { advisoryLockKey, withTransaction, type EventJobData, type Logger, type Pool, type WorkerMetrics } from '@oncehook/shared';
+import { advisoryLockKey, withTimeout, withTransaction, type EventJobData, type Logger, type Pool, type WorkerMetrics } from '@oncehook/shared';
 import { enqueueEvent, queuesOf, type JobTarget } from './queue.js';
 import type { Queries } from './store/queries.js';
+
+/**
+ * Longest wait for one Redis step of a pass (an add, the queue gauges). A Redis that stops
+ * answering without closing the connection (a stopped process, a partition, a cluster node
+ * mid-failover) leaves a command pending forever: unbounded, that one await would stop
+ * every later pass, and with them every recovery, silently. 5 s covers a failover's few
+ * seconds; past it the pass gives up on Redis and the next one retries.
+ */
+export const RECONCILER_REDIS_TIMEOUT_MS = 5_000;
 
 export interface ReconcilerSettings {
   intervalMs: number;
@@ -53,8 +62,11 @@ export function createReconciler(deps: {
   metrics?: WorkerMetrics;
   /** Run after a pass this process led, at most once per intervalMs. */
   retention?: { runOnce(): Promise<unknown>; intervalMs: number };
+  /** RECONCILER_REDIS_TIMEOUT_MS unless a test shortens it. */
+  redisTimeoutMs?: number;
 }): Reconciler {
   const { pool, queries, queue, log, settings, metrics, retention } = deps;
+  const redisTimeoutMs = deps.redisTimeoutMs ?? RECONCILER_REDIS_TIMEOUT_MS;
   const lockKey = advisoryLockKey(queries.schema, 'reconciler');
   let retentionDueAt = 0;
 
@@ -72,9 +84,9 @@ export function createReconciler(deps: {
     const totals: Record<string, number> = { waiting: 0, active: 0, delayed: 0, failed: 0, completed: 0 };
     let oldestAt = Number.POSITIVE_INFINITY;
     for (const shard of queuesOf(queue)) {
-      const jobs = await shard.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed');
+      const jobs = await withTimeout(shard.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed'), redisTimeoutMs, 'queue counts');
       for (const [state, n] of Object.entries(jobs)) totals[state] = (totals[state] ?? 0) + n;
-      const [oldest] = await shard.getJobs(['waiting'], 0, 0, true);
+      const [oldest] = await withTimeout(shard.getJobs(['waiting'], 0, 0, true), redisTimeoutMs, 'oldest waiting job');
       if (oldest) oldestAt = Math.min(oldestAt, oldest.timestamp);
     }
     for (const [state, n] of Object.entries(totals)) metrics.queueJobs.set({ state }, n);
@@ -97,20 +109,28 @@ export function createReconciler(deps: {
     });
     metrics?.reconcilerLeader.set(taken ? 1 : 0);
     if (!taken) {
-      await refreshGauges();
+      await refreshGauges().catch((error: unknown) => log.warn({ err: error }, 'queue gauges not refreshed'));
       return { leader: false, reclaimed: 0, requeued: 0, enqueueFailed: 0 };
     }
     metrics?.recoveriesTotal.inc({ kind: 'reclaimed' }, taken.reclaimed.length);
     metrics?.recoveriesTotal.inc({ kind: 'requeued' }, taken.requeued.length);
 
     let enqueueFailed = 0;
+    // After an add that timed out, Redis is not answering: the rest of this pass's adds are
+    // not tried (each would wait as long); the rows were taken, so a later pass takes them again.
+    let redisSilent = false;
     const enqueueAll = async (jobs: EventJobData[], why: string) => {
       for (const job of jobs) {
+        if (redisSilent) {
+          enqueueFailed += 1;
+          continue;
+        }
         try {
-          await enqueueEvent(queue, job, { replaceFinished: true });
+          await withTimeout(enqueueEvent(queue, job, { replaceFinished: true }), redisTimeoutMs, 're-enqueue');
           log.info({ rowId: job.rowId, provider: job.provider, eventId: job.eventId, handler: job.handler }, `re-enqueued (${why})`);
         } catch (error) {
           enqueueFailed += 1;
+          if (error instanceof Error && error.message.startsWith('re-enqueue timed out')) redisSilent = true;
           log.warn({ err: error, rowId: job.rowId, provider: job.provider, eventId: job.eventId, handler: job.handler }, 're-enqueue failed; a later pass retries');
         }
       }
@@ -119,7 +139,7 @@ export function createReconciler(deps: {
     await enqueueAll(taken.requeued, 'received but not picked up');
     const counts = { leader: true, reclaimed: taken.reclaimed.length, requeued: taken.requeued.length, enqueueFailed };
     if (counts.reclaimed || counts.requeued || counts.enqueueFailed) log.info(counts, 'reconciler pass');
-    await refreshGauges();
+    await refreshGauges().catch((error: unknown) => log.warn({ err: error }, 'queue gauges not refreshed'));
     if (retention && Date.now() >= retentionDueAt) {
       retentionDueAt = Date.now() + retention.intervalMs;
       await retention.runOnce().catch((error: unknown) => log.error({ err: error }, 'retention run failed; retrying next interval'));

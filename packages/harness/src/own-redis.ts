@@ -14,6 +14,10 @@ export interface OwnRedis {
   kill9(): Promise<void>;
   /** Start it again on the same port, empty. */
   start(): Promise<void>;
+  /** SIGSTOP: connections stay open, nothing answers (a hung server, a partition without resets). */
+  pause(): void;
+  /** SIGCONT: answers again, including what was sent meanwhile. */
+  resume(): void;
 }
 
 export async function startOwnRedis(): Promise<OwnRedis> {
@@ -48,5 +52,5 @@ export async function startOwnRedis(): Promise<OwnRedis> {
   }
 
   await start();
-  return { port, url: `redis://127.0.0.1:${port}`, kill9, start };
+  return { port, url: `redis://127.0.0.1:${port}`, kill9, start, pause: () => proc?.kill('SIGSTOP'), resume: () => proc?.kill('SIGCONT') };
 }

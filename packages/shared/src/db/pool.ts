@@ -27,6 +27,16 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
   // An idle client losing its connection (Postgres restarted) emits 'error' on the pool; without
   // a listener that would crash the process. The next query simply gets a fresh connection.
   pool.on('error', () => {});
+  // The pool listens for errors only on IDLE clients: it removes its listener while a client is
+  // checked out. A connection lost while checked out but between statements (Postgres restarted
+  // while a step's transaction waits for a handler's outbound call, or while the reconciler's
+  // leader waits for Redis) emits 'error' with nobody listening, and that kills the process:
+  // every worker at once in the chaos run, at its Postgres restart. With this listener the
+  // client's next statement fails instead, and the transaction's own error handling applies
+  // (rolled back, the client destroyed, the work retried).
+  pool.on('connect', (client) => {
+    client.on('error', () => {});
+  });
   const { onStatement } = options;
   if (onStatement) {
     // pool.query goes through client.query too, so wrapping each new connection's query counts
