@@ -86,7 +86,11 @@ try {
     }
   }
   // Medians over the rounds, per configuration.
-  const median = (list: number[]) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)]!;
+  const median = (list: number[]) => {
+    const sorted = [...list].sort((a, b) => a - b);
+    const middle = Math.floor(sorted.length / 2);
+    return sorted.length % 2 === 1 ? sorted[middle]! : Number(((sorted[middle - 1]! + sorted[middle]!) / 2).toFixed(2));
+  };
   const keys = [...new Set(rows.map((r) => `${r.label}|${r.shards}`))];
   const summary = keys.map((key) => {
     const mine = rows.filter((r) => `${r.label}|${r.shards}` === key).map((r) => r.row);
