@@ -73,7 +73,8 @@ export interface ChaosReport {
   forgedOnly: number;
   deliveries: { total: number; ok2xx: number; client4xx: number; server5xx: number; network: number; invalidSent: number; invalidRejected: number };
   kills: { workers: number; ingest: number; redisRestarts: number; postgresRestarts: number; primaryFailovers: number; slotsMoved: number };
-  recoveries: { reenqueued: number };
+  /** reenqueued: the reconciler's adds; workerStartFailures: workers that exited before they were ready (started again). */
+  recoveries: { reenqueued: number; workerStartFailures: number };
   effects: { charges: number; emails: number; shipments: number; ledgerEntries: number; fanoutIndex: number; fanoutNotify: number; sandboxFaults: number; sandboxReplays: number };
   sendMs: number;
   drainMs: number;
@@ -156,9 +157,31 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       SHOP_OUTBOUND_TIMEOUT_MS: '1000',
       SHOP_OUTBOUND_RETRY_DELAY_MS: '50',
     };
-    const spawn = (kind: 'ingest' | 'worker') => {
+    // A process that exits by itself after it was ready crashed: a violation (checked after the
+    // drain). One that exits before it was ready failed to start, which a worker does when its
+    // queue's store is down at start (QUEUE_BACKEND=postgres during the Postgres restart): a
+    // supervisor (compose's restart policy, Kubernetes) starts it again, and so does this one.
+    const ready = new WeakSet<Service>();
+    let startFailures = 0;
+    let ending = false;
+    const spawn = (kind: 'ingest' | 'worker'): Service => {
       const service = spawnService(kind, kind === 'ingest' ? ingestEnv : workerEnv);
       services.add(service);
+      service.waitFor(kind === 'ingest' ? /ingest listening/ : /worker ready/, 300_000).then(
+        () => ready.add(service),
+        () => {},
+      );
+      if (kind === 'worker') {
+        void service.exited.then(async ({ code }) => {
+          if (code === null || ending || ready.has(service)) return;
+          startFailures += 1;
+          log(`  worker ${service.pid} failed to start (exit ${code}); starting another, as a supervisor would`);
+          await sleep(1_000);
+          if (ending) return;
+          const index = workers.indexOf(service);
+          if (index !== -1) workers.splice(index, 1, spawn('worker'));
+        });
+      }
       return service;
     };
     const reenqueuedLines = () => [...services].reduce((n, s) => n + s.lines.filter((l) => l.includes('re-enqueued (')).length, 0);
@@ -307,9 +330,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       await sleep(250);
     }
     const drainMs = performance.now() - drainStarted;
-    // A process that exited without being killed by the monkey crashed: a violation of its own.
+    ending = true;
+    // A process that exited without being killed by the monkey, after it was ready, crashed.
     for (const service of services) {
-      if (service.proc.exitCode === null || service.proc.signalCode === 'SIGKILL') continue;
+      if (service.proc.exitCode === null || service.proc.signalCode === 'SIGKILL' || !ready.has(service)) continue;
       violations.push(
         `${service.kind} ${service.pid} exited by itself (code ${service.proc.exitCode}); its last lines:\n    ${service.lines.slice(-8).join('\n    ').slice(0, 3000)}`,
       );
@@ -396,7 +420,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         invalidRejected: invalid.filter((a) => typeof a === 'number' && (a === 400 || a === 401)).length,
       },
       kills,
-      recoveries: { reenqueued: reenqueuedLines() },
+      recoveries: { reenqueued: reenqueuedLines(), workerStartFailures: startFailures },
       effects: {
         charges: stats.payment.applied,
         emails: stats.email.applied,
@@ -429,7 +453,7 @@ export function formatReport(report: ChaosReport): string {
     `deliveries (valid): ${d.total} = ${d.ok2xx} x 2xx, ${d.client4xx} x 4xx, ${d.server5xx} x 5xx, ${d.network} network errors/timeouts`,
     `deliveries (forged): ${d.invalidSent}, rejected with 400/401: ${d.invalidRejected}`,
     `kills: ${report.kills.workers} workers (kill -9), ${report.kills.ingest} ingest (kill -9), ${report.kills.redisRestarts} Redis restart, ${report.kills.primaryFailovers} Redis Cluster primary killed (failover), ${report.kills.slotsMoved} shard slots moved, ${report.kills.postgresRestarts} Postgres restart`,
-    `recoveries: ${report.recoveries.reenqueued} re-enqueues by the reconciler`,
+    `recoveries: ${report.recoveries.reenqueued} re-enqueues by the reconciler, ${report.recoveries.workerStartFailures} worker start(s) failed and retried`,
     `effects applied: ${report.effects.charges} charges, ${report.effects.emails} emails, ${report.effects.shipments} shipments, ${report.effects.ledgerEntries} ledger entries, fan-out ${report.effects.fanoutIndex} + ${report.effects.fanoutNotify} (sandbox faults injected: ${report.effects.sandboxFaults}, answered from idempotency stores: ${report.effects.sandboxReplays})`,
     `time: sending ${(report.sendMs / 1000).toFixed(1)} s, drain after the last delivery ${(report.drainMs / 1000).toFixed(1)} s`,
     report.violations.length === 0 ? 'violations: none' : `VIOLATIONS (${report.violations.length}):\n  ${report.violations.slice(0, 50).join('\n  ')}`,
