@@ -73,19 +73,19 @@ export type RedisRole = 'producer' | 'worker';
 export type RedisClient = Redis | Cluster;
 
 /**
- * ioredis connection for BullMQ.
- * - producer (ingest, reconciler): enableOfflineQueue=false so an add fails at once while Redis
- *   is down instead of hanging the webhook response; the reconciler re-enqueues later.
- * - worker: maxRetriesPerRequest=null, as BullMQ requires for blocking connections; it waits
- *   for Redis to come back rather than failing jobs.
- */
-/**
  * After a failover the old primary may come back as a replica while clients still talk to it:
  * writes answer READONLY and blocked reads UNBLOCKED. Reconnect (the name resolves to the new
  * primary on managed services) and resend the command (2), as ioredis documents for this case.
  */
 const reconnectOnError = (error: Error): 2 | false => (/^(READONLY|UNBLOCKED)/.test(error.message) ? 2 : false);
 
+/**
+ * ioredis connection for BullMQ.
+ * - producer (ingest, reconciler): enableOfflineQueue=false so an add fails at once while Redis
+ *   is down instead of hanging the webhook response; the reconciler re-enqueues later.
+ * - worker: maxRetriesPerRequest=null, as BullMQ requires for blocking connections; it waits
+ *   for Redis to come back rather than failing jobs.
+ */
 export function createRedis(url: string, role: RedisRole): Redis {
   const redis = new Redis(url, {
     reconnectOnError,
