@@ -21,6 +21,7 @@ export * from './migrate.js';
 export * from './operations.js';
 export * from './payload-view.js';
 export * from './process-event.js';
+export * from './readiness.js';
 export * from './queue.js';
 export * from './reconciler.js';
 export * from './registry.js';

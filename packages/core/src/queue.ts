@@ -10,7 +10,7 @@
 import { createPostgresBackend, Queue, Worker, type PostgresPoolConfig, type Processor, type WorkerOptions } from 'bullmq';
 import { Cluster, Redis } from 'ioredis';
 import pg from 'pg';
-import { EVENT_QUEUE_NAME, eventKeyDigest, eventQueueNames, queueKey, StartupError, type ClusterSeeds } from '@oncehook/shared';
+import { EVENT_QUEUE_NAME, eventKeyDigest, eventQueueNames, queueKey, StartupError, TimeoutError, type ClusterSeeds } from '@oncehook/shared';
 import type { EventJobData } from '@oncehook/shared';
 
 export { EVENT_QUEUE_NAME, eventQueueNames };
@@ -73,13 +73,6 @@ export type RedisRole = 'producer' | 'worker';
 export type RedisClient = Redis | Cluster;
 
 /**
- * After a failover the old primary may come back as a replica while clients still talk to it:
- * writes answer READONLY and blocked reads UNBLOCKED. Reconnect (the name resolves to the new
- * primary on managed services) and resend the command (2), as ioredis documents for this case.
- */
-const reconnectOnError = (error: Error): 2 | false => (/^(READONLY|UNBLOCKED)/.test(error.message) ? 2 : false);
-
-/**
  * ioredis connection for BullMQ.
  * - producer (ingest, reconciler): enableOfflineQueue=false so an add fails at once while Redis
  *   is down instead of hanging the webhook response; the reconciler re-enqueues later.
@@ -88,7 +81,6 @@ const reconnectOnError = (error: Error): 2 | false => (/^(READONLY|UNBLOCKED)/.t
  */
 export function createRedis(url: string, role: RedisRole): Redis {
   const redis = new Redis(url, {
-    reconnectOnError,
     maxRetriesPerRequest: role === 'worker' ? null : 1,
     enableOfflineQueue: role === 'worker',
     // Reconnect quickly after a Redis restart; capped so a long outage does not spin.
@@ -118,7 +110,6 @@ export function createRedisCluster(seeds: ClusterSeeds, role: RedisRole): Cluste
     slotsRefreshTimeout: 2_000,
     ...(seeds.tls ? { dnsLookup: (address: string, callback: (error: null, address: string) => void) => callback(null, address) } : {}),
     redisOptions: {
-      reconnectOnError,
       maxRetriesPerRequest: role === 'worker' ? null : 1,
       connectionName: `oncehook-${role}`,
       ...(seeds.username ? { username: seeds.username } : {}),
@@ -223,7 +214,7 @@ export function readinessProblem(error: unknown): string {
   if (message.includes('OOM')) return 'Redis is out of memory (maxmemory) and refuses writes';
   if (message.includes('cluster support disabled')) return 'REDIS_CLUSTER_NODES names a Redis that is not a cluster: use REDIS_URL';
   if (/Cluster isn't ready|Failed to refresh slots cache/.test(message)) return 'the Redis Cluster is not reachable (REDIS_CLUSTER_NODES)';
-  if (/timed out|timeout/i.test(message)) return 'Redis did not answer in time';
+  if (error instanceof TimeoutError) return 'Redis did not answer in time';
   return 'Redis is unreachable or refused the write';
 }
 

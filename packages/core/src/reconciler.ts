@@ -17,7 +17,7 @@
  *
  * `runOnce()` for tests (returns the counts), `run()` for the loop, `stop()` to end it.
  */
-import { advisoryLockKey, withTimeout, withTransaction, type EventJobData, type Logger, type Pool, type WorkerMetrics } from '@oncehook/shared';
+import { advisoryLockKey, TimeoutError, withTimeout, withTransaction, type EventJobData, type Logger, type Pool, type WorkerMetrics } from '@oncehook/shared';
 import { enqueueEvent, queuesOf, type JobTarget } from './queue.js';
 import type { Queries } from './store/queries.js';
 
@@ -130,7 +130,7 @@ export function createReconciler(deps: {
           log.info({ rowId: job.rowId, provider: job.provider, eventId: job.eventId, handler: job.handler }, `re-enqueued (${why})`);
         } catch (error) {
           enqueueFailed += 1;
-          if (error instanceof Error && error.message.startsWith('re-enqueue timed out')) redisSilent = true;
+          if (error instanceof TimeoutError) redisSilent = true;
           log.warn({ err: error, rowId: job.rowId, provider: job.provider, eventId: job.eventId, handler: job.handler }, 're-enqueue failed; a later pass retries');
         }
       }

@@ -10,14 +10,14 @@
  *   /admin/...                 Bull Board, events view, admin API (admin.ts; only with credentials)
  */
 import { Hono } from 'hono';
-import { inSpan, metricsAuthorized, withTimeout, type Faults, type IngestMetrics, type Logger, type Pool, type RetentionPolicy, type WebhookSource } from '@oncehook/shared';
+import { inSpan, metricsAuthorized, type Faults, type IngestMetrics, type Logger, type Pool, type RetentionPolicy, type WebhookSource } from '@oncehook/shared';
 import type { JobTarget, Queries, QueueBackend } from '@oncehook/core';
 import { HTTPException } from 'hono/http-exception';
 import { SpanKind } from '@opentelemetry/api';
 import { mountAdmin, type AdminSettings } from './admin/index.js';
 import { createEdgeGuards } from './edge-guards.js';
 import { createTypeLabels, type TypeLabels } from './type-labels.js';
-import { createClaimBatcher, readinessProblem } from '@oncehook/core';
+import { checkReadiness, createClaimBatcher } from '@oncehook/core';
 import { createEnqueueRelay, type EnqueueRelay } from '@oncehook/core';
 import { RecentDuplicates } from './recent-duplicates.js';
 import { receiveWebhook } from './receive-webhook.js';
@@ -94,14 +94,8 @@ export function createApp(deps: IngestDeps): Hono {
   });
 
   app.get('/readyz', async (c) => {
-    const [postgres, queue] = await Promise.allSettled([withTimeout(deps.pool.query('SELECT 1'), 2_000, 'postgres ping'), withTimeout(deps.pingQueue(), 2_000, 'queue ping')]);
-    // `redis` on the default backend; `queue` when the queue lives in Postgres (QUEUE_BACKEND).
-    const queueCheck = deps.queueBackend === 'redis' ? 'redis' : 'queue';
-    const checks = { postgres: postgres.status === 'fulfilled' ? 'ok' : 'unavailable', [queueCheck]: queue.status === 'fulfilled' ? 'ok' : 'unavailable' };
-    const ready = postgres.status === 'fulfilled' && queue.status === 'fulfilled';
-    // Why the queue cannot take a job (one node of a cluster, a replica, out of memory), without addresses.
-    const problem = queue.status === 'rejected' && deps.queueBackend === 'redis' ? { problem: readinessProblem(queue.reason) } : {};
-    return c.json({ status: ready ? 'ready' : 'not_ready', checks, ...problem }, ready ? 200 : 503);
+    const { ready, body } = await checkReadiness(deps.pool, deps.pingQueue, deps.queueBackend);
+    return c.json(body, ready ? 200 : 503);
   });
 
   app.post(

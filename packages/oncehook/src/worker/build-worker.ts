@@ -17,7 +17,7 @@ import {
   HandlerRegistry,
   openQueueConnection,
   pingQueue,
-  readinessProblem,
+  checkReadiness,
   type EngineHooks,
   type EventQueues,
   type EventWorker,
@@ -37,10 +37,9 @@ import {
   type Pool,
   type WorkerConfig,
   type WorkerMetrics,
-  withTimeout,
 } from '@oncehook/shared';
 import type { Queue } from 'bullmq';
-import { type Readiness, startMetricsServer } from './metrics-server.js';
+import { startMetricsServer } from './metrics-server.js';
 
 export interface BuildWorkerOptions {
   /** Defaults: a pino logger at LOG_LEVEL, fresh metrics, faults from ONCEHOOK_FAULTS. */
@@ -127,18 +126,8 @@ export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], 
   const { queries } = engine;
   const eventWorker = createEventWorker({ engine, connection, queue: queues, log, metrics, settings: workerSettings(config) }, { autorun: false });
 
-  /** GET /readyz: the checks of ingest's /readyz, for this worker's connections. */
-  const readiness = async (): Promise<Readiness> => {
-    const [postgres, queueCheck] = await Promise.allSettled([
-      withTimeout(pool.query('SELECT 1'), 2_000, 'postgres ping'),
-      withTimeout(pingQueue(producer, config.QUEUE_PREFIX, eventQueueNames(config.QUEUE_SHARDS)), 2_000, 'queue ping'),
-    ]);
-    const queueName = producer.backend === 'redis' ? 'redis' : 'queue';
-    const ready = postgres.status === 'fulfilled' && queueCheck.status === 'fulfilled';
-    const checks = { postgres: postgres.status === 'fulfilled' ? 'ok' : 'unavailable', [queueName]: queueCheck.status === 'fulfilled' ? 'ok' : 'unavailable' };
-    const problem = queueCheck.status === 'rejected' && producer.backend === 'redis' ? { problem: readinessProblem(queueCheck.reason) } : {};
-    return { ready, body: { status: ready ? 'ready' : 'not_ready', checks, ...problem } };
-  };
+  /** GET /readyz: ingest's checks, on this worker's connections. */
+  const readiness = () => checkReadiness(pool, () => pingQueue(producer, config.QUEUE_PREFIX, eventQueueNames(config.QUEUE_SHARDS)), producer.backend);
   let metricsServer: Awaited<ReturnType<typeof startMetricsServer>> | undefined;
   let closed = false;
   return {

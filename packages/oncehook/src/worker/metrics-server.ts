@@ -8,13 +8,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { listenFailure, metricsAuthorized } from '@oncehook/shared';
+import type { Readiness } from '@oncehook/core';
 import type { Registry } from 'prom-client';
-
-/** The readiness verdict /readyz answers with (200 when ready, 503 otherwise). */
-export interface Readiness {
-  ready: boolean;
-  body: Record<string, unknown>;
-}
 
 export async function startMetricsServer(
   registry: Registry,
