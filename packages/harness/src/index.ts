@@ -13,3 +13,4 @@ export * from './wait.js';
 export * from './schema-dump.js';
 export * from './script-args.js';
 export * from './own-redis-cluster.js';
+export * from './sender-cases.js';

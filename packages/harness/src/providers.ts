@@ -11,6 +11,7 @@ import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { Webhook as SvixWebhook } from 'svix';
 import { createSource, type SourceDeclaration, type WebhookSource } from '@oncehook/shared';
 import { signStripe, STRIPE_SECRET } from './stripe.js';
+import { SENDER_CASES, SENDER_DECLARATIONS, type SenderCase } from './sender-cases.js';
 
 export const SECRETS = {
   stripe: STRIPE_SECRET,
@@ -47,7 +48,7 @@ export const SOURCE_DECLARATIONS: SourceDeclaration[] = [
 ];
 
 export function allSources(): Map<string, WebhookSource> {
-  return new Map(SOURCE_DECLARATIONS.map((declaration) => [declaration.name, createSource(declaration, {})]));
+  return new Map([...SOURCE_DECLARATIONS, ...SENDER_DECLARATIONS].map((declaration) => [declaration.name, createSource(declaration, {})]));
 }
 
 export interface SignOptions {
@@ -83,7 +84,7 @@ const hex = (secret: string, ...parts: (string | Buffer)[]) => {
   return mac.digest('hex');
 };
 
-export const PROVIDER_CASES: ProviderCase[] = [
+const ADAPTER_CASES: ProviderCase[] = [
   {
     source: 'stripe',
     body: (id) => JSON.stringify({ id, object: 'event', type: 'invoice.paid', created: now(), data: { object: { id: 'in_1' } } }),
@@ -220,6 +221,9 @@ export const PROVIDER_CASES: ProviderCase[] = [
     timestamped: true,
   },
 ];
+
+/** Every built-in sender's case: the adapters', then the table senders' (sender-cases.ts). */
+export const PROVIDER_CASES: SenderCase[] = [...ADAPTER_CASES, ...SENDER_CASES];
 
 export async function send(baseUrl: string, source: string, delivery: SignedDelivery): Promise<{ status: number; json: Record<string, unknown> }> {
   const response = await fetch(`${baseUrl}/webhooks/${source}`, { method: 'POST', body: delivery.body, headers: delivery.headers });

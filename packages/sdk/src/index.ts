@@ -14,7 +14,16 @@
  */
 export { defineHandler, isHandler, HANDLER_NAME_PATTERN, type Handler, type HandlerOptions } from './define-handler.js';
 export type { HandlerContext, HandlerEvent, Json, JsonChecked, Logger, Ordering, PoolClient, StepInput, StepOptions, TransactionOptions } from './context.js';
-export { PROVIDER_KINDS, type EventTypeFor, type ProviderEventTypes, type ProviderKind, type ProviderPayload } from './provider-events.js';
+export {
+  ADAPTER_KINDS,
+  PROVIDER_KINDS,
+  SENDER_KINDS,
+  type SenderKind,
+  type EventTypeFor,
+  type ProviderEventTypes,
+  type ProviderKind,
+  type ProviderPayload,
+} from './provider-events.js';
 export { readSettings } from './settings.js';
 export {
   ConfigError,

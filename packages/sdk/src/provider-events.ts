@@ -20,10 +20,45 @@
  *   unless the handler gives a `payload` zod schema, which is also checked at run time.
  */
 
-/** The provider families Oncehook verifies (a source's `kind`). */
-export type ProviderKind = 'stripe' | 'github' | 'shopify' | 'standard-webhooks' | 'slack' | 'paddle' | 'hmac';
+/**
+ * The senders verified by a table entry (@oncehook/shared's senders.ts, "schemes as data"):
+ * the names live here so that handlers can be typed by them; the type checker makes the
+ * table hold one entry for each.
+ */
+export const SENDER_KINDS = [
+  'linear',
+  'intercom',
+  'hubspot',
+  'square',
+  'sendgrid',
+  'mailgun',
+  'postmark',
+  'gitlab',
+  'bitbucket',
+  'sentry',
+  'vercel',
+  'typeform',
+  'calendly',
+  'lemonsqueezy',
+  'woocommerce',
+  'coinbase-commerce',
+  'zoom',
+  'twitch',
+  'meta',
+  'discord',
+  'paystack',
+  'razorpay',
+  'mux',
+] as const;
+export type SenderKind = (typeof SENDER_KINDS)[number];
 
-export const PROVIDER_KINDS: readonly ProviderKind[] = ['stripe', 'github', 'shopify', 'standard-webhooks', 'slack', 'paddle', 'hmac'];
+/** The kinds with an adapter of their own, and the generic in-house `hmac`. */
+export const ADAPTER_KINDS = ['stripe', 'github', 'shopify', 'standard-webhooks', 'slack', 'paddle', 'hmac'] as const;
+
+/** The provider families Oncehook verifies (a source's `kind`). */
+export type ProviderKind = (typeof ADAPTER_KINDS)[number] | SenderKind;
+
+export const PROVIDER_KINDS: readonly ProviderKind[] = [...ADAPTER_KINDS, ...SENDER_KINDS];
 
 /**
  * The typed kinds: for each, a map from event type to payload. Filled in by

@@ -34,6 +34,8 @@ export type VerificationReason =
   | 'missing_header'
   | 'malformed_header'
   | 'bad_signature'
+  /** A token or Basic-auth sender (GitLab, Postmark) without the configured credentials. */
+  | 'bad_credentials'
   | 'timestamp_too_old'
   | 'timestamp_in_future'
   | 'malformed_payload'

@@ -27,6 +27,8 @@ export * from './providers/slack.js';
 export * from './providers/paddle.js';
 export * from './providers/generic-hmac.js';
 export * from './providers/sources.js';
+export * from './providers/scheme.js';
+export * from './providers/senders.js';
 export * from './process.js';
 export * from './timeout.js';
 export * from './metrics.js';

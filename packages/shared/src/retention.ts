@@ -1,3 +1,5 @@
+import { SENDER_SCHEMES } from './providers/senders.js';
+
 /**
  * Retention horizons, two per event: its payload (with its runs, steps and delivery log) is
  * kept RETENTION_DAYS per source, its key (a narrow row) KEY_RETENTION_DAYS.
@@ -33,6 +35,8 @@ export const REDELIVERY_WINDOWS: Readonly<Record<string, { days: number; what: s
   'standard-webhooks': { days: 4, what: 'Standard Webhooks senders retry for days (the reference schedule spans about 75 hours)' },
   slack: { days: 1, what: 'Slack retries 3 times within 5 minutes' },
   paddle: { days: 3, what: 'Paddle retries up to 60 times over 3 days' },
+  // The table senders' windows, from their entries (providers/senders.ts).
+  ...Object.fromEntries(Object.values(SENDER_SCHEMES).flatMap((scheme) => (scheme.redelivery ? [[scheme.kind, scheme.redelivery]] : []))),
 };
 
 /**

@@ -10,6 +10,7 @@
  * a $20.00 card payment "(created by Stripe CLI)" with NO customer and no metadata.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
+import { SENDER_FIXTURES } from './sender-fixtures.js';
 import type { DeliveryKind } from './signed-delivery.js';
 
 const now = () => Math.floor(Date.now() / 1000);
@@ -287,6 +288,7 @@ const FIXTURES: Partial<Record<DeliveryKind, Record<string, Builder>>> = {
   svix: STANDARD,
   slack: SLACK,
   paddle: PADDLE,
+  ...SENDER_FIXTURES,
 };
 
 /** The event types with a built-in payload, per kind (the first is the default of `npm run send`). */

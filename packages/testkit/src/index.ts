@@ -9,3 +9,4 @@
 export { checkHandler, SimulatedCrash, type CheckEvent, type CheckOptions, type CheckReport, type ScenarioReport } from './check-handler.js';
 export { fixture, fixtureTypes } from './fixtures.js';
 export { signedDelivery, type DeliveryKind, type SignedDelivery, type SignedDeliveryOptions } from './signed-delivery.js';
+export { signSchemeDelivery, type SchemeDelivery, type SchemeSignOptions } from './sign-scheme.js';

@@ -6,8 +6,12 @@
  *   await fetch(`${ingestUrl}/webhooks/stripe`, { method: 'POST', body: delivery.body, headers: delivery.headers });
  */
 import { createHmac, randomUUID } from 'node:crypto';
+import { SENDER_SCHEMES } from '@oncehook/shared';
+import type { SenderKind } from '@oncehook/sdk';
+import { signSchemeDelivery } from './sign-scheme.js';
 
-export type DeliveryKind = 'stripe' | 'github' | 'shopify' | 'standard-webhooks' | 'svix' | 'slack' | 'paddle' | 'hmac';
+/** Every kind a delivery can be signed as: the adapters', `svix` (Standard Webhooks with svix- headers), and every table sender. */
+export type DeliveryKind = 'stripe' | 'github' | 'shopify' | 'standard-webhooks' | 'svix' | 'slack' | 'paddle' | 'hmac' | SenderKind;
 
 export interface SignedDeliveryOptions {
   /**
@@ -29,6 +33,8 @@ export interface SignedDeliveryOptions {
   hookId?: string;
   /** Shopify's shop domain (default example.myshopify.com). */
   shopDomain?: string;
+  /** The public URL the delivery is posted to, for senders that sign it (HubSpot, Square). */
+  url?: string;
   /** Generic HMAC sources: how the source is configured (docs/providers.md). */
   hmac?: {
     signatureHeader: string;
@@ -185,6 +191,11 @@ export function signedDelivery(kind: DeliveryKind, payload: unknown, secret: str
       const parts = [...(config.timestampHeader ? [`${timestamp}.`] : []), ...signedValues, body];
       headers[config.signatureHeader.toLowerCase()] = `${config.signaturePrefix ?? ''}${hmac(secret, ...parts).toString(config.encoding)}`;
       return { body, headers, eventId: id };
+    }
+    default: {
+      // A table sender: signed from its scheme (asymmetric senders: `secret` is the private key).
+      const { body, headers, eventId } = signSchemeDelivery(SENDER_SCHEMES[kind], payload, secret, options);
+      return { body, headers, eventId };
     }
   }
 }

@@ -5,8 +5,22 @@
  * refuse to start without the secrets you configure. These values are public: never put them
  * anywhere a real provider delivers to.
  */
+import { SENDER_SCHEMES, senderVariables } from '@oncehook/shared';
+
 export const DEV_SECRETS: Readonly<Record<string, string>> = {
   STRIPE_WEBHOOK_SECRET: 'whsec_local_development_secret',
+  // Every table sender (senders.ts): its development secret, or the PUBLIC half of its dev key
+  // pair; its URL and verify token where it needs them (the URL `oncehook dev` serves by default).
+  ...Object.fromEntries(
+    Object.values(SENDER_SCHEMES).flatMap((scheme) => {
+      const variables = senderVariables(scheme);
+      return [
+        [variables.secrets, typeof scheme.dev === 'string' ? scheme.dev : scheme.dev.public],
+        ...(variables.url ? [[variables.url, `http://127.0.0.1:3000/webhooks/${scheme.kind}`]] : []),
+        ...(variables.verifyToken ? [[variables.verifyToken, `local-development-${scheme.kind}-verify-token`]] : []),
+      ];
+    }),
+  ),
   GITHUB_WEBHOOK_SECRET: 'local-development-github-secret',
   SHOPIFY_WEBHOOK_SECRET: 'local-development-shopify-secret',
   STANDARD_WEBHOOKS_SECRET: `whsec_${Buffer.from('local-development-standard-key').toString('base64')}`,

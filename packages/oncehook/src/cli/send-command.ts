@@ -11,7 +11,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { loadIngestConfig, secretsOf, sourceDeclarations, type SourceDeclaration } from '@oncehook/shared';
+import { isSenderKind, loadIngestConfig, secretsOf, SENDER_SCHEMES, senderVariables, sourceDeclarations, type SourceDeclaration } from '@oncehook/shared';
 import { fixture, fixtureTypes, signedDelivery, type DeliveryKind } from '@oncehook/testkit';
 import { type Command, UsageError } from './command.js';
 import { withDevSecrets } from './dev-env.js';
@@ -44,7 +44,7 @@ async function send(args: string[], shell: Record<string, string>): Promise<numb
   const { values, positionals } = parse(args);
   const env = withDevSecrets(shell);
   const config = loadIngestConfig(env);
-  const declarations = sourceDeclarations(config);
+  const declarations = sourceDeclarations(config, env);
   if (values.list) {
     for (const declaration of declarations) {
       const types = fixtureTypes(kindOf(declaration));
@@ -89,18 +89,20 @@ async function send(args: string[], shell: Record<string, string>): Promise<numb
   if (kind === 'hmac')
     throw new UsageError(`source "${sourceName}" is an in-house HMAC source: sign with @oncehook/testkit signedDelivery('hmac', ..., { hmac: ... }) in a script of yours`);
 
-  const secret = secretsOf(declaration, env)[0]!;
+  const secret = signingSecret(declaration, secretsOf(declaration, env)[0]!);
   const base = values.url ?? env.ONCEHOOK_DEV_URL ?? `http://127.0.0.1:${config.PORT === 0 ? 3000 : config.PORT}`;
   const url = `${base.replace(/\/$/, '')}/webhooks/${sourceName}`;
+  // Senders that sign their URL sign the one the source is configured with (HUBSPOT_WEBHOOK_URL...).
+  const signedUrl = 'url' in declaration && declaration.url ? declaration.url : url;
   // One event: one id, signed afresh for every copy (as a provider's retry is).
   let first: ReturnType<typeof signedDelivery>;
   try {
-    first = signedDelivery(kind, payload, secret, { id: values.id, type });
+    first = signedDelivery(kind, payload, secret, { id: values.id, type, url: signedUrl });
   } catch (error) {
     throw new UsageError(`--id: ${(error as Error).message.replace(/^signedDelivery: /, '')}`);
   }
   // A copy is the same bytes, signed again (a fresh timestamp where the provider signs one).
-  const sign = () => signedDelivery(kind, first.body, secret, { id: kind === 'github' || kind === 'shopify' ? idOf(first) : first.eventId, type });
+  const sign = () => signedDelivery(kind, first.body, secret, { id: kind === 'github' || kind === 'shopify' ? idOf(first) : first.eventId, type, url: signedUrl });
 
   process.stdout.write(
     `sending ${copies === 1 ? 'one delivery' : `${copies} deliveries`} of ${sourceName} ${type ?? '(type from the file)'} ${first.eventId} to ${url}${copies > 1 ? (values.concurrent ? ' (at once)' : ' (one after the other)') : ''}\n`,
@@ -143,8 +145,25 @@ function idOf(delivery: { eventId: string }): string {
   return colon === -1 ? delivery.eventId : delivery.eventId.slice(colon + 1);
 }
 
+/**
+ * What signs: the secret itself, or for a sender that signs with a private key (SendGrid,
+ * Discord) the private half of the development key pair whose public half is configured.
+ */
+function signingSecret(declaration: SourceDeclaration, configured: string): string {
+  if (!isSenderKind(declaration.kind)) return configured;
+  const { dev, title } = SENDER_SCHEMES[declaration.kind];
+  if (typeof dev === 'string') return configured;
+  if (configured !== dev.public) {
+    throw new UsageError(
+      `source "${declaration.name}" verifies ${title}'s signatures with a public key; only ${title} holds the private key, so oncehook send can sign only for the development key (leave ${secretVariable(declaration)} unset under oncehook dev)`,
+    );
+  }
+  return dev.private;
+}
+
 function secretVariable(declaration: SourceDeclaration): string {
   if (declaration.secretsEnv) return declaration.secretsEnv;
+  if (isSenderKind(declaration.kind)) return senderVariables(SENDER_SCHEMES[declaration.kind]).secrets;
   const byKind: Record<string, string> = {
     stripe: 'STRIPE_WEBHOOK_SECRET',
     github: 'GITHUB_WEBHOOK_SECRET',
@@ -160,7 +179,7 @@ export const sendCommand: Command = {
   name: 'send',
   summary: 'sign a test event as its provider would and deliver it to ingest',
   usage: 'oncehook send <source> [type] [--copies N] [--concurrent] [--file payload.json] [--id ID] [--url URL]   |   oncehook send --list',
-  help: `  <source>      a configured source (stripe, github, shopify, standard-webhooks, slack, paddle, or a name from ONCEHOOK_SOURCES_FILE)
+  help: `  <source>      a configured source (stripe, github, linear, sendgrid, ...: --list shows them, or a name from ONCEHOOK_SOURCES_FILE)
   [type]        the event type; default: the first built-in one of the source's provider (--list shows them)
   --copies N    deliver the same event N times (default 1): the first is accepted, the rest are duplicates
   --concurrent  send the copies at the same moment (default: one after the other)

@@ -4,6 +4,7 @@
  *
  * Routes
  *   POST /webhooks/:provider   receive a delivery (see receive-webhook.ts)
+ *   GET  /webhooks/:provider   a sender's subscription check (Meta's hub.challenge); 405 otherwise
  *   GET  /healthz              the process is up
  *   GET  /readyz               Postgres and Redis answer
  *   GET  /metrics              Prometheus metrics
@@ -20,7 +21,7 @@ import { createTypeLabels, type TypeLabels } from './type-labels.js';
 import { checkReadiness, createClaimBatcher } from '@oncehook/core';
 import { createEnqueueRelay, type EnqueueRelay } from '@oncehook/core';
 import { RecentDuplicates } from './recent-duplicates.js';
-import { receiveWebhook } from './receive-webhook.js';
+import { receiveWebhook, replyResponse } from './receive-webhook.js';
 
 export interface IngestDeps {
   pool: Pool;
@@ -109,6 +110,15 @@ export function createApp(deps: IngestDeps): Hono {
     // One span per delivery (tracing.ts; a no-op unless OTEL_* asks for traces).
     (c) => inSpan('webhook.receive', { kind: SpanKind.SERVER, attributes: { 'oncehook.source': c.req.param('provider') ?? '' } }, () => receiveWebhook(c, deps, claims, edge)),
   );
+
+  // A sender that checks the endpoint with a GET (Meta): answered by the source, nothing stored.
+  app.get('/webhooks/:provider', (c, next) => {
+    const source = deps.sources.get(c.req.param('provider'));
+    if (!source?.get) return next();
+    const reply = source.get(new URL(c.req.url).searchParams);
+    deps.log.info({ provider: source.name, status: reply.status ?? 200 }, reply.note);
+    return replyResponse(c, reply);
+  });
 
   app.all('/webhooks/:provider', (c) => {
     c.header('Allow', 'POST');

@@ -9,7 +9,13 @@
  *   202 accepted   first delivery of this event; committed, work happens asynchronously
  *   200 duplicate  the event was already claimed (same id, or same body for a source whose id
  *                  is not signed); no new work (a stale `received` row is re-enqueued)
- *   200 reply      a verified request answered directly, nothing stored (Slack's challenge)
+ *   200 reply      a verified request answered directly, nothing stored (Slack's challenge,
+ *                  Zoom's validation, Twitch's verification: JSON, text or 204 as the sender needs)
+ *   202 / 200      a batch (SendGrid, HubSpot, Meta: many events in one delivery): every element
+ *                  is claimed on its own; 202 when at least one was new, 200 when all were
+ *                  duplicates, and only after EVERY element's claim committed; the body lists
+ *                  each element's outcome. One element the database refuses fails the delivery
+ *                  (503: the sender retries; the committed elements are then duplicates).
  *   200 expired    signed creation time beyond the key horizon (KEY_RETENTION_DAYS): not processed
  *   400 / 401      not verifiable or malformed (a payload Postgres cannot store included):
  *                  nothing stored, nothing enqueued
@@ -34,7 +40,9 @@ import {
   currentTraceparent,
   type EdgeResult,
   type EventJobData,
+  type Reply,
   type Verified,
+  type VerifiedEvent,
 } from '@oncehook/shared';
 import { trace } from '@opentelemetry/api';
 import type { Context } from 'hono';
@@ -47,11 +55,15 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
   const source = deps.sources.get(c.req.param('provider') ?? '');
   if (!source) throw new Error('receiveWebhook reached without a known source'); // guarded by edge-guards
   const { metrics } = deps;
-  const answer = (result: EdgeResult, type: string, response: Response): Response => {
+  /** Records the answer's time and outcome (a batch counts its elements itself). */
+  const timed = (result: EdgeResult, response: Response): Response => {
     trace.getActiveSpan()?.setAttributes({ 'oncehook.outcome': result, 'http.response.status_code': response.status });
-    metrics.eventsTotal.inc({ provider: source.name, type, result });
     metrics.ingestDuration.observe({ result }, Number(process.hrtime.bigint() - started) / 1e9);
     return response;
+  };
+  const answer = (result: EdgeResult, type: string, response: Response): Response => {
+    metrics.eventsTotal.inc({ provider: source.name, type, result });
+    return timed(result, response);
   };
 
   // Counted into the body budget as it arrives; refused mid-body past BODY_LIMIT_BYTES or the
@@ -73,8 +85,9 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
   }
   if ('reply' in verified) {
     deps.log.info({ provider: source.name }, verified.reply.note);
-    return c.json(verified.reply.body, 200);
+    return replyResponse(c, verified.reply);
   }
+  if ('events' in verified) return receiveBatch(c, deps, claims, edge, verified.events, now, answer, timed);
   const { event } = verified;
   trace.getActiveSpan()?.setAttributes({ 'oncehook.event_id': event.eventId, 'oncehook.event_type': event.type });
   const typeLabel = (type: string) => deps.typeLabels?.label(event.provider, event.kind, type) ?? 'other';
@@ -145,6 +158,21 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
   }
 
   // Duplicate: counted as such, never as an error, under the STORED event's type.
+  await onDuplicate(deps, edge, source.name, event, claim, now, log);
+  const storedType = claim.outcome === 'duplicate' ? claim.type : event.type;
+  return answer('duplicate', typeLabel(storedType), c.json({ status: 'duplicate', provider: event.provider, eventId: event.eventId }, 200));
+}
+
+/** A duplicate's bookkeeping: the recent-duplicates view, the log, a lost enqueue repeated. */
+async function onDuplicate(
+  deps: IngestDeps,
+  edge: EdgeGuards,
+  sourceName: string,
+  event: VerifiedEvent,
+  claim: Exclude<ClaimResult, { outcome: 'new' }>,
+  now: Date,
+  log: IngestDeps['log'],
+): Promise<void> {
   deps.recentDuplicates?.add({
     at: now,
     provider: event.provider,
@@ -161,7 +189,7 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
       // Either a captured body replayed under another type, or a sender that sends one body for
       // two types (docs/providers.md, body dedupe): say so, it is never silent.
       edge.notice(
-        `${source.name}\0cross-type`,
+        `${sourceName}\0cross-type`,
         { provider: event.provider, eventId: event.eventId, type: event.type, storedType: claim.type, rowId: claim.rowId },
         'a body already claimed under another id AND another type was answered duplicate: a replay, or a sender that sends byte-identical bodies for two types (see bodyDedupe in docs/providers.md)',
       );
@@ -176,8 +204,6 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
   } else {
     log.info('duplicate delivery (concurrent with the first)');
   }
-  const storedType = claim.outcome === 'duplicate' ? claim.type : event.type;
-  return answer('duplicate', typeLabel(storedType), c.json({ status: 'duplicate', provider: event.provider, eventId: event.eventId }, 200));
 }
 
 async function enqueue(deps: IngestDeps, data: EventJobData, replaceFinished: boolean, log: IngestDeps['log']): Promise<void> {
@@ -188,4 +214,82 @@ async function enqueue(deps: IngestDeps, data: EventJobData, replaceFinished: bo
     // still gets its 2xx.
     log.warn({ err: error, rowId: data.rowId }, 'enqueue failed after commit; the reconciler will enqueue the event');
   }
+}
+
+/** A direct answer: JSON, text (a challenge echoed as the sender wants it) or an empty 204. */
+export function replyResponse(c: Context, reply: Reply): Response {
+  if (reply.body === null) return c.body(null, (reply.status ?? 204) as 204);
+  if (typeof reply.body === 'string') return c.text(reply.body, (reply.status ?? 200) as 200);
+  return c.json(reply.body, (reply.status ?? 200) as 200);
+}
+
+type Answer = (result: EdgeResult, type: string, response: Response) => Response;
+type Timed = (result: EdgeResult, response: Response) => Response;
+
+/**
+ * Many events in one delivery: each element claimed on its own (the claim batcher groups them
+ * into one statement), the answer after all of them committed.
+ */
+async function receiveBatch(
+  c: Context,
+  deps: IngestDeps,
+  claims: ClaimBatcher,
+  edge: EdgeGuards,
+  events: VerifiedEvent[],
+  now: Date,
+  answer: Answer,
+  timed: Timed,
+): Promise<Response> {
+  const first = events[0]!;
+  const typeLabel = (type: string) => deps.typeLabels?.label(first.provider, first.kind, type) ?? 'other';
+  const log = deps.log.child({ provider: first.provider, batch: events.length });
+  if (edge.connectionClosing(c)) {
+    return answer(
+      'error',
+      'other',
+      edge.closing(c, c.json({ error: 'connection_closing', message: 'an earlier request on this connection was refused; send this one again' }, 503)),
+    );
+  }
+  const horizonMs = deps.settings.retention.keyDays * 86_400_000;
+  const traceparent = currentTraceparent();
+  const outcomes = await Promise.allSettled(
+    events.map(async (event) => {
+      // An element past the key horizon is not claimed (as a single delivery would be `expired`).
+      if (event.signedAt && now.getTime() - event.signedAt.getTime() > horizonMs) return 'expired' as const;
+      const claim = await claims.claim(traceparent ? { ...event, traceparent } : event);
+      if (claim.outcome !== 'new') await onDuplicate(deps, edge, event.provider, event, claim, now, log);
+      return claim.outcome === 'new' ? ('accepted' as const) : ('duplicate' as const);
+    }),
+  );
+  const failed = outcomes.findIndex((outcome) => outcome.status === 'rejected');
+  if (failed !== -1) {
+    const error = (outcomes[failed] as PromiseRejectedResult).reason;
+    const eventId = events[failed]!.eventId;
+    if (isUnstorablePayloadError(error)) {
+      const message = `element #${failed + 1} (${eventId}) cannot be stored: ${(error as Error).message}; the other elements were claimed`;
+      edge.rejected(first.provider, 'unstorable_payload', 400, message);
+      return answer('rejected', 'other', c.json({ error: 'unstorable_payload', message }, 400));
+    }
+    const unavailable = error instanceof OverloadedError || isDatabaseUnavailableError(error);
+    if (!(error instanceof OverloadedError)) log.error({ err: error, eventId }, unavailable ? 'database unavailable; asking the provider to retry the batch' : 'claim failed');
+    c.header('Retry-After', String(deps.settings.retryAfterSeconds));
+    return answer(
+      'error',
+      'other',
+      c.json(
+        { error: 'unavailable', message: 'not every element of the batch could be recorded; retry later (elements already recorded are then answered as duplicates)' },
+        unavailable ? 503 : 500,
+      ),
+    );
+  }
+  const statuses = outcomes.map((outcome) => (outcome as PromiseFulfilledResult<'accepted' | 'duplicate' | 'expired'>).value);
+  events.forEach((event, i) => {
+    const status = statuses[i]!;
+    deps.metrics.eventsTotal.inc({ provider: event.provider, type: typeLabel(event.type), result: status === 'accepted' ? 'new' : status });
+  });
+  const accepted = statuses.filter((status) => status === 'accepted').length;
+  log.info({ accepted, duplicates: statuses.filter((status) => status === 'duplicate').length }, 'batch delivery claimed');
+  const body = { status: accepted > 0 ? 'accepted' : 'duplicate', provider: first.provider, events: events.map((event, i) => ({ eventId: event.eventId, status: statuses[i] })) };
+  trace.getActiveSpan()?.setAttribute('oncehook.batch_size', events.length);
+  return timed(accepted > 0 ? 'new' : 'duplicate', c.json(body, accepted > 0 ? 202 : 200));
 }

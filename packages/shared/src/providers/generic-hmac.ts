@@ -1,6 +1,6 @@
 /**
- * Generic HMAC-SHA256, for in-house senders: one header carries the signature, hex or base64,
- * with an optional prefix such as `sha256=`. Where the stable id and the type come from is
+ * Generic HMAC-SHA256, for in-house senders: one header carries the signature, hex (either
+ * case) or base64, with an optional prefix such as `sha256=`; it is compared as bytes. Where the stable id and the type come from is
  * configured: a header, or a field of the JSON body (dot path).
  *
  * Signed content: `[<timestamp>.]` `[<value of each signedHeaders header>.]...` `<raw body>`:
@@ -14,7 +14,7 @@
  * duplicate whatever id it carries, and a type from a header is still refused).
  */
 import { VerificationError } from '../errors.js';
-import { hmacSha256, signaturesEqual } from './hmac.js';
+import { digestMatches, hmacSha256 } from './hmac.js';
 import {
   bodyHash,
   checkEventId,
@@ -99,7 +99,7 @@ export function createGenericHmacSource(options: GenericHmacSourceOptions): Webh
     verify(request: DeliveryRequest): Verified {
       const { received, timestamp, signedValues, idFromHeader } = parseHeaders(request.header);
       const parts = [...(timestamp === null ? [] : [`${timestamp}.`]), ...signedValues.map((v) => `${v}.`), request.rawBody];
-      const valid = options.secrets.some((secret) => signaturesEqual(hmacSha256(secret, ...parts).toString(options.encoding), received));
+      const valid = options.secrets.some((secret) => digestMatches(hmacSha256(secret, ...parts), received, options.encoding));
       if (!valid) throw new VerificationError(401, 'bad_signature', `${options.signatureHeader} does not match the body with any configured secret`);
       if (timestamp !== null) checkTimestamp(timestamp, request.now, tolerance, options.timestampHeader ?? 'timestamp');
 

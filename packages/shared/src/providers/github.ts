@@ -15,6 +15,11 @@
  * - the event name is checked against the body where the body shows it (an `issues` body has
  *   `issue`, a `push` has `commits`, ...): a body replayed under another event name is a 400.
  * Rotation: GitHub signs with one secret; we accept any configured one.
+ *
+ * Content types: a hook created with `content_type: form` (the REST API's default, and a choice
+ * in the UI) posts `application/x-www-form-urlencoded` with `payload=<url-encoded JSON>`. As
+ * octokit does, the signature is checked on the raw bytes as they arrived, THEN the form is
+ * decoded; the event stored is the JSON inside, and the body hash (dedupe) stays the raw bytes'.
  */
 import { VerificationError } from '../errors.js';
 import { hmacSha256, signaturesEqual } from './hmac.js';
@@ -91,6 +96,28 @@ function parseHeaders(header: DeliveryRequest['header']) {
   };
 }
 
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * The JSON of a verified delivery: the body itself (content type `json`), or the `payload`
+ * field of a form-encoded body (content type `form`), decoded after the signature was checked.
+ */
+function githubJson(request: DeliveryRequest): Buffer {
+  const contentType = (request.header('Content-Type') ?? '').split(';')[0]!.trim().toLowerCase();
+  if (contentType !== 'application/x-www-form-urlencoded') return request.rawBody;
+  let form: URLSearchParams;
+  try {
+    form = new URLSearchParams(utf8.decode(request.rawBody));
+  } catch {
+    throw new VerificationError(400, 'malformed_payload', 'form-encoded GitHub delivery is not valid UTF-8');
+  }
+  const payload = form.getAll('payload');
+  if (payload.length !== 1) {
+    throw new VerificationError(400, 'malformed_payload', "a form-encoded GitHub delivery carries exactly one payload= field (or set the hook's content type to application/json)");
+  }
+  return Buffer.from(payload[0]!, 'utf8');
+}
+
 export function createGitHubSource(options: GitHubSourceOptions): WebhookSource {
   const name = options.name ?? 'github';
   const dedupeOnBody = options.bodyDedupe ?? true;
@@ -107,7 +134,7 @@ export function createGitHubSource(options: GitHubSourceOptions): WebhookSource 
       if (!valid) throw new VerificationError(401, 'bad_signature', 'X-Hub-Signature-256 does not match the body with any configured secret');
 
       const eventId = checkEventId(`${hookId}:${delivery}`, 'X-GitHub-Hook-ID:X-GitHub-Delivery');
-      const { text, json } = parseJsonObject(request.rawBody, 'GitHub event');
+      const { text, json } = parseJsonObject(githubJson(request), 'GitHub event');
       const field = GITHUB_EVENT_FIELDS[eventName];
       if (field !== undefined && !(field in json)) {
         throw new VerificationError(400, 'malformed_payload', `X-GitHub-Event is "${eventName}" but the body has no "${field}": the header does not belong to this body`);

@@ -17,6 +17,28 @@ export function signaturesEqual(expected: string, received: string): boolean {
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
+export type DigestEncoding = 'hex' | 'base64';
+
+/**
+ * Decodes a received signature to its bytes: hex in either case (a sender that prints
+ * uppercase hex signs the same bytes), base64 with or without padding, base64url. Null when it
+ * is not that encoding at all.
+ */
+export function decodeSignature(received: string, encoding: DigestEncoding): Buffer | null {
+  if (encoding === 'hex') return /^(?:[0-9a-fA-F]{2})+$/.test(received) ? Buffer.from(received, 'hex') : null;
+  if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(received)) return null;
+  return Buffer.from(received.replace(/-/g, '+').replace(/_/g, '/'), 'base64');
+}
+
+/**
+ * Whether a received signature (text, in `encoding`) is the digest we computed: compared as
+ * BYTES, in constant time, so that the case of hex digits or base64 padding never decides.
+ */
+export function digestMatches(expected: Buffer, received: string, encoding: DigestEncoding): boolean {
+  const bytes = decodeSignature(received, encoding);
+  return bytes !== null && bytes.length === expected.length && timingSafeEqual(bytes, expected);
+}
+
 /**
  * Constant-time comparison of a configured secret (an admin token, a password) with what a
  * request carried: both are hashed first, so the comparison always covers 32 bytes and

@@ -20,9 +20,22 @@ import { createShopifySource } from './shopify.js';
 import { createSlackSource } from './slack.js';
 import { createStandardWebhooksSource } from './standard-webhooks.js';
 import { createStripeSource } from './stripe.js';
+import { createSchemeSource, type SenderScheme } from './scheme.js';
+import { SENDER_KIND_LIST, SENDER_SCHEMES } from './senders.js';
 import type { WebhookSource } from './types.js';
+import { PROVIDER_KINDS, type SenderKind } from '@oncehook/sdk';
 
-export const PROVIDER_KINDS = ['stripe', 'github', 'shopify', 'standard-webhooks', 'slack', 'paddle', 'hmac'] as const;
+export { PROVIDER_KINDS };
+
+/**
+ * The variables of a table sender: its secrets (the entry's `env`); `<KIND>_WEBHOOK_URL` where
+ * the sender signs the URL it posts to; `<KIND>_VERIFY_TOKEN` where it checks the endpoint with a GET.
+ */
+export function senderVariables(scheme: SenderScheme): { secrets: string; url?: string; verifyToken?: string } {
+  const prefix = scheme.kind.toUpperCase().replace(/-/g, '_');
+  const signsUrl = 'signed' in scheme.signature && scheme.signature.signed.includes('url');
+  return { secrets: scheme.env, ...(signsUrl ? { url: `${prefix}_WEBHOOK_URL` } : {}), ...(scheme.get ? { verifyToken: `${prefix}_VERIFY_TOKEN` } : {}) };
+}
 
 export function splitSecrets(value: string): string[] {
   return value
@@ -51,6 +64,17 @@ const fileSchema = z.object({
       z.object({ ...common, kind: z.literal('standard-webhooks'), toleranceSeconds: tolerance }).strict(),
       z.object({ ...common, kind: z.literal('slack'), toleranceSeconds: tolerance }).strict(),
       z.object({ ...common, kind: z.literal('paddle'), toleranceSeconds: tolerance }).strict(),
+      z
+        .object({
+          ...common,
+          kind: z.enum(SENDER_KIND_LIST as [SenderKind, ...SenderKind[]]),
+          toleranceSeconds: tolerance,
+          /** The public URL the sender posts to (HubSpot, Square sign it). */
+          url: z.string().url().optional(),
+          /** Meta's verify token (the GET subscription check). */
+          verifyToken: z.string().min(1).optional(),
+        })
+        .strict(),
       z
         .object({
           ...common,
@@ -106,6 +130,14 @@ export function createSource(declaration: SourceDeclaration, env: Env = process.
         return createPaddleSource({ name, secrets, toleranceSeconds: declaration.toleranceSeconds });
       case 'hmac':
         return createGenericHmacSource({ ...declaration, secrets });
+      default:
+        return createSchemeSource(SENDER_SCHEMES[declaration.kind], {
+          name,
+          secrets,
+          toleranceSeconds: declaration.toleranceSeconds,
+          url: declaration.url,
+          verifyToken: declaration.verifyToken,
+        });
     }
   } catch (error) {
     if (error instanceof ConfigError) throw error;
@@ -130,7 +162,7 @@ export function parseSourcesFile(text: string, where: string): SourceDeclaration
 }
 
 /** Sources declared by the provider-named environment variables. */
-function envDeclarations(config: IngestConfig): SourceDeclaration[] {
+function envDeclarations(config: IngestConfig, env: Env): SourceDeclaration[] {
   const declarations: SourceDeclaration[] = [];
   const add = (value: string | undefined, declare: (secrets: string[]) => SourceDeclaration) => {
     if (value) declarations.push(declare(splitSecrets(value)));
@@ -146,6 +178,17 @@ function envDeclarations(config: IngestConfig): SourceDeclaration[] {
   }));
   add(config.SLACK_SIGNING_SECRET, (secrets) => ({ name: 'slack', kind: 'slack', secrets, toleranceSeconds: config.SLACK_TOLERANCE_SECONDS }));
   add(config.PADDLE_WEBHOOK_SECRET, (secrets) => ({ name: 'paddle', kind: 'paddle', secrets, toleranceSeconds: config.PADDLE_TOLERANCE_SECONDS }));
+  // The table senders: <SENDER>_... variables named by each entry (docs/providers.md).
+  for (const kind of SENDER_KIND_LIST) {
+    const variables = senderVariables(SENDER_SCHEMES[kind]);
+    add(env[variables.secrets], (secrets) => ({
+      name: kind,
+      kind,
+      secrets,
+      ...(variables.url && env[variables.url] ? { url: env[variables.url] } : {}),
+      ...(variables.verifyToken && env[variables.verifyToken] ? { verifyToken: env[variables.verifyToken] } : {}),
+    }));
+  }
   return declarations;
 }
 
@@ -153,8 +196,8 @@ function envDeclarations(config: IngestConfig): SourceDeclaration[] {
  * Every source the configuration declares (the provider-named variables, then
  * ONCEHOOK_SOURCES_FILE), names unique. `npm run send` reads them to sign as ingest verifies.
  */
-export function sourceDeclarations(config: IngestConfig): SourceDeclaration[] {
-  const declarations = envDeclarations(config);
+export function sourceDeclarations(config: IngestConfig, env: Env = process.env): SourceDeclaration[] {
+  const declarations = envDeclarations(config, env);
   if (config.ONCEHOOK_SOURCES_FILE) {
     let text: string;
     try {
@@ -176,12 +219,12 @@ export function sourceDeclarations(config: IngestConfig): SourceDeclaration[] {
 
 export function sourcesFromConfig(config: IngestConfig, env: Env = process.env): Map<string, WebhookSource> {
   const sources = new Map<string, WebhookSource>();
-  for (const declaration of sourceDeclarations(config)) sources.set(declaration.name, createSource(declaration, env));
+  for (const declaration of sourceDeclarations(config, env)) sources.set(declaration.name, createSource(declaration, env));
   const tooShort = retentionProblems({ defaultDays: config.RETENTION_DAYS, overrides: config.RETENTION_OVERRIDES, keyDays: config.KEY_RETENTION_DAYS }, [...sources.values()]);
   if (tooShort.length > 0) throw new ConfigError(`Retention shorter than a provider's redelivery window:\n  ${tooShort.join('\n  ')}`);
   if (sources.size === 0) {
     throw new ConfigError(
-      'No webhook source is configured: set STRIPE_WEBHOOK_SECRET, GITHUB_WEBHOOK_SECRET, SHOPIFY_WEBHOOK_SECRET, STANDARD_WEBHOOKS_SECRET, SLACK_SIGNING_SECRET, PADDLE_WEBHOOK_SECRET or ONCEHOOK_SOURCES_FILE (see docs/providers.md).',
+      "No webhook source is configured: set STRIPE_WEBHOOK_SECRET, GITHUB_WEBHOOK_SECRET, SHOPIFY_WEBHOOK_SECRET, STANDARD_WEBHOOKS_SECRET, SLACK_SIGNING_SECRET, PADDLE_WEBHOOK_SECRET, a sender's variable (LINEAR_WEBHOOK_SECRET, ...: docs/providers.md lists them) or ONCEHOOK_SOURCES_FILE.",
     );
   }
   return sources;

@@ -3,15 +3,21 @@
  * following the spec. Headers `webhook-id`, `webhook-timestamp`, `webhook-signature`, or the
  * same with the `svix-` prefix (Svix's own). Signed content: `<id>.<timestamp>.<raw body>`,
  * HMAC-SHA256, base64. The signature header is a space-separated list of `v1,<base64>`
- * entries (one per active secret while rotating); `v1a,` (ed25519) entries are ignored.
+ * entries (one per active secret while rotating).
  *
  * Secrets are `whsec_` + base64 of the key: the prefix is stripped and the rest DECODED
  * (unlike Stripe, whose whole `whsec_` string is the key).
  *
+ * Asymmetric (the spec's `v1a`): a configured `whpk_<base64 of a 32-byte ed25519 public key>`
+ * verifies `v1a,<base64 signature>` entries over the same `<id>.<timestamp>.<body>`. A source may
+ * list both kinds of secret while a sender moves from one to the other; a `v1a` entry is never
+ * checked against a `whsec_` secret, nor a `v1` entry against a public key.
+ *
  * Stable id: `webhook-id` (`msg_...`); the timestamp and signature change per attempt.
  * Timestamp tolerance: 5 minutes both ways by default, as the spec's reference libraries.
  */
-import { hmacSha256, signaturesEqual } from './hmac.js';
+import { createPublicKey, type KeyObject, verify as verifySignature } from 'node:crypto';
+import { decodeSignature, digestMatches, hmacSha256 } from './hmac.js';
 import {
   checkEventId,
   checkEventType,
@@ -43,7 +49,15 @@ export function decodeStandardWebhooksSecret(secret: string): Buffer {
   return key;
 }
 
-function headerSet(header: DeliveryRequest['header']): { prefix: 'webhook' | 'svix'; id: string; timestamp: number; candidates: string[] } {
+/** Decodes a `whpk_<base64>` ed25519 public key (the spec's v1a); throws at config time otherwise. */
+export function decodeStandardWebhooksPublicKey(secret: string): KeyObject {
+  const raw = Buffer.from(secret.slice('whpk_'.length), 'base64');
+  if (!/^whpk_[A-Za-z0-9+/]+={0,2}$/.test(secret) || raw.length !== 32)
+    throw new Error('a Standard Webhooks public key must be whpk_ followed by the base64 of 32 bytes (ed25519)');
+  return createPublicKey({ key: Buffer.concat([Buffer.from('302a300506032b6570032100', 'hex'), raw]), format: 'der', type: 'spki' });
+}
+
+function headerSet(header: DeliveryRequest['header']): { prefix: 'webhook' | 'svix'; id: string; timestamp: number; candidates: string[]; asymmetric: string[] } {
   const prefix = header('webhook-id') !== null || header('svix-id') === null ? 'webhook' : 'svix';
   const get = (suffix: string) => {
     const value = header(`${prefix}-${suffix}`);
@@ -52,25 +66,27 @@ function headerSet(header: DeliveryRequest['header']): { prefix: 'webhook' | 'sv
   };
   const id = get('id');
   const timestamp = parseUnixSeconds(get('timestamp'), `${prefix}-timestamp`);
-  const candidates = get('signature')
-    .split(' ')
-    .filter((entry) => entry.startsWith('v1,'))
-    .map((entry) => entry.slice(3));
-  if (candidates.length === 0) throw new VerificationError(400, 'malformed_header', `${prefix}-signature has no v1,<base64> entry`);
-  return { prefix, id, timestamp, candidates };
+  const entries = get('signature').split(' ');
+  const candidates = entries.filter((entry) => entry.startsWith('v1,')).map((entry) => entry.slice(3));
+  const asymmetric = entries.filter((entry) => entry.startsWith('v1a,')).map((entry) => entry.slice(4));
+  if (candidates.length === 0 && asymmetric.length === 0) throw new VerificationError(400, 'malformed_header', `${prefix}-signature has no v1,<base64> or v1a,<base64> entry`);
+  return { prefix, id, timestamp, candidates, asymmetric };
 }
 
 export function createStandardWebhooksSource(options: StandardWebhooksSourceOptions): WebhookSource {
   const name = options.name ?? 'standard-webhooks';
   const tolerance = options.toleranceSeconds ?? 300;
   if (options.secrets.length === 0) throw new Error(`source ${name}: at least one Standard Webhooks secret is required`);
-  const keys = options.secrets.map((secret) => {
+  const publicKeys: KeyObject[] = [];
+  const keys: Buffer[] = [];
+  for (const secret of options.secrets) {
     try {
-      return decodeStandardWebhooksSecret(secret);
+      if (secret.startsWith('whpk_')) publicKeys.push(decodeStandardWebhooksPublicKey(secret));
+      else keys.push(decodeStandardWebhooksSecret(secret));
     } catch (error) {
       throw new Error(`source ${name}: ${(error as Error).message}`, { cause: error });
     }
-  });
+  }
   return {
     name,
     kind: 'standard-webhooks',
@@ -80,12 +96,21 @@ export function createStandardWebhooksSource(options: StandardWebhooksSourceOpti
     },
     verify(request: DeliveryRequest): Verified {
       const headers = headerSet(request.header);
-      const { timestamp, candidates } = headers;
-      const valid = keys.some((key) => {
-        const expected = hmacSha256(key, `${headers.id}.${timestamp}.`, request.rawBody).toString('base64');
-        return candidates.some((candidate) => signaturesEqual(expected, candidate));
+      const { timestamp, candidates, asymmetric } = headers;
+      const symmetricValid = keys.some((key) => {
+        const expected = hmacSha256(key, `${headers.id}.${timestamp}.`, request.rawBody);
+        return candidates.some((candidate) => digestMatches(expected, candidate, 'base64'));
       });
-      if (!valid) throw new VerificationError(401, 'bad_signature', `no ${headers.prefix}-signature v1 signature matches with any configured secret`);
+      const signed = () => Buffer.concat([Buffer.from(`${headers.id}.${timestamp}.`), request.rawBody]);
+      const asymmetricValid =
+        !symmetricValid &&
+        publicKeys.length > 0 &&
+        asymmetric.some((candidate) => {
+          const signature = decodeSignature(candidate, 'base64');
+          return signature !== null && signature.length === 64 && publicKeys.some((key) => verifySignature(null, signed(), key, signature));
+        });
+      if (!symmetricValid && !asymmetricValid)
+        throw new VerificationError(401, 'bad_signature', `no ${headers.prefix}-signature v1 or v1a signature matches with any configured secret or public key`);
       checkTimestamp(timestamp, request.now, tolerance, `${headers.prefix}-timestamp`);
 
       const eventId = checkEventId(headers.id, `${headers.prefix}-id`);

@@ -18,11 +18,24 @@ export interface DeliveryRequest {
 }
 
 /**
- * A verified delivery is either an event to claim, or (rarely) a request the provider wants
- * answered directly with nothing stored: Slack's url_verification challenge, Slack's
- * app_rate_limited notice.
+ * A direct answer with nothing stored: a JSON object, a text (`text/plain`: Twitch's and Meta's
+ * challenges), or no body at all (`null`, 204 unless `status` says otherwise).
  */
-export type Verified = { event: VerifiedEvent } | { reply: { body: Record<string, unknown>; note: string } };
+export interface Reply {
+  body: Record<string, unknown> | string | null;
+  /** Default 200 (204 for a null body). */
+  status?: number;
+  /** What the log says about it. */
+  note: string;
+}
+
+/**
+ * A verified delivery is an event to claim; or MANY events (a batch: SendGrid, HubSpot, Meta;
+ * each element claimed on its own); or (rarely) a request the provider wants answered directly
+ * with nothing stored: Slack's url_verification challenge, Zoom's endpoint validation, Twitch's
+ * callback verification.
+ */
+export type Verified = { event: VerifiedEvent } | { events: VerifiedEvent[] } | { reply: Reply };
 
 /** A configured source: one provider scheme, its secrets, its dedupe namespace (its name). */
 export interface WebhookSource {
@@ -39,6 +52,11 @@ export interface WebhookSource {
   precheck(header: DeliveryRequest['header'], now: Date): void;
   /** Throws VerificationError; returns the verified delivery otherwise. */
   verify(request: DeliveryRequest): Verified;
+  /**
+   * A GET to the endpoint (Meta's `hub.challenge` subscription check), answered without
+   * storing anything; absent for senders that never GET (405).
+   */
+  get?(query: URLSearchParams): Reply;
 }
 
 /** sha256 of the raw body: the second dedupe key of sources whose event id is not signed. */
