@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { createServer, type Server } from 'node:net';
 import { freePort, REDIS_URL, ROOT, urlFor, waitFor, withAdmin, SOURCE_NODE_ARGS } from '@oncehook/harness';
-import { createPool } from '@oncehook/shared';
+import { createPool, PROVIDER_KINDS } from '@oncehook/shared';
 import { afterAll, expect, it } from 'vitest';
 import { docCommand, npmCommand } from './helpers/docs.js';
 
@@ -105,15 +105,54 @@ async function firstMinutes(queueBackend: 'redis' | 'postgres'): Promise<void> {
   const seconds = (Date.now() - started) / 1000;
   console.log(`[figure] empty database -> npm start ready -> npm run send -> done in ${seconds.toFixed(1)} s (queue on ${queueBackend})`);
   expect(seconds).toBeLessThan(60);
+  if (queueBackend === 'redis') await everySenderDone(env);
 
   // Ctrl-C stops everything, exit 0.
   stack.child.kill('SIGINT');
   expect(await stack.exited).toBe(0);
 }
 
-it('npm start on an empty database, npm run send of the Stripe CLI fixture: done, the guest credited, in under a minute', async () => {
+/**
+ * `npm run send -- --list` names every built-in sender, and each one's built-in payload, sent
+ * with `npm run send -- <sender>`, ends `done` (signed with the development secret the stack
+ * verifies with; batches: every element).
+ */
+async function everySenderDone(env: Record<string, string>): Promise<void> {
+  const list = await runDocumented('npm run send -- --list', env);
+  expect(await list.exited, list.stderr()).toBe(0);
+  const listed = [...list.output().matchAll(/^(\S+) \(/gm)].map((m) => m[1]!);
+  expect(listed).toEqual(expect.arrayContaining([...PROVIDER_KINDS.filter((kind) => kind !== 'hmac')]));
+  const pool = createPool(env.DATABASE_URL!, { max: 2 });
+  try {
+    const pending = [...listed];
+    const sendOne = async (source: string) => {
+      const sent = await runDocumented(`npm run send -- ${source}`, env);
+      expect(await sent.exited, `${source}: ${sent.output()}${sent.stderr()}`).toBe(0);
+      const eventId = / of \S+ \S+ (\S+) to http/.exec(sent.output())?.[1];
+      expect(eventId, sent.output()).toBeDefined();
+      const state = await waitFor(
+        async () => {
+          const { rows } = await pool.query<{ state: string }>('SELECT state FROM oncehook.events WHERE provider = $1 AND event_id = $2', [source, eventId]);
+          return rows[0]?.state === 'done' || rows[0]?.state === 'failed' ? rows[0].state : null;
+        },
+        { timeoutMs: 30_000, what: `the ${source} event finished` },
+      );
+      expect(state, source).toBe('done');
+    };
+    // Four at a time: each send is a process of its own.
+    await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        for (let source = pending.shift(); source !== undefined; source = pending.shift()) await sendOne(source);
+      }),
+    );
+  } finally {
+    await pool.end();
+  }
+}
+
+it('npm start on an empty database, npm run send of the Stripe CLI fixture: done, the guest credited, in under a minute; then every built-in sender', async () => {
   await firstMinutes('redis');
-});
+}, 180_000);
 
 it('the same without Redis: QUEUE_BACKEND=postgres npm start', async () => {
   await firstMinutes('postgres');
