@@ -88,11 +88,28 @@ describe("Shopify's shopify-* headers", () => {
 
   it('the same delivery under either set is one event; both sets disagreeing is a 400', async () => {
     expect((await send(ingest.url, 'shopify', { body, headers: newSet('both-1') })).status).toBe(202);
-    const classic = { 'content-type': 'application/json', 'x-shopify-hmac-sha256': shopifyHmac(body, SECRETS.shopify), 'x-shopify-webhook-id': 'both-1', 'x-shopify-topic': 'orders/create' };
+    const classic = {
+      'content-type': 'application/json',
+      'x-shopify-hmac-sha256': shopifyHmac(body, SECRETS.shopify),
+      'x-shopify-webhook-id': 'both-1',
+      'x-shopify-topic': 'orders/create',
+    };
     expect(await send(ingest.url, 'shopify', { body, headers: classic })).toMatchObject({ status: 200, json: { status: 'duplicate' } });
     const mixed = { ...newSet('both-2'), 'x-shopify-webhook-id': 'both-3' };
     expect(await send(ingest.url, 'shopify', { body, headers: mixed })).toMatchObject({ status: 400, json: { error: 'malformed_header' } });
     expect(await rowCount()).toBe(1);
+  });
+});
+
+describe('Slack: the Events API only', () => {
+  it('a verified slash command is refused with a 400 that says so, storing nothing', async () => {
+    const body = 'command=%2Fcharge&text=once&trigger_id=13345224609.738474920.8088930838d88f008e0';
+    const t = String(now());
+    const headers = { 'content-type': 'application/x-www-form-urlencoded', 'x-slack-request-timestamp': t, 'x-slack-signature': `v0=${hmacHex(SECRETS.slack, `v0:${t}:${body}`)}` };
+    const res = await send(ingest.url, 'slack', { body, headers });
+    expect(res).toMatchObject({ status: 400, json: { error: 'malformed_payload' } });
+    expect(String(res.json.message)).toContain('slash command');
+    expect(await rowCount()).toBe(0);
   });
 });
 
@@ -146,6 +163,14 @@ describe('batch deliveries: each element claimed on its own', () => {
     // Nothing new at all: 200 duplicate.
     expect(await deliverBatch(fifty.slice(0, 5))).toMatchObject({ status: 200, json: { status: 'duplicate' } });
     expect(await q.getEventByKey(db.pool, 'sendgrid', 'sg-7')).toMatchObject({ type: 'delivered', payload: { sg_event_id: 'sg-7' } });
+  });
+
+  it('a retried element whose sg_event_id changed (as reported for SendGrid) is a duplicate by its content', async () => {
+    const original = element(1);
+    expect((await deliverBatch([original])).status).toBe(202);
+    const retried = await deliverBatch([{ ...original, sg_event_id: 'sg-1-retried' }]);
+    expect(retried).toMatchObject({ status: 200, json: { events: [{ eventId: 'sg-1-retried', status: 'duplicate' }] } });
+    expect(await rowCount()).toBe(1);
   });
 
   it('an element without its id refuses the whole delivery (400), storing nothing', async () => {

@@ -105,6 +105,12 @@ export interface BatchSpec {
   id: IdSpec;
   type: ValueSpec;
   signedAt?: { field: string; unit: 's' | 'ms' | 'iso' };
+  /**
+   * A second dedupe key per element: the sha256 of the element without these fields. For a
+   * sender whose element ids are reported to change on retries (SendGrid's sg_event_id): a
+   * retried element with a new id but the same content is then a duplicate.
+   */
+  contentKeyWithout?: string[];
 }
 
 /** What a handshake or a notice sees: the verified, parsed body and the headers. */
@@ -207,6 +213,10 @@ export function fieldAt(json: unknown, path: string): unknown {
     else return undefined;
   }
   return current;
+}
+
+function omit(record: Record<string, unknown>, keys: string[]): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(record).filter(([key]) => !keys.includes(key)));
 }
 
 function timeOf(value: unknown, unit: 's' | 'ms' | 'iso'): Date | null {
@@ -406,9 +416,9 @@ export function createSchemeSource(scheme: SenderScheme, options: SchemeSourceOp
       }
       case 'token': {
         const received = request.header(signature.header) ?? '';
-        const match = keys.find(({ secret }) => secretsEqual(secret, received));
-        if (!match) throw new VerificationError(401, 'bad_credentials', `${signature.header} is not a configured ${scheme.secretName}`);
-        return match.secret;
+        const token = keys.find(({ secret }) => secretsEqual(secret, received));
+        if (!token) throw new VerificationError(401, 'bad_credentials', `${signature.header} is not a configured ${scheme.secretName}`);
+        return token.secret;
       }
       case 'basic': {
         const received = Buffer.from((request.header('Authorization') ?? '').slice('Basic '.length), 'base64').toString('utf8');
@@ -502,6 +512,7 @@ export function createSchemeSource(scheme: SenderScheme, options: SchemeSourceOp
             rawBody: itemText,
             payload: item,
             meta: { ...meta, element: String(i) },
+            bodyHash: batch.contentKeyWithout ? bodyHash(Buffer.from(JSON.stringify(omit(item, batch.contentKeyWithout)), 'utf8')) : null,
           };
         });
         return { events };

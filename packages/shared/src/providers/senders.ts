@@ -85,7 +85,9 @@ export const SENDER_SCHEMES: Readonly<Record<SenderKind, SenderScheme>> = {
     // ECDSA P-256 over timestamp + body, with the public key the Event Webhook settings show.
     signature: { family: 'ecdsa-p256', header: 'X-Twilio-Email-Event-Webhook-Signature', encoding: 'base64', signed: ['timestamp', 'body'] },
     timestamp: { from: { header: 'X-Twilio-Email-Event-Webhook-Timestamp' }, unit: 's', toleranceSeconds: 600 },
-    batch: { items: '$', id: { field: 'sg_event_id' }, type: { field: 'event' }, signedAt: { field: 'timestamp', unit: 's' } },
+    // sg_event_id is SendGrid's documented dedupe id, but it is reported to change on retries:
+    // the element's content without it is a second key (a retried element is a duplicate either way).
+    batch: { items: '$', id: { field: 'sg_event_id' }, type: { field: 'event' }, signedAt: { field: 'timestamp', unit: 's' }, contentKeyWithout: ['sg_event_id'] },
     redelivery: DAY(1, 'SendGrid retries for up to 24 hours'),
     dev: {
       public: 'MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEPshtag7SiBlPoOIqHtkJyrp7lTTkA8kxj8DUcdSQOpeBP/2htkx/evj059m2LQDadhGGv8JpmkrnLp6cwUF81w==',

@@ -56,6 +56,14 @@ export function createSlackSource(options: SlackSourceOptions): WebhookSource {
       if (!valid) throw new VerificationError(401, 'bad_signature', 'X-Slack-Signature does not match the body with any configured signing secret');
       checkTimestamp(timestamp, request.now, tolerance, 'X-Slack-Request-Timestamp');
 
+      // Slash commands and interactivity are form-encoded: verified, then refused (docs/providers.md).
+      if ((request.header('Content-Type') ?? '').toLowerCase().startsWith('application/x-www-form-urlencoded')) {
+        throw new VerificationError(
+          400,
+          'malformed_payload',
+          'this is a Slack slash command or interactivity payload; Oncehook takes the Events API only (point slash commands and interactivity at your app)',
+        );
+      }
       const { text, json } = parseJsonObject(request.rawBody, 'Slack Events API');
       if (json.type === 'url_verification') {
         if (typeof json.challenge !== 'string') throw new VerificationError(400, 'malformed_payload', 'url_verification needs a "challenge" string');
