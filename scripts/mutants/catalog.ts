@@ -803,8 +803,10 @@ export const MUTANTS: Mutant[] = [
     id: 'pipelined-after-refusal-processed',
     guarantee: 'a delivery pipelined behind an early refusal is not stored (its answer could never be sent)',
     file: 'packages/oncehook/src/ingest/receive-webhook.ts',
-    search: '  if (edge.connectionClosing(c)) {',
-    replace: '  if (false) {',
+    search: "  if (edge.connectionClosing(c)) {\n    log.info('delivery pipelined",
+    replace: "  if (false) {\n    log.info('delivery pipelined",
+    // The batch path's copy of the check goes too.
+    also: [{ search: "  if (edge.connectionClosing(c)) {\n    return answer(\n      'error',", replace: "  if (false) {\n    return answer(\n      'error'," }],
     tests: ['test/hardening.test.ts'],
   },
   {

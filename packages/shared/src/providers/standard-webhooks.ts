@@ -87,15 +87,24 @@ export function createStandardWebhooksSource(options: StandardWebhooksSourceOpti
       throw new Error(`source ${name}: ${(error as Error).message}`, { cause: error });
     }
   }
+  /** The header set, with at least one entry of a kind this source has a key for (else 400). */
+  const usableHeaderSet = (header: DeliveryRequest['header']) => {
+    const set = headerSet(header);
+    if ((keys.length === 0 || set.candidates.length === 0) && (publicKeys.length === 0 || set.asymmetric.length === 0)) {
+      const wanted = [keys.length > 0 ? 'v1,<base64>' : null, publicKeys.length > 0 ? 'v1a,<base64> (ed25519)' : null].filter(Boolean).join(' or ');
+      throw new VerificationError(400, 'malformed_header', `${set.prefix}-signature has no ${wanted} entry, the kind this source's secrets verify`);
+    }
+    return set;
+  };
   return {
     name,
     kind: 'standard-webhooks',
     precheck(header, now) {
-      const { prefix, timestamp } = headerSet(header);
+      const { prefix, timestamp } = usableHeaderSet(header);
       checkTimestamp(timestamp, now, tolerance, `${prefix}-timestamp`);
     },
     verify(request: DeliveryRequest): Verified {
-      const headers = headerSet(request.header);
+      const headers = usableHeaderSet(request.header);
       const { timestamp, candidates, asymmetric } = headers;
       const symmetricValid = keys.some((key) => {
         const expected = hmacSha256(key, `${headers.id}.${timestamp}.`, request.rawBody);
