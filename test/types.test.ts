@@ -7,6 +7,7 @@
 import { defineHandler, type HandlerContext } from '@oncehook/sdk';
 // The providers' types are opt-in (each needs its provider's package): these two register them.
 import '@oncehook/sdk/github';
+import '@oncehook/sdk/linear';
 import type { StripeEvent } from '@oncehook/sdk/stripe';
 import type Stripe from 'stripe';
 import { expectTypeOf, it } from 'vitest';
@@ -40,6 +41,15 @@ it('GitHub payloads are typed by event and action', () => {
     expectTypeOf(event.payload.action).toEqualTypeOf<'opened'>();
     expectTypeOf(event.payload.issue.title).toBeString();
   });
+});
+
+it('Linear payloads are typed by <type>.<action>; an unknown Linear type does not compile', () => {
+  defineHandler({ name: 'linear-issues', source: 'linear', type: 'Issue.create' }, async (event) => {
+    expectTypeOf(event.payload.type).toEqualTypeOf<'Issue'>();
+    expectTypeOf(event.payload.data.title).toBeString();
+  });
+  // @ts-expect-error 'Isue' is not a Linear webhook type
+  defineHandler({ name: 'linear-typo', source: 'linear', type: 'Isue.create' }, async () => {});
 });
 
 it('a payload schema types the payload of any kind (and admits any type name)', () => {

@@ -3,7 +3,7 @@
  * from each sender's documentation, NOT from the scheme table; and where the sender publishes
  * a verifier on npm, that official verifier must accept the delivery before it is sent (it
  * throws otherwise): Linear `@linear/sdk`, HubSpot `@hubspot/api-client`, Square `square`,
- * SendGrid `@sendgrid/eventwebhook`, Discord `discord-interactions`.
+ * SendGrid `@sendgrid/eventwebhook`, Discord `discord-interactions`, Twilio `twilio`.
  */
 import { createHash, createHmac, generateKeyPairSync, randomBytes, randomUUID, sign, type KeyObject } from 'node:crypto';
 import { Signature as HubSpotSignature } from '@hubspot/api-client';
@@ -11,6 +11,7 @@ import { LinearWebhookClient } from '@linear/sdk/webhooks';
 import { EventWebhook } from '@sendgrid/eventwebhook';
 import { verifyKey as discordVerifyKey } from 'discord-interactions';
 import { WebhooksHelper as SquareWebhooks } from 'square';
+import twilio from 'twilio';
 import type { SourceDeclaration } from '@oncehook/shared';
 import type { ProviderCase, SignOptions, SignedDelivery } from './providers.js';
 
@@ -51,16 +52,26 @@ export const SENDER_SECRETS = {
   paystack: 'sk_test_paystack_secret_key_1',
   razorpay: 'razorpay-webhook-secret-001',
   mux: 'mux-webhook-signing-secret-1',
+  twilio: 'twilio-auth-token-000000000001',
 } as const;
 export const HUBSPOT_URL = 'https://hooks.example.com/webhooks/hubspot';
 export const SQUARE_URL = 'https://hooks.example.com/webhooks/square';
 export const META_VERIFY_TOKEN = 'meta-verify-token-of-the-app';
+export const TWILIO_URL = 'https://hooks.example.com/webhooks/twilio?tenant=acme';
 
 export const SENDER_DECLARATIONS: SourceDeclaration[] = Object.entries(SENDER_SECRETS).map(([kind, secret]) => ({
   name: kind,
   kind: kind as 'linear',
   secrets: [secret],
-  ...(kind === 'hubspot' ? { url: HUBSPOT_URL } : kind === 'square' ? { url: SQUARE_URL } : kind === 'meta' ? { verifyToken: META_VERIFY_TOKEN } : {}),
+  ...(kind === 'hubspot'
+    ? { url: HUBSPOT_URL }
+    : kind === 'square'
+      ? { url: SQUARE_URL }
+      : kind === 'twilio'
+        ? { url: TWILIO_URL }
+        : kind === 'meta'
+          ? { verifyToken: META_VERIFY_TOKEN }
+          : {}),
 }));
 
 /** What differs per sender beyond ProviderCase: which refusal a wrong secret gets, whether the body is authenticated. */
@@ -355,5 +366,31 @@ export const SENDER_CASES: SenderCase[] = [
     },
     (id) => id,
     { timestamped: true },
+  ),
+  hmacCase(
+    'twilio',
+    'message.delivered',
+    (id) =>
+      new URLSearchParams({
+        MessageSid: `SM${id}`,
+        AccountSid: 'AC1',
+        From: '+15017122661',
+        To: '+15558675310',
+        MessageStatus: 'delivered',
+        Body: 'Your order + receipt',
+      }).toString(),
+    async (body, o) => {
+      // Twilio's documented scheme: base64 HMAC-SHA1 of the URL, then each parameter name + value, sorted.
+      const params = Object.fromEntries(new URLSearchParams(body));
+      const data =
+        TWILIO_URL +
+        Object.keys(params)
+          .sort()
+          .map((key) => key + params[key])
+          .join('');
+      const signature = mac('sha1', o.secret ?? SENDER_SECRETS.twilio, data, 'base64');
+      if (!wrong(o) && !twilio.validateRequest(SENDER_SECRETS.twilio, signature, TWILIO_URL, params)) throw new Error('twilio validateRequest rejects');
+      return { body, headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-twilio-signature': signature, 'i-twilio-idempotency-token': o.id } };
+    },
   ),
 ];

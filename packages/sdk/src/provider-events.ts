@@ -49,6 +49,7 @@ export const SENDER_KINDS = [
   'paystack',
   'razorpay',
   'mux',
+  'twilio',
 ] as const;
 export type SenderKind = (typeof SENDER_KINDS)[number];
 

@@ -263,4 +263,17 @@ export const SENDER_FIXTURES: Readonly<Record<SenderKind, Record<string, Builder
       data: { id: hex(16), status: 'ready', duration: 23.4, playback_ids: [{ id: hex(16), policy: 'public' }] },
     }),
   },
+  twilio: {
+    'message.delivered': () => ({
+      MessageSid: `SM${hex(16)}`,
+      SmsSid: `SM${hex(16)}`,
+      AccountSid: `AC${hex(16)}`,
+      MessagingServiceSid: `MG${hex(16)}`,
+      From: '+15017122661',
+      To: '+15558675310',
+      MessageStatus: 'delivered',
+      SmsStatus: 'delivered',
+      ApiVersion: '2010-04-01',
+    }),
+  },
 };

@@ -52,6 +52,8 @@ function placeType(spec: ValueSpec | undefined, type: string | undefined, object
       const piece = i === spec.join.length - 1 ? pieces.slice(i).join('.') : pieces[i];
       if (piece !== undefined) placeType(part, piece, object, headers);
     });
+  } else if ('firstOf' in spec) {
+    // The type comes from whichever field is present: nothing to place.
   } else if ('field' in spec && object && typeof spec.field === 'string' && fieldAt(object, spec.field) === undefined) setField(object, spec.field, type);
 }
 
@@ -88,7 +90,14 @@ export function signSchemeDelivery(scheme: SenderScheme, payload: unknown, secre
     const data = signature.signedFields.map((field) => fields[field] ?? '').join('');
     setField(object, signature.object, { ...fields, [signature.signatureField]: createHmac(signature.algorithm, secret).update(data).digest(signature.encoding) });
   }
-  const body = verbatim && signature.family !== 'hmac-in-body' ? (payload as string) : JSON.stringify(value);
+  const form = scheme.body === 'form';
+  if (form) headers['content-type'] = 'application/x-www-form-urlencoded';
+  const body =
+    verbatim && signature.family !== 'hmac-in-body'
+      ? (payload as string)
+      : form
+        ? new URLSearchParams(Object.entries(object ?? {}).map(([key, v]): [string, string] => [key, String(v)])).toString()
+        : JSON.stringify(value);
   if (scheme.timestamp && 'header' in scheme.timestamp.from) headers[scheme.timestamp.from.header.toLowerCase()] = tsText;
 
   const content = (parts: SignedPart[]) =>
@@ -100,6 +109,16 @@ export function signSchemeDelivery(scheme: SenderScheme, payload: unknown, secre
         if (part === 'url') {
           if (!options.url) throw new Error(`signing as ${scheme.title} needs options.url: it signs the URL it posts to`);
           return Buffer.from(options.url, 'utf8');
+        }
+        if (part === 'form-params-sorted') {
+          const params = Object.fromEntries(new URLSearchParams(body));
+          return Buffer.from(
+            Object.keys(params)
+              .sort()
+              .map((key) => key + params[key])
+              .join(''),
+            'utf8',
+          );
         }
         if ('literal' in part) return Buffer.from(part.literal, 'utf8');
         return Buffer.from(headers[part.header.toLowerCase()] ?? '', 'utf8');
@@ -139,6 +158,7 @@ export function signSchemeDelivery(scheme: SenderScheme, payload: unknown, secre
     );
     return { body, headers, eventId: eventIds[0] ?? '', eventIds };
   }
-  const eventId = headerId ?? ('field' in idSpec ? String(fieldAt(JSON.parse(body), idSpec.field)) : hashId(body));
+  const parsed = () => (form ? Object.fromEntries(new URLSearchParams(body)) : JSON.parse(body));
+  const eventId = headerId ?? ('field' in idSpec ? String(fieldAt(parsed(), idSpec.field)) : hashId(form ? JSON.stringify(parsed()) : body));
   return { body, headers, eventId, eventIds: [eventId] };
 }

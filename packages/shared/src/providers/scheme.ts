@@ -49,6 +49,8 @@ export type SignedPart =
   | 'url'
   /** The HTTP method, `POST`. */
   | 'method'
+  /** A form body's parameters sorted by name, each name followed by its value (Twilio). */
+  | 'form-params-sorted'
   | { literal: string }
   | { header: string };
 
@@ -93,7 +95,13 @@ export interface TimestampSpec {
  * joins the values present with `.`; `default` when none is), a constant, or several of these
  * joined with `.` (Sentry: the resource header + the body's action).
  */
-export type ValueSpec = { header: string } | { field: string | string[]; default?: string } | { value: string } | { join: ValueSpec[] };
+export type ValueSpec =
+  | { header: string }
+  | { field: string | string[]; default?: string }
+  | { value: string }
+  | { join: ValueSpec[] }
+  /** The first field present, with its prefix (Twilio: `message.` + MessageStatus, `call.` + CallStatus). */
+  | { firstOf: { field: string; prefix: string }[]; default: string };
 
 /** The id: a header, a field, or none (the body's sha256 is the id). */
 export type IdSpec = { header: string } | { field: string } | { bodyHash: true };
@@ -137,7 +145,11 @@ export interface SenderScheme {
   minSecretLength?: number;
   signature: SignatureSpec;
   timestamp?: TimestampSpec;
-  /** The body: a JSON object (default), or a JSON array of elements (`batch.items: '$'`). */
+  /**
+   * The body's format: JSON (default; an object, or an array of elements with `batch.items: '$'`),
+   * or `form` (`application/x-www-form-urlencoded`: its parameters become the stored JSON object).
+   */
+  body?: 'json' | 'form';
   id?: IdSpec;
   type?: ValueSpec;
   signedAt?: { field: string; unit: 's' | 'ms' | 'iso' };
@@ -215,6 +227,19 @@ export function fieldAt(json: unknown, path: string): unknown {
   return current;
 }
 
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** A form body's parameters (a repeated name keeps its last value, as Twilio never repeats one). */
+export function formParams(rawBody: Buffer): Record<string, string> {
+  let text: string;
+  try {
+    text = utf8.decode(rawBody);
+  } catch {
+    throw new VerificationError(400, 'malformed_payload', 'form body is not valid UTF-8');
+  }
+  return Object.fromEntries(new URLSearchParams(text));
+}
+
 function omit(record: Record<string, unknown>, keys: string[]): Record<string, unknown> {
   return Object.fromEntries(Object.entries(record).filter(([key]) => !keys.includes(key)));
 }
@@ -232,6 +257,7 @@ function timeOf(value: unknown, unit: 's' | 'ms' | 'iso'): Date | null {
 }
 
 function describe(spec: ValueSpec | IdSpec): string {
+  if ('firstOf' in spec) return spec.firstOf.map((part) => `body field "${part.field}"`).join(' or ');
   if ('join' in spec) return spec.join.map(describe).join(' + ');
   if ('header' in spec) return `header ${spec.header}`;
   if ('field' in spec) return `body field "${Array.isArray(spec.field) ? spec.field.join('" + "') : spec.field}"`;
@@ -243,9 +269,10 @@ function describe(spec: ValueSpec | IdSpec): string {
 export function signatureCovers(scheme: SenderScheme, spec: ValueSpec | IdSpec): boolean {
   const { signature } = scheme;
   if ('join' in spec) return spec.join.every((part) => signatureCovers(scheme, part));
+  if ('firstOf' in spec) return signatureCovers(scheme, { field: spec.firstOf[0]?.field ?? '' });
   if (signature.family === 'token' || signature.family === 'basic' || signature.family === 'hmac-in-body') return 'value' in spec || 'bodyHash' in spec;
   if ('value' in spec || 'bodyHash' in spec) return true;
-  if ('field' in spec) return signature.signed.includes('body');
+  if ('field' in spec) return signature.signed.includes('body') || signature.signed.includes('form-params-sorted');
   return signature.signed.some((part) => typeof part === 'object' && 'header' in part && part.header.toLowerCase() === spec.header.toLowerCase());
 }
 
@@ -367,6 +394,16 @@ export function createSchemeSource(scheme: SenderScheme, options: SchemeSourceOp
       if (part === 'timestamp') return Buffer.from(timestampText ?? '', 'utf8');
       if (part === 'url') return Buffer.from(options.url ?? '', 'utf8');
       if (part === 'method') return Buffer.from('POST', 'utf8');
+      if (part === 'form-params-sorted') {
+        const params = formParams(request.rawBody);
+        return Buffer.from(
+          Object.keys(params)
+            .sort()
+            .map((key) => key + params[key])
+            .join(''),
+          'utf8',
+        );
+      }
       if ('literal' in part) return Buffer.from(part.literal, 'utf8');
       return Buffer.from(request.header(part.header) ?? '', 'utf8');
     });
@@ -432,6 +469,13 @@ export function createSchemeSource(scheme: SenderScheme, options: SchemeSourceOp
   const valueAt = (spec: ValueSpec, json: unknown, header: DeliveryRequest['header']): unknown => {
     if ('value' in spec) return spec.value;
     if ('header' in spec) return header(spec.header);
+    if ('firstOf' in spec) {
+      for (const part of spec.firstOf) {
+        const value = fieldAt(json, part.field);
+        if (typeof value === 'string' && value !== '') return `${part.prefix}${value}`;
+      }
+      return spec.default;
+    }
     if ('join' in spec) {
       const parts = spec.join.map((part) => valueAt(part, json, header)).filter((v) => typeof v === 'string' && v !== '');
       return parts.length ? parts.join('.') : undefined;
@@ -473,7 +517,7 @@ export function createSchemeSource(scheme: SenderScheme, options: SchemeSourceOp
       const parsed = parseHeaders(scheme, request.header);
       let parsedBody: { text: string; json: unknown } | null = null;
       const body = () => {
-        parsedBody ??= parseJsonBody(request.rawBody);
+        parsedBody ??= scheme.body === 'form' ? parseJsonBody(Buffer.from(JSON.stringify(formParams(request.rawBody)), 'utf8')) : parseJsonBody(request.rawBody);
         return parsedBody;
       };
       // The signature first (for hmac-in-body, the body must be parsed to find it).

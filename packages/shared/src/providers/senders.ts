@@ -420,6 +420,30 @@ export const SENDER_SCHEMES: Readonly<Record<SenderKind, SenderScheme>> = {
     dev: 'local-development-mux-secret',
     docs: 'https://docs.mux.com/core/verify-webhook-signatures',
   },
+  twilio: {
+    kind: 'twilio',
+    title: 'Twilio',
+    env: 'TWILIO_AUTH_TOKEN',
+    secretName: 'auth token',
+    key: 'text',
+    // Form-encoded webhooks (Messaging, Voice): base64 HMAC-SHA1 of the URL Twilio posts to, then
+    // every parameter name followed by its value, sorted by name.
+    body: 'form',
+    signature: { family: 'hmac', algorithm: 'sha1', header: 'X-Twilio-Signature', encoding: 'base64', signed: ['url', 'form-params-sorted'] },
+    // The same on Twilio's retries of one webhook; not signed, so the body is a second key.
+    id: { header: 'I-Twilio-Idempotency-Token' },
+    type: {
+      firstOf: [
+        { field: 'MessageStatus', prefix: 'message.' },
+        { field: 'SmsStatus', prefix: 'message.' },
+        { field: 'CallStatus', prefix: 'call.' },
+      ],
+      default: 'request',
+    },
+    redelivery: null,
+    dev: 'local-development-twilio-auth-token',
+    docs: 'https://www.twilio.com/docs/usage/webhooks/webhooks-security',
+  },
 };
 
 export const SENDER_KIND_LIST = Object.keys(SENDER_SCHEMES) as SenderKind[];
