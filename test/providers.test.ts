@@ -8,6 +8,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createMetricsProbe } from './helpers/metrics.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { allSources, PROVIDER_CASES, SECRETS, send, waitFor } from '@oncehook/harness';
+import { SENDER_SCHEMES } from '@oncehook/shared';
 import { type IngestHandle, q, startIngest, testPrefix, T } from './helpers/stack.js';
 
 let db: TestDatabase;
@@ -75,6 +76,24 @@ describe.each(PROVIDER_CASES.filter((c) => c.authenticatesBody !== false))('$sou
     // A JSON body gains a field; a form body (Twilio) a parameter.
     const tampered = { ...signed, body: text.includes('}') ? text.replace('}', ',"extra":1}') : `${text}&extra=1` };
     expect(await send(ingest.url, p.source, tampered)).toMatchObject({ status: 401, json: { error: 'bad_signature' } });
+    expect(await rowCount()).toBe(0);
+  });
+});
+
+// A signature of a version or algorithm the scheme does not name is refused before the body.
+describe.each(
+  Object.values(SENDER_SCHEMES).flatMap((scheme) => {
+    const { signature } = scheme;
+    if (signature.family !== 'hmac' || (!signature.prefix && !signature.list)) return [];
+    const from = signature.list ? `${signature.list.signatureKey}=` : signature.prefix!;
+    return [{ source: scheme.kind, header: signature.header.toLowerCase(), from, to: signature.list ? 'v9=' : `x${signature.prefix}` }];
+  }),
+)('$source: an unknown signature version', ({ source, header, from, to }) => {
+  it(`the "${from}" of the signature replaced is a 400, nothing stored`, async () => {
+    const p = PROVIDER_CASES.find((c) => c.source === source)!;
+    const signed = await p.sign(p.body(`${source}-version`), { id: `${source}-version` });
+    const headers = { ...signed.headers, [header]: signed.headers[header]!.replace(from, to) };
+    expect(await send(ingest.url, source, { ...signed, headers })).toMatchObject({ status: 400, json: { error: 'malformed_header' } });
     expect(await rowCount()).toBe(0);
   });
 });
