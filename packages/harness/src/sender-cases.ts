@@ -6,12 +6,21 @@
  * SendGrid `@sendgrid/eventwebhook`, Discord `discord-interactions`, Twilio `twilio`.
  */
 import { createHash, createHmac, generateKeyPairSync, randomBytes, randomUUID, sign, type KeyObject } from 'node:crypto';
-import { Signature as HubSpotSignature } from '@hubspot/api-client';
-import { LinearWebhookClient } from '@linear/sdk/webhooks';
-import { EventWebhook } from '@sendgrid/eventwebhook';
-import { verifyKey as discordVerifyKey } from 'discord-interactions';
-import { WebhooksHelper as SquareWebhooks } from 'square';
-import twilio from 'twilio';
+// The official verifiers are loaded when a case first signs, not when the harness is imported:
+// several are large (twilio, square, @hubspot/api-client), and most test files never sign.
+const load = <T>(loader: () => Promise<T>) => {
+  let loaded: Promise<T> | undefined;
+  return () => {
+    loaded ??= loader();
+    return loaded;
+  };
+};
+const hubspotLib = load(() => import('@hubspot/api-client'));
+const linearLib = load(() => import('@linear/sdk/webhooks'));
+const sendgridLib = load(() => import('@sendgrid/eventwebhook'));
+const discordLib = load(() => import('discord-interactions'));
+const squareLib = load(() => import('square'));
+const twilioLib = load(async () => (await import('twilio')).default);
 import type { SourceDeclaration } from '@oncehook/shared';
 import type { ProviderCase, SignOptions, SignedDelivery } from './providers.js';
 
@@ -107,7 +116,8 @@ export const SENDER_CASES: SenderCase[] = [
       // The send time is in the signed body (ms): set per attempt.
       const body = text.replace(/"webhookTimestamp":\d+/, `"webhookTimestamp":${(o.timestamp ?? now()) * 1000}`);
       const signature = mac('sha256', o.secret ?? SENDER_SECRETS.linear, body, 'hex');
-      if (!wrong(o) && o.timestamp === undefined && !new LinearWebhookClient(SENDER_SECRETS.linear).verify(Buffer.from(body), signature)) throw new Error('@linear/sdk rejects');
+      if (!wrong(o) && o.timestamp === undefined && !new (await linearLib()).LinearWebhookClient(SENDER_SECRETS.linear).verify(Buffer.from(body), signature))
+        throw new Error('@linear/sdk rejects');
       return { body, headers: { ...json, 'linear-signature': signature, 'linear-delivery': o.id, 'linear-event': 'Issue' } };
     },
     (id) => id,
@@ -128,7 +138,7 @@ export const SENDER_CASES: SenderCase[] = [
       const timestamp = (o.timestamp ?? now()) * 1000;
       const signature = mac('sha256', o.secret ?? SENDER_SECRETS.hubspot, `POST${HUBSPOT_URL}${body}${timestamp}`, 'base64');
       if (!wrong(o) && o.timestamp === undefined) {
-        const valid = HubSpotSignature.isValid({
+        const valid = (await hubspotLib()).Signature.isValid({
           signatureVersion: 'v3',
           signature,
           clientSecret: SENDER_SECRETS.hubspot,
@@ -152,7 +162,9 @@ export const SENDER_CASES: SenderCase[] = [
       const signature = mac('sha256', o.secret ?? SENDER_SECRETS.square, `${SQUARE_URL}${body}`, 'base64');
       if (
         !wrong(o) &&
-        !(await SquareWebhooks.verifySignature({ requestBody: body, signatureHeader: signature, signatureKey: SENDER_SECRETS.square, notificationUrl: SQUARE_URL }))
+        !(await (
+          await squareLib()
+        ).WebhooksHelper.verifySignature({ requestBody: body, signatureHeader: signature, signatureKey: SENDER_SECRETS.square, notificationUrl: SQUARE_URL }))
       ) {
         throw new Error('square WebhooksHelper rejects');
       }
@@ -168,7 +180,7 @@ export const SENDER_CASES: SenderCase[] = [
       const key = wrong(o) ? keyPair('ec').privateKey : sendgridKeys.privateKey;
       const signature = sign('sha256', Buffer.from(timestamp + body), key).toString('base64');
       if (!wrong(o)) {
-        const webhook = new EventWebhook();
+        const webhook = new (await sendgridLib()).EventWebhook();
         if (!webhook.verifySignature(webhook.convertPublicKeyToECDSA(SENDGRID_PUBLIC), body, signature, timestamp)) throw new Error('@sendgrid/eventwebhook rejects');
       }
       return { body, headers: { ...json, 'x-twilio-email-event-webhook-signature': signature, 'x-twilio-email-event-webhook-timestamp': timestamp } };
@@ -334,7 +346,7 @@ export const SENDER_CASES: SenderCase[] = [
       const timestamp = String(o.timestamp ?? now());
       const key = wrong(o) ? keyPair('ed25519').privateKey : discordKeys.privateKey;
       const signature = sign(null, Buffer.from(timestamp + body), key).toString('hex');
-      if (!wrong(o) && !(await discordVerifyKey(body, signature, timestamp, DISCORD_PUBLIC))) throw new Error('discord-interactions rejects');
+      if (!wrong(o) && !(await (await discordLib()).verifyKey(body, signature, timestamp, DISCORD_PUBLIC))) throw new Error('discord-interactions rejects');
       return { body, headers: { ...json, 'x-signature-ed25519': signature, 'x-signature-timestamp': timestamp } };
     },
     (id) =>
@@ -389,7 +401,7 @@ export const SENDER_CASES: SenderCase[] = [
           .map((key) => key + params[key])
           .join('');
       const signature = mac('sha1', o.secret ?? SENDER_SECRETS.twilio, data, 'base64');
-      if (!wrong(o) && !twilio.validateRequest(SENDER_SECRETS.twilio, signature, TWILIO_URL, params)) throw new Error('twilio validateRequest rejects');
+      if (!wrong(o) && !(await twilioLib()).validateRequest(SENDER_SECRETS.twilio, signature, TWILIO_URL, params)) throw new Error('twilio validateRequest rejects');
       return { body, headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-twilio-signature': signature, 'i-twilio-idempotency-token': o.id } };
     },
   ),
