@@ -173,6 +173,18 @@ describe('batch deliveries: each element claimed on its own', () => {
     expect(await rowCount()).toBe(1);
   });
 
+  it('a batch larger than the claim waiting room (MAX_WAITING_CLAIMS) is claimed in chunks, not refused', async () => {
+    const small = await startIngest({ databaseUrl: db.url, prefix: testPrefix(), sources: allSources(), env: { MAX_WAITING_CLAIMS: '20' } });
+    try {
+      const many = Array.from({ length: 150 }, (_, n) => element(1000 + n));
+      const res = await send(small.url, 'sendgrid', await sendgrid.sign(JSON.stringify(many), { id: 'big' }));
+      expect(res.status).toBe(202);
+      expect(await rowCount()).toBe(150);
+    } finally {
+      await small.close();
+    }
+  });
+
   it('an element without its id refuses the whole delivery (400), storing nothing', async () => {
     const res = await deliverBatch([element(1), { event: 'open', timestamp: now() }]);
     expect(res).toMatchObject({ status: 400, json: { error: 'invalid_event_id' } });

@@ -917,6 +917,14 @@ export const MUTANTS: Mutant[] = [
     tests: ['test/provider-families.test.ts'],
   },
   {
+    id: 'batch-unchunked',
+    guarantee: 'a batch larger than the claim waiting room is claimed in chunks, not refused for ever',
+    file: 'packages/oncehook/src/ingest/receive-webhook.ts',
+    search: '  const chunk = Math.max(1, Math.min(100, Math.floor(deps.settings.maxWaitingClaims / 4)));',
+    replace: '  const chunk = Math.max(1, events.length);',
+    tests: ['test/provider-families.test.ts'],
+  },
+  {
     id: 'handshake-stored-as-event',
     guarantee: 'a handshake (Zoom validation, Twitch verification, Discord PING) is answered and creates no event',
     file: 'packages/shared/src/providers/scheme.ts',

@@ -252,15 +252,20 @@ async function receiveBatch(
   }
   const horizonMs = deps.settings.retention.keyDays * 86_400_000;
   const traceparent = currentTraceparent();
-  const outcomes = await Promise.allSettled(
-    events.map(async (event) => {
-      // An element past the key horizon is not claimed (as a single delivery would be `expired`).
-      if (event.signedAt && now.getTime() - event.signedAt.getTime() > horizonMs) return 'expired' as const;
-      const claim = await claims.claim(traceparent ? { ...event, traceparent } : event);
-      if (claim.outcome !== 'new') await onDuplicate(deps, edge, event.provider, event, claim, now, log);
-      return claim.outcome === 'new' ? ('accepted' as const) : ('duplicate' as const);
-    }),
-  );
+  const claimOne = async (event: VerifiedEvent) => {
+    // An element past the key horizon is not claimed (as a single delivery would be `expired`).
+    if (event.signedAt && now.getTime() - event.signedAt.getTime() > horizonMs) return 'expired' as const;
+    const claim = await claims.claim(traceparent ? { ...event, traceparent } : event);
+    if (claim.outcome !== 'new') await onDuplicate(deps, edge, event.provider, event, claim, now, log);
+    return claim.outcome === 'new' ? ('accepted' as const) : ('duplicate' as const);
+  };
+  // In chunks, so that one large batch (SendGrid's reach thousands of events) never fills the
+  // claim batcher's waiting room (MAX_WAITING_CLAIMS) by itself and is refused for ever.
+  const chunk = Math.max(1, Math.min(100, Math.floor(deps.settings.maxWaitingClaims / 4)));
+  const outcomes: PromiseSettledResult<'accepted' | 'duplicate' | 'expired'>[] = [];
+  for (let start = 0; start < events.length; start += chunk) {
+    outcomes.push(...(await Promise.allSettled(events.slice(start, start + chunk).map(claimOne))));
+  }
   const failed = outcomes.findIndex((outcome) => outcome.status === 'rejected');
   if (failed !== -1) {
     const error = (outcomes[failed] as PromiseRejectedResult).reason;
