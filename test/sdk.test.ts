@@ -185,6 +185,10 @@ describe('more mistakes that fail loudly', () => {
       [{ name: 'r', source: 'stripe', type: '' }, /type must be the event type/],
       [{ name: 'r', source: 'x', kind: 'paypal', type: 't' }, /kind must be one of stripe, github/],
       [{ name: 'r', source: 'x', type: 't', payload: { not: 'zod' } }, /payload must be a zod schema/],
+      [{ name: 'r', source: 'x', type: 't', retries: 3 }, /retries must be an object, \{ maxAttempts\?: number, backoffMs\?: number \}/],
+      [{ name: 'r', source: 'x', type: 't', retries: { maxAttempts: 0 } }, /retries.maxAttempts must be a whole number from 1 to 1000 \(got 0\)/],
+      [{ name: 'r', source: 'x', type: 't', retries: { backoffMs: -5 } }, /retries.backoffMs must be a whole number of milliseconds from 0 to 600000 \(got -5\)/],
+      [{ name: 'r', source: 'x', type: 't', retries: { attempts: 3 } }, /retries has no "attempts"; it takes maxAttempts and backoffMs/],
     ];
     for (const [options, message] of cases) {
       expect(() => defineHandler(options as never, run)).toThrow(message);

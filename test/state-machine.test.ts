@@ -159,6 +159,13 @@ describe('handler outcomes', () => {
       defineHandler({ name: 'test.permanent', source: 'stripe', type: 'test.permanent', payload: anything }, async () => {
         throw new PermanentError('customer record is invalid');
       }),
+      // Two handlers of one event, each with its own retry policy over the worker's MAX_ATTEMPTS=4.
+      defineHandler({ name: 'test.patient', source: 'stripe', type: 'test.two_policies', payload: anything, retries: { maxAttempts: 6, backoffMs: 5 } }, async () => {
+        throw new Error('still down');
+      }),
+      defineHandler({ name: 'test.impatient', source: 'stripe', type: 'test.two_policies', payload: anything, retries: { maxAttempts: 2 } }, async () => {
+        throw new Error('still down');
+      }),
     ];
     ingest = await startIngest({ databaseUrl: db.url, prefix });
     worker = await startWorker({ databaseUrl: db.url, prefix, handlers, env: { MAX_ATTEMPTS: '4', RETRY_BACKOFF_MS: '10' } });
@@ -193,6 +200,20 @@ describe('handler outcomes', () => {
     const { event, run } = await finished('evt_broken');
     expect(event.state).toBe('failed');
     expect(run).toMatchObject({ state: 'failed', attempts: 4, lastError: 'attempt 4/4 failed: Error: downstream is broken' });
+  });
+
+  it("each handler's own retries: 6 attempts for one, 2 for the other, on the same event (the worker's MAX_ATTEMPTS is 4)", async () => {
+    await deliver(ingest.url, signStripe({ ...paymentSucceeded('evt_two_policies'), type: 'test.two_policies' }));
+    const runs = await waitFor(
+      async () => {
+        const event = await q.getEventByKey(db.pool, 'stripe', 'evt_two_policies');
+        return event?.state === 'failed' ? q.getRuns(db.pool, event.id) : null;
+      },
+      { what: 'evt_two_policies failed' },
+    );
+    const byHandler = Object.fromEntries(runs.map((run) => [run.handler, run]));
+    expect(byHandler['test.patient']).toMatchObject({ state: 'failed', attempts: 6, lastError: 'attempt 6/6 failed: Error: still down' });
+    expect(byHandler['test.impatient']).toMatchObject({ state: 'failed', attempts: 2, lastError: 'attempt 2/2 failed: Error: still down' });
   });
 
   it('a PermanentError -> failed on the first attempt', async () => {

@@ -859,6 +859,14 @@ export const MUTANTS: Mutant[] = [
     replace: '  if (unexpected.length < 0) {',
     tests: ['test/cli.test.ts'],
   },
+  {
+    id: 'handler-retries-ignored',
+    guarantee: "a handler's own retries (maxAttempts, backoffMs) override the worker's for its runs",
+    file: 'packages/core/src/retry-policy.ts',
+    search: '  const own = handler?.retries;',
+    replace: '  const own = undefined as Partial<RetryPolicy> | undefined;',
+    tests: ['test/state-machine.test.ts'],
+  },
   // ---- senders described as data (providers/scheme.ts) -----------------------------------
   {
     id: 'scheme-hmac-any-digest',
@@ -904,16 +912,18 @@ export const MUTANTS: Mutant[] = [
     id: 'batch-first-element-only',
     guarantee: 'every element of a batch delivery is claimed on its own',
     file: 'packages/oncehook/src/ingest/receive-webhook.ts',
-    search: '    events.map(async (event) => {',
-    replace: '    events.slice(0, 1).map(async (event) => {',
+    search: '    outcomes.push(...(await Promise.allSettled(events.slice(start, start + chunk).map(claimOne))));',
+    replace: '    outcomes.push(...(await Promise.allSettled(events.slice(start, start + 1).map(claimOne))));',
     tests: ['test/provider-families.test.ts'],
   },
   {
     id: 'batch-answer-before-commit',
     guarantee: "a batch's 2xx is sent only after every element's claim committed",
     file: 'packages/oncehook/src/ingest/receive-webhook.ts',
-    search: '      const claim = await claims.claim(traceparent ? { ...event, traceparent } : event);\n      if (claim.outcome',
-    replace: "      void claims.claim(traceparent ? { ...event, traceparent } : event);\n      const claim = { outcome: 'new' as const };\n      if (claim.outcome",
+    search:
+      "    const claim = await claims.claim(traceparent ? { ...event, traceparent } : event);\n    if (claim.outcome !== 'new') await onDuplicate(deps, edge, event.provider, event, claim, now, log);",
+    replace:
+      "    void claims.claim(traceparent ? { ...event, traceparent } : event);\n    const claim = { outcome: 'new' as const };\n    if (claim.outcome !== 'new') await onDuplicate(deps, edge, event.provider, event, claim, now, log);",
     tests: ['test/provider-families.test.ts'],
   },
   {

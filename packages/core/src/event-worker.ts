@@ -9,7 +9,6 @@ import { createEventQueueWorker, enqueueEvent, eventQueueNames, type QueueConnec
 import type { EventJobData, Logger, WorkerMetrics } from '@oncehook/shared';
 import type { Engine } from './engine.js';
 import type { JobOutcome, ProcessDeps } from './process-event.js';
-import { retryDelayMs } from './retry-policy.js';
 import { createReconciler, type Reconciler, type ReconcilerSettings } from './reconciler.js';
 import { createRetention, type RetentionSettings } from './retention-sweep.js';
 
@@ -61,7 +60,7 @@ export function countUnhandled(metrics: WorkerMetrics | undefined): NonNullable<
 
 export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: boolean } = {}): EventWorker {
   const { settings, log, metrics, engine } = deps;
-  const { leaseMs, retry } = engine.settings;
+  const { leaseMs } = engine.settings;
 
   const processor = async (job: { data: EventJobData }): Promise<JobOutcome['kind']> => {
     const started = process.hrtime.bigint();
@@ -88,7 +87,7 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
           generation: run.generation,
           attempt: run.attempt,
         };
-        await enqueueEvent(deps.queue, next, { delayMs: retryDelayMs(retry, run.attempt) }).catch((error: unknown) =>
+        await enqueueEvent(deps.queue, next, { delayMs: run.delayMs }).catch((error: unknown) =>
           log.warn({ err: error, rowId: next.rowId, handler: run.handler }, 'could not schedule the retry; the reconciler will re-enqueue it'),
         );
       }

@@ -26,7 +26,7 @@ import { SpanStatusCode } from '@opentelemetry/api';
 import { contextFrom, describeError, inSpan, tracer, type EventJobData, type EventRow, type Faults, type Logger, type Pool } from '@oncehook/shared';
 import { isLeaseLostError, LeaseLostError, type Handler, type HandlerEvent } from '@oncehook/sdk';
 import type { LeasedRun, Queries } from './store/queries.js';
-import { attemptsExhausted, type RetryPolicy, verdictFor, verdictForProblem } from './retry-policy.js';
+import { attemptsExhausted, policyFor, retryDelayMs, type RetryPolicy, verdictFor, verdictForProblem } from './retry-policy.js';
 import { createRunContext, type EngineHooks, type RunContext } from './handler-context.js';
 import type { HandlerRegistry } from './registry.js';
 
@@ -54,7 +54,8 @@ export type RunOutcome =
   | { kind: 'done'; handler: string; type: string }
   | { kind: 'failed'; handler: string; type: string; error: string }
   /** Recorded on the run (state received); the caller schedules job attempt `attempt` + 1. */
-  | { kind: 'retry'; handler: string; type: string; error: string; attempt: number; generation: number }
+  /** `delayMs`: before the next attempt, from the handler's retry policy. */
+  | { kind: 'retry'; handler: string; type: string; error: string; attempt: number; generation: number; delayMs: number }
   | { kind: 'lease-lost'; handler: string; type: string }
   /** Not ours to run (finished, or leased by another worker): acknowledged, nothing done. */
   | { kind: 'skipped'; handler: string };
@@ -208,13 +209,15 @@ async function runLeasedAttempt(deps: ProcessDeps, leased: LeasedRun, token: str
     log.error({ error }, 'run failed (dead letter)');
     return { kind: 'failed', handler: run.handler, type: event.type, error };
   };
+  // This handler's policy: its own `retries` over the worker's (retry-policy.ts owns the merge).
+  const policy = policyFor(settings.retry, run.handler === '' ? undefined : deps.registry.byName(run.handler));
   const retry = async (error: string, logged: unknown): Promise<RunOutcome> => {
     if (!(await queries.releaseRunForRetry(pool, run.id, token, error))) return outcome('lease-lost');
     log.warn({ err: logged }, 'run failed; will retry');
-    return { kind: 'retry', handler: run.handler, type: event.type, error, attempt: run.attempts, generation: run.generation };
+    return { kind: 'retry', handler: run.handler, type: event.type, error, attempt: run.attempts, generation: run.generation, delayMs: retryDelayMs(policy, run.attempts) };
   };
 
-  if (attemptsExhausted(settings.retry, run.attempts)) {
+  if (attemptsExhausted(policy, run.attempts)) {
     // The previous attempts ended without a verdict (crashes or hangs): give up.
     return fail(`gave up after ${run.attempts - 1} attempts; last error: ${run.lastError ?? 'none recorded'}`);
   }
@@ -234,7 +237,7 @@ async function runLeasedAttempt(deps: ProcessDeps, leased: LeasedRun, token: str
     throw error;
   }
   if (typeof handler === 'string') {
-    const verdict = verdictForProblem(settings.retry, run.attempts, handler);
+    const verdict = verdictForProblem(policy, run.attempts, handler);
     return verdict.retry ? retry(handler, handler) : fail(verdict.reason);
   }
 
@@ -294,7 +297,7 @@ async function runLeasedAttempt(deps: ProcessDeps, leased: LeasedRun, token: str
       return outcome('lease-lost');
     }
     const message = describeError(error);
-    const verdict = verdictFor(settings.retry, run.attempts, error, message);
+    const verdict = verdictFor(policy, run.attempts, error, message);
     return verdict.retry ? retry(message, error) : fail(verdict.reason);
   } finally {
     clearInterval(keeper);

@@ -14,7 +14,8 @@
  *                   (the SDK's backoff.ts computes it)
  *
  * A policy is a value: the worker builds one from MAX_ATTEMPTS and RETRY_BACKOFF_MS, and a
- * handler may later bring its own (per-handler retries) without a second place to decide.
+ * handler may bring its own (`retries` in defineHandler): `policyFor` merges the two, here and
+ * nowhere else; the run's verdicts and its next attempt's delay both come from the merged one.
  */
 import { isPermanentError } from '@oncehook/sdk';
 import { backoffDelayMs } from '@oncehook/sdk/internal';
@@ -27,6 +28,12 @@ export interface RetryPolicy {
   readonly maxAttempts: number;
   /** Delay before the first retry, before jitter (RETRY_BACKOFF_MS); doubles per attempt. */
   readonly backoffMs: number;
+}
+
+/** The policy of one handler's runs: its own `retries` over the worker's (MAX_ATTEMPTS, RETRY_BACKOFF_MS). */
+export function policyFor(global: RetryPolicy, handler: { readonly retries?: Partial<RetryPolicy> } | undefined): RetryPolicy {
+  const own = handler?.retries;
+  return own ? { maxAttempts: own.maxAttempts ?? global.maxAttempts, backoffMs: own.backoffMs ?? global.backoffMs } : global;
 }
 
 export type Verdict = { retry: true } | { retry: false; reason: string };

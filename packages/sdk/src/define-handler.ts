@@ -67,6 +67,20 @@ export interface HandlerOptions<Source extends string, Kind extends ProviderKind
   payload?: Schema;
   /** One line for operators (shown in the worker's start log and the admin). */
   description?: string;
+  /**
+   * This handler's own retry policy, over the worker's (MAX_ATTEMPTS, RETRY_BACKOFF_MS) for
+   * what it leaves out: a payment handler may retry for longer, an analytics one give up early.
+   * Attempts count every lease taken (crashes included); a PermanentError fails at once.
+   */
+  retries?: HandlerRetries;
+}
+
+/** A handler's retry policy (`retries` in defineHandler). */
+export interface HandlerRetries {
+  /** Attempts a run gets before it is failed (the dead letter): 1 to 1000. */
+  maxAttempts?: number;
+  /** Delay before the first retry, doubling per attempt (capped at 10 minutes, half jitter): 0 to 600000 ms. */
+  backoffMs?: number;
 }
 
 /** A handler, as the worker loads it. Made only by defineHandler. */
@@ -77,6 +91,8 @@ export interface Handler<Payload = unknown> {
   readonly type: string;
   readonly payloadSchema: z.ZodType | undefined;
   readonly description: string | undefined;
+  /** Its own retry policy, when it gives one (the engine merges it over the worker's). */
+  readonly retries: Readonly<HandlerRetries> | undefined;
   /**
    * The user's function. (A method signature on purpose: a Handler of a specific payload is
    * then usable wherever any Handler is expected, as the worker's registry takes them all.)
@@ -111,6 +127,7 @@ export function defineHandler<
     throw new HandlerDefinitionError(`${where}: payload must be a zod schema (z.object({ ... }))`);
   }
   if (typeof handle !== 'function') throw new HandlerDefinitionError(`${where}: the second argument must be the handler function, async (event, ctx) => { ... }`);
+  const retries = checkRetries(where, options.retries);
   const kind = options.kind ?? (PROVIDER_KINDS.includes(options.source as ProviderKind) ? (options.source as ProviderKind) : undefined);
   return Object.freeze({
     [HANDLER_BRAND]: true as const,
@@ -120,8 +137,27 @@ export function defineHandler<
     type: options.type,
     payloadSchema: options.payload,
     description: options.description,
+    retries,
     handle: handle as Handler<PayloadOf<KindOf<Source, Kind>, Type, Schema>>['handle'],
   });
+}
+
+/** `retries`, checked loudly: unknown keys, and numbers out of range, say what to write instead. */
+function checkRetries(where: string, retries: unknown): Readonly<HandlerRetries> | undefined {
+  if (retries === undefined) return undefined;
+  if (typeof retries !== 'object' || retries === null || Array.isArray(retries)) {
+    throw new HandlerDefinitionError(`${where}: retries must be an object, { maxAttempts?: number, backoffMs?: number }`);
+  }
+  const unknown = Object.keys(retries).filter((key) => key !== 'maxAttempts' && key !== 'backoffMs');
+  if (unknown.length > 0) throw new HandlerDefinitionError(`${where}: retries has no ${unknown.map((k) => `"${k}"`).join(', ')}; it takes maxAttempts and backoffMs`);
+  const { maxAttempts, backoffMs } = retries as HandlerRetries;
+  if (maxAttempts !== undefined && !(Number.isInteger(maxAttempts) && maxAttempts >= 1 && maxAttempts <= 1000)) {
+    throw new HandlerDefinitionError(`${where}: retries.maxAttempts must be a whole number from 1 to 1000 (got ${String(maxAttempts)})`);
+  }
+  if (backoffMs !== undefined && !(Number.isInteger(backoffMs) && backoffMs >= 0 && backoffMs <= 600_000)) {
+    throw new HandlerDefinitionError(`${where}: retries.backoffMs must be a whole number of milliseconds from 0 to 600000 (got ${String(backoffMs)})`);
+  }
+  return Object.freeze({ ...(maxAttempts === undefined ? {} : { maxAttempts }), ...(backoffMs === undefined ? {} : { backoffMs }) });
 }
 
 export function isHandler(value: unknown): value is Handler {

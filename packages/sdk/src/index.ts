@@ -12,7 +12,7 @@
  * Testing a handler against duplicates, concurrency and crashes: @oncehook/testkit.
  * Guide: docs/handlers.md.
  */
-export { defineHandler, isHandler, HANDLER_NAME_PATTERN, type Handler, type HandlerOptions } from './define-handler.js';
+export { defineHandler, isHandler, HANDLER_NAME_PATTERN, type Handler, type HandlerOptions, type HandlerRetries } from './define-handler.js';
 export type { HandlerContext, HandlerEvent, Json, JsonChecked, Logger, Ordering, PoolClient, StepInput, StepOptions, TransactionOptions } from './context.js';
 export {
   ADAPTER_KINDS,
