@@ -41,7 +41,7 @@ export function sendersTable(): string {
     const v = senderVariables(s);
     const id = s.batch ? s.batch.id : (s.id ?? { bodyHash: true });
     const idText = 'bodyHash' in id ? 'sha256 of the body' : 'header' in id ? `\`${id.header}\`` : `\`${id.field}\``;
-    const signed = s.batch || signatureCovers(s, id) ? 'yes' : 'no: body dedupe';
+    const signed = s.batch || signatureCovers(s, id) ? 'yes' : s.replayKey ? `no: \`${s.replayKey}\` is a replay key` : 'no: body dedupe';
     const type = s.batch ? s.batch.type : (s.type ?? { value: 'webhook' });
     const extras = [s.batch ? `batch (\`${s.batch.items}\`)` : '', s.handshake ? 'handshake' : '', s.get ? 'GET check' : ''].filter(Boolean).join(', ') || '-';
     const variables = [v.secrets, v.url, v.verifyToken]
