@@ -110,3 +110,29 @@ it('a placeholder secret in a provider variable stops ingest, naming the source'
   const env = { GITHUB_WEBHOOK_SECRET: 'x' };
   expect(() => sourcesFromConfig(loadIngestConfig(env), env)).toThrow(/source github: GitHub webhook secret #1 is 1 characters/);
 });
+
+it("a table sender's variables enable it; a missing URL, verify token or a key of the wrong kind stops ingest, naming what to set", () => {
+  const base = { DATABASE_URL: 'postgres://x@127.0.0.1/x' };
+  const ok = {
+    ...base,
+    LINEAR_WEBHOOK_SECRET: 'lin_wh_0123456789abcdef',
+    HUBSPOT_CLIENT_SECRET: 'hubspot-client-secret-01',
+    HUBSPOT_WEBHOOK_URL: 'https://hooks.example.com/webhooks/hubspot',
+    META_APP_SECRET: 'meta-app-secret-000000001',
+    META_VERIFY_TOKEN: 'verify-me',
+  };
+  expect([...sourcesFromConfig(loadIngestConfig(ok), ok)].map(([name, s]) => `${name}:${s.kind}`)).toEqual(['linear:linear', 'hubspot:hubspot', 'meta:meta']);
+  const refusals: [Record<string, string>, RegExp][] = [
+    [{ HUBSPOT_CLIENT_SECRET: 'hubspot-client-secret-01' }, /source hubspot: HubSpot signs the URL it posts to: set HUBSPOT_WEBHOOK_URL/],
+    [{ META_APP_SECRET: 'meta-app-secret-000000001' }, /source meta: .* set META_VERIFY_TOKEN/],
+    [{ SENDGRID_VERIFICATION_KEY: 'not-a-public-key' }, /source sendgrid: a SendGrid verification key is the base64 public key the dashboard shows/],
+    [{ DISCORD_PUBLIC_KEY: 'xyz' }, /source discord: a Discord \(webhook events\) application public key is 64 hex digits/],
+    [{ POSTMARK_WEBHOOK_CREDENTIALS: 'no-colon-in-these-credentials' }, /source postmark: Postmark Basic auth credentials secret #1 must be user:password/],
+    [{ POSTMARK_WEBHOOK_CREDENTIALS: 'a:b' }, /source postmark: Postmark Basic auth credentials secret #1 is 3 characters; choose credentials of at least 16/],
+  ];
+  for (const [env, message] of refusals) {
+    const full = { ...base, ...env };
+    expect(() => sourcesFromConfig(loadIngestConfig(full), full)).toThrow(ConfigError);
+    expect(() => sourcesFromConfig(loadIngestConfig(full), full)).toThrow(message);
+  }
+});

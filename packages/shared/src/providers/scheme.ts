@@ -365,9 +365,15 @@ export function createSchemeSource(scheme: SenderScheme, options: SchemeSourceOp
   const name = options.name ?? scheme.kind;
   const tolerance = options.toleranceSeconds ?? scheme.timestamp?.toleranceSeconds ?? 300;
   const minLength = scheme.minSecretLength ?? 16;
-  checkSecrets(name, `${scheme.title} ${scheme.secretName}`, options.secrets, (secret) =>
-    scheme.key === 'text' && secret.length < minLength ? `is ${secret.length} characters; use the ${scheme.secretName} ${scheme.title} generated (at least ${minLength})` : null,
-  );
+  // The names of the variables that go with the secret (sources.ts senderVariables spells them the same way).
+  const variable = scheme.kind.toUpperCase().replace(/-/g, '_');
+  checkSecrets(name, `${scheme.title} ${scheme.secretName}`, options.secrets, (secret) => {
+    if (scheme.signature.family === 'basic' && !/^[^:]+:.+$/.test(secret)) return 'must be user:password, as in the webhook URL you give the sender';
+    if (scheme.key !== 'text' || secret.length >= minLength) return null;
+    return scheme.signature.family === 'basic'
+      ? `is ${secret.length} characters; choose credentials of at least ${minLength}`
+      : `is ${secret.length} characters; use the ${scheme.secretName} ${scheme.title} generated (at least ${minLength})`;
+  });
   const keys = options.secrets.map((secret) => {
     try {
       return { secret, key: decodeKey(scheme, secret) };
@@ -378,11 +384,13 @@ export function createSchemeSource(scheme: SenderScheme, options: SchemeSourceOp
   const signature = scheme.signature;
   const signsUrl = 'signed' in signature && signature.signed.includes('url');
   if (signsUrl && !options.url) {
-    throw new Error(`source ${name}: ${scheme.title} signs the URL it posts to: set "url" to the public URL of /webhooks/${name} exactly as configured in ${scheme.title}`);
+    throw new Error(
+      `source ${name}: ${scheme.title} signs the URL it posts to: set ${variable}_WEBHOOK_URL (or "url" in ONCEHOOK_SOURCES_FILE) to the public URL of /webhooks/${name} exactly as configured in ${scheme.title}`,
+    );
   }
   if (scheme.get && !options.verifyToken) {
     throw new Error(
-      `source ${name}: ${scheme.title} checks the endpoint with a GET carrying your verify token: set "verifyToken" (or ${scheme.env.replace(/_[A-Z]+$/, '')}_VERIFY_TOKEN)`,
+      `source ${name}: ${scheme.title} checks the endpoint with a GET carrying your verify token: set ${variable}_VERIFY_TOKEN (or "verifyToken" in ONCEHOOK_SOURCES_FILE)`,
     );
   }
   const dedupeOnBody = needsBodyDedupe(scheme);
