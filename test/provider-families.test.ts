@@ -113,6 +113,28 @@ describe('Slack: the Events API only', () => {
   });
 });
 
+describe("Slack's documented example (api.slack.com, verifying requests from Slack)", () => {
+  it('verifies with the documented secret, timestamp and signature, and is then refused as a slash command', () => {
+    const source = createSource({ name: 'slack-doc', kind: 'slack', secrets: ['8f742231b10e8888abcd99yyyzzz85a5'] }, {});
+    const body =
+      'token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V&channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text=&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c';
+    const headers: Record<string, string> = {
+      'content-type': 'application/x-www-form-urlencoded',
+      'x-slack-request-timestamp': '1531420618',
+      'x-slack-signature': 'v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503',
+    };
+    const verify = (signature: string) => () =>
+      source.verify({
+        rawBody: Buffer.from(body),
+        header: (name) => ({ ...headers, 'x-slack-signature': signature })[name.toLowerCase()] ?? null,
+        now: new Date(1531420618 * 1000),
+      });
+    // The documented signature passes (the refusal is the scope's, 400); one digit off is a 401.
+    expect(verify(headers['x-slack-signature']!)).toThrow(/slash command/);
+    expect(verify(headers['x-slack-signature']!.replace(/3$/, '4'))).toThrow(/does not match/);
+  });
+});
+
 describe('signatures compared as bytes', () => {
   it('an in-house sender printing UPPERCASE hex verifies', async () => {
     const timestamp = now();
