@@ -114,8 +114,8 @@ async function firstMinutes(queueBackend: 'redis' | 'postgres'): Promise<void> {
 
 /**
  * `npm run send -- --list` names every built-in sender, and each one's built-in payload, sent
- * with `npm run send -- <sender>`, ends `done` (signed with the development secret the stack
- * verifies with; batches: every element).
+ * twice with `npm run send -- <sender> --copies 2`, is accepted, then a duplicate, and ends `done`
+ * (signed with the development secret the stack verifies with).
  */
 async function everySenderDone(env: Record<string, string>): Promise<void> {
   const list = await runDocumented('npm run send -- --list', env);
@@ -126,8 +126,10 @@ async function everySenderDone(env: Record<string, string>): Promise<void> {
   try {
     const pending = [...listed];
     const sendOne = async (source: string) => {
-      const sent = await runDocumented(`npm run send -- ${source}`, env);
+      // Two copies of one event: the provider's redelivery, signed afresh, is a duplicate.
+      const sent = await runDocumented(`npm run send -- ${source} --copies 2`, env);
       expect(await sent.exited, `${source}: ${sent.output()}${sent.stderr()}`).toBe(0);
+      expect(sent.output(), source).toMatch(/#1 -> 202 accepted[\s\S]*#2 -> 200 duplicate/);
       const eventId = / of \S+ \S+ (\S+) to http/.exec(sent.output())?.[1];
       expect(eventId, sent.output()).toBeDefined();
       const state = await waitFor(

@@ -62,7 +62,8 @@ export function signSchemeDelivery(scheme: SenderScheme, payload: unknown, secre
   const timestamp = options.timestamp ?? Math.floor(Date.now() / 1000);
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   const verbatim = typeof payload === 'string';
-  let value: unknown = verbatim ? JSON.parse(payload) : structuredClone(payload);
+  // A string is sent byte for byte: JSON, or for a form sender (Twilio) the form itself.
+  let value: unknown = verbatim ? (scheme.body === 'form' ? Object.fromEntries(new URLSearchParams(payload)) : JSON.parse(payload)) : structuredClone(payload);
   if (scheme.batch?.items === '$' && !Array.isArray(value)) value = [value];
   const object = !Array.isArray(value) && typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : null;
 
