@@ -77,7 +77,8 @@ export function signSchemeDelivery(scheme: SenderScheme, payload: unknown, secre
     if (options.id !== undefined) setField(object, idSpec.field, options.id);
     else if (fieldAt(object, idSpec.field) === undefined) setField(object, idSpec.field, randomUUID());
   }
-  if (!verbatim) placeType(scheme.type, options.type, object, headers);
+  // A type in a header is set even on a body sent byte for byte; a body field only on a built one.
+  placeType(scheme.type, options.type, verbatim ? null : object, headers);
   if (scheme.kind === 'twitch') headers['twitch-eventsub-message-type'] = 'notification';
 
   // A timestamp in the body (Linear) or in the signature (Mailgun) is set before serializing.
