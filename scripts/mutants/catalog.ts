@@ -909,6 +909,14 @@ export const MUTANTS: Mutant[] = [
     tests: ['test/providers.test.ts'],
   },
   {
+    id: 'sender-url-unrequired',
+    guarantee: 'a sender that signs its URL (HubSpot, Square, Twilio) without the URL configured stops ingest, naming the variable',
+    file: 'packages/shared/src/providers/scheme.ts',
+    search: '  if (signsUrl && !options.url) {',
+    replace: '  if (signsUrl && !options.url && Math.random() > 2) {',
+    tests: ['test/sources-config.test.ts'],
+  },
+  {
     id: 'batch-first-element-only',
     guarantee: 'every element of a batch delivery is claimed on its own',
     file: 'packages/oncehook/src/ingest/receive-webhook.ts',

@@ -5,7 +5,7 @@
  * (or its documented example) instead.
  */
 import { createHmac, createPrivateKey, randomBytes, randomUUID, sign, type KeyObject } from 'node:crypto';
-import { bodyHash, fieldAt, type IdSpec, type SenderScheme, type SignedPart, type ValueSpec } from '@oncehook/shared';
+import { bodyHash, fieldAt, sortedFormParams, type IdSpec, type SenderScheme, type SignedPart, type ValueSpec } from '@oncehook/shared';
 
 export interface SchemeSignOptions {
   id?: string;
@@ -112,16 +112,7 @@ export function signSchemeDelivery(scheme: SenderScheme, payload: unknown, secre
           if (!options.url) throw new Error(`signing as ${scheme.title} needs options.url: it signs the URL it posts to`);
           return Buffer.from(options.url, 'utf8');
         }
-        if (part === 'form-params-sorted') {
-          const params = Object.fromEntries(new URLSearchParams(body));
-          return Buffer.from(
-            Object.keys(params)
-              .sort()
-              .map((key) => key + params[key])
-              .join(''),
-            'utf8',
-          );
-        }
+        if (part === 'form-params-sorted') return Buffer.from(sortedFormParams(Object.fromEntries(new URLSearchParams(body))), 'utf8');
         if ('literal' in part) return Buffer.from(part.literal, 'utf8');
         return Buffer.from(headers[part.header.toLowerCase()] ?? '', 'utf8');
       }),

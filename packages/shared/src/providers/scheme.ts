@@ -240,6 +240,14 @@ export function formParams(rawBody: Buffer): Record<string, string> {
   return Object.fromEntries(new URLSearchParams(text));
 }
 
+/** The `form-params-sorted` part: each parameter name followed by its value, sorted by name (Twilio). */
+export function sortedFormParams(params: Record<string, string>): string {
+  return Object.keys(params)
+    .sort()
+    .map((key) => key + params[key])
+    .join('');
+}
+
 function omit(record: Record<string, unknown>, keys: string[]): Record<string, unknown> {
   return Object.fromEntries(Object.entries(record).filter(([key]) => !keys.includes(key)));
 }
@@ -402,16 +410,7 @@ export function createSchemeSource(scheme: SenderScheme, options: SchemeSourceOp
       if (part === 'timestamp') return Buffer.from(timestampText ?? '', 'utf8');
       if (part === 'url') return Buffer.from(options.url ?? '', 'utf8');
       if (part === 'method') return Buffer.from('POST', 'utf8');
-      if (part === 'form-params-sorted') {
-        const params = formParams(request.rawBody);
-        return Buffer.from(
-          Object.keys(params)
-            .sort()
-            .map((key) => key + params[key])
-            .join(''),
-          'utf8',
-        );
-      }
+      if (part === 'form-params-sorted') return Buffer.from(sortedFormParams(formParams(request.rawBody)), 'utf8');
       if ('literal' in part) return Buffer.from(part.literal, 'utf8');
       return Buffer.from(request.header(part.header) ?? '', 'utf8');
     });
@@ -536,7 +535,6 @@ export function createSchemeSource(scheme: SenderScheme, options: SchemeSourceOp
         timestampText = value === undefined || value === null ? null : String(value);
         if (timestampText === null) throw new VerificationError(400, 'malformed_payload', `body field "${scheme.timestamp.from.field}" (the signed time) is missing`);
       }
-      if (signature.family === 'hmac-in-body') timestampText = String(fieldAt(body().json, `${signature.object}.${signature.timestampField}`));
       if (timestampText !== null) {
         const spec = scheme.timestamp ?? { unit: 's' as const, toleranceSeconds: tolerance, from: { list: true as const } };
         checkTimestamp(parseTimestamp(spec, timestampText, timestampWhere(scheme)), request.now, tolerance, timestampWhere(scheme));
