@@ -77,7 +77,21 @@ it('without the example named, npm run migrate creates no example table, and eve
   expect((await run.exited).code).toBe(0);
   await withPool(database.url, async (pool) => {
     expect(await tablesBySchema(pool)).toEqual({
-      oncehook: ['deliveries', 'delivery_counts', 'events', 'handler_runs', 'handlers', 'migrations', 'object_versions', 'operator_actions', 'run_attempts', 'steps'],
+      oncehook: [
+        'deliveries',
+        'delivery_counts',
+        'events',
+        'handler_health',
+        'handler_runs',
+        'handlers',
+        'migrations',
+        'object_versions',
+        'operator_actions',
+        'pauses',
+        'rate_windows',
+        'run_attempts',
+        'steps',
+      ],
     });
   });
 
@@ -160,6 +174,7 @@ it('upgrades a database from before the schema: tables moved, data kept, in-flig
         'oncehook/0007_object_versions_previous.sql',
         'oncehook/0008_payload_bytes.sql',
         'oncehook/0009_delivery_counts.sql',
+        'oncehook/0010_flow_control.sql',
         'shop/0001_shop.sql',
       ],
       upgradedLegacy: true,
@@ -169,11 +184,14 @@ it('upgrades a database from before the schema: tables moved, data kept, in-flig
       'deliveries',
       'delivery_counts',
       'events',
+      'handler_health',
       'handler_runs',
       'handlers',
       'migrations',
       'object_versions',
       'operator_actions',
+      'pauses',
+      'rate_windows',
       'run_attempts',
       'steps',
     ]);

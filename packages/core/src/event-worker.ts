@@ -11,6 +11,7 @@ import type { Engine } from './engine.js';
 import type { JobOutcome, ProcessDeps } from './process-event.js';
 import { createReconciler, type Reconciler, type ReconcilerSettings } from './reconciler.js';
 import { createRetention, type RetentionSettings } from './retention-sweep.js';
+import { PRIORITY_AGING_MS, priorityLevel } from './flow-control.js';
 
 export interface WorkerSettings {
   /** Retention of done events; off when absent. */
@@ -71,7 +72,11 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
     if (outcome.kind !== 'runs') return outcome.kind;
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     for (const run of outcome.runs) {
-      if (run.kind === 'skipped') continue;
+      if (run.kind === 'skipped' || run.kind === 'deferred') continue;
+      if (run.kind === 'waiting') {
+        metrics?.runsDelayedTotal.inc({ handler: run.handler, reason: run.reason });
+        continue;
+      }
       const labels = { provider: outcome.provider, type: run.type, handler: run.handler, outcome: run.kind };
       metrics?.processingDuration.observe(labels, seconds);
       metrics?.processedTotal.inc(labels);
@@ -87,10 +92,17 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
           generation: run.generation,
           attempt: run.attempt,
         };
-        await enqueueEvent(deps.queue, next, { delayMs: run.delayMs }).catch((error: unknown) =>
+        await enqueueEvent(deps.queue, next, { delayMs: run.delayMs, priority: run.priority }).catch((error: unknown) =>
           log.warn({ err: error, rowId: next.rowId, handler: run.handler }, 'could not schedule the retry; the reconciler will re-enqueue it'),
         );
       }
+    }
+    // Flow control's jobs: a waiting run's next look, a wake-up, a lower-priority run. Each
+    // carries its run's fence; a lost one is found again by the reconciler.
+    for (const next of outcome.follow) {
+      await enqueueEvent(deps.queue, next.job, { delayMs: next.delayMs, priority: next.priority }).catch((error: unknown) =>
+        log.warn({ err: error, rowId: next.job.rowId, handler: next.job.handler }, 'could not schedule a flow-control job; the reconciler will re-enqueue the run'),
+      );
     }
     // A dead letter: the job fails too (no BullMQ retry: UnrecoverableError), so Bull Board
     // lists it under FAILED with the handler's error. The run row is the truth; a re-drive
@@ -134,6 +146,13 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
     settings: settings.reconciler,
     metrics,
     retention,
+    lowerPriority: {
+      handlers: engine.registry
+        .all()
+        .filter((h) => priorityLevel(h) > engine.registry.bestPriorityLevel())
+        .map((h) => h.name),
+      agingMs: PRIORITY_AGING_MS,
+    },
   });
 
   return {

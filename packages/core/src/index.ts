@@ -4,16 +4,18 @@
  *   the edge's half     claim-batcher.ts (group commit of claims), enqueue-relay.ts (the outbox)
  *   the worker's half   process-event.ts (the state machine), handler-context.ts (fenced,
  *                       recorded steps), registry.ts, load-handlers.ts, event-worker.ts (the
- *                       queue consumer), retry-policy.ts (attempts, verdicts, delays)
+ *                       queue consumer), retry-policy.ts (attempts, verdicts, delays),
+ *                       flow-control.ts (concurrency, rate limits, priority, pauses)
  *   recovery            reconciler.ts (lost jobs, expired leases), retention-sweep.ts
  *   the store           store/ (every statement, by stage), migrate.ts + migrations/
  *   the queue           queue.ts (BullMQ on Redis or on Postgres, job ids, shards)
- *   operators           operations.ts (list, show, re-drive, replay), payload-view.ts
+ *   operators           operations.ts (list, show, re-drive, replay, pause, resume), payload-view.ts
  *   assembly            engine.ts (createEngine: the one place the parts are put together)
  */
 export * from './claim-batcher.js';
 export * from './enqueue-relay.js';
 export * from './event-worker.js';
+export * from './flow-control.js';
 export * from './handler-context.js';
 export * from './idempotency-key.js';
 export * from './load-handlers.js';

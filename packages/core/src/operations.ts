@@ -10,9 +10,10 @@
  *   effect not repeated). `allSteps` re-runs everything, local writes included, and must be
  *   asked for explicitly. `dryRun` returns the plan and changes nothing.
  * Neither ever touches a run a worker holds a live lease on (guarded UPDATEs).
+ * - pause / resume: a handler or a source (flow-control.ts); recorded as operator actions.
  */
 import type { Pool } from '@oncehook/shared';
-import type { EventDetail, EventFilter, EventSummary, MovedRun, Queries, RecordedStep } from './store/queries.js';
+import type { EventDetail, EventFilter, EventSummary, MovedRun, PauseRow, Queries, RecordedStep } from './store/queries.js';
 import { idempotencyKeyFor } from './idempotency-key.js';
 import { viewPayload } from './payload-view.js';
 import type { RunRow, StepKind } from '@oncehook/shared';
@@ -61,7 +62,29 @@ export interface ReplayPlan {
 
 export type ReplayResult = { ok: true; dryRun: boolean; plan: ReplayPlan } | Refusal;
 
+/** What pause and resume apply to: one handler (by name) or one source (every handler's runs of its events). */
+export interface PauseTarget {
+  scope: 'handler' | 'source';
+  name: string;
+}
+
+export type PauseResult = { ok: true; pause: PauseRow; alreadyPaused: boolean } | { ok: false; reason: string };
+export type ResumeResult = { ok: true; resumed: PauseRow; released: number; enqueueFailed: number } | { ok: false; reason: string };
+
+/** Runs released per statement by a resume (each batch then enqueued). */
+const RESUME_BATCH = 500;
+
 export interface Operations {
+  /**
+   * Pauses a handler or a source: deliveries are still verified, claimed and answered 2xx; no
+   * new run of it starts (runs in progress finish); its runs wait, marked `paused`. State in
+   * Postgres: it holds for every worker, now and started later, until resumed.
+   */
+  pause(target: PauseTarget, actor: string, reason: string): Promise<PauseResult>;
+  /** Ends a pause; the runs waiting for it are enqueued and start under their handler's limits. */
+  resume(target: PauseTarget, actor: string, reason: string): Promise<ResumeResult>;
+  /** Everything paused, with how many runs wait for each. */
+  pauses(): Promise<PauseRow[]>;
   list(filter: EventFilter): Promise<EventSummary[]>;
   /** The event and its history; its payload bounded for display (EventView). */
   show(ref: string | number): Promise<EventView | null>;
@@ -97,6 +120,14 @@ function describeRun(run: RunRow): string {
   return `handler "${run.handler}" is ${run.state}`;
 }
 
+/** A handler or source name as defineHandler and the sources allow; null when it is one. */
+function targetProblem(target: PauseTarget): string | null {
+  if (target.scope !== 'handler' && target.scope !== 'source') return `pause applies to a handler or a source, not "${String(target.scope)}"`;
+  if (typeof target.name !== 'string' || !/^[a-z0-9][a-z0-9._-]{0,62}$/.test(target.name))
+    return `"${String(target.name)}" is not a ${target.scope} name (1-63 characters of a-z 0-9 . _ -)`;
+  return null;
+}
+
 /** Why an event whose payload retention deleted cannot run again. */
 function prunedReason(prunedAt: Date): string {
   return `retention deleted this event's payload, runs and steps on ${prunedAt.toISOString()} (RETENTION_DAYS); only its key is kept (KEY_RETENTION_DAYS), so it cannot run again`;
@@ -119,6 +150,36 @@ export function createOperations(deps: { pool: Pool; queries: Queries; queue: Jo
   }
 
   const operations: Operations = {
+    async pause(target, actor, reason) {
+      const problem = targetProblem(target);
+      if (problem) return { ok: false, reason: problem };
+      const pause = await queries.pause(pool, target.scope, target.name, actor, reason);
+      if (pause) return { ok: true, pause, alreadyPaused: false };
+      const existing = (await queries.listPauses(pool)).find((p) => p.scope === target.scope && p.name === target.name);
+      return existing ? { ok: true, pause: existing, alreadyPaused: true } : { ok: false, reason: `${target.scope} "${target.name}" changed meanwhile; look again` };
+    },
+
+    async resume(target, actor, reason) {
+      const problem = targetProblem(target);
+      if (problem) return { ok: false, reason: problem };
+      const resumed = await queries.resume(pool, target.scope, target.name, actor, reason);
+      if (!resumed) return { ok: false, reason: `${target.scope} "${target.name}" is not paused (oncehook paused lists what is)` };
+      // Release the runs no pause covers now, a batch at a time, and enqueue them. If this
+      // process dies between the two, the reconciler releases them (and re-enqueues any job lost).
+      let released = 0;
+      let enqueueFailed = 0;
+      for (;;) {
+        const jobs = await queries.releasePaused(pool, RESUME_BATCH);
+        released += jobs.length;
+        const results = await Promise.allSettled(jobs.map((job) => enqueueEvent(queue, job, { replaceFinished: true })));
+        enqueueFailed += results.filter((r) => r.status === 'rejected').length;
+        if (jobs.length < RESUME_BATCH) break;
+      }
+      return { ok: true, resumed, released, enqueueFailed };
+    },
+
+    pauses: () => queries.listPauses(pool),
+
     list: (filter) => queries.listEvents(pool, filter),
 
     async show(ref) {

@@ -20,15 +20,22 @@
  *   done (fenced; or already committed by the handler's `final` step)
  *   on error: PermanentError or last attempt -> failed; otherwise -> received + retry later
  *   lease lost at any point -> stop, commit nothing more; the new owner finishes
+ *
+ * Flow control (flow-control.ts): a run whose handler or source is paused is not leased (it
+ * waits, marked `paused`, for the resume); a limited handler's run takes its lease through the
+ * gate, or waits (a job of its own is scheduled: JobOutcome `follow`); a lower-priority
+ * handler's run is not run inside the dispatch but gets a prioritized job.
  */
 import { randomUUID } from 'node:crypto';
 import { SpanStatusCode } from '@opentelemetry/api';
-import { contextFrom, describeError, inSpan, tracer, type EventJobData, type EventRow, type Faults, type Logger, type Pool } from '@oncehook/shared';
+import { contextFrom, describeError, inSpan, tracer, type EventJobData, type EventRow, type Faults, type Logger, type Pool, type RunWaiting } from '@oncehook/shared';
 import { isLeaseLostError, LeaseLostError, type Handler, type HandlerEvent } from '@oncehook/sdk';
 import type { LeasedRun, Queries } from './store/queries.js';
 import { attemptsExhausted, policyFor, retryDelayMs, type RetryPolicy, verdictFor, verdictForProblem } from './retry-policy.js';
 import { createRunContext, type EngineHooks, type RunContext } from './handler-context.js';
 import type { HandlerRegistry } from './registry.js';
+import { gateRequest, isGated, needsEvent, priorityLevel, rateWaitMs, slotPollMs } from './flow-control.js';
+import type { GateRequest } from './store/queries.js';
 
 export interface ProcessSettings {
   leaseMs: number;
@@ -55,37 +62,166 @@ export type RunOutcome =
   | { kind: 'failed'; handler: string; type: string; error: string }
   /** Recorded on the run (state received); the caller schedules job attempt `attempt` + 1. */
   /** `delayMs`: before the next attempt, from the handler's retry policy. */
-  | { kind: 'retry'; handler: string; type: string; error: string; attempt: number; generation: number; delayMs: number }
+  | { kind: 'retry'; handler: string; type: string; error: string; attempt: number; generation: number; delayMs: number; priority?: number }
   | { kind: 'lease-lost'; handler: string; type: string }
   /** Not ours to run (finished, or leased by another worker): acknowledged, nothing done. */
-  | { kind: 'skipped'; handler: string };
+  | { kind: 'skipped'; handler: string }
+  /** Not started: paused (the resume enqueues it), or over a limit (its next job is in `follow`). Not an attempt. */
+  | { kind: 'waiting'; handler: string; reason: RunWaiting }
+  /** A lower-priority handler's run, handed to a prioritized job of its own (in `follow`). */
+  | { kind: 'deferred'; handler: string };
+
+/** A job the caller enqueues after this one: a waiting run's next look, a wake-up, a deferred run. */
+export interface FollowUp {
+  job: EventJobData;
+  delayMs?: number;
+  priority?: number;
+}
 
 export type JobOutcome =
-  | { kind: 'runs'; provider: string; runs: RunOutcome[] }
+  /** `follow`: the jobs to enqueue now (lost ones are found again by the reconciler). */
+  | { kind: 'runs'; provider: string; runs: RunOutcome[]; follow: FollowUp[] }
   | { kind: 'unhandled'; provider: string; type: string; state: 'done' | 'failed' }
   | { kind: 'skipped' };
 
 export async function processJob(deps: ProcessDeps, job: EventJobData): Promise<JobOutcome> {
   if (job.handler !== undefined) {
-    const token = randomUUID();
-    const leased = await deps.queries.acquireRun(deps.pool, job.rowId, job.handler, token, deps.settings.leaseMs);
-    if (!leased) {
-      deps.log.debug({ rowId: job.rowId, handler: job.handler }, 'run not claimable (finished or leased elsewhere); acknowledging');
-      return { kind: 'runs', provider: job.provider, runs: [{ kind: 'skipped', handler: job.handler }] };
-    }
-    return { kind: 'runs', provider: job.provider, runs: [await runLeased(deps, leased, token)] };
+    const follow: FollowUp[] = [];
+    return { kind: 'runs', provider: job.provider, runs: [await runJob(deps, job, job.handler, null, follow)], follow };
   }
   return dispatch(deps, job);
 }
 
+/** BullMQ priority of a handler's run jobs: 1 (high) to 3 (low); dispatch jobs have none and go first. */
+function jobPriority(handler: Handler | undefined): number | undefined {
+  return handler && handler.priority !== 'normal' ? priorityLevel(handler) : undefined;
+}
+
+/** One handler's run, from its job: through the gate when the handler is limited. */
+async function runJob(deps: ProcessDeps, job: EventJobData, handlerName: string, event: EventRow | null, follow: FollowUp[]): Promise<RunOutcome> {
+  const handler = deps.registry.byName(handlerName);
+  if (isGated(handler)) return gatedRun(deps, job, handler, event, follow);
+  const token = randomUUID();
+  const leased = await deps.queries.acquireRun(deps.pool, job.rowId, handlerName, token, deps.settings.leaseMs);
+  if (!leased) return notClaimable(deps, job.rowId, handlerName);
+  return afterRun(deps, handler, await runLeased(deps, leased, token));
+}
+
+/** A run we could not lease: paused (marked so, for the resume), or not ours (finished, leased elsewhere). */
+async function notClaimable(deps: ProcessDeps, rowId: number, handler: string): Promise<RunOutcome> {
+  if (await deps.queries.markPaused(deps.pool, rowId, handler)) {
+    deps.log.info({ rowId, handler }, 'run waits: its handler or source is paused');
+    return { kind: 'waiting', handler, reason: 'paused' };
+  }
+  deps.log.debug({ rowId, handler }, 'run not claimable (finished or leased elsewhere); acknowledging');
+  return { kind: 'skipped', handler };
+}
+
+/**
+ * A limited handler's run through its gate (store/flow.ts gateAcquire): leased and run, or
+ * waiting with its next job scheduled. After a run that held a slot, the run waiting longest
+ * for a slot of the same handler and key is woken at once.
+ */
+async function gatedRun(
+  deps: ProcessDeps,
+  job: EventJobData,
+  handler: Handler & { limits: NonNullable<Handler['limits']> },
+  known: EventRow | null,
+  follow: FollowUp[],
+): Promise<RunOutcome> {
+  const { pool, queries, settings } = deps;
+  let event = known;
+  if (!event && needsEvent(handler)) {
+    event = await queries.getEvent(pool, job.rowId);
+    if (!event) return { kind: 'skipped', handler: handler.name };
+  }
+  let request: GateRequest;
+  try {
+    request = gateRequest(handler, job, event, settings.leaseMs);
+  } catch (error) {
+    return failUngated(deps, job, handler, `PermanentError: handler "${handler.name}": ${describeError(error)} (fix the key function, then re-drive the event)`);
+  }
+  const result = await queries.gateAcquire(pool, request);
+  if (result.kind === 'not-claimable') return notClaimable(deps, job.rowId, handler.name);
+  if (result.kind === 'wait') {
+    // No next job: this job's fence was stale (a newer job owns the wait), or the run is not waitable (leased, finished).
+    if (!result.job) return { kind: 'skipped', handler: handler.name };
+    const delayMs = result.reason === 'rate-limit' ? rateWaitMs(handler.limits.rateLimit!.periodMs) : slotPollMs(settings.leaseMs);
+    follow.push({ job: result.job, delayMs, priority: jobPriority(handler) });
+    deps.log.debug({ rowId: job.rowId, handler: handler.name, reason: result.reason, delayMs }, 'run waits for its limit');
+    return { kind: 'waiting', handler: handler.name, reason: result.reason };
+  }
+  const outcome = await afterRun(deps, handler, await runLeased(deps, result.leased, request.token));
+  if (request.concurrency) {
+    // A slot was freed: the longest waiter for it goes now instead of at its next poll.
+    const woken = await queries.wakeNext(pool, handler.name, request.concurrency.key).catch((error: unknown) => {
+      deps.log.warn({ err: error, handler: handler.name }, 'could not wake the next waiting run; it looks again at its next poll');
+      return null;
+    });
+    if (woken) follow.push({ job: woken, priority: jobPriority(handler) });
+  }
+  return outcome;
+}
+
+/** A run no limit can be applied to (its key function failed): leased without the gate and failed with the reason. */
+async function failUngated(deps: ProcessDeps, job: EventJobData, handler: Handler, error: string): Promise<RunOutcome> {
+  const token = randomUUID();
+  const leased = await deps.queries.acquireRun(deps.pool, job.rowId, handler.name, token, deps.settings.leaseMs);
+  if (!leased) return notClaimable(deps, job.rowId, handler.name);
+  if (!(await deps.queries.markRunFailed(deps.pool, leased.run.id, token, error))) return { kind: 'lease-lost', handler: handler.name, type: leased.event.type };
+  deps.log.error({ rowId: job.rowId, handler: handler.name, error }, 'run failed (dead letter)');
+  return { kind: 'failed', handler: handler.name, type: leased.event.type, error };
+}
+
+/**
+ * The circuit breaker (`circuitBreaker` in defineHandler): a failed attempt counts one more in a
+ * row, a success restarts the count; at the threshold the handler pauses itself, recorded with
+ * the reason. Its bookkeeping never fails the job: it is logged and the next attempt counts.
+ */
+async function afterRun(deps: ProcessDeps, handler: Handler | undefined, outcome: RunOutcome): Promise<RunOutcome> {
+  const after = handler?.limits?.breakerAfter;
+  if (after === undefined || handler === undefined) return outcome;
+  try {
+    if (outcome.kind === 'done') await deps.queries.recordSuccess(deps.pool, handler.name);
+    else if (outcome.kind === 'failed' || outcome.kind === 'retry') {
+      const failures = await deps.queries.recordFailure(deps.pool, handler.name, outcome.error);
+      if (failures >= after) {
+        const reason = `circuit breaker: ${failures} failed attempts in a row (circuitBreaker.consecutiveFailures ${after}); last error: ${outcome.error.slice(0, 500)}`;
+        const paused = await deps.queries.pause(deps.pool, 'handler', handler.name, 'circuit-breaker', reason);
+        if (paused)
+          deps.log.error(
+            { handler: handler.name, failures },
+            `handler paused by its circuit breaker; its events wait. Resume with: oncehook resume handler ${handler.name} --reason "..."`,
+          );
+      }
+    }
+  } catch (error) {
+    deps.log.warn({ err: error, handler: handler.name }, 'circuit breaker bookkeeping failed');
+  }
+  return outcome;
+}
+
 async function dispatch(deps: ProcessDeps, job: EventJobData): Promise<JobOutcome> {
   const { queries, pool, settings } = deps;
+  const follow: FollowUp[] = [];
   // The job carries the event's kind and type (jobs from older versions do not: read the event).
   let target: { id: number; provider: string; eventId: string; kind: string; type: string; state: string } | null =
     job.kind !== undefined && job.type !== undefined ? { id: job.rowId, provider: job.provider, eventId: job.eventId, kind: job.kind, type: job.type, state: 'received' } : null;
   if (!target) target = await queries.getEvent(pool, job.rowId);
   if (!target) return { kind: 'skipped' };
   const event = target;
+  const best = deps.registry.bestPriorityLevel();
+  /** Runs of this handler are not leased by the dispatch: a limit to check, or a lower priority. */
+  const special = (h: Handler) => isGated(h) || priorityLevel(h) > best;
+  const runJobOf = (handler: string): EventJobData => ({ rowId: event.id, provider: event.provider, eventId: event.eventId, handler, generation: 0, attempt: 0 });
+  /** A run the dispatch created but did not lease. */
+  const unleased = (h: Handler, known: EventRow | null): Promise<RunOutcome> | RunOutcome => {
+    if (priorityLevel(h) > best) {
+      follow.push({ job: runJobOf(h.name), priority: jobPriority(h) });
+      return { kind: 'deferred', handler: h.name };
+    }
+    return runJob(deps, runJobOf(h.name), h.name, known, follow);
+  };
   // `received` is a guess when it came from the job: every statement below is guarded by the
   // row's real state, and a repeated job falls through to the claimable runs.
   if (event.state === 'received') {
@@ -102,22 +238,40 @@ async function dispatch(deps: ProcessDeps, job: EventJobData): Promise<JobOutcom
     const dispatched = await queries.dispatchAndLease(
       pool,
       event.id,
-      [...tokens].map(([handler, token]) => ({ handler, token })),
+      handlers.map((h) => ({ handler: h.name, token: tokens.get(h.name)!, deferred: special(h) })),
       settings.leaseMs,
       job.trace ?? null,
     );
     if (dispatched) {
       deps.log.debug({ rowId: event.id, handlers: handlers.map((h) => h.name) }, 'dispatched');
-      const runs = await Promise.all(dispatched.runs.map((run) => runLeased(deps, { run, event: dispatched.event, steps: [] }, tokens.get(run.handler)!)));
-      return { kind: 'runs', provider: event.provider, runs };
+      const runs = await Promise.all(
+        dispatched.runs.map(async (run): Promise<RunOutcome> => {
+          const handler = deps.registry.byName(run.handler);
+          if (run.state === 'processing') return afterRun(deps, handler, await runLeased(deps, { run, event: dispatched.event, steps: [] }, tokens.get(run.handler)!));
+          if (run.waiting === 'paused' || !handler) return { kind: 'waiting', handler: run.handler, reason: 'paused' };
+          return unleased(handler, dispatched.event);
+        }),
+      );
+      return { kind: 'runs', provider: event.provider, runs, follow };
     }
   }
   // Dispatched already (a repeated job, or runs carried over from an older database): run
-  // whatever is claimable.
+  // whatever is claimable; a limited or lower-priority handler's run through its own path.
+  const specials = deps.registry.match(event.provider, event.kind, event.type).filter(special);
   const token = randomUUID();
-  const leased = await queries.acquireClaimableRuns(pool, job.rowId, token, settings.leaseMs);
-  if (leased.length === 0) return { kind: 'skipped' };
-  return { kind: 'runs', provider: event.provider, runs: await Promise.all(leased.map((l) => runLeased(deps, l, token))) };
+  const leased = await queries.acquireClaimableRuns(
+    pool,
+    job.rowId,
+    token,
+    settings.leaseMs,
+    specials.map((h) => h.name),
+  );
+  const runs = await Promise.all([
+    ...leased.map(async (l) => afterRun(deps, deps.registry.byName(l.run.handler), await runLeased(deps, l, token))),
+    ...specials.map((h) => unleased(h, null)),
+  ]);
+  if (runs.length === 0) return { kind: 'skipped' };
+  return { kind: 'runs', provider: event.provider, runs, follow };
 }
 
 /** The handler a run belongs to: by name, or (a run from before handler names) the event type's only handler. */
@@ -214,7 +368,17 @@ async function runLeasedAttempt(deps: ProcessDeps, leased: LeasedRun, token: str
   const retry = async (error: string, logged: unknown): Promise<RunOutcome> => {
     if (!(await queries.releaseRunForRetry(pool, run.id, token, error))) return outcome('lease-lost');
     log.warn({ err: logged }, 'run failed; will retry');
-    return { kind: 'retry', handler: run.handler, type: event.type, error, attempt: run.attempts, generation: run.generation, delayMs: retryDelayMs(policy, run.attempts) };
+    const own = run.handler === '' ? undefined : deps.registry.byName(run.handler);
+    return {
+      kind: 'retry',
+      handler: run.handler,
+      type: event.type,
+      error,
+      attempt: run.attempts,
+      generation: run.generation,
+      delayMs: retryDelayMs(policy, run.attempts),
+      priority: jobPriority(own),
+    };
   };
 
   if (attemptsExhausted(policy, run.attempts)) {

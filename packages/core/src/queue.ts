@@ -32,12 +32,15 @@ export const EVENT_JOB_NAME = 'event';
  * provider ids may contain anything, so the key is hashed (event-key.ts): `evt-` + 32 hex
  * digits + `-d` for a dispatch; `run-` + 32 hex digits of (event key, handler) + `-<attempt>`,
  * or `-g<generation>-<attempt>` from a replay's generation 1 on (a new generation's attempt 1
- * must not be swallowed by the completed job of generation 0's attempt 1).
+ * must not be swallowed by the completed job of generation 0's attempt 1), then `-w<waits>`
+ * for a job flow control scheduled (a run waiting for a slot is polled by a new job each time:
+ * the same id would be swallowed by the job that is still running).
  */
-export function jobIdFor(job: Pick<EventJobData, 'provider' | 'eventId' | 'handler' | 'attempt' | 'generation'>): string {
+export function jobIdFor(job: Pick<EventJobData, 'provider' | 'eventId' | 'handler' | 'attempt' | 'generation' | 'wait'>): string {
   if (job.handler === undefined) return `evt-${eventKeyDigest(job.provider, job.eventId).slice(0, 32)}-d`;
   const generation = job.generation ? `g${job.generation}-` : '';
-  return `run-${eventKeyDigest(job.provider, job.eventId, job.handler).slice(0, 32)}-${generation}${job.attempt}`;
+  const wait = job.wait ? `-w${job.wait}` : '';
+  return `run-${eventKeyDigest(job.provider, job.eventId, job.handler).slice(0, 32)}-${generation}${job.attempt}${wait}`;
 }
 
 /**
@@ -347,6 +350,8 @@ export interface EnqueueOptions {
   replaceFinished?: boolean;
   /** Run no earlier than this many ms from now (retry backoff). */
   delayMs?: number;
+  /** BullMQ priority (1 first): a run of a lower-priority handler (flow-control.ts). */
+  priority?: number;
 }
 
 /**
@@ -377,5 +382,9 @@ export async function enqueueEvent(target: JobTarget, data: EventJobData, option
       if (state === 'completed' || state === 'failed') await existing.remove().catch(() => {});
     }
   }
-  await queue.add(EVENT_JOB_NAME, data, options.delayMs ? { jobId, delay: options.delayMs } : { jobId });
+  await queue.add(EVENT_JOB_NAME, data, {
+    jobId,
+    ...(options.delayMs ? { delay: options.delayMs } : {}),
+    ...(options.priority ? { priority: options.priority } : {}),
+  });
 }

@@ -6,7 +6,11 @@
  *      holder out), then their next attempt is enqueued;
  *   2. received runs untouched for REQUEUE_AFTER_MS (Redis flushed or failed over) -> re-enqueued;
  *   3. received events never dispatched, untouched for REQUEUE_AFTER_MS (ingest died between
- *      commit and enqueue, Redis lost the job) -> their dispatch job re-enqueued.
+ *      commit and enqueue, Redis lost the job) -> their dispatch job re-enqueued;
+ *   4. flow control: paused runs no pause covers any longer (a resume whose process died
+ *      before it released them) -> enqueued; runs of lower-priority handlers queued longer
+ *      than PRIORITY_AGING_MS -> enqueued once more without priority (never starved). Paused
+ *      runs are otherwise left alone: no job, no re-enqueue, no write.
  *
  * Leadership: the pass runs its UPDATEs in one transaction that first takes
  * pg_try_advisory_xact_lock (lock-keys.ts); a process that does not get it skips the pass. No
@@ -64,6 +68,8 @@ export function createReconciler(deps: {
   retention?: { runOnce(): Promise<unknown>; intervalMs: number };
   /** RECONCILER_REDIS_TIMEOUT_MS unless a test shortens it. */
   redisTimeoutMs?: number;
+  /** The loaded handlers below the best priority (their runs age to the front after agingMs). */
+  lowerPriority?: { handlers: string[]; agingMs: number };
 }): Reconciler {
   const { pool, queries, queue, log, settings, metrics, retention } = deps;
   const redisTimeoutMs = deps.redisTimeoutMs ?? RECONCILER_REDIS_TIMEOUT_MS;
@@ -80,6 +86,17 @@ export function createReconciler(deps: {
     metrics.stuck.set({ kind: 'processing_lease_expired' }, counts.runsProcessingExpired);
     metrics.stuck.set({ kind: 'received_not_picked_up' }, counts.eventsReceivedStale + counts.runsReceivedStale);
     metrics.deadLetters.set(counts.runsFailed);
+    // Flow control: what is paused and for how long, what waits and why (reset first: a
+    // resumed handler's series goes away instead of staying at its last value).
+    const [pauses, waiting] = await Promise.all([queries.listPauses(pool), queries.waitingCounts(pool)]);
+    metrics.paused.reset();
+    metrics.pausedSeconds.reset();
+    for (const p of pauses) {
+      metrics.paused.set({ scope: p.scope, name: p.name }, 1);
+      metrics.pausedSeconds.set({ scope: p.scope, name: p.name }, Math.max(0, (Date.now() - new Date(p.pausedAt).getTime()) / 1000));
+    }
+    metrics.runsWaiting.reset();
+    for (const w of waiting) metrics.runsWaiting.set({ handler: w.handler, reason: w.waiting }, w.n);
     // Summed over the shards; the oldest waiting job of any shard.
     const totals: Record<string, number> = { waiting: 0, active: 0, delayed: 0, failed: 0, completed: 0 };
     let oldestAt = Number.POSITIVE_INFINITY;
@@ -104,8 +121,10 @@ export function createReconciler(deps: {
       const requeued = [
         ...(await queries.takeStaleReceivedRuns(tx, settings.requeueAfterMs, settings.batchSize)),
         ...(await queries.takeStaleReceivedEvents(tx, settings.requeueAfterMs, settings.batchSize)),
+        ...(await queries.releasePaused(tx, settings.batchSize)),
       ];
-      return { reclaimed, requeued };
+      const aged = deps.lowerPriority ? await queries.agedRuns(tx, deps.lowerPriority.handlers, deps.lowerPriority.agingMs, settings.batchSize) : [];
+      return { reclaimed, requeued, aged };
     });
     metrics?.reconcilerLeader.set(taken ? 1 : 0);
     if (!taken) {
@@ -137,6 +156,7 @@ export function createReconciler(deps: {
     };
     await enqueueAll(taken.reclaimed, 'lease expired');
     await enqueueAll(taken.requeued, 'received but not picked up');
+    await enqueueAll(taken.aged, 'lower priority, queued past PRIORITY_AGING_MS');
     const counts = { leader: true, reclaimed: taken.reclaimed.length, requeued: taken.requeued.length, enqueueFailed };
     if (counts.reclaimed || counts.requeued || counts.enqueueFailed) log.info(counts, 'reconciler pass');
     await refreshGauges().catch((error: unknown) => log.warn({ err: error }, 'queue gauges not refreshed'));

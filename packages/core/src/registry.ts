@@ -9,6 +9,7 @@
  */
 import { HandlerDefinitionError } from '@oncehook/sdk';
 import { isHandler, type Handler } from '@oncehook/sdk';
+import { priorityLevel } from './flow-control.js';
 
 export class HandlerRegistry {
   readonly #byName = new Map<string, Handler>();
@@ -28,6 +29,12 @@ export class HandlerRegistry {
     }
     this.#byName.set(handler.name, handler);
     return this;
+  }
+
+  /** The best (lowest) priority level among the handlers (flow-control.ts): 1 high, 2 normal, 3 low. */
+  bestPriorityLevel(): number {
+    if (this.#byName.size === 0) return priorityLevel({ priority: 'normal' });
+    return Math.min(...[...this.#byName.values()].map(priorityLevel));
   }
 
   get size(): number {

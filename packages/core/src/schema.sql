@@ -48,6 +48,13 @@ ALTER TABLE oncehook.events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE oncehook.handler_health (
+    handler text NOT NULL,
+    consecutive_failures integer NOT NULL,
+    last_error text,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
 CREATE TABLE oncehook.handler_runs (
     id bigint NOT NULL,
     event_row_id bigint NOT NULL,
@@ -63,9 +70,14 @@ CREATE TABLE oncehook.handler_runs (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     finished_at timestamp with time zone,
+    waiting text,
+    waiting_since timestamp with time zone,
+    waits integer DEFAULT 0 NOT NULL,
+    flow_key text,
     CONSTRAINT handler_runs_key_scheme_check CHECK ((key_scheme = ANY (ARRAY[1, 2]))),
     CONSTRAINT handler_runs_lease_iff_processing CHECK (((state = 'processing'::text) = ((lease_token IS NOT NULL) AND (lease_until IS NOT NULL)))),
-    CONSTRAINT handler_runs_state_check CHECK ((state = ANY (ARRAY['received'::text, 'processing'::text, 'done'::text, 'failed'::text])))
+    CONSTRAINT handler_runs_state_check CHECK ((state = ANY (ARRAY['received'::text, 'processing'::text, 'done'::text, 'failed'::text]))),
+    CONSTRAINT handler_runs_waiting_check CHECK ((waiting = ANY (ARRAY['paused'::text, 'concurrency'::text, 'rate-limit'::text])))
 );
 
 ALTER TABLE oncehook.handler_runs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
@@ -104,16 +116,17 @@ CREATE TABLE oncehook.object_versions (
 
 CREATE TABLE oncehook.operator_actions (
     id bigint NOT NULL,
-    event_row_id bigint NOT NULL,
+    event_row_id bigint,
     run_id bigint,
     mode text NOT NULL,
-    from_state text NOT NULL,
-    generation integer NOT NULL,
+    from_state text,
+    generation integer,
     actor text NOT NULL,
     reason text NOT NULL,
     detail jsonb,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT operator_actions_mode_check CHECK ((mode = ANY (ARRAY['redrive'::text, 'replay'::text])))
+    target text,
+    CONSTRAINT operator_actions_mode_check CHECK ((mode = ANY (ARRAY['redrive'::text, 'replay'::text, 'pause'::text, 'resume'::text])))
 );
 
 ALTER TABLE oncehook.operator_actions ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
@@ -123,6 +136,22 @@ ALTER TABLE oncehook.operator_actions ALTER COLUMN id ADD GENERATED ALWAYS AS ID
     NO MINVALUE
     NO MAXVALUE
     CACHE 1
+);
+
+CREATE TABLE oncehook.pauses (
+    scope text NOT NULL,
+    name text NOT NULL,
+    reason text NOT NULL,
+    actor text NOT NULL,
+    paused_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT pauses_scope_check CHECK ((scope = ANY (ARRAY['handler'::text, 'source'::text])))
+);
+
+CREATE TABLE oncehook.rate_windows (
+    handler text NOT NULL,
+    rate_key text NOT NULL,
+    window_start timestamp with time zone NOT NULL,
+    started integer NOT NULL
 );
 
 CREATE TABLE oncehook.run_attempts (
@@ -159,6 +188,9 @@ ALTER TABLE ONLY oncehook.events
 ALTER TABLE ONLY oncehook.events
     ADD CONSTRAINT events_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY oncehook.handler_health
+    ADD CONSTRAINT handler_health_pkey PRIMARY KEY (handler);
+
 ALTER TABLE ONLY oncehook.handler_runs
     ADD CONSTRAINT handler_runs_key UNIQUE (event_row_id, handler);
 
@@ -176,6 +208,12 @@ ALTER TABLE ONLY oncehook.object_versions
 
 ALTER TABLE ONLY oncehook.operator_actions
     ADD CONSTRAINT operator_actions_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY oncehook.pauses
+    ADD CONSTRAINT pauses_pkey PRIMARY KEY (scope, name);
+
+ALTER TABLE ONLY oncehook.rate_windows
+    ADD CONSTRAINT rate_windows_pkey PRIMARY KEY (handler, rate_key);
 
 ALTER TABLE ONLY oncehook.run_attempts
     ADD CONSTRAINT run_attempts_pkey PRIMARY KEY (run_id, lease_token);
@@ -197,9 +235,13 @@ CREATE INDEX events_received_idx ON oncehook.events USING btree (updated_at) WHE
 
 CREATE INDEX handler_runs_failed_idx ON oncehook.handler_runs USING btree (updated_at) WHERE (state = 'failed'::text);
 
+CREATE INDEX handler_runs_in_flight ON oncehook.handler_runs USING btree (handler, flow_key) WHERE (state = 'processing'::text);
+
 CREATE INDEX handler_runs_processing_idx ON oncehook.handler_runs USING btree (lease_until) WHERE (state = 'processing'::text);
 
 CREATE INDEX handler_runs_received_idx ON oncehook.handler_runs USING btree (updated_at) WHERE (state = 'received'::text);
+
+CREATE INDEX handler_runs_waiting ON oncehook.handler_runs USING btree (handler, waiting, flow_key, waiting_since) WHERE (waiting IS NOT NULL);
 
 CREATE INDEX operator_actions_event_idx ON oncehook.operator_actions USING btree (event_row_id);
 

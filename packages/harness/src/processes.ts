@@ -14,6 +14,8 @@ const ENTRIES = {
   ingest: 'apps/ingest/src/server.ts',
   worker: 'apps/worker/src/main.ts',
   migrate: 'packages/oncehook/src/cli/entry.ts',
+  /** The `oncehook` command itself: args are the command and its flags. */
+  cli: 'packages/oncehook/src/cli/entry.ts',
   sandbox: 'apps/sandbox/src/server.ts',
   'naive-baseline': 'scripts/bench/naive-server.ts',
   'verify-only': 'scripts/bench/verify-only-server.ts',

@@ -1,12 +1,14 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
-import { createSandbox, type FaultRule, type Sandbox, type Service, type ServiceStats } from '@oncehook/sandbox';
+import { createSandbox, type FaultRule, type Sandbox, type Service, type ServiceStats, type WorkStats } from '@oncehook/sandbox';
 
 export interface SandboxHandle {
   url: string;
   sandbox: Sandbox;
   stats(): Record<Service, ServiceStats>;
+  /** The work API's own in-flight measurements, per task (POST /work/tasks). */
+  work(task: string): WorkStats;
   faults(rules: FaultRule[]): void;
   close(): Promise<void>;
 }
@@ -22,6 +24,7 @@ export async function startSandbox(): Promise<SandboxHandle> {
     url: `http://127.0.0.1:${port}`,
     sandbox,
     stats: () => sandbox.stats(),
+    work: (task) => sandbox.workStats()[task] ?? { calls: 0, applied: 0, replays: 0, maxInFlight: 0, maxInFlightPerKey: 0, maxKeysInFlight: 0, starts: [], appliedByKey: {} },
     faults: (rules) => sandbox.setFaults(rules),
     async close() {
       server.closeAllConnections();

@@ -10,6 +10,11 @@
  *                                    same key while the first is still in flight -> 409
  *   POST /email/emails             dedupes on the body's `dedupe_key` (same rules)
  *   POST /fulfilment/shipments     Idempotency-Key header (same rules)
+ *   POST /work/tasks               a slow API that measures ITSELF how many calls are in flight:
+ *                                    {task, key?, ms} holds the call ms milliseconds; per task it
+ *                                    records the most calls in flight at once, per key too, and
+ *                                    when each call started; Idempotency-Key dedupes as above
+ *   GET  /work/stats               those measurements (flow-control tests read them)
  *   GET  /stats                    effects actually applied, per service and per key
  *   POST /faults                   inject a fault rule (see FaultRule); DELETE /faults clears
  *   POST /reset                    forget everything
@@ -46,6 +51,24 @@ interface Stored {
   body?: unknown;
 }
 
+/** What the work API measured of one task (POST /work/tasks). */
+export interface WorkStats {
+  calls: number;
+  /** Calls that ran (not answered from the idempotency store). */
+  applied: number;
+  replays: number;
+  /** The most calls of this task in flight at once. */
+  maxInFlight: number;
+  /** The most calls of one key of this task in flight at once. */
+  maxInFlightPerKey: number;
+  /** The most distinct keys in flight at once (different keys overlapping). */
+  maxKeysInFlight: number;
+  /** When each applied call started (ms since the epoch). */
+  starts: number[];
+  /** Applied calls per idempotency key: every value must be 1. */
+  appliedByKey: Record<string, number>;
+}
+
 export interface ServiceStats {
   requests: number;
   /** Effects actually applied. */
@@ -72,6 +95,8 @@ function emptyStats(): ServiceStats {
 export interface Sandbox {
   app: Hono;
   stats(): Record<Service, ServiceStats>;
+  /** The work API's measurements, per task. */
+  workStats(): Record<string, WorkStats>;
   setFaults(rules: FaultRule[]): void;
   reset(): void;
 }
@@ -201,7 +226,59 @@ export function createSandbox(): Sandbox {
     return effect(c, 'fulfilment', c.req.header('idempotency-key') ?? null, body, () => ({ id: `shp_${randomUUID()}`, order_id: body.order_id, status: 'requested' }));
   });
 
+  // The work API: calls held open, in-flight measured by the server itself.
+  let work = new Map<string, WorkStats & { inFlightByKey: Map<string, number>; inFlight: number }>();
+  const workOf = (task: string) => {
+    let w = work.get(task);
+    if (!w) {
+      w = { calls: 0, applied: 0, replays: 0, inFlight: 0, maxInFlight: 0, maxInFlightPerKey: 0, maxKeysInFlight: 0, starts: [], appliedByKey: {}, inFlightByKey: new Map() };
+      work.set(task, w);
+    }
+    return w;
+  };
+  const workDone = new Map<string, unknown>();
+  app.post('/work/tasks', async (c) => {
+    const body = await jsonBody(c);
+    if (!body || typeof body.task !== 'string' || !Number.isSafeInteger(body.ms) || (body.ms as number) < 0 || (body.ms as number) > 60_000) {
+      return c.json({ error: 'task (string) and ms (0-60000) are required' }, 400);
+    }
+    const idem = c.req.header('idempotency-key') ?? null;
+    const w = workOf(body.task);
+    w.calls += 1;
+    if (idem && workDone.has(`${body.task}\0${idem}`)) {
+      w.replays += 1;
+      return c.json(workDone.get(`${body.task}\0${idem}`), 200, { 'Idempotent-Replayed': 'true' });
+    }
+    const key = typeof body.key === 'string' ? body.key : '';
+    w.starts.push(Date.now());
+    w.inFlight += 1;
+    w.maxInFlight = Math.max(w.maxInFlight, w.inFlight);
+    w.inFlightByKey.set(key, (w.inFlightByKey.get(key) ?? 0) + 1);
+    w.maxInFlightPerKey = Math.max(w.maxInFlightPerKey, w.inFlightByKey.get(key)!);
+    w.maxKeysInFlight = Math.max(w.maxKeysInFlight, w.inFlightByKey.size);
+    try {
+      await new Promise((resolve) => setTimeout(resolve, body.ms as number));
+    } finally {
+      w.inFlight -= 1;
+      const left = w.inFlightByKey.get(key)! - 1;
+      if (left === 0) w.inFlightByKey.delete(key);
+      else w.inFlightByKey.set(key, left);
+    }
+    const result = { id: `wk_${randomUUID()}`, task: body.task, key };
+    w.applied += 1;
+    const applyKey = idem ?? result.id;
+    w.appliedByKey[applyKey] = (w.appliedByKey[applyKey] ?? 0) + 1;
+    if (idem) workDone.set(`${body.task}\0${idem}`, result);
+    return c.json(result, 200);
+  });
+  const workStats = (): Record<string, WorkStats> =>
+    Object.fromEntries(
+      [...work].map(([task, { inFlightByKey: _k, inFlight: _n, ...rest }]) => [task, { ...rest, starts: [...rest.starts], appliedByKey: { ...rest.appliedByKey } }]),
+    );
+  app.get('/work/stats', (c) => c.json(workStats()));
+
   const sandbox: Sandbox = {
+    workStats,
     app,
     stats: () => Object.fromEntries(SERVICES.map((s) => [s, stats.get(s)!])) as Record<Service, ServiceStats>,
     setFaults(next) {
@@ -211,6 +288,8 @@ export function createSandbox(): Sandbox {
       stores = new Map(SERVICES.map((s) => [s, new Map()]));
       stats = new Map(SERVICES.map((s) => [s, emptyStats()]));
       rules = [];
+      work = new Map();
+      workDone.clear();
     },
   };
 

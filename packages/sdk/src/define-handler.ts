@@ -73,6 +73,64 @@ export interface HandlerOptions<Source extends string, Kind extends ProviderKind
    * Attempts count every lease taken (crashes included); a PermanentError fails at once.
    */
   retries?: HandlerRetries;
+  /**
+   * How many runs of this handler may be in progress at once, across EVERY worker process and
+   * host (counted in Postgres, so it holds through restarts; a crashed worker's slot is freed
+   * when its lease expires, LEASE_MS). A number: fleet-wide (`concurrency: 3`). An object:
+   * per key (`{ key: (event) => event.payload.customer, limit: 1 }`: runs about one customer
+   * never overlap; different customers run side by side). A run over the limit WAITS (state
+   * `received`, reason `concurrency`): it is not an attempt and is never dropped.
+   */
+  concurrency?: number | HandlerConcurrency<PayloadOf<KindOf<Source, Kind>, Type, Schema>>;
+  /**
+   * Runs START no faster than `limit` per `period` across the fleet (optionally per key): an
+   * email API that allows 10 requests/s gets `{ limit: 10, period: '1s' }`. Counted in fixed
+   * windows of one period, so any `period`-long stretch sees at most 2 x limit starts. Excess
+   * runs wait for the next window (reason `rate-limit`): not attempts, never dropped.
+   */
+  rateLimit?: HandlerRateLimit<PayloadOf<KindOf<Source, Kind>, Type, Schema>>;
+  /**
+   * When the workers are saturated, runs of higher-priority handlers start first: `high`,
+   * `normal` (the default), `low`. A waiting run is never starved: after PRIORITY_AGING_MS
+   * in the queue it is moved to the front (docs/flow-control.md).
+   */
+  priority?: HandlerPriority;
+  /**
+   * Opt-in circuit breaker: after this many failed attempts in a row (across the fleet; a
+   * success resets the count), the handler PAUSES itself with the last error as its reason,
+   * and `oncehook_paused` says so (alert OncehookHandlerPaused). Its events keep being
+   * received and wait; resuming is manual (`oncehook resume handler <name>`).
+   */
+  circuitBreaker?: { consecutiveFailures: number };
+}
+
+/** Per-key concurrency (`concurrency: { key, limit }` in defineHandler). */
+export interface HandlerConcurrency<Payload = unknown> {
+  /** Runs of one key at once: 1 to 10000. */
+  limit: number;
+  /** The key of an event's run (a customer, an order, a repository): a non-empty string, at most 200 characters. */
+  key(event: HandlerEvent<Payload>): string;
+}
+
+/** `rateLimit` in defineHandler. */
+export interface HandlerRateLimit<Payload = unknown> {
+  /** Runs started per period: 1 to 100000. */
+  limit: number;
+  /** `'500ms'`, `'1s'`, `'10s'`, `'1m'`, `'1h'`, or milliseconds: 100 ms to 24 h. */
+  period: string | number;
+  /** Optional: a limit per key instead of one for the whole handler. */
+  key?(event: HandlerEvent<Payload>): string;
+}
+
+/** `priority` in defineHandler. */
+export type HandlerPriority = 'high' | 'normal' | 'low';
+
+/** A handler's limits, checked and normalised (what the engine reads). */
+export interface HandlerLimits<Payload = unknown> {
+  concurrency?: { limit: number; key?(event: HandlerEvent<Payload>): string };
+  rateLimit?: { limit: number; periodMs: number; key?(event: HandlerEvent<Payload>): string };
+  /** Consecutive failed attempts before the handler pauses itself. */
+  breakerAfter?: number;
 }
 
 /** A handler's retry policy (`retries` in defineHandler). */
@@ -93,6 +151,9 @@ export interface Handler<Payload = unknown> {
   readonly description: string | undefined;
   /** Its own retry policy, when it gives one (the engine merges it over the worker's). */
   readonly retries: Readonly<HandlerRetries> | undefined;
+  /** Its concurrency, rate limit and circuit breaker, when it declares any. */
+  readonly limits: Readonly<HandlerLimits<Payload>> | undefined;
+  readonly priority: HandlerPriority;
   /**
    * The user's function. (A method signature on purpose: a Handler of a specific payload is
    * then usable wherever any Handler is expected, as the worker's registry takes them all.)
@@ -128,6 +189,9 @@ export function defineHandler<
   }
   if (typeof handle !== 'function') throw new HandlerDefinitionError(`${where}: the second argument must be the handler function, async (event, ctx) => { ... }`);
   const retries = checkRetries(where, options.retries);
+  const limits = checkLimits(where, options);
+  const priority = options.priority ?? 'normal';
+  if (!PRIORITIES.includes(priority)) throw new HandlerDefinitionError(`${where}: priority must be "high", "normal" or "low" (got ${JSON.stringify(priority)})`);
   const kind = options.kind ?? (PROVIDER_KINDS.includes(options.source as ProviderKind) ? (options.source as ProviderKind) : undefined);
   return Object.freeze({
     [HANDLER_BRAND]: true as const,
@@ -138,6 +202,8 @@ export function defineHandler<
     payloadSchema: options.payload,
     description: options.description,
     retries,
+    limits: limits as Handler<PayloadOf<KindOf<Source, Kind>, Type, Schema>>['limits'],
+    priority,
     handle: handle as Handler<PayloadOf<KindOf<Source, Kind>, Type, Schema>>['handle'],
   });
 }
@@ -158,6 +224,78 @@ function checkRetries(where: string, retries: unknown): Readonly<HandlerRetries>
     throw new HandlerDefinitionError(`${where}: retries.backoffMs must be a whole number of milliseconds from 0 to 600000 (got ${String(backoffMs)})`);
   }
   return Object.freeze({ ...(maxAttempts === undefined ? {} : { maxAttempts }), ...(backoffMs === undefined ? {} : { backoffMs }) });
+}
+
+const PRIORITIES: readonly HandlerPriority[] = ['high', 'normal', 'low'];
+const PERIOD_UNITS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 } as const;
+
+/** `'1s'`, `'500ms'`, `'2m'`, `'1h'` or a number of ms -> ms; null when it is none of those. */
+function periodMs(period: unknown): number | null {
+  if (typeof period === 'number') return Number.isInteger(period) ? period : null;
+  if (typeof period !== 'string') return null;
+  const match = /^(\d{1,9})(ms|s|m|h)$/.exec(period);
+  return match ? Number(match[1]) * PERIOD_UNITS[match[2] as keyof typeof PERIOD_UNITS] : null;
+}
+
+const wholeIn = (value: unknown, min: number, max: number): value is number => Number.isInteger(value) && (value as number) >= min && (value as number) <= max;
+
+/** `concurrency`, `rateLimit` and `circuitBreaker`, checked loudly: each mistake says what to write. */
+function checkLimits(where: string, options: { concurrency?: unknown; rateLimit?: unknown; circuitBreaker?: unknown }): Readonly<HandlerLimits> | undefined {
+  const limits: HandlerLimits = {};
+  const { concurrency, rateLimit, circuitBreaker } = options;
+  if (concurrency !== undefined) {
+    if (typeof concurrency === 'number') {
+      if (!wholeIn(concurrency, 1, 10_000))
+        throw new HandlerDefinitionError(`${where}: concurrency must be a whole number from 1 to 10000 (got ${String(concurrency)}); leave it out for no limit`);
+      limits.concurrency = { limit: concurrency };
+    } else if (typeof concurrency === 'object' && concurrency !== null && !Array.isArray(concurrency)) {
+      const { key, limit, ...rest } = concurrency as { key?: unknown; limit?: unknown };
+      if (Object.keys(rest).length > 0)
+        throw new HandlerDefinitionError(
+          `${where}: concurrency has no ${Object.keys(rest)
+            .map((k) => `"${k}"`)
+            .join(', ')}; it takes { key: (event) => string, limit: number }`,
+        );
+      if (typeof key !== 'function')
+        throw new HandlerDefinitionError(
+          `${where}: concurrency.key must be a function (event) => string (e.g. (event) => event.payload.customer); for one fleet-wide limit write concurrency: N`,
+        );
+      if (!wholeIn(limit, 1, 10_000)) throw new HandlerDefinitionError(`${where}: concurrency.limit must be a whole number from 1 to 10000 (got ${String(limit)})`);
+      limits.concurrency = { limit, key: key as (event: HandlerEvent) => string };
+    } else {
+      throw new HandlerDefinitionError(`${where}: concurrency must be a number (fleet-wide) or { key: (event) => string, limit: number } (per key)`);
+    }
+  }
+  if (rateLimit !== undefined) {
+    if (typeof rateLimit !== 'object' || rateLimit === null || Array.isArray(rateLimit))
+      throw new HandlerDefinitionError(`${where}: rateLimit must be { limit: number, period: '1s' }`);
+    const { limit, period, key, ...rest } = rateLimit as { limit?: unknown; period?: unknown; key?: unknown };
+    if (Object.keys(rest).length > 0)
+      throw new HandlerDefinitionError(
+        `${where}: rateLimit has no ${Object.keys(rest)
+          .map((k) => `"${k}"`)
+          .join(', ')}; it takes limit, period and key`,
+      );
+    if (!wholeIn(limit, 1, 100_000)) throw new HandlerDefinitionError(`${where}: rateLimit.limit must be a whole number of runs from 1 to 100000 (got ${String(limit)})`);
+    const ms = periodMs(period);
+    if (ms === null || ms < 100 || ms > 86_400_000)
+      throw new HandlerDefinitionError(
+        `${where}: rateLimit.period must be a duration from 100ms to 24h, like '1s', '500ms', '1m' or a number of milliseconds (got ${JSON.stringify(period)})`,
+      );
+    if (key !== undefined && typeof key !== 'function')
+      throw new HandlerDefinitionError(`${where}: rateLimit.key must be a function (event) => string, or left out for one limit for the whole handler`);
+    limits.rateLimit = { limit, periodMs: ms, ...(key ? { key: key as (event: HandlerEvent) => string } : {}) };
+  }
+  if (circuitBreaker !== undefined) {
+    const after = (circuitBreaker as { consecutiveFailures?: unknown } | null)?.consecutiveFailures;
+    if (typeof circuitBreaker !== 'object' || circuitBreaker === null || Object.keys(circuitBreaker).some((k) => k !== 'consecutiveFailures') || !wholeIn(after, 1, 10_000)) {
+      throw new HandlerDefinitionError(
+        `${where}: circuitBreaker must be { consecutiveFailures: N } with N a whole number from 1 to 10000 (failed attempts in a row before the handler pauses itself)`,
+      );
+    }
+    limits.breakerAfter = after;
+  }
+  return Object.keys(limits).length === 0 ? undefined : Object.freeze(limits);
 }
 
 export function isHandler(value: unknown): value is Handler {

@@ -12,7 +12,18 @@
  * Testing a handler against duplicates, concurrency and crashes: @oncehook/testkit.
  * Guide: docs/handlers.md.
  */
-export { defineHandler, isHandler, HANDLER_NAME_PATTERN, type Handler, type HandlerOptions, type HandlerRetries } from './define-handler.js';
+export {
+  defineHandler,
+  isHandler,
+  HANDLER_NAME_PATTERN,
+  type Handler,
+  type HandlerOptions,
+  type HandlerRetries,
+  type HandlerConcurrency,
+  type HandlerRateLimit,
+  type HandlerPriority,
+  type HandlerLimits,
+} from './define-handler.js';
 export type { HandlerContext, HandlerEvent, Json, JsonChecked, Logger, Ordering, PoolClient, StepInput, StepOptions, TransactionOptions } from './context.js';
 export {
   ADAPTER_KINDS,

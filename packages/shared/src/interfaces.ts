@@ -114,7 +114,14 @@ export interface RunRow {
   createdAt: Date;
   updatedAt: Date;
   finishedAt: Date | null;
+  /** Why a `received` run has not started (flow control): its handler or source is paused, or it waits for a slot or the rate. */
+  waiting: RunWaiting | null;
+  waitingSince: Date | null;
+  /** Bumped by each wait and wake-up; a job carrying an older value is stale (migration 0010). */
+  waits: number;
 }
+
+export type RunWaiting = 'paused' | 'concurrency' | 'rate-limit';
 
 /**
  * The payload of a BullMQ job: just enough to find the rows. Postgres is the truth.
@@ -147,4 +154,10 @@ export interface EventJobData {
   trace?: string;
   /** The run's attempt count when the job was enqueued: the job runs attempt + 1 (0 for a dispatch). */
   attempt: number;
+  /**
+   * A run job scheduled by flow control (a wait for a slot or the rate, a wake-up, a resume):
+   * the run's `waits` then. Part of the job id; a job whose value is not the run's current one
+   * is stale and may not schedule another (one chain of jobs per waiting run).
+   */
+  wait?: number;
 }

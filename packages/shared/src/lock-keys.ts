@@ -8,12 +8,14 @@
  *   reconciler  one reconciler (and retention) pass at a time across all workers (transaction-scoped)
  *   object      a handler's ctx.lock(objectKey): local steps about one domain object, one at a
  *               time (transaction-scoped; the object key is part of the hash)
+ *   flow        a handler's concurrency slots (of one key): the count of its runs in progress and
+ *               the lease that takes a slot, one worker at a time (transaction-scoped; flow-control.ts)
  *   claim-body  one of CLAIM_BODY_STRIPES stripes of a source's body hashes, taken in key order by
  *               a batched claim before it inserts (transaction-scoped; queries.claimEvents)
  */
 import { createHash } from 'node:crypto';
 
-export type LockPurpose = 'migrate' | 'reconciler' | 'object' | 'claim-body';
+export type LockPurpose = 'migrate' | 'reconciler' | 'object' | 'claim-body' | 'flow';
 
 /** The key as a decimal string, to pass as `$1::bigint`. `subject`: what is locked (the object key). */
 export function advisoryLockKey(schema: string, purpose: LockPurpose, subject?: string): string {

@@ -72,6 +72,10 @@ export function createIngestMetrics(options: { defaultMetrics?: boolean } = {}):
  * webhook_reconciler_leader                                           1 if this process ran the last reconciler pass
  * webhook_outbound_calls_total{api,outcome}                           ok | retryable | permanent | network_error | timeout
  * oncehook_db_statements_total                                        statements sent to Postgres (BEGIN/COMMIT included)
+ * oncehook_runs_delayed_total{handler,reason}                         runs that did not start: paused | concurrency | rate-limit
+ * oncehook_runs_waiting{handler,reason}                               runs waiting now, by reason (flow control)
+ * oncehook_paused{scope,name}                                         1 while a handler or a source is paused
+ * oncehook_paused_seconds{scope,name}                                 how long it has been paused (alert OncehookPausedTooLong)
  * The gauges are refreshed by each worker's reconciler loop (every RECONCILE_INTERVAL_MS).
  */
 export interface WorkerMetrics {
@@ -88,6 +92,10 @@ export interface WorkerMetrics {
   reconcilerLeader: Gauge;
   outboundCalls: Counter<'api' | 'outcome'>;
   dbStatements: Counter;
+  runsDelayedTotal: Counter<'handler' | 'reason'>;
+  runsWaiting: Gauge<'handler' | 'reason'>;
+  paused: Gauge<'scope' | 'name'>;
+  pausedSeconds: Gauge<'scope' | 'name'>;
 }
 
 export function createWorkerMetrics(options: { defaultMetrics?: boolean } = {}): WorkerMetrics {
@@ -134,6 +142,15 @@ export function createWorkerMetrics(options: { defaultMetrics?: boolean } = {}):
     reconcilerLeader: new Gauge({ name: 'webhook_reconciler_leader', help: '1 if this process ran the last reconciler pass', registers }),
     outboundCalls: new Counter({ name: 'webhook_outbound_calls_total', help: 'Outbound API tries by API and outcome', labelNames: ['api', 'outcome'], registers }),
     dbStatements: dbStatementsCounter(registry),
+    runsDelayedTotal: new Counter({
+      name: 'oncehook_runs_delayed_total',
+      help: 'Runs that did not start when their job came: paused, over their concurrency or their rate limit (each look counts once)',
+      labelNames: ['handler', 'reason'],
+      registers,
+    }),
+    runsWaiting: new Gauge({ name: 'oncehook_runs_waiting', help: 'Runs waiting now for a pause to end, a slot or the rate', labelNames: ['handler', 'reason'], registers }),
+    paused: new Gauge({ name: 'oncehook_paused', help: '1 while the handler or source is paused (oncehook pause)', labelNames: ['scope', 'name'], registers }),
+    pausedSeconds: new Gauge({ name: 'oncehook_paused_seconds', help: 'Seconds since the handler or source was paused', labelNames: ['scope', 'name'], registers }),
   };
 }
 

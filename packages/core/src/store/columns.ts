@@ -34,7 +34,8 @@ export function runColumns(alias: string): string {
   return `${alias}.id, ${alias}.event_row_id AS "eventRowId", ${alias}.handler, ${alias}.state, ${alias}.attempts,
     ${alias}.generation, ${alias}.key_scheme AS "keyScheme", ${alias}.lease_token AS "leaseToken",
     ${alias}.lease_until AS "leaseUntil", ${alias}.last_error AS "lastError", ${alias}.note,
-    ${alias}.created_at AS "createdAt", ${alias}.updated_at AS "updatedAt", ${alias}.finished_at AS "finishedAt"`;
+    ${alias}.created_at AS "createdAt", ${alias}.updated_at AS "updatedAt", ${alias}.finished_at AS "finishedAt",
+    ${alias}.waiting, ${alias}.waiting_since AS "waitingSince", ${alias}.waits`;
 }
 
 /**
@@ -45,3 +46,10 @@ export const EVENT_STATE_AFTER = (dPending: string, dFailed: string) => `CASE
       WHEN e.runs_pending + ${dPending} > 0 THEN 'processing'
       WHEN e.runs_failed + ${dFailed} > 0 THEN 'failed'
       ELSE 'done' END`;
+
+/**
+ * True when run `r` of event `e` may not start: its handler or its event's source is paused
+ * (flow control; the pauses table is tiny and read by primary key).
+ */
+export const PAUSED = (pauses: string, run: string, event: string) =>
+  `EXISTS (SELECT 1 FROM ${pauses} p WHERE (p.scope = 'handler' AND p.name = ${run}.handler) OR (p.scope = 'source' AND p.name = ${event}.provider))`;

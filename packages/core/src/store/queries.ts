@@ -7,20 +7,24 @@
  * and the migrations after it; the current shape in schema.sql.
  */
 import { createClaimQueries } from './claim.js';
+import { createFlowQueries } from './flow.js';
 import { createOperatorQueries } from './operators.js';
 import { createRecoveryQueries } from './recovery.js';
 import { createRunQueries } from './runs.js';
 import { tablesFor } from './tables.js';
 
 export * from './rows.js';
+export type { GateRequest, GateResult, PauseRow } from './flow.js';
 export { CLAIM_BODY_STRIPES, DELIVERY_LOG_ROWS } from './sql/claim.js';
 
 export function createQueries(schemaName: string) {
   const t = tablesFor(schemaName);
+  const runs = createRunQueries(t, schemaName);
   return {
     schema: t.S,
     ...createClaimQueries(t, schemaName),
-    ...createRunQueries(t, schemaName),
+    ...runs,
+    ...createFlowQueries(t, schemaName, runs),
     ...createRecoveryQueries(t),
     ...createOperatorQueries(t),
   };

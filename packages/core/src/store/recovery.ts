@@ -22,7 +22,10 @@ export function createRecoveryQueries(t: Tables) {
     },
     /** `received` runs untouched for `olderThanMs` (lost jobs), touched; their jobs to enqueue. */
     async takeStaleReceivedRuns(db: Queryable, olderThanMs: number, limit: number): Promise<EventJobData[]> {
-      return (await db.query<EventJobData>(sql.STALE_RUNS, [olderThanMs, limit])).rows;
+      // `wait` only for a waiting run (its job continues the chain); absent otherwise, as in every other job.
+      return (await db.query<EventJobData & { wait: number | null }>(sql.STALE_RUNS, [olderThanMs, limit])).rows.map(({ wait, ...job }) =>
+        wait === null ? job : { ...job, wait },
+      );
     },
     /** Events never dispatched and untouched for `olderThanMs`, touched; their dispatch jobs. */
     async takeStaleReceivedEvents(db: Queryable, olderThanMs: number, limit: number): Promise<EventJobData[]> {

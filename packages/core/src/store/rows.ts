@@ -2,7 +2,7 @@
  * The shapes the store's statements return, and their decoding (timestamps that json_agg and
  * row_to_json hand back as strings).
  */
-import type { EventJobData, EventRow, EventState, RunRow, RunState, StepKind } from '@oncehook/shared';
+import type { EventJobData, EventRow, EventState, RunRow, RunState, RunWaiting, StepKind } from '@oncehook/shared';
 
 /** A pool or a client inside a transaction. */
 export interface Queryable {
@@ -83,6 +83,8 @@ export interface RunSummary {
   generation: number;
   lastError: string | null;
   updatedAt: Date;
+  /** Why a received run has not started (flow control): paused, concurrency, rate-limit. */
+  waiting: RunWaiting | null;
 }
 
 export interface EventSummary {
@@ -201,5 +203,6 @@ export function reviveRun(raw: RunRow): RunRow {
     createdAt: new Date(raw.createdAt),
     updatedAt: new Date(raw.updatedAt),
     finishedAt: dateOrNull(raw.finishedAt),
+    waitingSince: dateOrNull(raw.waitingSince),
   };
 }

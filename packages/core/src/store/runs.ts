@@ -31,13 +31,14 @@ export function createRunQueries(t: Tables, schemaName: string) {
   async function dispatchAndLease(
     db: Queryable,
     rowId: number,
-    runs: { handler: string; token: string }[],
+    /** `deferred`: created `received`, not leased (a limited or lower-priority handler). */
+    runs: { handler: string; token: string; deferred?: boolean }[],
     leaseMs: number,
     /** The delivery's traceparent (from the dispatch job), kept on the event for later leases. */
     traceParent: string | null = null,
   ): Promise<{ event: EventRow; runs: RunRow[] } | null> {
     const { rows } = await db.query<{ event: EventRow; runs: RunRow[] | null }>(
-      DISPATCH_AND_LEASE_SQL([rowId, runs.map((r) => r.handler), runs.map((r) => r.token), leaseMs, traceParent]),
+      DISPATCH_AND_LEASE_SQL([rowId, runs.map((r) => r.handler), runs.map((r) => r.token), leaseMs, traceParent, runs.map((r) => r.deferred === true)]),
     );
     const row = rows[0];
     if (!row) return null;
@@ -66,14 +67,14 @@ export function createRunQueries(t: Tables, schemaName: string) {
    * its event, then its recorded steps. null = not ours to run (done or failed, leased by a live
    * worker, or no such run): the caller acknowledges the job and does nothing else.
    */
-  async function acquireRun(db: Queryable, rowId: number, handler: string, token: string, leaseMs: number): Promise<LeasedRun | null> {
-    const { rows } = await db.query<RunRow & { event: EventRow }>(ACQUIRE_RUN_SQL([rowId, handler, token, leaseMs]));
+  async function acquireRun(db: Queryable, rowId: number, handler: string, token: string, leaseMs: number, flowKey: string | null = null): Promise<LeasedRun | null> {
+    const { rows } = await db.query<RunRow & { event: EventRow }>(ACQUIRE_RUN_SQL([rowId, handler, token, leaseMs, flowKey]));
     return (await stepsOfLeasedRuns(db, rows, token))[0] ?? null;
   }
 
   /** Every claimable run of an event, leased to the caller at once (a repeated dispatch job). */
-  async function acquireClaimableRuns(db: Queryable, rowId: number, token: string, leaseMs: number): Promise<LeasedRun[]> {
-    const { rows } = await db.query<RunRow & { event: EventRow }>(ACQUIRE_CLAIMABLE_RUNS_SQL([rowId, token, leaseMs]));
+  async function acquireClaimableRuns(db: Queryable, rowId: number, token: string, leaseMs: number, except: string[] = []): Promise<LeasedRun[]> {
+    const { rows } = await db.query<RunRow & { event: EventRow }>(ACQUIRE_CLAIMABLE_RUNS_SQL([rowId, token, leaseMs, except]));
     return stepsOfLeasedRuns(db, rows, token);
   }
 

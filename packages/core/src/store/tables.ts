@@ -16,6 +16,9 @@ export interface Tables {
   ATTEMPTS: string;
   VERSIONS: string;
   HANDLERS: string;
+  PAUSES: string;
+  RATE_WINDOWS: string;
+  HEALTH: string;
 }
 
 export function tablesFor(schemaName: string): Tables {
@@ -31,5 +34,8 @@ export function tablesFor(schemaName: string): Tables {
     ATTEMPTS: `${S}.run_attempts`,
     VERSIONS: `${S}.object_versions`,
     HANDLERS: `${S}.handlers`,
+    PAUSES: `${S}.pauses`,
+    RATE_WINDOWS: `${S}.rate_windows`,
+    HEALTH: `${S}.handler_health`,
   };
 }

@@ -1,6 +1,6 @@
 /**
- * The operator commands of `oncehook`: list, show, redrive, replay, redrive-all (`--help` on
- * each). Exit codes: 0 done, 1 refused or not found, 2 usage. Uses DATABASE_URL, QUEUE_BACKEND,
+ * The operator commands of `oncehook`: list, show, redrive, replay, redrive-all, pause, resume,
+ * paused (`--help` on each). Exit codes: 0 done, 1 refused or not found, 2 usage. Uses DATABASE_URL, QUEUE_BACKEND,
  * REDIS_URL, QUEUE_PREFIX and ONCEHOOK_SCHEMA like the worker.
  */
 import { parseArgs } from 'node:util';
@@ -49,6 +49,27 @@ for explicitly, and lists the local steps it will run again. --dry-run prints th
 (steps reused, steps re-run, their new keys) and changes nothing. Example: the carrier
 lost the parcel, ship again:  replay 42 --steps request-shipment --reason "parcel lost"`,
   },
+  pause: {
+    summary: 'pause a handler or a source: deliveries still accepted, no run starts',
+    usage: 'pause handler <name> | source <name> --reason "why"',
+    help: `Pauses one handler (its runs) or one source (every handler's runs of its events).
+Deliveries are still verified, claimed and answered 2xx: nothing is dropped or refused.
+No new run starts; runs in progress finish; waiting runs show as received (waiting: paused)
+in list. The pause is kept in Postgres: it holds for every worker, including those started
+later, until resume. Recorded as an operator action with --actor (default $USER).`,
+  },
+  resume: {
+    summary: 'end a pause: the waiting runs start, under their limits',
+    usage: 'resume handler <name> | source <name> --reason "why"',
+    help: `Ends a pause: every run waiting for it is enqueued and starts under its handler's
+concurrency and rate limits; each effect still happens once. Also restarts a circuit
+breaker's count of failures. Recorded as an operator action.`,
+  },
+  paused: {
+    summary: 'list what is paused, by whom, why, and how many runs wait',
+    usage: 'paused [--json]',
+    help: 'Lists every paused handler and source: who paused it (an operator, or circuit-breaker), why, since when, and how many runs wait for it.',
+  },
   'redrive-all': {
     summary: 're-drive every matching event (default: the dead letters)',
     usage: 'redrive-all [--state failed] [--provider P] [--type T] [--handler H] [--older-than D] [--limit N] --reason "why" [--dry-run]',
@@ -78,8 +99,12 @@ function parseLimit(value: string | undefined): number | undefined {
 
 function formatEvent(e: EventSummary): string {
   const runs =
-    e.runs.map((r) => `${r.handler}:${r.state}${r.attempts > 1 ? `(${r.attempts} attempts)` : ''}${r.generation > 0 ? `@gen${r.generation}` : ''}`).join(' ') ||
-    (e.note ? `(${e.note})` : '-');
+    e.runs
+      .map(
+        (r) =>
+          `${r.handler}:${r.state}${r.waiting ? `(waiting: ${r.waiting})` : ''}${r.attempts > 1 ? `(${r.attempts} attempts)` : ''}${r.generation > 0 ? `@gen${r.generation}` : ''}`,
+      )
+      .join(' ') || (e.note ? `(${e.note})` : '-');
   const errors = e.runs.filter((r) => r.lastError && r.state !== 'done').map((r) => `\n         ${r.handler} last error: ${r.lastError}`);
   return `${String(e.id).padEnd(8)} ${e.state.padEnd(11)} ${`${e.provider}/${e.eventId}`.padEnd(42)} ${e.type.padEnd(29)} ${e.updatedAt.toISOString()}  ${runs}${errors.join('')}`;
 }
@@ -122,8 +147,13 @@ async function operate(command: string, args: string[], env: Record<string, stri
     throw new UsageError((error as Error).message);
   }
   const { positionals, values } = parsed;
-  const [target, extra] = positionals;
+  const pausing = command === 'pause' || command === 'resume';
+  const [target, extra] = pausing ? [undefined, undefined] : positionals;
   if (extra !== undefined) throw new UsageError(`unexpected argument "${extra.slice(0, 40)}"`);
+  if (pausing && (positionals.length !== 2 || (positionals[0] !== 'handler' && positionals[0] !== 'source'))) {
+    throw new UsageError(`${command} takes what to ${command}: handler <name> or source <name> (got "${positionals.join(' ').slice(0, 80)}")`);
+  }
+  if (command === 'paused' && positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]!.slice(0, 40)}"`);
   const flag = (name: string) => values[name] === true;
   const text = (name: string) => (typeof values[name] === 'string' ? (values[name] as string) : undefined);
   let exitCode = 0;
@@ -220,6 +250,40 @@ async function operate(command: string, args: string[], env: Record<string, stri
             out(`replay refused: ${result.reason}`);
             exitCode = 1;
           } else out(flag('json') ? result : formatPlan(result.plan, result.dryRun));
+          break;
+        }
+        case 'pause':
+        case 'resume': {
+          const reason = needReason();
+          const what = { scope: positionals[0] as 'handler' | 'source', name: positionals[1]! };
+          if (command === 'pause') {
+            const result = await ops.pause(what, actor, reason);
+            if (!result.ok) {
+              out(`pause refused: ${result.reason}`);
+              exitCode = 1;
+            } else if (result.alreadyPaused)
+              out(`${what.scope} "${what.name}" was already paused by ${result.pause.actor} since ${new Date(result.pause.pausedAt).toISOString()}: ${result.pause.reason}`);
+            else out(`paused ${what.scope} "${what.name}": deliveries are still accepted; no new run starts until: oncehook resume ${what.scope} ${what.name} --reason "..."`);
+          } else {
+            const result = await ops.resume(what, actor, reason);
+            if (!result.ok) {
+              out(`resume refused: ${result.reason}`);
+              exitCode = 1;
+            } else {
+              out(`resumed ${what.scope} "${what.name}" (paused since ${new Date(result.resumed.pausedAt).toISOString()}): ${result.released} waiting run(s) enqueued`);
+              if (result.enqueueFailed > 0) out(`  ${result.enqueueFailed} could not be enqueued now (queue unreachable); the reconciler enqueues them`);
+            }
+          }
+          break;
+        }
+        case 'paused': {
+          const pauses = await ops.pauses();
+          if (flag('json')) out(pauses);
+          else {
+            for (const p of pauses)
+              out(`${p.scope.padEnd(8)} ${p.name.padEnd(30)} since ${new Date(p.pausedAt).toISOString()} by ${p.actor}, ${p.waiting ?? 0} run(s) waiting: ${p.reason}`);
+            out(`${pauses.length} paused`);
+          }
           break;
         }
         case 'redrive-all': {

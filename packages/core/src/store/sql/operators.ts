@@ -16,7 +16,7 @@ export function operatorStatements(t: Tables) {
       + coalesce((SELECT dc.duplicates FROM ${DELIVERY_COUNTS} dc WHERE dc.event_row_id = e.id), 0))::int`;
   const DELIVERY_COUNT = `${DELIVERY_TOTAL} AS deliveries`;
   const RUNS_SUMMARY = `(SELECT coalesce(json_agg(json_build_object('id', r.id, 'handler', r.handler, 'state', r.state, 'attempts', r.attempts,
-        'generation', r.generation, 'lastError', r.last_error, 'updatedAt', r.updated_at) ORDER BY r.handler), '[]')
+        'generation', r.generation, 'lastError', r.last_error, 'updatedAt', r.updated_at, 'waiting', r.waiting) ORDER BY r.handler), '[]')
       FROM ${RUNS} r WHERE r.event_row_id = e.id) AS runs`;
 
   return {

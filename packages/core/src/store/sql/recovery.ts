@@ -31,18 +31,23 @@ export function recoveryStatements(t: Tables) {
     /**
      * `received` runs untouched for $1 ms ($2 limit): their job was lost (Redis flushed or
      * failed over) or sits behind a backlog. Touches updated_at on the runs it returns, so the
-     * same run is re-enqueued at most once per threshold.
+     * same run is re-enqueued at most once per threshold. Not a paused run: it has no job on
+     * purpose (the resume enqueues it). A run waiting for a slot or the rate is touched by
+     * every poll, so it is stale only when its polling job was lost; the job carries its
+     * `waits` (the fence), so it continues the chain instead of starting a second one.
      */
     STALE_RUNS: `UPDATE ${RUNS} r SET updated_at = now()
        FROM ${EVENTS} e
       WHERE r.id = ANY(ARRAY(
         SELECT id FROM ${RUNS}
          WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 millisecond'
+           AND waiting IS DISTINCT FROM 'paused'
          ORDER BY updated_at
          LIMIT $2::int
          FOR UPDATE SKIP LOCKED))
         AND r.state = 'received' AND e.id = r.event_row_id
-      RETURNING r.event_row_id AS "rowId", e.provider, e.event_id AS "eventId", r.handler, r.generation, r.attempts AS attempt`,
+      RETURNING r.event_row_id AS "rowId", e.provider, e.event_id AS "eventId", r.handler, r.generation, r.attempts AS attempt,
+                CASE WHEN r.waiting IS NOT NULL THEN r.waits END AS wait`,
 
     /**
      * Events claimed but never dispatched (ingest died between commit and enqueue, Redis lost the

@@ -10,11 +10,11 @@
  * finishing at once serialize on the event row, and the second re-evaluates its SET on the
  * row the first committed, so the event is `done` exactly when its last run is.
  */
-import { EVENT_STATE_AFTER, eventColumns, runColumns } from '../columns.js';
+import { EVENT_STATE_AFTER, eventColumns, PAUSED, runColumns } from '../columns.js';
 import type { Tables } from '../tables.js';
 
 export function runStatements(t: Tables) {
-  const { EVENTS, RUNS, STEPS, ATTEMPTS, VERSIONS } = t;
+  const { EVENTS, RUNS, STEPS, ATTEMPTS, VERSIONS, PAUSES } = t;
 
   /** The attempt log of a lease just taken (the CTE `leased`): one row per lease token. */
   const ATTEMPT_LOG = `attempt AS (
@@ -41,10 +41,13 @@ export function runStatements(t: Tables) {
 
   return {
     /**
-     * Dispatch: received -> processing, creating one run per handler AND leasing them all to the
-     * caller, in one statement (each run starts `processing`, attempt 1, with its own token;
-     * $1 event row, $2 handlers, $3 tokens, $4 lease ms, $5 traceparent). 0 rows = the event is
-     * not `received` (already dispatched, finished, or gone). Two workers dispatching at once
+     * Dispatch: received -> processing, creating one run per handler AND leasing them to the
+     * caller, in one statement (a leased run starts `processing`, attempt 1, with its own token;
+     * $1 event row, $2 handlers, $3 tokens, $4 lease ms, $5 traceparent, $6 deferred). Not
+     * leased, created `received` instead: a deferred run ($6 true: its handler has a limit the
+     * caller checks next, or a lower priority, so it gets a job of its own), and a run whose
+     * handler or source is paused (waiting `paused`: the resume enqueues it). 0 rows = the event
+     * is not `received` (already dispatched, finished, or gone). Two workers dispatching at once
      * serialize on the event row; the second finds it `processing`.
      */
     DISPATCH_AND_LEASE: `WITH ev AS (
@@ -52,15 +55,21 @@ export function runStatements(t: Tables) {
                 trace_parent = coalesce($5::text, trace_parent)
           WHERE id = $1::bigint AND state = 'received'
          RETURNING *
+       ), planned AS (
+         SELECT ev.id AS event_row_id, h.handler, h.token, p.paused, NOT (h.deferred OR p.paused) AS leased
+           FROM ev, unnest($2::text[], $3::uuid[], $6::bool[]) AS h(handler, token, deferred),
+                LATERAL (SELECT ${PAUSED(PAUSES, 'h', 'ev')} AS paused) p
        ), created AS (
-         INSERT INTO ${RUNS} AS r (event_row_id, handler, state, attempts, lease_token, lease_until)
-         SELECT ev.id, h.handler, 'processing', 1, h.token, now() + $4::int * interval '1 millisecond'
-           FROM ev, unnest($2::text[], $3::uuid[]) AS h(handler, token)
+         INSERT INTO ${RUNS} AS r (event_row_id, handler, state, attempts, lease_token, lease_until, waiting, waiting_since)
+         SELECT event_row_id, handler, CASE WHEN leased THEN 'processing' ELSE 'received' END, CASE WHEN leased THEN 1 ELSE 0 END,
+                CASE WHEN leased THEN token END, CASE WHEN leased THEN now() + $4::int * interval '1 millisecond' END,
+                CASE WHEN paused THEN 'paused' END, CASE WHEN paused THEN now() END
+           FROM planned
          ON CONFLICT (event_row_id, handler) DO NOTHING
          RETURNING ${runColumns('r')}
        ), attempt AS (
          INSERT INTO ${ATTEMPTS} (run_id, lease_token, generation, attempt)
-         SELECT id, "leaseToken", generation, attempts FROM created
+         SELECT id, "leaseToken", generation, attempts FROM created WHERE state = 'processing'
        )
        SELECT (SELECT row_to_json(x) FROM (SELECT ${eventColumns('ev')} FROM ev) x) AS event,
               (SELECT json_agg(c) FROM created c) AS runs
@@ -87,32 +96,42 @@ export function runStatements(t: Tables) {
       WHERE s.run_id = ANY($1::bigint[]) AND r.lease_token = $2::uuid`,
 
     /**
-     * The guarded claim of one run ($1 event row, $2 handler, $3 token, $4 lease ms): received
-     * -> processing, or take over a processing run whose lease expired. A fresh token fences
-     * out the previous holder; the attempt is counted. 0 rows = not ours to run: done or
-     * failed, another worker holds a live lease, or the run does not exist.
+     * The guarded claim of one run ($1 event row, $2 handler, $3 token, $4 lease ms, $5 its
+     * concurrency key or NULL): received -> processing, or take over a processing run whose
+     * lease expired. A fresh token fences out the previous holder; the attempt is counted; a
+     * wait ends. Not while the handler or the event's source is paused. 0 rows = not ours to
+     * run: done or failed, another worker holds a live lease, paused, or no such run. A limited
+     * handler's runs take it inside the gate's transaction (flow.ts), after their slot.
      */
     ACQUIRE_RUN: `WITH leased AS (
          UPDATE ${RUNS} r
             SET state = 'processing', lease_token = $3::uuid,
                 lease_until = now() + $4::int * interval '1 millisecond',
-                attempts = r.attempts + 1, updated_at = now()
+                attempts = r.attempts + 1, updated_at = now(),
+                waiting = NULL, waiting_since = NULL, flow_key = $5::text
            FROM ${EVENTS} e
           WHERE r.event_row_id = $1::bigint AND r.handler = $2::text AND e.id = r.event_row_id
             AND (r.state = 'received' OR (r.state = 'processing' AND r.lease_until < now()))
+            AND NOT ${PAUSED(PAUSES, 'r', 'e')}
          RETURNING ${LEASED_RUN_RETURNING}
        ), ${ATTEMPT_LOG}
        SELECT * FROM leased`,
 
-    /** Every claimable run of an event ($1 event row, $2 token, $3 lease ms), for a repeated dispatch job. Same guard, per run. */
+    /**
+     * Every claimable run of an event ($1 event row, $2 token, $3 lease ms), for a repeated
+     * dispatch job; same guard, per run, except the handlers in $4 (limited or lower-priority:
+     * the caller takes each through its own path).
+     */
     ACQUIRE_CLAIMABLE_RUNS: `WITH leased AS (
          UPDATE ${RUNS} r
             SET state = 'processing', lease_token = $2::uuid,
                 lease_until = now() + $3::int * interval '1 millisecond',
-                attempts = r.attempts + 1, updated_at = now()
+                attempts = r.attempts + 1, updated_at = now(), waiting = NULL, waiting_since = NULL
            FROM ${EVENTS} e
           WHERE r.event_row_id = $1::bigint AND e.id = r.event_row_id
             AND (r.state = 'received' OR (r.state = 'processing' AND r.lease_until < now()))
+            AND r.handler <> ALL($4::text[])
+            AND NOT ${PAUSED(PAUSES, 'r', 'e')}
          RETURNING ${LEASED_RUN_RETURNING}
        ), ${ATTEMPT_LOG}
        SELECT * FROM leased`,

@@ -7,6 +7,9 @@
  *   POST /admin/api/events/:id/redrive     {"reason", "handler"?}   same generation, same keys
  *   POST /admin/api/events/:id/replay      {"reason", "handler"?, "steps"?: [...], "all_steps"?: true, "dry_run"?: true}
  *   POST /admin/api/redrive                {"state","provider","type","handler","older_than","limit","dry_run","reason"}
+ *   GET  /admin/api/pauses                 what is paused (handlers, sources), by whom, why, runs waiting
+ *   POST /admin/api/pauses                 {"scope": "handler"|"source", "name", "reason"}   pause
+ *   POST /admin/api/pauses/resume          {"scope", "name", "reason"}                       resume
  */
 import { EVENT_STATES } from '@oncehook/shared';
 import type { EventFilter, Operations } from '@oncehook/core';
@@ -69,6 +72,14 @@ const bulkBody = z
   })
   .strict();
 
+const pauseBody = z
+  .object({
+    scope: z.enum(['handler', 'source']),
+    name: z.string().regex(/^[a-z0-9][a-z0-9._-]{0,62}$/, 'a handler or source name: 1-63 characters of a-z 0-9 . _ -'),
+    reason: text(1_000),
+  })
+  .strict();
+
 function problem(error: z.ZodError): string {
   return error.issues.map((issue) => `${issue.path.join('.') || 'body'}: ${issue.message}`).join('; ');
 }
@@ -127,6 +138,29 @@ export function mountAdminApi(admin: Hono<AdminEnv>, ops: Operations, settings: 
     const result = await ops.replay(id.data, { handler: b.handler, steps: b.steps, allSteps: b.all_steps, dryRun: b.dry_run }, c.get('actor'), b.reason ?? 'dry run');
     return c.json(result, result.ok ? 200 : 409);
   });
+
+  admin.get('/api/pauses', async (c) => c.json({ pauses: await ops.pauses() }));
+
+  for (const [path, action] of [
+    ['/api/pauses', 'pause'],
+    ['/api/pauses/resume', 'resume'],
+  ] as const) {
+    admin.post(path, async (c) => {
+      if (settings.readOnly) return readOnly(c);
+      const body = await jsonBody(c);
+      if (!body.ok) return bad(c, 'bad_body', body.message);
+      const parsed = pauseBody.safeParse(body.value);
+      if (!parsed.success)
+        return bad(
+          c,
+          parsed.error.issues.some((i) => i.path[0] === 'reason') ? 'reason_required' : 'bad_body',
+          `${action} needs {"scope": "handler"|"source", "name", "reason"}: ${problem(parsed.error)}`,
+        );
+      const { scope, name, reason } = parsed.data;
+      const result = action === 'pause' ? await ops.pause({ scope, name }, c.get('actor'), reason) : await ops.resume({ scope, name }, c.get('actor'), reason);
+      return c.json(result, result.ok ? 200 : 409);
+    });
+  }
 
   admin.post('/api/redrive', async (c) => {
     const body = await jsonBody(c);

@@ -3,6 +3,7 @@
  *
  *   GET /admin               -> /admin/events
  *   GET /admin/events        stuck runs, dead letters, recent duplicates, recent events
+ *   GET /admin/pauses        what is paused (a resume button each, with a reason) and a form to pause
  *   GET /admin/events/:id    one event: its actions (re-drive, replay with a preview first), its
  *                            handler runs, and its timeline: deliveries, attempts and their
  *                            verdicts, steps and operator actions, in time order
@@ -33,12 +34,12 @@ table.timeline td:first-child{white-space:nowrap}.result.ok{color:#1a7f37}.resul
 
 export function page(title: string, body: ReturnType<typeof html>, scripts: string[] = []) {
   return html`<!doctype html><html><head><meta charset="utf-8"><title>${title} - Oncehook</title><link rel="stylesheet" href="/admin/assets/admin.css"></head>
-<body><nav><a href="/admin/events">Events</a><a href="/admin/queues">Jobs (Bull Board)</a></nav><h1>${title}</h1>${body}${scripts.map((src) => html`<script src="${src}" defer></script>`)}</body></html>`;
+<body><nav><a href="/admin/events">Events</a><a href="/admin/pauses">Pauses</a><a href="/admin/queues">Jobs (Bull Board)</a></nav><h1>${title}</h1>${body}${scripts.map((src) => html`<script src="${src}" defer></script>`)}</body></html>`;
 }
 
 function runsCell(e: EventSummary) {
   if (e.runs.length === 0) return html`<span class="muted">${e.note ?? '-'}</span>`;
-  return html`${e.runs.map((r) => html`<div><span class="state-${r.state}">${r.handler}: ${r.state}</span>${r.attempts > 1 ? ` (${r.attempts} attempts)` : ''}${r.generation > 0 ? ` gen ${r.generation}` : ''}${r.lastError && r.state !== 'done' ? html` <span class="muted">${r.lastError}</span>` : ''}</div>`)}`;
+  return html`${e.runs.map((r) => html`<div><span class="state-${r.state}">${r.handler}: ${r.state}${r.waiting ? ` (waiting: ${r.waiting})` : ''}</span>${r.attempts > 1 ? ` (${r.attempts} attempts)` : ''}${r.generation > 0 ? ` gen ${r.generation}` : ''}${r.lastError && r.state !== 'done' ? html` <span class="muted">${r.lastError}</span>` : ''}</div>`)}`;
 }
 
 function eventTable(events: EventSummary[]) {
@@ -182,6 +183,35 @@ export function mountAdminViews(admin: Hono<AdminEnv>, deps: { pool: Pool; queri
     );
   });
 
+  admin.get('/pauses', async (c) => {
+    const pauses = await ops.pauses();
+    const resumeForm = (p: { scope: string; name: string }) =>
+      settings.readOnly
+        ? ''
+        : html`<form class="action pause-action" data-url="/admin/api/pauses/resume" data-scope="${p.scope}" data-name="${p.name}"><label>Reason <input name="reason" placeholder="why resume now"></label><button type="submit">Resume</button><div class="result"></div></form>`;
+    return c.html(
+      page(
+        'Pauses',
+        html`<p class="muted">A paused handler or source still receives: deliveries are verified, claimed and answered 2xx. No new run starts; its runs wait (received, waiting: paused) and start on resume, under their limits. Also: <code>oncehook pause|resume|paused</code>, the admin API.</p>
+${
+  pauses.length === 0
+    ? html`<p class="muted">Nothing is paused.</p>`
+    : html`<table><tr><th>What</th><th>Since</th><th>By</th><th>Reason</th><th>Runs waiting</th><th></th></tr>
+${pauses.map((p) => html`<tr><td>${p.scope} <code>${p.name}</code></td><td>${new Date(p.pausedAt).toISOString()}</td><td>${p.actor}</td><td>${p.reason}</td><td>${p.waiting ?? 0}</td><td>${resumeForm(p)}</td></tr>`)}</table>`
+}
+${
+  settings.readOnly
+    ? html`<p class="muted">Read-only admin (ADMIN_READ_ONLY=true): no actions.</p>`
+    : html`<form class="action pause-action" data-url="/admin/api/pauses"><h3>Pause</h3>
+<label>What <select name="scope"><option value="handler">handler</option><option value="source">source</option></select></label>
+<label>Name <input name="name" placeholder="send-receipt"></label><br><label>Reason <input name="reason" placeholder="the email provider is down"></label><br>
+<button type="submit">Pause</button><div class="result"></div></form>`
+}`,
+        settings.readOnly ? [] : ['/admin/assets/event-actions.js'],
+      ),
+    );
+  });
+
   admin.get('/events/:id{[0-9]{1,15}}', async (c) => {
     const detail = await ops.show(Number(c.req.param('id')));
     if (!detail) return c.html(page('Not found', html`<p>No event ${c.req.param('id')}.</p>`), 404);
@@ -201,7 +231,7 @@ export function mountAdminViews(admin: Hono<AdminEnv>, deps: { pool: Pool; queri
           detail.runs.length === 0
             ? html`<p class="muted">None.</p>`
             : html`<table><tr><th>Handler</th><th>State</th><th>Attempts</th><th>Generation</th><th>Lease</th><th>Last error</th></tr>
-${detail.runs.map((r) => html`<tr><td>${r.handler}</td><td class="state-${r.state}">${r.state}</td><td>${r.attempts}</td><td>${r.generation}</td><td>${r.leaseUntil ? `until ${r.leaseUntil.toISOString()}` : '-'}</td><td>${r.lastError ?? '-'}</td></tr>`)}</table>`
+${detail.runs.map((r) => html`<tr><td>${r.handler}</td><td class="state-${r.state}">${r.state}${r.waiting ? ` (waiting: ${r.waiting})` : ''}</td><td>${r.attempts}</td><td>${r.generation}</td><td>${r.leaseUntil ? `until ${r.leaseUntil.toISOString()}` : '-'}</td><td>${r.lastError ?? '-'}</td></tr>`)}</table>`
         }
 <h2>Timeline</h2>${timeline(detail)}
 <h2>Payload</h2>${

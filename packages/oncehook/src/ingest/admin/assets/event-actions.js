@@ -1,4 +1,4 @@
-// The event page's actions (re-drive, replay), served from the admin itself (the pages' CSP
+// The event page's actions (re-drive, replay) and the pauses page's (pause, resume), served from the admin itself (the pages' CSP
 // allows no inline script). Each form posts JSON to the admin API, the same protected routes
 // scripts use (Content-Type: application/json, same origin: the CSRF guard lets it through).
 // A replay is previewed first: its "Replay" button stays disabled until a dry run of the same
@@ -75,6 +75,21 @@ for (const form of document.querySelectorAll('form.redrive')) {
     if (!ok) return show(form, `Refused: ${json.reason ?? json.message ?? 'unknown error'}`, false);
     const moved = (json.runs ?? []).map((run) => `"${run.handler}" ${run.fromState} -> received`).join(', ');
     show(form, `Re-driven: ${moved || 'dispatch queued'} (same generation, same keys). Reloading...`, true);
+    setTimeout(() => location.reload(), 1200);
+  });
+}
+
+for (const form of document.querySelectorAll('form.pause-action')) {
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const reason = form.querySelector('input[name="reason"]').value.trim();
+    const scope = form.dataset.scope ?? form.querySelector('select[name="scope"]').value;
+    const name = form.dataset.name ?? form.querySelector('input[name="name"]').value.trim();
+    if (!name) return show(form, 'Name the handler or source.', false);
+    if (!reason) return show(form, 'Say why (the reason is recorded).', false);
+    const { ok, json } = await post(form.dataset.url, { scope, name, reason });
+    if (!ok) return show(form, `Refused: ${json.reason ?? json.message ?? 'unknown error'}`, false);
+    show(form, json.released === undefined ? `Paused ${scope} "${name}". Reloading...` : `Resumed ${scope} "${name}": ${json.released} waiting run(s) enqueued. Reloading...`, true);
     setTimeout(() => location.reload(), 1200);
   });
 }

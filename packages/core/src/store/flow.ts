@@ -1,0 +1,142 @@
+/**
+ * Execution of flow control's statements (sql/flow.ts). `gateAcquire` is the one place a
+ * limited handler's run takes a slot and a start: its transaction is the atomic unit.
+ */
+import { advisoryLockKey, withTransaction, type EventJobData, type Pool, type RunWaiting } from '@oncehook/shared';
+import type { LeasedRun, Queryable } from './rows.js';
+import type { createRunQueries } from './runs.js';
+import { flowStatements } from './sql/flow.js';
+import type { Tables } from './tables.js';
+
+/** What a limited run's gate asks for (flow-control.ts computes it from the handler and the event). */
+export interface GateRequest {
+  rowId: number;
+  provider: string;
+  eventId: string;
+  handler: string;
+  token: string;
+  leaseMs: number;
+  /** The job's fence (EventJobData.wait); null for a job from outside flow control. */
+  wait: number | null;
+  concurrency?: { limit: number; key: string | null };
+  rate?: { limit: number; periodMs: number; key: string };
+}
+
+export type GateResult =
+  | { kind: 'leased'; leased: LeasedRun }
+  /** Over a limit: the run waits; `job` (null when this job's fence was stale) is the one next job to schedule. */
+  | { kind: 'wait'; reason: Exclude<RunWaiting, 'paused'>; job: EventJobData | null }
+  /** Not ours to run (finished, leased by a live worker, or paused). */
+  | { kind: 'not-claimable' };
+
+export interface PauseRow {
+  scope: 'handler' | 'source';
+  name: string;
+  reason: string;
+  actor: string;
+  pausedAt: Date;
+  /** Runs waiting for this pause to end (LIST_PAUSES only). */
+  waiting?: number;
+}
+
+class Rollback extends Error {}
+
+export function createFlowQueries(t: Tables, schemaName: string, runs: ReturnType<typeof createRunQueries>) {
+  const sql = flowStatements(t);
+
+  /**
+   * One limited run through its gate, in ONE transaction:
+   *   1. concurrency: the (handler, key) advisory lock, then the count of its runs in progress
+   *      (a statement of its own: its snapshot is taken after the lock was granted); full -> wait;
+   *   2. rate: one start taken from the current window; full -> wait;
+   *   3. the guarded lease (ACQUIRE_RUN), recording the run's key; 0 rows -> roll back (the
+   *      start is given back) and report not-claimable.
+   * The lock is held until COMMIT, when the new lease is visible to the next worker's count:
+   * two workers can never both see a free last slot.
+   */
+  async function gateAcquire(pool: Pool, req: GateRequest): Promise<GateResult> {
+    const flowKey = req.concurrency ? (req.concurrency.key ?? null) : null;
+    try {
+      return await withTransaction(pool, async (tx) => {
+        let reason: 'concurrency' | 'rate-limit' | null = null;
+        if (req.concurrency) {
+          await tx.query('SELECT pg_advisory_xact_lock($1::bigint)', [advisoryLockKey(schemaName, 'flow', `${req.handler}\0${flowKey ?? ''}`)]);
+          const { rows } = await tx.query<{ n: number }>(sql.IN_FLIGHT, [req.handler, flowKey]);
+          if (rows[0]!.n >= req.concurrency.limit) reason = 'concurrency';
+        }
+        if (reason === null && req.rate) {
+          const { rowCount } = await tx.query(sql.TAKE_RATE, [req.handler, req.rate.key, req.rate.periodMs, req.rate.limit]);
+          if (rowCount === 0) reason = 'rate-limit';
+        }
+        if (reason !== null) return { kind: 'wait', reason, job: await markWaiting(tx, req, reason, flowKey) };
+        const leased = await runs.acquireRun(tx, req.rowId, req.handler, req.token, req.leaseMs, flowKey);
+        if (!leased) throw new Rollback();
+        return { kind: 'leased', leased };
+      });
+    } catch (error) {
+      if (error instanceof Rollback) return { kind: 'not-claimable' };
+      throw error;
+    }
+  }
+
+  /** The run waits (WAIT); its next job, or null when this job's fence was stale (a newer job owns the wait). */
+  async function markWaiting(db: Queryable, req: GateRequest, reason: 'concurrency' | 'rate-limit', flowKey: string | null): Promise<EventJobData | null> {
+    const { rows } = await db.query<{ waits: number; attempts: number; generation: number }>(sql.WAIT, [req.rowId, req.handler, reason, flowKey, req.wait]);
+    const row = rows[0];
+    if (!row) return null;
+    return { rowId: req.rowId, provider: req.provider, eventId: req.eventId, handler: req.handler, generation: row.generation, attempt: row.attempts, wait: row.waits };
+  }
+
+  return {
+    gateAcquire,
+
+    /** A run found paused is marked so (no job polls it; the resume enqueues it). false = not paused. */
+    async markPaused(db: Queryable, rowId: number, handler: string): Promise<boolean> {
+      return ((await db.query(sql.MARK_PAUSED, [rowId, handler])).rowCount ?? 0) === 1;
+    },
+
+    /** The next run waiting for a slot of (handler, key): its job, fence bumped, to enqueue now. */
+    async wakeNext(db: Queryable, handler: string, flowKey: string | null): Promise<EventJobData | null> {
+      return (await db.query<EventJobData>(sql.WAKE_NEXT, [handler, flowKey])).rows[0] ?? null;
+    },
+
+    /** Pauses a handler or a source. null = it was paused already. */
+    async pause(db: Queryable, scope: 'handler' | 'source', name: string, actor: string, reason: string): Promise<PauseRow | null> {
+      return (await db.query<PauseRow>(sql.PAUSE, [scope, name, reason, actor])).rows[0] ?? null;
+    },
+
+    /** Ends a pause. null = it was not paused. */
+    async resume(db: Queryable, scope: 'handler' | 'source', name: string, actor: string, reason: string): Promise<PauseRow | null> {
+      return (await db.query<PauseRow>(sql.RESUME, [scope, name, actor, reason])).rows[0] ?? null;
+    },
+
+    /** Up to `limit` paused runs no pause covers now, released: their jobs to enqueue. */
+    async releasePaused(db: Queryable, limit: number): Promise<EventJobData[]> {
+      return (await db.query<EventJobData>(sql.RELEASE_PAUSED, [limit])).rows;
+    },
+
+    async listPauses(db: Queryable): Promise<PauseRow[]> {
+      return (await db.query<PauseRow>(sql.LIST_PAUSES)).rows;
+    },
+
+    async waitingCounts(db: Queryable): Promise<{ handler: string; waiting: RunWaiting; n: number }[]> {
+      return (await db.query<{ handler: string; waiting: RunWaiting; n: number }>(sql.WAITING_COUNTS)).rows;
+    },
+
+    /** A breaker handler's failed attempt: its failures in a row now. */
+    async recordFailure(db: Queryable, handler: string, error: string): Promise<number> {
+      return (await db.query<{ failures: number }>(sql.RECORD_FAILURE, [handler, error.slice(0, 2_000)])).rows[0]!.failures;
+    },
+
+    /** Priority aging: runs of these lower-priority handlers waiting longer than `olderThanMs`, their front-of-queue jobs. */
+    async agedRuns(db: Queryable, handlers: string[], olderThanMs: number, limit: number): Promise<EventJobData[]> {
+      if (handlers.length === 0) return [];
+      return (await db.query<EventJobData>(sql.AGED_RUNS, [handlers, olderThanMs, limit])).rows;
+    },
+
+    /** A breaker handler's success: the count restarts. */
+    async recordSuccess(db: Queryable, handler: string): Promise<void> {
+      await db.query(sql.RECORD_SUCCESS, [handler]);
+    },
+  };
+}

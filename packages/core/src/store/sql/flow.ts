@@ -1,0 +1,169 @@
+/**
+ * Flow control's statements (docs/flow-control.md): the concurrency slots, the rate windows,
+ * waiting runs and their wake-ups, pauses and the circuit breaker. Every count is in Postgres,
+ * beside the runs it limits. Plain text; execution is in ../flow.ts.
+ */
+import { PAUSED } from '../columns.js';
+import type { Tables } from '../tables.js';
+
+export function flowStatements(t: Tables) {
+  const { EVENTS, RUNS, PAUSES, RATE_WINDOWS, HEALTH, ACTIONS } = t;
+
+  /** A waiting run's job: what a resume or a wake-up enqueues (CTE `woken`, joined to its event `e`). */
+  const WOKEN_JOB = `r.event_row_id AS "rowId", e.provider, e.event_id AS "eventId", r.handler, r.generation, r.attempts AS attempt, r.waits AS wait`;
+
+  return {
+    /**
+     * The slots in use: runs of handler $1 (and concurrency key $2, when given) in progress
+     * under a live lease. A crashed worker's run stops counting when its lease expires. Read
+     * under the (handler, key) advisory lock, in a statement of its own (a new snapshot, after
+     * the lock was granted), so every lease committed by the previous holder is counted.
+     */
+    IN_FLIGHT: `SELECT count(*)::int AS n FROM ${RUNS}
+        WHERE handler = $1::text AND state = 'processing' AND lease_until > clock_timestamp()
+          AND ($2::text IS NULL OR flow_key = $2::text)`,
+
+    /**
+     * Takes one start in the current window of (handler $1, key $2): windows of $3 ms, at most
+     * $4 starts each. One upsert under the row lock: a newer window restarts the count at 1; in
+     * the same window the count goes up only while below the limit. A statement that computed
+     * an OLDER window (its clock read before a racing one's, its upsert after) counts in the
+     * current one: windows only move forward, or a late start would reset the count. 0 rows =
+     * the window is full (the run waits for the next one). Inside the lease's transaction: if
+     * the lease is then not taken, the rollback gives the start back.
+     */
+    TAKE_RATE: `INSERT INTO ${RATE_WINDOWS} AS w (handler, rate_key, window_start, started)
+       VALUES ($1::text, $2::text,
+               to_timestamp(floor(extract(epoch FROM clock_timestamp()) * 1000 / $3::int) * $3::int / 1000.0), 1)
+       ON CONFLICT (handler, rate_key) DO UPDATE
+          SET started = CASE WHEN excluded.window_start > w.window_start THEN 1 ELSE w.started + 1 END,
+              window_start = greatest(w.window_start, excluded.window_start)
+        WHERE excluded.window_start > w.window_start OR w.started < $4::int
+       RETURNING started`,
+
+    /**
+     * The run (event row $1, handler $2) waits for reason $3 (`concurrency`, `rate-limit`),
+     * with concurrency key $4: it stays (or goes back to) `received`, not leased and not an
+     * attempt. Guarded by the job's fence $5 (the run's `waits` it was scheduled with; NULL
+     * for a job from outside flow control): a stale job changes nothing. Bumps `waits`: the
+     * caller schedules the one next job with the new value. 0 rows = not ours to touch
+     * (leased by a live worker, finished, or a newer job owns the wait).
+     */
+    WAIT: `UPDATE ${RUNS} r
+          SET state = 'received', lease_token = NULL, lease_until = NULL,
+              waiting = $3::text, waiting_since = coalesce(r.waiting_since, now()),
+              waits = r.waits + 1, flow_key = $4::text, updated_at = now()
+        WHERE r.event_row_id = $1::bigint AND r.handler = $2::text
+          AND (r.state = 'received' OR (r.state = 'processing' AND r.lease_until < now()))
+          AND ($5::int IS NULL OR r.waits = $5::int)
+       RETURNING r.waits, r.attempts, r.generation`,
+
+    /**
+     * A run that found its handler or source paused is marked so (event row $1, handler $2):
+     * it waits for the resume, which enqueues it; no job polls it and the reconciler leaves it
+     * alone. 0 rows = not paused (or not `received`): nothing to mark.
+     */
+    MARK_PAUSED: `UPDATE ${RUNS} r
+          SET waiting = 'paused', waiting_since = coalesce(r.waiting_since, now()), updated_at = now()
+         FROM ${EVENTS} e
+        WHERE r.event_row_id = $1::bigint AND r.handler = $2::text AND e.id = r.event_row_id
+          AND r.state = 'received' AND ${PAUSED(PAUSES, 'r', 'e')}`,
+
+    /**
+     * The next run waiting for a slot of (handler $1, key $2), the longest-waiting first: its
+     * fence is bumped and its job is returned for the caller to enqueue now (a slot was just
+     * freed). SKIP LOCKED: two finishing runs wake two different waiters. 0 rows = none waits.
+     */
+    WAKE_NEXT: `UPDATE ${RUNS} r SET waits = r.waits + 1, updated_at = now()
+         FROM ${EVENTS} e
+        WHERE r.id = (SELECT id FROM ${RUNS}
+                       WHERE handler = $1::text AND waiting = 'concurrency' AND state = 'received'
+                         AND flow_key IS NOT DISTINCT FROM $2::text
+                       ORDER BY waiting_since LIMIT 1 FOR UPDATE SKIP LOCKED)
+          AND e.id = r.event_row_id AND r.state = 'received'
+       RETURNING ${WOKEN_JOB}`,
+
+    /**
+     * Pause (scope $1 'handler' or 'source', name $2, reason $3, actor $4): recorded in
+     * `pauses` and as an operator action. 0 rows = it was paused already (its first reason
+     * stays).
+     */
+    PAUSE: `WITH paused AS (
+         INSERT INTO ${PAUSES} (scope, name, reason, actor) VALUES ($1::text, $2::text, $3::text, $4::text)
+         ON CONFLICT (scope, name) DO NOTHING
+         RETURNING scope, name, reason, actor, paused_at
+       ), audit AS (
+         INSERT INTO ${ACTIONS} (mode, target, actor, reason)
+         SELECT 'pause', scope || ':' || name, actor, reason FROM paused
+       )
+       SELECT scope, name, reason, actor, paused_at AS "pausedAt" FROM paused`,
+
+    /**
+     * Resume (scope $1, name $2, actor $3, reason $4): the pause row goes, recorded as an
+     * operator action, and the handler's failure count restarts. 0 rows = it was not paused.
+     */
+    RESUME: `WITH gone AS (
+         DELETE FROM ${PAUSES} WHERE scope = $1::text AND name = $2::text
+         RETURNING scope, name, reason, paused_at
+       ), health AS (
+         UPDATE ${HEALTH} SET consecutive_failures = 0, updated_at = now()
+          WHERE $1::text = 'handler' AND handler = $2::text AND EXISTS (SELECT 1 FROM gone)
+       ), audit AS (
+         INSERT INTO ${ACTIONS} (mode, target, actor, reason, detail)
+         SELECT 'resume', scope || ':' || name, $3::text, $4::text, json_build_object('pausedFor', reason, 'pausedAt', paused_at) FROM gone
+       )
+       SELECT scope, name, reason, paused_at AS "pausedAt" FROM gone`,
+
+    /**
+     * Up to $1 paused runs no pause covers any longer, released: no longer waiting, fence
+     * bumped, their jobs returned to enqueue (they then start under their handler's limits).
+     * Called in a loop after a resume until it returns fewer than $1; SKIP LOCKED: two resumes
+     * at once release different runs.
+     */
+    RELEASE_PAUSED: `UPDATE ${RUNS} r SET waiting = NULL, waiting_since = NULL, waits = r.waits + 1, updated_at = now()
+         FROM ${EVENTS} e
+        WHERE r.id = ANY(ARRAY(
+                SELECT x.id FROM ${RUNS} x JOIN ${EVENTS} xe ON xe.id = x.event_row_id
+                 WHERE x.waiting = 'paused' AND x.state = 'received' AND NOT ${PAUSED(PAUSES, 'x', 'xe')}
+                 ORDER BY x.waiting_since LIMIT $1::int FOR UPDATE OF x SKIP LOCKED))
+          AND e.id = r.event_row_id AND r.state = 'received'
+       RETURNING ${WOKEN_JOB}`,
+
+    /** Everything paused, oldest first, with how many runs wait for it. */
+    LIST_PAUSES: `SELECT p.scope, p.name, p.reason, p.actor, p.paused_at AS "pausedAt",
+              (SELECT count(*)::int FROM ${RUNS} r JOIN ${EVENTS} e ON e.id = r.event_row_id
+                WHERE r.waiting = 'paused' AND r.state = 'received'
+                  AND ((p.scope = 'handler' AND r.handler = p.name) OR (p.scope = 'source' AND e.provider = p.name))) AS waiting
+         FROM ${PAUSES} p ORDER BY p.paused_at`,
+
+    /** Waiting runs by handler and reason (the gauge oncehook_runs_waiting). */
+    WAITING_COUNTS: `SELECT handler, waiting, count(*)::int AS n FROM ${RUNS}
+        WHERE waiting IS NOT NULL AND state = 'received' GROUP BY handler, waiting`,
+
+    /**
+     * A failed attempt of a breaker handler ($1 handler, $2 error): the count of failures in a
+     * row goes up, returned with the new value.
+     */
+    RECORD_FAILURE: `INSERT INTO ${HEALTH} AS h (handler, consecutive_failures, last_error) VALUES ($1::text, 1, $2::text)
+       ON CONFLICT (handler) DO UPDATE SET consecutive_failures = h.consecutive_failures + 1, last_error = $2::text, updated_at = now()
+       RETURNING consecutive_failures AS failures`,
+
+    /** A successful run of a breaker handler ($1): the count restarts (no write when it is 0 already). */
+    RECORD_SUCCESS: `UPDATE ${HEALTH} SET consecutive_failures = 0, updated_at = now() WHERE handler = $1::text AND consecutive_failures <> 0`,
+
+    /**
+     * Priority aging: up to $3 runs of the lower-priority handlers $1, created more than $2 ms
+     * ago and never started nor aged: fence bumped, their jobs returned for the reconciler to
+     * enqueue WITHOUT priority (the front of the queue). Once per run (waits = 0 -> 1).
+     */
+    AGED_RUNS: `UPDATE ${RUNS} r SET waits = r.waits + 1, updated_at = now()
+         FROM ${EVENTS} e
+        WHERE r.id = ANY(ARRAY(
+                SELECT id FROM ${RUNS}
+                 WHERE handler = ANY($1::text[]) AND state = 'received' AND waiting IS NULL AND attempts = 0 AND waits = 0
+                   AND created_at < now() - $2::int * interval '1 millisecond'
+                 ORDER BY created_at LIMIT $3::int FOR UPDATE SKIP LOCKED))
+          AND e.id = r.event_row_id AND r.state = 'received'
+       RETURNING ${WOKEN_JOB}`,
+  };
+}

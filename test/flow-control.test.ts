@@ -1,0 +1,223 @@
+/**
+ * Flow control over real processes (docs/flow-control.md): worker processes run the handlers of
+ * test/fixtures/flow-handlers, which call the sandbox's work API; the sandbox measures in
+ * flight ITSELF (per task, per key) and when each call started. Every figure printed
+ * (`[figure] ...`) is for the issue notes, never asserted as a time.
+ */
+import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { deliver, killAllServices, paymentSucceeded, signStripe, spawnService, startSandbox, waitFor, type SandboxHandle, type Service } from '@oncehook/harness';
+import { startIngest, T, testEnv, testPrefix } from './helpers/stack.js';
+
+let db: TestDatabase;
+let sandbox: SandboxHandle;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  sandbox = await startSandbox();
+});
+afterEach(async () => {
+  await killAllServices();
+});
+afterAll(async () => {
+  await sandbox.close();
+  await db.drop();
+});
+beforeEach(async () => {
+  await db.pool.query(`TRUNCATE ${T.events}, oncehook.pauses, oncehook.rate_windows, oncehook.handler_health, oncehook.operator_actions CASCADE`);
+  sandbox.sandbox.reset();
+});
+
+function flowEnv(prefix: string, handlers: string, extra: Record<string, string> = {}): Record<string, string> {
+  return testEnv({
+    databaseUrl: db.url,
+    prefix,
+    sandboxUrl: sandbox.url,
+    extra: { ONCEHOOK_HANDLERS: 'test/fixtures/flow-handlers', FLOW_HANDLERS: handlers, FLOW_WORK_URL: sandbox.url, WORKER_CONCURRENCY: '32', ...extra },
+  });
+}
+
+async function startWorkers(n: number, env: Record<string, string>): Promise<Service[]> {
+  const workers = Array.from({ length: n }, () => spawnService('worker', env));
+  await Promise.all(workers.map((w) => w.waitFor(/worker ready/, 30_000)));
+  return workers;
+}
+
+/** Delivers events `${prefix}-0..n-1`, customer `cus_<i % keys>`, 20 at a time; every one must be accepted. */
+async function deliverMany(url: string, idPrefix: string, n: number, keys = 10): Promise<void> {
+  for (let i = 0; i < n; i += 20) {
+    const batch = Array.from({ length: Math.min(20, n - i) }, (_, j) => deliver(url, signStripe(paymentSucceeded(`${idPrefix}-${i + j}`, { account: `cus_${(i + j) % keys}` }))));
+    for (const result of await Promise.all(batch)) expect(result.status).toBe(202);
+  }
+}
+
+async function runStates(handler: string): Promise<Record<string, number>> {
+  const { rows } = await db.pool.query<{ state: string; waiting: string | null; n: number }>(
+    `SELECT state, waiting, count(*)::int AS n FROM ${T.runs} WHERE handler = $1 GROUP BY state, waiting`,
+    [handler],
+  );
+  return Object.fromEntries(rows.map((r) => [r.waiting ? `${r.state}:${r.waiting}` : r.state, r.n]));
+}
+
+async function allDone(handler: string, n: number, timeoutMs = 90_000): Promise<void> {
+  await waitFor(async () => ((await runStates(handler)).done === n ? true : null), { timeoutMs, what: `${n} ${handler} runs done` });
+}
+
+function onceEach(appliedByKey: Record<string, number>): boolean {
+  return Object.values(appliedByKey).every((n) => n === 1);
+}
+
+it('concurrency: 3 across 3 workers x WORKER_CONCURRENCY=32: never more than 3 in flight (the sandbox measures), each effect once; a kill -9 frees its slot when the lease expires', async () => {
+  const prefix = testPrefix();
+  const env = flowEnv(prefix, 'limited', { FLOW_WORK_MS: '300' });
+  const ingest = await startIngest({ databaseUrl: db.url, prefix });
+  try {
+    // Worker A alone first: it takes the 3 slots. Then B and C; then A is killed mid-run.
+    const [a] = await startWorkers(1, env);
+    await deliverMany(ingest.url, 'evt_lim', 60);
+    await startWorkers(2, env);
+    const held = async () =>
+      (await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${T.runs} WHERE handler = 'flow-limited' AND state = 'processing' AND lease_until > now()`)).rows[0]!.n;
+    await waitFor(async () => (((await runStates('flow-limited')).done ?? 0) >= 6 && (await held()) > 0 ? true : null), { timeoutMs: 30_000, what: 'runs in progress' });
+    const killedAt = Date.now();
+    await a!.kill9();
+    await allDone('flow-limited', 60);
+    const firstAfter = sandbox
+      .work('limited')
+      .starts.filter((t) => t > killedAt)
+      .sort((x, y) => x - y)[0]!;
+    console.log(
+      `[figure] concurrency 3, 60 runs of 300 ms over 3 workers x 32 (one killed mid-run): first start after the kill ${firstAfter - killedAt} ms later, all done ${Date.now() - killedAt} ms after it (LEASE_MS=2000)`,
+    );
+    const work = sandbox.work('limited');
+    expect(work.maxInFlight).toBeLessThanOrEqual(3);
+    expect(work.maxInFlight).toBe(3); // the limit is used, not just respected
+    expect(work.applied).toBe(60);
+    expect(onceEach(work.appliedByKey)).toBe(true);
+    // Runs that waited are not attempts: only the killed worker's runs took a second.
+    const { rows } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${T.runs} WHERE handler = 'flow-limited' AND attempts > 1`);
+    expect(rows[0]!.n).toBeLessThanOrEqual(3);
+  } finally {
+    await ingest.close();
+  }
+});
+
+it('concurrency { key, limit: 1 }: 200 events over 10 keys; runs of one key never overlap, different keys do', async () => {
+  const prefix = testPrefix();
+  const ingest = await startIngest({ databaseUrl: db.url, prefix });
+  try {
+    await startWorkers(2, flowEnv(prefix, 'keyed', { FLOW_WORK_MS: '40' }));
+    const started = Date.now();
+    await deliverMany(ingest.url, 'evt_key', 200, 10);
+    await allDone('flow-keyed', 200);
+    console.log(`[figure] keyed concurrency (limit 1, 10 keys): 200 runs of 40 ms done in ${Date.now() - started} ms over 2 workers x 32`);
+    const work = sandbox.work('keyed');
+    expect(work.maxInFlightPerKey).toBe(1);
+    expect(work.maxKeysInFlight).toBeGreaterThan(1);
+    expect(work.applied).toBe(200);
+    expect(onceEach(work.appliedByKey)).toBe(true);
+  } finally {
+    await ingest.close();
+  }
+});
+
+it("rateLimit { limit: 20, period: '1s' }: starts never exceed 20 per second plus one period's burst; none dropped", async () => {
+  const prefix = testPrefix();
+  const ingest = await startIngest({ databaseUrl: db.url, prefix });
+  try {
+    await startWorkers(2, flowEnv(prefix, 'rated', { FLOW_WORK_MS: '5' }));
+    await deliverMany(ingest.url, 'evt_rate', 120);
+    await allDone('flow-rated', 120);
+    const work = sandbox.work('rated');
+    expect(work.applied).toBe(120);
+    expect(onceEach(work.appliedByKey)).toBe(true);
+    const starts = [...work.starts].sort((a, b) => a - b);
+    // In any k-second stretch: at most 20 x (k + 1) starts (fixed windows of 1 s: one burst).
+    const most = (ms: number) => Math.max(...starts.map((t, i) => starts.filter((u, j) => j >= i && u < t + ms).length));
+    console.log(`[figure] rate limit 20/s: 120 starts over ${starts.at(-1)! - starts[0]!} ms; most in 1 s: ${most(1000)}, in 3 s: ${most(3000)}, in 5 s: ${most(5000)}`);
+    expect(most(1000)).toBeLessThanOrEqual(40);
+    expect(most(3000)).toBeLessThanOrEqual(80);
+    expect(most(5000)).toBeLessThanOrEqual(120);
+    // Waiting was not an attempt.
+    const { rows } = await db.pool.query<{ n: number }>(`SELECT max(attempts)::int AS n FROM ${T.runs} WHERE handler = 'flow-rated'`);
+    expect(rows[0]!.n).toBe(1);
+  } finally {
+    await ingest.close();
+  }
+});
+
+it('pause (CLI): deliveries still accepted and claimed, none run, through a worker kill -9 and a restart of every process; resume: all done, each effect once', async () => {
+  const prefix = testPrefix();
+  const env = flowEnv(prefix, 'plain', { FLOW_WORK_MS: '5' });
+  const cli = async (args: string[]) => {
+    const run = spawnService('cli', env, args);
+    const { code } = await run.exited;
+    return { code, out: run.lines.join('\n') };
+  };
+  const paused = await cli(['pause', 'handler', 'flow-plain', '--reason', 'email provider down', '--actor', 'ops-test']);
+  expect(paused.code).toBe(0);
+  expect(paused.out).toContain('paused handler "flow-plain"');
+
+  let ingest = await startIngest({ databaseUrl: db.url, prefix });
+  let workers = await startWorkers(2, env);
+  await deliverMany(ingest.url, 'evt_pause', 30);
+  await workers[0]!.kill9();
+  await waitFor(async () => ((await runStates('flow-plain'))['received:paused'] === 30 ? true : null), { timeoutMs: 20_000, what: '30 runs waiting: paused' });
+  // The reconciler leaves paused runs alone (no re-enqueue, no write), well past REQUEUE_AFTER_MS.
+  const touched = async () => (await db.pool.query<{ t: string }>(`SELECT max(updated_at)::text AS t FROM ${T.runs} WHERE handler = 'flow-plain'`)).rows[0]!.t;
+  const before = await touched();
+  await new Promise((resolve) => setTimeout(resolve, 1_500));
+  expect(await touched()).toBe(before);
+
+  // Every process restarts; the pause is in Postgres.
+  await ingest.close();
+  await killAllServices();
+  ingest = await startIngest({ databaseUrl: db.url, prefix });
+  workers = await startWorkers(2, env);
+  await deliverMany(ingest.url, 'evt_pause_after', 10);
+  await waitFor(async () => ((await runStates('flow-plain'))['received:paused'] === 40 ? true : null), { timeoutMs: 20_000, what: '40 runs waiting: paused' });
+  expect(sandbox.work('plain').calls).toBe(0);
+  const list = await cli(['paused']);
+  expect(list.out).toMatch(/handler\s+flow-plain\s+since .* by ops-test, 40 run\(s\) waiting: email provider down/);
+
+  const resumed = await cli(['resume', 'handler', 'flow-plain', '--reason', 'provider back']);
+  expect(resumed.code).toBe(0);
+  expect(resumed.out).toContain('40 waiting run(s) enqueued');
+  await allDone('flow-plain', 40);
+  const work = sandbox.work('plain');
+  expect(work.applied).toBe(40);
+  expect(onceEach(work.appliedByKey)).toBe(true);
+  const actions = await db.pool.query<{ mode: string; target: string; actor: string; reason: string }>(
+    `SELECT mode, target, actor, reason FROM oncehook.operator_actions WHERE target IS NOT NULL ORDER BY id`,
+  );
+  expect(actions.rows).toEqual([
+    { mode: 'pause', target: 'handler:flow-plain', actor: 'ops-test', reason: 'email provider down' },
+    { mode: 'resume', target: 'handler:flow-plain', actor: expect.any(String), reason: 'provider back' },
+  ]);
+  expect((await cli(['resume', 'handler', 'flow-plain', '--reason', 'again'])).code).toBe(1);
+  await ingest.close();
+});
+
+it('priority: with one worker saturated by a low-priority backlog, a high-priority event overtakes the queue', async () => {
+  const prefix = testPrefix();
+  const ingest = await startIngest({ databaseUrl: db.url, prefix });
+  try {
+    await startWorkers(1, flowEnv(prefix, 'low,high', { FLOW_WORK_MS: '100', WORKER_CONCURRENCY: '4' }));
+    await deliverMany(ingest.url, 'evt_backlog', 100);
+    await waitFor(async () => (sandbox.work('low').applied >= 8 ? true : null), { timeoutMs: 30_000, what: 'the backlog running' });
+    const sentAt = Date.now();
+    expect((await deliver(ingest.url, signStripe(paymentSucceeded('evt_urgent', { account: 'cus_urgent' })))).status).toBe(202);
+    await waitFor(async () => (sandbox.work('high').applied === 1 ? true : null), { timeoutMs: 60_000, what: 'the urgent run' });
+    const highAt = sandbox.work('high').starts[0]!;
+    await allDone('flow-low', 101);
+    const lowStarts = sandbox.work('low').starts;
+    const after = lowStarts.filter((t) => t > highAt).length;
+    console.log(
+      `[figure] priority: the high-priority run started ${highAt - sentAt} ms after its delivery, ahead of ${after} of ${lowStarts.length} queued low-priority runs (1 worker x 4, runs of 100 ms)`,
+    );
+    // FIFO would have started it after every low run queued before it.
+    expect(after).toBeGreaterThan(lowStarts.length / 2);
+  } finally {
+    await ingest.close();
+  }
+});
