@@ -20,7 +20,7 @@ async function exportedNames(): Promise<Set<string>> {
   return names;
 }
 
-const referenced = (expr: string) => [...expr.matchAll(/\b(webhook_[a-z_]+)\b/g)].map((m) => m[1]!);
+const referenced = (expr: string) => [...expr.matchAll(/\b((?:webhook|oncehook)_[a-z_]+)\b/g)].map((m) => m[1]!);
 
 it('every alert expression uses exported metrics, and the on-call essentials are covered', async () => {
   const names = await exportedNames();
@@ -34,7 +34,15 @@ it('every alert expression uses exported metrics, and the on-call essentials are
     expect(rule.annotations.description.length).toBeGreaterThan(20);
   }
   expect(rules.map((r) => r.alert)).toEqual(
-    expect.arrayContaining(['OncehookEventsStuck', 'OncehookDeadLetters', 'OncehookDuplicateRatioRising', 'OncehookIngestErrors', 'OncehookQueueBacklog']),
+    expect.arrayContaining([
+      'OncehookEventsStuck',
+      'OncehookDeadLetters',
+      'OncehookDuplicateRatioRising',
+      'OncehookIngestErrors',
+      'OncehookQueueBacklog',
+      'OncehookPausedTooLong',
+      'OncehookCircuitBreakerOpen',
+    ]),
   );
 });
 

@@ -382,12 +382,10 @@ export const MUTANTS: Mutant[] = [
     id: 'cap-count',
     guarantee: 'every claim counts as an attempt (crashes included)',
     file: RUN_SQL,
-    search: `                attempts = r.attempts + 1, updated_at = now()
-           FROM \${EVENTS} e
-          WHERE r.event_row_id = $1::bigint AND r.handler = $2::text`,
-    replace: `                attempts = r.attempts, updated_at = now()
-           FROM \${EVENTS} e
-          WHERE r.event_row_id = $1::bigint AND r.handler = $2::text`,
+    search: `                attempts = r.attempts + 1, updated_at = now(),
+                waiting = NULL, waiting_since = NULL, flow_key = $5::text`,
+    replace: `                attempts = r.attempts, updated_at = now(),
+                waiting = NULL, waiting_since = NULL, flow_key = $5::text`,
     tests: ['test/state-machine.test.ts', 'test/lease-guards.test.ts'],
   },
   {
@@ -981,6 +979,108 @@ export const MUTANTS: Mutant[] = [
     search: '          return signature !== null && signature.length === 64 && publicKeys.some((key) => verifySignature(null, signed(), key, signature));',
     replace: '          return signature !== null && signature.length === 64;',
     tests: ['test/provider-families.test.ts'],
+  },
+  // ---- flow control (flow-control.ts, store/flow.ts) --------------------------------------
+  {
+    id: 'flow-slot-unlocked',
+    guarantee: 'two workers at the last slot of a concurrency limit cannot both take it (the count and the lease under one advisory lock)',
+    file: 'packages/core/src/store/flow.ts',
+    search: "          await tx.query('SELECT pg_advisory_xact_lock($1::bigint)', [advisoryLockKey(schemaName, 'flow', `${req.handler}\\0${flowKey ?? ''}`)]);",
+    replace: '          void advisoryLockKey;',
+    tests: ['test/flow-control-engine.test.ts'],
+  },
+  {
+    id: 'flow-concurrency-ignored',
+    guarantee: "a run over its handler's concurrency waits instead of starting",
+    file: 'packages/core/src/store/flow.ts',
+    search: "          if (rows[0]!.n >= req.concurrency.limit) reason = 'concurrency';",
+    replace: "          if (rows[0]!.n >= req.concurrency.limit + 1000) reason = 'concurrency';",
+    tests: ['test/flow-control-engine.test.ts', 'test/flow-control.test.ts'],
+  },
+  {
+    id: 'flow-key-ignored',
+    guarantee: 'a per-key concurrency limit counts the runs of that key only (other keys run side by side)',
+    file: 'packages/core/src/store/sql/flow.ts',
+    search: '          AND ($2::text IS NULL OR flow_key = $2::text)`,',
+    replace: '          AND ($2::text IS NULL OR flow_key IS NOT NULL)`,',
+    tests: ['test/flow-control-engine.test.ts'],
+  },
+  {
+    id: 'flow-expired-lease-counted',
+    guarantee: "a crashed worker's run stops holding its slot when its lease expires",
+    file: 'packages/core/src/store/sql/flow.ts',
+    search: "        WHERE handler = $1::text AND state = 'processing' AND lease_until > clock_timestamp()",
+    replace: "        WHERE handler = $1::text AND state = 'processing'",
+    tests: ['test/flow-control-engine.test.ts'],
+  },
+  {
+    id: 'flow-rate-unchecked',
+    guarantee: 'runs start no faster than their rate limit: a full window makes the run wait',
+    file: 'packages/core/src/store/sql/flow.ts',
+    search: '        WHERE excluded.window_start > w.window_start OR w.started < $4::int',
+    replace: '        WHERE excluded.window_start > w.window_start OR w.started < $4::int + 1000000',
+    tests: ['test/flow-control-engine.test.ts', 'test/flow-control.test.ts'],
+  },
+  {
+    id: 'flow-wait-unfenced',
+    guarantee: 'a stale job of a waiting run schedules nothing (one chain of jobs per waiting run)',
+    file: 'packages/core/src/store/sql/flow.ts',
+    search: '          AND ($5::int IS NULL OR r.waits = $5::int)',
+    replace: '          AND ($5::int IS NULL OR r.waits >= 0)',
+    tests: ['test/flow-control-engine.test.ts'],
+  },
+  {
+    id: 'pause-unchecked-lease',
+    guarantee: "a paused handler's run is not leased by its job (a retry, a recovery, a resume of another pause)",
+    file: 'packages/core/src/store/sql/runs.ts',
+    search: `            AND (r.state = 'received' OR (r.state = 'processing' AND r.lease_until < now()))
+            AND NOT \${PAUSED(PAUSES, 'r', 'e')}
+         RETURNING \${LEASED_RUN_RETURNING}
+       ), \${ATTEMPT_LOG}
+       SELECT * FROM leased\`,
+
+    /**
+     * Every claimable run`,
+    replace: `            AND (r.state = 'received' OR (r.state = 'processing' AND r.lease_until < now()))
+         RETURNING \${LEASED_RUN_RETURNING}
+       ), \${ATTEMPT_LOG}
+       SELECT * FROM leased\`,
+
+    /**
+     * Every claimable run`,
+    tests: ['test/flow-control-engine.test.ts'],
+  },
+  {
+    id: 'pause-unchecked-dispatch',
+    guarantee: "a paused handler's runs are created waiting by the dispatch, not leased",
+    file: 'packages/core/src/store/sql/runs.ts',
+    search: "                LATERAL (SELECT ${PAUSED(PAUSES, 'h', 'ev')} AS paused) p",
+    replace: '                LATERAL (SELECT false AS paused) p',
+    tests: ['test/flow-control-engine.test.ts', 'test/flow-control.test.ts'],
+  },
+  {
+    id: 'paused-runs-requeued',
+    guarantee: 'the reconciler leaves paused runs alone (no re-enqueue, no churn)',
+    file: 'packages/core/src/store/sql/recovery.ts',
+    search: "           AND waiting IS DISTINCT FROM 'paused'",
+    replace: '           AND true',
+    tests: ['test/flow-control-engine.test.ts', 'test/flow-control.test.ts'],
+  },
+  {
+    id: 'breaker-never-trips',
+    guarantee: 'a circuit breaker pauses its handler after N failed attempts in a row',
+    file: 'packages/core/src/process-event.ts',
+    search: '      if (failures >= after) {',
+    replace: '      if (failures >= after * 1000) {',
+    tests: ['test/flow-control-engine.test.ts'],
+  },
+  {
+    id: 'priority-ignored',
+    guarantee: "a lower-priority handler's runs wait behind better ones (prioritized jobs) instead of running inside their dispatch",
+    file: 'packages/core/src/process-event.ts',
+    search: '  const special = (h: Handler) => isGated(h) || priorityLevel(h) > best;',
+    replace: '  const special = (h: Handler) => isGated(h) || (priorityLevel(h) > best && false);',
+    tests: ['test/flow-control.test.ts'],
   },
   // ---- operator actions -----------------------------------------------------------------
   {

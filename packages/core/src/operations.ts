@@ -12,7 +12,7 @@
  * Neither ever touches a run a worker holds a live lease on (guarded UPDATEs).
  * - pause / resume: a handler or a source (flow-control.ts); recorded as operator actions.
  */
-import type { Pool } from '@oncehook/shared';
+import { withTransaction, type EventJobData, type Pool } from '@oncehook/shared';
 import type { EventDetail, EventFilter, EventSummary, MovedRun, PauseRow, Queries, RecordedStep } from './store/queries.js';
 import { idempotencyKeyFor } from './idempotency-key.js';
 import { viewPayload } from './payload-view.js';
@@ -162,20 +162,28 @@ export function createOperations(deps: { pool: Pool; queries: Queries; queue: Jo
     async resume(target, actor, reason) {
       const problem = targetProblem(target);
       if (problem) return { ok: false, reason: problem };
-      const resumed = await queries.resume(pool, target.scope, target.name, actor, reason);
-      if (!resumed) return { ok: false, reason: `${target.scope} "${target.name}" is not paused (oncehook paused lists what is)` };
-      // Release the runs no pause covers now, a batch at a time, and enqueue them. If this
-      // process dies between the two, the reconciler releases them (and re-enqueues any job lost).
-      let released = 0;
+      // The pause goes and every run no pause covers any longer is released, in ONE transaction
+      // (a reconciler pass cannot release them in between, so the count is this resume's); their
+      // jobs are enqueued after the commit. If this process dies before that, the runs are
+      // `received` with no job: the reconciler re-enqueues them after REQUEUE_AFTER_MS.
+      const done = await withTransaction(pool, async (tx) => {
+        const resumed = await queries.resume(tx, target.scope, target.name, actor, reason);
+        if (!resumed) return null;
+        const jobs: EventJobData[] = [];
+        for (;;) {
+          const batch = await queries.releasePaused(tx, RESUME_BATCH);
+          jobs.push(...batch);
+          if (batch.length < RESUME_BATCH) break;
+        }
+        return { resumed, jobs };
+      });
+      if (!done) return { ok: false, reason: `${target.scope} "${target.name}" is not paused (oncehook paused lists what is)` };
       let enqueueFailed = 0;
-      for (;;) {
-        const jobs = await queries.releasePaused(pool, RESUME_BATCH);
-        released += jobs.length;
-        const results = await Promise.allSettled(jobs.map((job) => enqueueEvent(queue, job, { replaceFinished: true })));
+      for (let i = 0; i < done.jobs.length; i += RESUME_BATCH) {
+        const results = await Promise.allSettled(done.jobs.slice(i, i + RESUME_BATCH).map((job) => enqueueEvent(queue, job, { replaceFinished: true })));
         enqueueFailed += results.filter((r) => r.status === 'rejected').length;
-        if (jobs.length < RESUME_BATCH) break;
       }
-      return { ok: true, resumed, released, enqueueFailed };
+      return { ok: true, resumed: done.resumed, released: done.jobs.length, enqueueFailed };
     },
 
     pauses: () => queries.listPauses(pool),

@@ -141,7 +141,7 @@ async function gatedRun(
   } catch (error) {
     return failUngated(deps, job, handler, `PermanentError: handler "${handler.name}": ${describeError(error)} (fix the key function, then re-drive the event)`);
   }
-  const result = await queries.gateAcquire(pool, request);
+  const result = await queries.gateAcquire(pool, request, { afterCount: () => deps.faults.hit('worker.gate-after-count') });
   if (result.kind === 'not-claimable') return notClaimable(deps, job.rowId, handler.name);
   if (result.kind === 'wait') {
     // No next job: this job's fence was stale (a newer job owns the wait), or the run is not waitable (leased, finished).

@@ -92,7 +92,7 @@ export function createReconciler(deps: {
     metrics.paused.reset();
     metrics.pausedSeconds.reset();
     for (const p of pauses) {
-      metrics.paused.set({ scope: p.scope, name: p.name }, 1);
+      metrics.paused.set({ scope: p.scope, name: p.name, by: p.actor === 'circuit-breaker' ? 'circuit-breaker' : 'operator' }, 1);
       metrics.pausedSeconds.set({ scope: p.scope, name: p.name }, Math.max(0, (Date.now() - new Date(p.pausedAt).getTime()) / 1000));
     }
     metrics.runsWaiting.reset();

@@ -74,7 +74,7 @@ export function createIngestMetrics(options: { defaultMetrics?: boolean } = {}):
  * oncehook_db_statements_total                                        statements sent to Postgres (BEGIN/COMMIT included)
  * oncehook_runs_delayed_total{handler,reason}                         runs that did not start: paused | concurrency | rate-limit
  * oncehook_runs_waiting{handler,reason}                               runs waiting now, by reason (flow control)
- * oncehook_paused{scope,name}                                         1 while a handler or a source is paused
+ * oncehook_paused{scope,name,by}                                      1 while a handler or a source is paused (by: operator | circuit-breaker)
  * oncehook_paused_seconds{scope,name}                                 how long it has been paused (alert OncehookPausedTooLong)
  * The gauges are refreshed by each worker's reconciler loop (every RECONCILE_INTERVAL_MS).
  */
@@ -94,7 +94,7 @@ export interface WorkerMetrics {
   dbStatements: Counter;
   runsDelayedTotal: Counter<'handler' | 'reason'>;
   runsWaiting: Gauge<'handler' | 'reason'>;
-  paused: Gauge<'scope' | 'name'>;
+  paused: Gauge<'scope' | 'name' | 'by'>;
   pausedSeconds: Gauge<'scope' | 'name'>;
 }
 
@@ -149,7 +149,12 @@ export function createWorkerMetrics(options: { defaultMetrics?: boolean } = {}):
       registers,
     }),
     runsWaiting: new Gauge({ name: 'oncehook_runs_waiting', help: 'Runs waiting now for a pause to end, a slot or the rate', labelNames: ['handler', 'reason'], registers }),
-    paused: new Gauge({ name: 'oncehook_paused', help: '1 while the handler or source is paused (oncehook pause)', labelNames: ['scope', 'name'], registers }),
+    paused: new Gauge({
+      name: 'oncehook_paused',
+      help: '1 while the handler or source is paused (oncehook pause), by an operator or its circuit breaker',
+      labelNames: ['scope', 'name', 'by'],
+      registers,
+    }),
     pausedSeconds: new Gauge({ name: 'oncehook_paused_seconds', help: 'Seconds since the handler or source was paused', labelNames: ['scope', 'name'], registers }),
   };
 }

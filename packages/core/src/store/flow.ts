@@ -54,7 +54,7 @@ export function createFlowQueries(t: Tables, schemaName: string, runs: ReturnTyp
    * The lock is held until COMMIT, when the new lease is visible to the next worker's count:
    * two workers can never both see a free last slot.
    */
-  async function gateAcquire(pool: Pool, req: GateRequest): Promise<GateResult> {
+  async function gateAcquire(pool: Pool, req: GateRequest, hooks: { afterCount?: () => Promise<void> } = {}): Promise<GateResult> {
     const flowKey = req.concurrency ? (req.concurrency.key ?? null) : null;
     try {
       return await withTransaction(pool, async (tx) => {
@@ -63,6 +63,8 @@ export function createFlowQueries(t: Tables, schemaName: string, runs: ReturnTyp
           await tx.query('SELECT pg_advisory_xact_lock($1::bigint)', [advisoryLockKey(schemaName, 'flow', `${req.handler}\0${flowKey ?? ''}`)]);
           const { rows } = await tx.query<{ n: number }>(sql.IN_FLIGHT, [req.handler, flowKey]);
           if (rows[0]!.n >= req.concurrency.limit) reason = 'concurrency';
+          // The fault point worker.gate-after-count: tests hold two gates here at once.
+          await hooks.afterCount?.();
         }
         if (reason === null && req.rate) {
           const { rowCount } = await tx.query(sql.TAKE_RATE, [req.handler, req.rate.key, req.rate.periodMs, req.rate.limit]);
