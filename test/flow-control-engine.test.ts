@@ -27,7 +27,8 @@ beforeEach(async () => {
 const TYPE = 'payment_intent.succeeded';
 let n = 0;
 async function newEvent(customer = 'cus_1'): Promise<{ rowId: number; eventId: string }> {
-  const eventId = `evt_flow_${(n += 1)}`;
+  n += 1;
+  const eventId = `evt_flow_${n}`;
   return { rowId: await claimStripe(db.pool, eventId, TYPE, paymentSucceeded(eventId, { account: customer })), eventId };
 }
 
