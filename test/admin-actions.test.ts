@@ -145,3 +145,58 @@ it.skipIf(!CHROMIUM.available)('a dead letter delivered 4 times: re-driven from 
   expect(offMachine).toEqual([]);
   await context.close();
 });
+
+it.skipIf(!CHROMIUM.available)(
+  'pause a handler from the Pauses page (a reason required): a delivery is accepted and its run waits, shown as paused; Resume runs it, once',
+  async () => {
+    worker ??= await startWorker({ databaseUrl: db.url, prefix, sandboxUrl: sandbox.url });
+    const context = await browser.newContext({ httpCredentials: { username: USER, password: PASSWORD }, viewport: { width: 1280, height: 900 } });
+    const page = await context.newPage();
+    await page.goto(`${ingest.url}/admin/events`);
+    await page.click('nav a[href="/admin/pauses"]');
+    await expect.poll(() => page.textContent('h1')).toBe('Pauses');
+    expect(await page.textContent('body')).toContain('Nothing is paused.');
+
+    const pause = page.locator('form.pause-action[data-url="/admin/api/pauses"]');
+    await pause.locator('input[name="name"]').fill('shop.shopify-orders');
+    await pause.locator('button').click();
+    await expect.poll(() => pause.locator('.result').textContent()).toContain('Say why');
+    expect(await q.listPauses(db.pool)).toEqual([]);
+    await pause.locator('input[name="reason"]').fill('fulfilment API down');
+    await pause.locator('button').click();
+    await expect.poll(() => pause.locator('.result').textContent()).toContain('Paused handler "shop.shopify-orders"');
+    await expect.poll(() => page.textContent('table')).toContain('fulfilment API down');
+
+    // Paused: a delivery is still accepted; its run waits, and the event page says why.
+    const shipped = sandbox.stats().fulfilment.applied;
+    expect((await send(ingest.url, 'shopify', await shopifyOrder(78))).status).toBe(202);
+    const event = await waitFor(
+      async () => {
+        const e = await q.getEventByKey(db.pool, 'shopify', 'wh-order-78');
+        const run = e ? (await q.getRuns(db.pool, e.id))[0] : undefined;
+        return run?.waiting === 'paused' ? e : null;
+      },
+      { what: 'the run waiting: paused' },
+    );
+    await page.goto(`${ingest.url}/admin/events/${event!.id}`);
+    expect(await page.textContent('body')).toContain('received (waiting: paused)');
+    await page.screenshot({ path: path.join(ARTIFACTS, 'admin-event-paused.png'), fullPage: true });
+
+    await page.goto(`${ingest.url}/admin/pauses`);
+    await page.screenshot({ path: path.join(ARTIFACTS, 'admin-pauses.png'), fullPage: true });
+    const resume = page.locator('form.pause-action[data-url="/admin/api/pauses/resume"][data-name="shop.shopify-orders"]');
+    await resume.locator('input[name="reason"]').fill('fulfilment API back');
+    await resume.locator('button').click();
+    await expect.poll(() => resume.locator('.result').textContent()).toContain('Resumed handler "shop.shopify-orders": 1 waiting run(s) enqueued');
+    await waitFor(async () => ((await q.getRuns(db.pool, event!.id))[0]?.state === 'done' ? true : null), { what: 'the resumed run done' });
+    expect(sandbox.stats().fulfilment.applied).toBe(shipped + 1);
+    const actions = await db.pool.query<{ actor: string; mode: string; target: string; reason: string }>(
+      `SELECT actor, mode, target, reason FROM ${T.actions} WHERE target IS NOT NULL ORDER BY id`,
+    );
+    expect(actions.rows).toEqual([
+      { actor: USER, mode: 'pause', target: 'handler:shop.shopify-orders', reason: 'fulfilment API down' },
+      { actor: USER, mode: 'resume', target: 'handler:shop.shopify-orders', reason: 'fulfilment API back' },
+    ]);
+    await context.close();
+  },
+);

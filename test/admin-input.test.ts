@@ -39,6 +39,7 @@ async function unchanged(): Promise<void> {
   expect((await q.getEvent(db.pool, failedId))?.state).toBe('failed');
   const actions = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${T.actions}`);
   expect(actions.rows[0]?.n).toBe(0);
+  expect(await q.listPauses(db.pool)).toEqual([]);
 }
 
 async function get(path: string): Promise<{ status: number; body: Record<string, unknown> }> {
@@ -82,6 +83,11 @@ describe('the admin API', () => {
     ['bulk with older_than beyond 10 years', '/admin/api/redrive', '{"state":"failed","older_than":99999999999,"reason":"x","dry_run":false}', /bad_body/],
     ['bulk with a null body', '/admin/api/redrive', 'null', /bad_body/],
     ['bulk with an unknown field', '/admin/api/redrive', '{"state":"failed","everything":true}', /bad_body/],
+    ['pause without a reason', '/admin/api/pauses', '{"scope":"handler","name":"mailer"}', /reason_required/],
+    ['pause of an unknown scope', '/admin/api/pauses', '{"scope":"queue","name":"mailer","reason":"x"}', /bad_body/],
+    ['pause of a name no handler can have', '/admin/api/pauses', '{"scope":"handler","name":"Bad Name","reason":"x"}', /bad_body/],
+    ['pause with an unknown field', '/admin/api/pauses', '{"scope":"handler","name":"mailer","reason":"x","now":true}', /bad_body/],
+    ['resume with a null body', '/admin/api/pauses/resume', 'null', /bad_body/],
   ])('POST %s: 400 naming the problem, nothing changes', async (_what, path, body, code) => {
     const answer = await post(path.replace('{id}', String(failedId)), body);
     expect(answer.status).toBe(400);
@@ -125,6 +131,10 @@ describe('the CLI', () => {
     [['list', '--state', 'bogus'], /state/],
     [['redrive', '99999999999999999999999', '--reason', 'x'], /is neither a row id \(1 to 15 digits\) nor provider\/event_id/],
     [['show', 'no-slash-here'], /is neither a row id/],
+    [['pause', 'handler'], /pause takes what to pause: handler <name> or source <name>/],
+    [['pause', 'queue', 'mailer', '--reason', 'x'], /pause takes what to pause: handler <name> or source <name>/],
+    [['pause', 'handler', 'mailer'], /pause needs --reason "why"/],
+    [['resume', 'handler', 'Bad Name', '--reason', 'x'], /"Bad Name" is not a handler name \(1-63 characters of a-z 0-9 . _ -\)/],
   ])('%j is refused with exit code 2 and says why', async (args, message) => {
     const result = await cli(args);
     expect(result.code, result.output).toBe(2);

@@ -265,6 +265,10 @@ describe('gauges', () => {
       expect(text).toContain('oncehook_paused{scope="handler",name="mailer",by="circuit-breaker"} 1');
       expect(text).toContain('oncehook_runs_waiting{handler="mailer",reason="paused"} 1');
       expect(text).toMatch(/oncehook_paused_seconds\{scope="handler",name="mailer"\} \d/);
+      // A paused run waits on purpose: not stuck (no OncehookEventsStuck page for every pause), not in the admin's Stuck list.
+      await db.pool.query(`UPDATE ${T.runs} SET updated_at = now() - interval '1 hour'`);
+      expect((await q.pendingCounts(db.pool, 1_000)).runsReceivedStale).toBe(0);
+      expect(await q.listStuckRuns(db.pool, 1_000, 10)).toEqual([]);
       await q.resume(db.pool, 'handler', 'mailer', 'ops', 'y');
       await reconciler.runOnce();
       const after = await metrics.registry.metrics();

@@ -73,21 +73,35 @@ it('concurrency: 3 across 3 workers x WORKER_CONCURRENCY=32: never more than 3 i
   const ingest = await startIngest({ databaseUrl: db.url, prefix });
   try {
     // Worker A alone first: it takes the 3 slots. Then B and C; then A is killed mid-run.
-    const [a] = await startWorkers(1, env);
+    const workers = await startWorkers(3, env);
     await deliverMany(ingest.url, 'evt_lim', 60);
-    await startWorkers(2, env);
-    const held = async () =>
-      (await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${T.runs} WHERE handler = 'flow-limited' AND state = 'processing' AND lease_until > now()`)).rows[0]!.n;
-    await waitFor(async () => (((await runStates('flow-limited')).done ?? 0) >= 6 && (await held()) > 0 ? true : null), { timeoutMs: 30_000, what: 'runs in progress' });
+    // Kill the worker that holds a slot now: the one that last logged the external call of a
+    // run in progress (each worker's log lines carry the event's row id).
+    const victim = await waitFor(
+      async () => {
+        if (((await runStates('flow-limited')).done ?? 0) < 6) return null;
+        const { rows } = await db.pool.query<{ id: string; run: string }>(
+          `SELECT event_row_id::text AS id, id::text AS run FROM ${T.runs} WHERE handler = 'flow-limited' AND state = 'processing' AND lease_until > now() + interval '1 second'`,
+        );
+        for (const row of rows) {
+          const holder = workers.find((w) => w.lines.some((l) => l.includes(`"rowId":${row.id},`) && l.includes('calling external step')));
+          if (holder) return { holder, runId: Number(row.run) };
+        }
+        return null;
+      },
+      { timeoutMs: 30_000, what: 'a worker holding a slot' },
+    );
     const killedAt = Date.now();
-    await a!.kill9();
+    await victim.holder.kill9();
     await allDone('flow-limited', 60);
-    const firstAfter = sandbox
-      .work('limited')
-      .starts.filter((t) => t > killedAt)
-      .sort((x, y) => x - y)[0]!;
+    // The dead worker's run kept its slot until its lease expired (not freed early, not leaked):
+    // its next attempt started more than a second after the kill, and then it finished.
+    const { rows: retried } = await db.pool.query<{ at: Date }>(`SELECT started_at AS at FROM oncehook.run_attempts WHERE run_id = $1 AND attempt = 2`, [victim.runId]);
+    expect(retried).toHaveLength(1);
+    const heldFor = retried[0]!.at.getTime() - killedAt;
+    expect(heldFor).toBeGreaterThan(1_000);
     console.log(
-      `[figure] concurrency 3, 60 runs of 300 ms over 3 workers x 32 (one killed mid-run): first start after the kill ${firstAfter - killedAt} ms later, all done ${Date.now() - killedAt} ms after it (LEASE_MS=2000)`,
+      `[figure] concurrency 3, 60 runs of 300 ms over 3 workers x 32: the killed worker's run was taken over ${heldFor} ms after the kill -9 (LEASE_MS=2000); all done ${Date.now() - killedAt} ms after it`,
     );
     const work = sandbox.work('limited');
     expect(work.maxInFlight).toBeLessThanOrEqual(3);
@@ -132,12 +146,17 @@ it("rateLimit { limit: 20, period: '1s' }: starts never exceed 20 per second plu
     expect(work.applied).toBe(120);
     expect(onceEach(work.appliedByKey)).toBe(true);
     const starts = [...work.starts].sort((a, b) => a - b);
-    // In any k-second stretch: at most 20 x (k + 1) starts (fixed windows of 1 s: one burst).
+    // The limit holds where a start is TAKEN (in the gate); the sandbox sees each call a little
+    // later (the lease, the step, the HTTP call: up to ~100 ms on this busy machine). So a
+    // stretch of k seconds minus 100 ms, as the sandbox measures it, overlaps at most k + 1 of the
+    // gate's 1 s windows: at most 20 x (k + 1) starts (the limit plus one period's burst).
     const most = (ms: number) => Math.max(...starts.map((t, i) => starts.filter((u, j) => j >= i && u < t + ms).length));
     console.log(`[figure] rate limit 20/s: 120 starts over ${starts.at(-1)! - starts[0]!} ms; most in 1 s: ${most(1000)}, in 3 s: ${most(3000)}, in 5 s: ${most(5000)}`);
-    expect(most(1000)).toBeLessThanOrEqual(40);
-    expect(most(3000)).toBeLessThanOrEqual(80);
-    expect(most(5000)).toBeLessThanOrEqual(120);
+    expect(most(900)).toBeLessThanOrEqual(40);
+    expect(most(2900)).toBeLessThanOrEqual(80);
+    expect(most(4900)).toBeLessThanOrEqual(120);
+    // 120 starts at 20 per window take at least 6 windows: 4 s from the first start to the last.
+    expect(starts.at(-1)! - starts[0]!).toBeGreaterThan(3_900);
     // Waiting was not an attempt.
     const { rows } = await db.pool.query<{ n: number }>(`SELECT max(attempts)::int AS n FROM ${T.runs} WHERE handler = 'flow-rated'`);
     expect(rows[0]!.n).toBe(1);

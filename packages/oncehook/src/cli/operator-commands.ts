@@ -153,6 +153,9 @@ async function operate(command: string, args: string[], env: Record<string, stri
   if (pausing && (positionals.length !== 2 || (positionals[0] !== 'handler' && positionals[0] !== 'source'))) {
     throw new UsageError(`${command} takes what to ${command}: handler <name> or source <name> (got "${positionals.join(' ').slice(0, 80)}")`);
   }
+  if (pausing && !/^[a-z0-9][a-z0-9._-]{0,62}$/.test(positionals[1]!)) {
+    throw new UsageError(`"${positionals[1]!.slice(0, 80)}" is not a ${positionals[0]} name (1-63 characters of a-z 0-9 . _ -)`);
+  }
   if (command === 'paused' && positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]!.slice(0, 40)}"`);
   const flag = (name: string) => values[name] === true;
   const text = (name: string) => (typeof values[name] === 'string' ? (values[name] as string) : undefined);
@@ -175,7 +178,7 @@ async function operate(command: string, args: string[], env: Record<string, stri
     const actor = text('actor') ?? process.env.USER ?? 'cli';
     const needReason = () => {
       const reason = text('reason')?.trim();
-      if (!reason) usage(`${command} needs --reason "why" (it is recorded with the event)`);
+      if (!reason) usage(`${command} needs --reason "why" (it is recorded${pausing ? '' : ' with the event'})`);
       return reason;
     };
     const needTarget = () => {
