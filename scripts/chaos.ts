@@ -76,6 +76,8 @@ export interface ChaosReport {
   /** reenqueued: the reconciler's adds; workerStartFailures: workers that exited before they were ready (started again). */
   recoveries: { reenqueued: number; workerStartFailures: number };
   effects: { charges: number; emails: number; shipments: number; ledgerEntries: number; fanoutIndex: number; fanoutNotify: number; sandboxFaults: number; sandboxReplays: number };
+  /** Flow control: runs of the concurrency-2 handler (and the most the sandbox saw in flight), of the paused-then-resumed one, and how many waited for the resume. */
+  flow: { limited: number; limitedMaxInFlight: number; paused: number; waitingAtResume: number };
   sendMs: number;
   drainMs: number;
   violations: string[];
@@ -156,6 +158,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       SHOP_FULFILMENT_API_URL: `${sandbox.url}/fulfilment`,
       SHOP_OUTBOUND_TIMEOUT_MS: '1000',
       SHOP_OUTBOUND_RETRY_DELAY_MS: '50',
+      CHAOS_WORK_URL: sandbox.url,
     };
     // A process that exits by itself after it was ready crashed: a violation (checked after the
     // drain). One that exits before it was ready failed to start, which a worker does when its
@@ -186,6 +189,18 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     };
     const reenqueuedLines = () => [...services].reduce((n, s) => n + s.lines.filter((l) => l.includes('re-enqueued (')).length, 0);
 
+    // Flow control: chaos.issue-paused is paused before anything arrives, resumed mid-way.
+    const cli = async (args: string[]): Promise<boolean> => {
+      const run = spawnService('cli', workerEnv, args);
+      const { code } = await run.exited;
+      if (code !== 0) log(`  oncehook ${args.join(' ')} exited ${code}: ${run.lines.slice(-3).join(' | ').slice(0, 400)}`);
+      return code === 0;
+    };
+    if (!(await cli(['pause', 'handler', 'chaos.issue-paused', '--reason', 'chaos: paused until 60% of the sending', '--actor', 'chaos']))) {
+      violations.push('oncehook pause failed');
+    }
+    let pausedRunsAtResume = -1;
+
     let ingest = spawn('ingest');
     await ingest.waitFor(/ingest listening/);
     const workers: Service[] = [];
@@ -215,7 +230,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
               [0.55, 'reshard'],
             ]
           : [];
-      const milestones: [number, string][] = [[0.25, 'ingest'], ...redisFaults, [0.75, 'postgres']];
+      const milestones: [number, string][] = [[0.25, 'ingest'], ...redisFaults, [0.6, 'resume'], [0.75, 'postgres']];
       let nextWorkerKill = performance.now() + 1_000 + Math.random() * 2_000;
       // A big fault still due when the sending ends (a fault can take seconds: a failover waits
       // for the promotion) happens then, during the late redeliveries and the drain.
@@ -233,6 +248,18 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
             kills.ingest += 1;
             ingest = spawn('ingest');
             await ingest.waitFor(/ingest listening/);
+          } else if (due[1] === 'resume') {
+            const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM oncehook.handler_runs WHERE handler = 'chaos.issue-paused' AND state <> 'received'`);
+            if (rows[0]!.n > 0) violations.push(`${rows[0]!.n} run(s) of the paused handler chaos.issue-paused started while it was paused`);
+            pausedRunsAtResume = (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM oncehook.handler_runs WHERE handler = 'chaos.issue-paused'`)).rows[0]!.n;
+            log(`  resume chaos.issue-paused (${pausedRunsAtResume} runs waiting)`);
+            for (let tries = 0; !(await cli(['resume', 'handler', 'chaos.issue-paused', '--reason', 'chaos: resumed'])); tries += 1) {
+              if (tries >= 5) {
+                violations.push('oncehook resume failed 6 times');
+                break;
+              }
+              await sleep(1_000);
+            }
           } else if (due[1] === 'failover' && cluster) {
             // The primary serving shard 0's queue: its jobs are the ones in flight there.
             const slot = await cluster.slotOf(`${prefix}:${eventQueueNames(options.queueShards ?? 1)[0]}:wait`);
@@ -366,6 +393,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     for (const [name, service] of Object.entries(stats)) {
       if (maxAppliedPerKey(service) > 1) violations.push(`${name}: an idempotency key was applied ${maxAppliedPerKey(service)} times`);
     }
+    // Flow control: the limited handler never had more than 2 calls in flight (the sandbox
+    // measured), each applied once; the paused one did not start before its resume (checked then).
+    const limitedWork = sandbox.sandbox.workStats()['chaos-limited'];
+    if (limitedWork && limitedWork.maxInFlight > 2) violations.push(`chaos.issue-limited (concurrency 2): the sandbox saw ${limitedWork.maxInFlight} calls in flight at once`);
+    if (limitedWork && Object.values(limitedWork.appliedByKey).some((n) => n > 1)) violations.push('chaos.issue-limited: a work call was applied twice');
+    if (pausedRunsAtResume < 0) violations.push('the paused handler was never resumed');
 
     let acknowledged = 0;
     for (const outcome of outcomes) {
@@ -397,7 +430,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         if (entries !== expected) violations.push(`${event.key}: ${entries} ledger entries (expected ${expected})`);
       } else if (event.source === 'github') {
         // Fan-out: each of the two handlers exactly once, whatever the other one did.
-        for (const handler of ['index', 'notify']) {
+        for (const handler of ['index', 'notify', 'limited', 'paused']) {
           const n = fanout.get(`${handler}/${storedIdOf(event)}`) ?? 0;
           if (n !== expected) violations.push(`${event.key}: ${n} ${handler} rows (expected ${expected}; fan-out handler chaos.issue-${handler})`);
         }
@@ -431,6 +464,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         sandboxFaults: stats.payment.faults + stats.email.faults + stats.fulfilment.faults,
         sandboxReplays: stats.payment.replays + stats.email.replays + stats.fulfilment.replays,
       },
+      flow: {
+        limited: fanoutRows.filter((r) => r.handler === 'limited').reduce((n, r) => n + r.n, 0),
+        limitedMaxInFlight: limitedWork?.maxInFlight ?? 0,
+        paused: fanoutRows.filter((r) => r.handler === 'paused').reduce((n, r) => n + r.n, 0),
+        waitingAtResume: pausedRunsAtResume,
+      },
       sendMs: Math.round(sendMs),
       drainMs: Math.round(drainMs),
       violations,
@@ -455,6 +494,7 @@ export function formatReport(report: ChaosReport): string {
     `kills: ${report.kills.workers} workers (kill -9), ${report.kills.ingest} ingest (kill -9), ${report.kills.redisRestarts} Redis restart, ${report.kills.primaryFailovers} Redis Cluster primary killed (failover), ${report.kills.slotsMoved} shard slots moved, ${report.kills.postgresRestarts} Postgres restart`,
     `recoveries: ${report.recoveries.reenqueued} re-enqueues by the reconciler, ${report.recoveries.workerStartFailures} worker start(s) failed and retried`,
     `effects applied: ${report.effects.charges} charges, ${report.effects.emails} emails, ${report.effects.shipments} shipments, ${report.effects.ledgerEntries} ledger entries, fan-out ${report.effects.fanoutIndex} + ${report.effects.fanoutNotify} (sandbox faults injected: ${report.effects.sandboxFaults}, answered from idempotency stores: ${report.effects.sandboxReplays})`,
+    `flow control: ${report.flow.limited} runs of chaos.issue-limited (concurrency 2; the sandbox saw at most ${report.flow.limitedMaxInFlight} in flight), ${report.flow.paused} of chaos.issue-paused (${report.flow.waitingAtResume} waiting when it was resumed)`,
     `time: sending ${(report.sendMs / 1000).toFixed(1)} s, drain after the last delivery ${(report.drainMs / 1000).toFixed(1)} s`,
     report.violations.length === 0 ? 'violations: none' : `VIOLATIONS (${report.violations.length}):\n  ${report.violations.slice(0, 50).join('\n  ')}`,
   ].join('\n');

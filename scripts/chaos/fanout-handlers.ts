@@ -6,6 +6,12 @@
  * the events (a transient error), so the two handlers' runs retry independently while workers
  * are killed and Redis and Postgres restart around them: one handler's retries must never
  * re-run the other's step.
+ *
+ * Two more, for flow control (docs/flow-control.md): `chaos.issue-limited` has `concurrency: 2`
+ * and calls the sandbox's work API (CHAOS_WORK_URL), which measures in flight itself (the run
+ * checks it never saw more than 2); `chaos.issue-paused` is paused before the first delivery
+ * and resumed by the chaos run mid-way (`oncehook pause` / `resume`): its runs wait, then drain,
+ * each once.
  */
 import { createHash } from 'node:crypto';
 import { defineHandler } from '@oncehook/sdk';
@@ -34,4 +40,41 @@ const notify = defineHandler({ name: 'chaos.issue-notify', source: 'github', typ
   );
 });
 
-export default [index, notify];
+const workUrl = process.env.CHAOS_WORK_URL ?? 'http://127.0.0.1:9';
+
+const limited = defineHandler(
+  { name: 'chaos.issue-limited', source: 'github', type: 'issues.opened', concurrency: 2, description: 'chaos: at most 2 in flight' },
+  async (event, ctx) => {
+    await ctx.step('work', async ({ idempotencyKey, signal }) => {
+      const response = await fetch(`${workUrl}/work/tasks`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'idempotency-key': idempotencyKey },
+        body: JSON.stringify({ task: 'chaos-limited', key: event.eventId, ms: 30 }),
+        signal,
+      });
+      if (!response.ok) throw new Error(`work API answered ${response.status}`);
+      return { worked: true };
+    });
+    await ctx.transaction(
+      'record',
+      async (tx) => {
+        await tx.query(`INSERT INTO chaos_fanout (handler, event_id) VALUES ('limited', $1::text)`, [event.eventId]);
+        return null;
+      },
+      { final: true },
+    );
+  },
+);
+
+const paused = defineHandler({ name: 'chaos.issue-paused', source: 'github', type: 'issues.opened', description: 'chaos: paused, then resumed' }, async (event, ctx) => {
+  await ctx.transaction(
+    'record',
+    async (tx) => {
+      await tx.query(`INSERT INTO chaos_fanout (handler, event_id) VALUES ('paused', $1::text)`, [event.eventId]);
+      return null;
+    },
+    { final: true },
+  );
+});
+
+export default [index, notify, limited, paused];
