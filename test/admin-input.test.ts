@@ -86,7 +86,9 @@ describe('the admin API', () => {
     ['pause without a reason', '/admin/api/pauses', '{"scope":"handler","name":"mailer"}', /reason_required/],
     ['pause of an unknown scope', '/admin/api/pauses', '{"scope":"queue","name":"mailer","reason":"x"}', /bad_body/],
     ['pause of a name no handler can have', '/admin/api/pauses', '{"scope":"handler","name":"Bad Name","reason":"x"}', /bad_body/],
-    ['pause with an unknown field', '/admin/api/pauses', '{"scope":"handler","name":"mailer","reason":"x","now":true}', /bad_body/],
+    ['pause with an unknown field', '/admin/api/pauses', '{"scope":"handler","name":"mailer","reason":"x","everything":true}', /bad_body/],
+    ['pause with now not a boolean', '/admin/api/pauses', '{"scope":"handler","name":"mailer","reason":"x","now":"yes"}', /bad_body/],
+    ['resume with now', '/admin/api/pauses/resume', '{"scope":"handler","name":"mailer","reason":"x","now":true}', /bad_body/],
     ['resume with a null body', '/admin/api/pauses/resume', 'null', /bad_body/],
   ])('POST %s: 400 naming the problem, nothing changes', async (_what, path, body, code) => {
     const answer = await post(path.replace('{id}', String(failedId)), body);

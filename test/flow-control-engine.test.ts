@@ -230,6 +230,63 @@ describe('pause', () => {
     }
   });
 
+  for (const [boundary, now] of [
+    ['an external step', true],
+    ['a local step', true],
+    ['an external step', false],
+  ] as const) {
+    it(`pause${now ? ' --now' : ''} while a run is in progress, before ${boundary}: ${now ? 'it stops there (the committed step stays), waits with its attempt given back; resume finishes it, each step once' : 'the run finishes (a plain pause stops only new runs)'}`, async () => {
+      let release!: () => void;
+      const between = new Promise<void>((resolve) => (release = resolve));
+      let entered!: () => void;
+      const inside = new Promise<void>((resolve) => (entered = resolve));
+      const calls: string[] = [];
+      const h = defineHandler({ name: 'two-steps', source: 'stripe', type: TYPE }, async (_event, ctx) => {
+        await ctx.transaction('first', async () => {
+          calls.push('first');
+          return null;
+        });
+        entered();
+        await between;
+        const second = async () => {
+          calls.push('second');
+          return null;
+        };
+        if (boundary === 'a local step') await ctx.transaction('second', second);
+        else await ctx.step('second', second);
+      });
+      const e = engine(db.pool, [h]);
+      const a = await newEvent();
+      const running = e.processJob(dispatchJob(a.rowId, a.eventId));
+      await inside;
+      await q.pause(db.pool, 'handler', 'two-steps', 'ops', 'stop it', now);
+      release();
+      if (!now) {
+        expect(runsOf(await running)).toMatchObject([{ kind: 'done' }]);
+        expect(calls).toEqual(['first', 'second']);
+        return;
+      }
+      expect(runsOf(await running)).toEqual([{ kind: 'waiting', handler: 'two-steps', reason: 'paused' }]);
+      expect(calls).toEqual(['first']);
+      expect(await run(a.rowId, 'two-steps')).toMatchObject({ state: 'received', waiting: 'paused', attempts: 0 });
+      await q.resume(db.pool, 'handler', 'two-steps', 'ops', 'go');
+      const [job] = await q.releasePaused(db.pool, 10);
+      expect(runsOf(await e.processJob(job!))).toMatchObject([{ kind: 'done' }]);
+      expect(calls).toEqual(['first', 'second']); // the committed step was not run again
+      expect(await run(a.rowId, 'two-steps')).toMatchObject({ state: 'done', attempts: 1 });
+    });
+  }
+
+  it('pause --now of a handler already paused makes the pause stop runs in progress too', async () => {
+    expect(await q.pause(db.pool, 'handler', 'h', 'alice', 'first', false)).toMatchObject({ created: true, stopNow: false });
+    expect(await q.pause(db.pool, 'handler', 'h', 'bob', 'second', false)).toBeNull();
+    expect(await q.pause(db.pool, 'handler', 'h', 'bob', 'now', true)).toMatchObject({ created: false, stopNow: true, reason: 'first', actor: 'alice' });
+    expect((await db.pool.query(`SELECT actor, reason, detail FROM ${T.actions} ORDER BY id`)).rows).toEqual([
+      { actor: 'alice', reason: 'first', detail: { now: false } },
+      { actor: 'bob', reason: 'now', detail: { now: true } },
+    ]);
+  });
+
   it('a paused source: every handler of its events waits; other sources run', async () => {
     await q.pause(db.pool, 'source', 'stripe', 'ops', 'maintenance');
     const a = await newEvent();

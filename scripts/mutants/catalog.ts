@@ -129,10 +129,10 @@ export const MUTANTS: Mutant[] = [
     file: RUN_SQL,
     search: `          WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
          RETURNING id
-       ), \${ATTEMPT_VERDICT('retry'`,
+       ), \${ATTEMPT_VERDICT('retry', '$3::text')}`,
     replace: `          WHERE id = $1::bigint AND $2::uuid IS NOT NULL AND state = 'processing'
          RETURNING id
-       ), \${ATTEMPT_VERDICT('retry'`,
+       ), \${ATTEMPT_VERDICT('retry', '$3::text')}`,
     tests: ['test/lease-guards.test.ts'],
   },
   {
@@ -190,8 +190,9 @@ export const MUTANTS: Mutant[] = [
     id: 'external-call-without-lease',
     guarantee: 'a worker that lost its lease makes no external call',
     file: CONTEXT,
-    search: '    if (!(await queries.renewLease(deps.pool, run.runId, run.token, run.leaseMs))) throw new LeaseLostError(run.runId);',
-    replace: '',
+    search: `    const renewed = await queries.renewLeaseAtStep(deps.pool, run.runId, run.token, run.leaseMs);
+    if (!renewed) throw new LeaseLostError(run.runId);`,
+    replace: '    const renewed = { stop: false };',
     tests: ['test/lease-guards.test.ts'],
   },
   {
@@ -1081,6 +1082,22 @@ export const MUTANTS: Mutant[] = [
     search: '  const special = (h: Handler) => isGated(h) || priorityLevel(h) > best;',
     replace: '  const special = (h: Handler) => isGated(h) || (priorityLevel(h) > best && false);',
     tests: ['test/flow-control.test.ts'],
+  },
+  {
+    id: 'stop-now-ignored-external',
+    guarantee: 'pause --now stops a run in progress before its next external call',
+    file: 'packages/core/src/handler-context.ts',
+    search: '    if (renewed.stop) throw new RunStoppedError(run.runId);',
+    replace: '    void renewed.stop;',
+    tests: ['test/flow-control-engine.test.ts'],
+  },
+  {
+    id: 'stop-now-ignored-local',
+    guarantee: 'pause --now stops a run in progress before its next local step',
+    file: 'packages/core/src/handler-context.ts',
+    search: '        if (fence.stop) throw new RunStoppedError(run.runId);',
+    replace: '        void fence.stop;',
+    tests: ['test/flow-control-engine.test.ts'],
   },
   // ---- operator actions -----------------------------------------------------------------
   {

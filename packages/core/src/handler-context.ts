@@ -62,6 +62,17 @@ const currentStepStorage = new AsyncLocalStorage<CurrentStep>();
 const localTransactionStorage = new AsyncLocalStorage<{ tx: PoolClient; step: string; runId: number }>();
 
 /** The step the calling code runs inside, if any. */
+/**
+ * Thrown at a step boundary when the run's handler or source was paused with `--now`: the step
+ * does not run, the run is released to wait for the resume (process-event.ts). Not a failure.
+ */
+export class RunStoppedError extends Error {
+  override name = 'RunStoppedError';
+  constructor(readonly runId: number) {
+    super(`run ${runId} stopped at a step boundary: its handler or source was paused with --now`);
+  }
+}
+
 export function currentStep(): CurrentStep | undefined {
   return currentStepStorage.getStore();
 }
@@ -147,6 +158,7 @@ export function createRunContext(
       return await withTransaction(deps.pool, async (tx) => {
         const fence = await queries.lockLeasedRun(tx, run.runId, run.token);
         if (!fence) throw new LeaseLostError(run.runId);
+        if (fence.stop) throw new RunStoppedError(run.runId);
         return fn(tx, fence.generation, Date.now());
       });
     } finally {
@@ -217,7 +229,9 @@ export function createRunContext(
     // finished and even replayed meanwhile, and an API forgets keys after a while): prove
     // the lease, and renew it so the call has all of it.
     checkLease();
-    if (!(await queries.renewLease(deps.pool, run.runId, run.token, run.leaseMs))) throw new LeaseLostError(run.runId);
+    const renewed = await queries.renewLeaseAtStep(deps.pool, run.runId, run.token, run.leaseMs);
+    if (!renewed) throw new LeaseLostError(run.runId);
+    if (renewed.stop) throw new RunStoppedError(run.runId);
     const idempotencyKey = idempotencyKeyFor({
       provider: run.provider,
       eventId: run.eventId,

@@ -77,10 +77,11 @@ const RESUME_BATCH = 500;
 export interface Operations {
   /**
    * Pauses a handler or a source: deliveries are still verified, claimed and answered 2xx; no
-   * new run of it starts (runs in progress finish); its runs wait, marked `paused`. State in
-   * Postgres: it holds for every worker, now and started later, until resumed.
+   * new run of it starts (runs in progress finish; with `now`, they stop at their next step
+   * boundary and wait too); its runs wait, marked `paused`. State in Postgres: it holds for
+   * every worker, now and started later, until resumed.
    */
-  pause(target: PauseTarget, actor: string, reason: string): Promise<PauseResult>;
+  pause(target: PauseTarget, actor: string, reason: string, options?: { now?: boolean }): Promise<PauseResult>;
   /** Ends a pause; the runs waiting for it are enqueued and start under their handler's limits. */
   resume(target: PauseTarget, actor: string, reason: string): Promise<ResumeResult>;
   /** Everything paused, with how many runs wait for each. */
@@ -150,11 +151,14 @@ export function createOperations(deps: { pool: Pool; queries: Queries; queue: Jo
   }
 
   const operations: Operations = {
-    async pause(target, actor, reason) {
+    async pause(target, actor, reason, options = {}) {
       const problem = targetProblem(target);
       if (problem) return { ok: false, reason: problem };
-      const pause = await queries.pause(pool, target.scope, target.name, actor, reason);
-      if (pause) return { ok: true, pause, alreadyPaused: false };
+      const pause = await queries.pause(pool, target.scope, target.name, actor, reason, options.now === true);
+      if (pause) {
+        const { created, ...row } = pause;
+        return { ok: true, pause: row, alreadyPaused: !created };
+      }
       const existing = (await queries.listPauses(pool)).find((p) => p.scope === target.scope && p.name === target.name);
       return existing ? { ok: true, pause: existing, alreadyPaused: true } : { ok: false, reason: `${target.scope} "${target.name}" changed meanwhile; look again` };
     },

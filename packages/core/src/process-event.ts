@@ -32,7 +32,7 @@ import { contextFrom, describeError, inSpan, tracer, type EventJobData, type Eve
 import { isLeaseLostError, LeaseLostError, type Handler, type HandlerEvent } from '@oncehook/sdk';
 import type { LeasedRun, Queries } from './store/queries.js';
 import { attemptsExhausted, policyFor, retryDelayMs, type RetryPolicy, verdictFor, verdictForProblem } from './retry-policy.js';
-import { createRunContext, type EngineHooks, type RunContext } from './handler-context.js';
+import { createRunContext, RunStoppedError, type EngineHooks, type RunContext } from './handler-context.js';
 import type { HandlerRegistry } from './registry.js';
 import { gateRequest, isGated, needsEvent, priorityLevel, rateWaitMs, slotPollMs } from './flow-control.js';
 import type { GateRequest } from './store/queries.js';
@@ -459,6 +459,12 @@ async function runLeasedAttempt(deps: ProcessDeps, leased: LeasedRun, token: str
     if (isLeaseLostError(error) || isLeaseLostError(abort.signal.reason)) {
       log.warn({ err: error }, 'lease lost; stopping without committing (the new owner finishes the run)');
       return outcome('lease-lost');
+    }
+    if (error instanceof RunStoppedError) {
+      // pause --now: stopped at a step boundary; waits for the resume, its attempt given back.
+      if (!(await queries.releaseRunPaused(pool, run.id, token))) return outcome('lease-lost');
+      log.info('run stopped at a step boundary (paused with --now); it waits for the resume');
+      return { kind: 'waiting', handler: run.handler, reason: 'paused' };
     }
     const message = describeError(error);
     const verdict = verdictFor(policy, run.attempts, error, message);

@@ -143,6 +143,7 @@ CREATE TABLE oncehook.pauses (
     name text NOT NULL,
     reason text NOT NULL,
     actor text NOT NULL,
+    stop_now boolean DEFAULT false NOT NULL,
     paused_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT pauses_scope_check CHECK ((scope = ANY (ARRAY['handler'::text, 'source'::text])))
 );

@@ -26,6 +26,8 @@ create table :ONCEHOOK_SCHEMA.pauses (
   name      text not null,
   reason    text not null,
   actor     text not null,
+  -- `pause --now`: runs in progress stop at their next step boundary (and wait) too.
+  stop_now  boolean not null default false,
   paused_at timestamptz not null default now(),
   primary key (scope, name)
 );

@@ -53,3 +53,10 @@ export const EVENT_STATE_AFTER = (dPending: string, dFailed: string) => `CASE
  */
 export const PAUSED = (pauses: string, run: string, event: string) =>
   `EXISTS (SELECT 1 FROM ${pauses} p WHERE (p.scope = 'handler' AND p.name = ${run}.handler) OR (p.scope = 'source' AND p.name = ${event}.provider))`;
+
+/**
+ * True when run `r` must stop at its next step boundary: its handler or its event's source is
+ * paused with `--now` (the event's source is read only when such a pause exists).
+ */
+export const STOP_NOW = (pauses: string, events: string, run: string) =>
+  `EXISTS (SELECT 1 FROM ${pauses} p WHERE p.stop_now AND ((p.scope = 'handler' AND p.name = ${run}.handler) OR (p.scope = 'source' AND p.name = (SELECT se.provider FROM ${events} se WHERE se.id = ${run}.event_row_id))))`;

@@ -34,6 +34,8 @@ export interface PauseRow {
   name: string;
   reason: string;
   actor: string;
+  /** `--now`: runs in progress stop at their next step boundary too. */
+  stopNow: boolean;
   pausedAt: Date;
   /** Runs waiting for this pause to end (LIST_PAUSES only). */
   waiting?: number;
@@ -102,9 +104,13 @@ export function createFlowQueries(t: Tables, schemaName: string, runs: ReturnTyp
       return (await db.query<EventJobData>(sql.WAKE_NEXT, [handler, flowKey])).rows[0] ?? null;
     },
 
-    /** Pauses a handler or a source. null = it was paused already. */
-    async pause(db: Queryable, scope: 'handler' | 'source', name: string, actor: string, reason: string): Promise<PauseRow | null> {
-      return (await db.query<PauseRow>(sql.PAUSE, [scope, name, reason, actor])).rows[0] ?? null;
+    /**
+     * Pauses a handler or a source (`now`: runs in progress stop at their next step boundary).
+     * null = it was paused already (and `now` changed nothing); `created` false = an existing
+     * pause that `now` made stop runs in progress too.
+     */
+    async pause(db: Queryable, scope: 'handler' | 'source', name: string, actor: string, reason: string, now = false): Promise<(PauseRow & { created: boolean }) | null> {
+      return (await db.query<PauseRow & { created: boolean }>(sql.PAUSE, [scope, name, reason, actor, now])).rows[0] ?? null;
     },
 
     /** Ends a pause. null = it was not paused. */

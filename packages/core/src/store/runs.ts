@@ -18,6 +18,7 @@ export function createRunQueries(t: Tables, schemaName: string) {
   const ACQUIRE_CLAIMABLE_RUNS_SQL = prepared('acquireClaimableRuns', sql.ACQUIRE_CLAIMABLE_RUNS);
   const RENEW_LEASE_SQL = prepared('renewLease', sql.RENEW_LEASE);
   const LOCK_LEASED_RUN_SQL = prepared('lockLeasedRun', sql.LOCK_LEASED_RUN);
+  const RENEW_LEASE_AT_STEP_SQL = prepared('renewLeaseAtStep', sql.RENEW_LEASE_AT_STEP);
   const MARK_RUN_DONE_SQL = prepared('markRunDone', sql.MARK_RUN_DONE);
   const MARK_RUN_FAILED_SQL = prepared('markRunFailed', sql.MARK_RUN_FAILED);
   const RECORD_FINAL_STEP_SQL = prepared('recordFinalStep', sql.RECORD_FINAL_STEP);
@@ -90,10 +91,22 @@ export function createRunQueries(t: Tables, schemaName: string) {
     return rowCount === 1;
   }
 
-  /** The fence (first statement of a step transaction). null = the lease was taken over: commit nothing. */
-  async function lockLeasedRun(db: Queryable, runId: number, token: string): Promise<{ generation: number } | null> {
-    const { rows } = await db.query<{ generation: number }>(LOCK_LEASED_RUN_SQL([runId, token]));
+  /** The fence (first statement of a step transaction). null = the lease was taken over: commit nothing. `stop`: `pause --now`. */
+  async function lockLeasedRun(db: Queryable, runId: number, token: string): Promise<{ generation: number; stop: boolean } | null> {
+    const { rows } = await db.query<{ generation: number; stop: boolean }>(LOCK_LEASED_RUN_SQL([runId, token]));
     return rows[0] ?? null;
+  }
+
+  /** The renewal before an external call. null = the lease is no longer ours; `stop`: `pause --now`, do not call. */
+  async function renewLeaseAtStep(db: Queryable, runId: number, token: string, leaseMs: number): Promise<{ stop: boolean } | null> {
+    const { rows } = await db.query<{ stop: boolean }>(RENEW_LEASE_AT_STEP_SQL([runId, token, leaseMs]));
+    return rows[0] ?? null;
+  }
+
+  /** A run stopped by `pause --now`: back to received, waiting paused, its attempt given back. false = lease lost. */
+  async function releaseRunPaused(db: Queryable, runId: number, token: string): Promise<boolean> {
+    const { rowCount } = await db.query(sql.RELEASE_RUN_PAUSED, [runId, token]);
+    return rowCount === 1;
   }
 
   /** processing -> done, fenced, with the event. false = our lease was taken over: report nothing. */
@@ -152,6 +165,8 @@ export function createRunQueries(t: Tables, schemaName: string) {
     bindLegacyRun,
     renewLease,
     lockLeasedRun,
+    renewLeaseAtStep,
+    releaseRunPaused,
     lockObject,
     recordObjectVersion,
     recordFinalStep,

@@ -51,11 +51,12 @@ lost the parcel, ship again:  replay 42 --steps request-shipment --reason "parce
   },
   pause: {
     summary: 'pause a handler or a source: deliveries still accepted, no run starts',
-    usage: 'pause handler <name> | source <name> --reason "why"',
+    usage: 'pause handler <name> | source <name> --reason "why" [--now]',
     help: `Pauses one handler (its runs) or one source (every handler's runs of its events).
 Deliveries are still verified, claimed and answered 2xx: nothing is dropped or refused.
-No new run starts; runs in progress finish; waiting runs show as received (waiting: paused)
-in list. The pause is kept in Postgres: it holds for every worker, including those started
+No new run starts; runs in progress finish (with --now, they stop at their next step
+boundary and wait too: a step already committed stays committed); waiting runs show as
+received (waiting: paused) in list. The pause is kept in Postgres: it holds for every worker, including those started
 later, until resume. Recorded as an operator action with --actor (default $USER).`,
   },
   resume: {
@@ -139,6 +140,7 @@ async function operate(command: string, args: string[], env: Record<string, stri
         steps: { type: 'string' },
         'all-steps': { type: 'boolean' },
         'dry-run': { type: 'boolean' },
+        now: { type: 'boolean' },
         json: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -260,7 +262,7 @@ async function operate(command: string, args: string[], env: Record<string, stri
           const reason = needReason();
           const what = { scope: positionals[0] as 'handler' | 'source', name: positionals[1]! };
           if (command === 'pause') {
-            const result = await ops.pause(what, actor, reason);
+            const result = await ops.pause(what, actor, reason, { now: flag('now') });
             if (!result.ok) {
               out(`pause refused: ${result.reason}`);
               exitCode = 1;

@@ -84,19 +84,20 @@ export function flowStatements(t: Tables) {
        RETURNING ${WOKEN_JOB}`,
 
     /**
-     * Pause (scope $1 'handler' or 'source', name $2, reason $3, actor $4): recorded in
-     * `pauses` and as an operator action. 0 rows = it was paused already (its first reason
-     * stays).
+     * Pause (scope $1 'handler' or 'source', name $2, reason $3, actor $4, $5 now: runs in
+     * progress stop at their next step boundary too): recorded in `pauses` and as an operator
+     * action. 0 rows = it was paused already (its first reason stays; a later --now still
+     * applies: an operator may need to stop what runs after all).
      */
     PAUSE: `WITH paused AS (
-         INSERT INTO ${PAUSES} (scope, name, reason, actor) VALUES ($1::text, $2::text, $3::text, $4::text)
-         ON CONFLICT (scope, name) DO NOTHING
-         RETURNING scope, name, reason, actor, paused_at
+         INSERT INTO ${PAUSES} AS p (scope, name, reason, actor, stop_now) VALUES ($1::text, $2::text, $3::text, $4::text, $5::boolean)
+         ON CONFLICT (scope, name) DO UPDATE SET stop_now = true WHERE $5::boolean AND NOT p.stop_now
+         RETURNING scope, name, reason, actor, stop_now, paused_at, xmax = 0 AS created
        ), audit AS (
-         INSERT INTO ${ACTIONS} (mode, target, actor, reason)
-         SELECT 'pause', scope || ':' || name, actor, reason FROM paused
+         INSERT INTO ${ACTIONS} (mode, target, actor, reason, detail)
+         SELECT 'pause', scope || ':' || name, $4::text, $3::text, json_build_object('now', stop_now) FROM paused
        )
-       SELECT scope, name, reason, actor, paused_at AS "pausedAt" FROM paused`,
+       SELECT scope, name, reason, actor, stop_now AS "stopNow", paused_at AS "pausedAt", created FROM paused`,
 
     /**
      * Resume (scope $1, name $2, actor $3, reason $4): the pause row goes, recorded as an
@@ -104,7 +105,7 @@ export function flowStatements(t: Tables) {
      */
     RESUME: `WITH gone AS (
          DELETE FROM ${PAUSES} WHERE scope = $1::text AND name = $2::text
-         RETURNING scope, name, reason, paused_at
+         RETURNING scope, name, reason, actor, stop_now, paused_at
        ), health AS (
          UPDATE ${HEALTH} SET consecutive_failures = 0, updated_at = now()
           WHERE $1::text = 'handler' AND handler = $2::text AND EXISTS (SELECT 1 FROM gone)
@@ -112,7 +113,7 @@ export function flowStatements(t: Tables) {
          INSERT INTO ${ACTIONS} (mode, target, actor, reason, detail)
          SELECT 'resume', scope || ':' || name, $3::text, $4::text, json_build_object('pausedFor', reason, 'pausedAt', paused_at) FROM gone
        )
-       SELECT scope, name, reason, paused_at AS "pausedAt" FROM gone`,
+       SELECT scope, name, reason, actor, stop_now AS "stopNow", paused_at AS "pausedAt" FROM gone`,
 
     /**
      * Up to $1 paused runs no pause covers any longer, released: no longer waiting, fence
@@ -130,7 +131,7 @@ export function flowStatements(t: Tables) {
        RETURNING ${WOKEN_JOB}`,
 
     /** Everything paused, oldest first, with how many runs wait for it. */
-    LIST_PAUSES: `SELECT p.scope, p.name, p.reason, p.actor, p.paused_at AS "pausedAt",
+    LIST_PAUSES: `SELECT p.scope, p.name, p.reason, p.actor, p.stop_now AS "stopNow", p.paused_at AS "pausedAt",
               (SELECT count(*)::int FROM ${RUNS} r JOIN ${EVENTS} e ON e.id = r.event_row_id
                 WHERE r.waiting = 'paused' AND r.state = 'received'
                   AND ((p.scope = 'handler' AND r.handler = p.name) OR (p.scope = 'source' AND e.provider = p.name))) AS waiting

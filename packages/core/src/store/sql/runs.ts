@@ -10,7 +10,7 @@
  * finishing at once serialize on the event row, and the second re-evaluates its SET on the
  * row the first committed, so the event is `done` exactly when its last run is.
  */
-import { EVENT_STATE_AFTER, eventColumns, PAUSED, runColumns } from '../columns.js';
+import { EVENT_STATE_AFTER, eventColumns, PAUSED, runColumns, STOP_NOW } from '../columns.js';
 import type { Tables } from '../tables.js';
 
 export function runStatements(t: Tables) {
@@ -149,12 +149,22 @@ export function runStatements(t: Tables) {
         WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
 
     /**
+     * RENEW_LEASE before an external step's call, also saying whether the run must stop at this
+     * step boundary (`pause --now` of its handler or source). 0 rows = the lease is no longer ours.
+     */
+    RENEW_LEASE_AT_STEP: `UPDATE ${RUNS} r
+          SET lease_until = clock_timestamp() + $3::int * interval '1 millisecond'
+        WHERE r.id = $1::bigint AND r.lease_token = $2::uuid AND r.state = 'processing'
+       RETURNING ${STOP_NOW(PAUSES, EVENTS, 'r')} AS stop`,
+
+    /**
      * The fence, the first statement of every step transaction ($1 run, $2 token): locks the
      * run row (FOR NO KEY UPDATE, the same lock an UPDATE of it takes) and proves we still hold
      * the lease. While we hold this lock no one can take the lease over; 0 rows = someone
-     * already did: roll back, commit nothing.
+     * already did: roll back, commit nothing. `stop`: the run must stop at this step boundary
+     * (`pause --now`): roll back, release the run to wait for the resume.
      */
-    LOCK_LEASED_RUN: `SELECT generation FROM ${RUNS}
+    LOCK_LEASED_RUN: `SELECT r.generation, ${STOP_NOW(PAUSES, EVENTS, 'r')} AS stop FROM ${RUNS} r
         WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
         FOR NO KEY UPDATE`,
 
@@ -206,6 +216,21 @@ export function runStatements(t: Tables) {
           WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
          RETURNING id
        ), ${ATTEMPT_VERDICT('retry', '$3::text')}
+       SELECT id FROM run`,
+
+    /**
+     * processing -> received, waiting `paused`, fenced ($1 run, $2 token): a run stopped at a
+     * step boundary by `pause --now`. The attempt it had started is given back (it ran no step
+     * to its end that is not recorded), so a pause never uses up a run's attempts. 0 rows =
+     * lease lost.
+     */
+    RELEASE_RUN_PAUSED: `WITH run AS (
+         UPDATE ${RUNS}
+            SET state = 'received', lease_token = NULL, lease_until = NULL, waiting = 'paused',
+                waiting_since = now(), attempts = greatest(attempts - 1, 0), updated_at = now()
+          WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
+         RETURNING id
+       ), ${ATTEMPT_VERDICT('retry', "'stopped at a step boundary: paused with --now'")}
        SELECT id FROM run`,
 
     /**

@@ -8,7 +8,7 @@
  *   POST /admin/api/events/:id/replay      {"reason", "handler"?, "steps"?: [...], "all_steps"?: true, "dry_run"?: true}
  *   POST /admin/api/redrive                {"state","provider","type","handler","older_than","limit","dry_run","reason"}
  *   GET  /admin/api/pauses                 what is paused (handlers, sources), by whom, why, runs waiting
- *   POST /admin/api/pauses                 {"scope": "handler"|"source", "name", "reason"}   pause
+ *   POST /admin/api/pauses                 {"scope": "handler"|"source", "name", "reason", "now"?}   pause
  *   POST /admin/api/pauses/resume          {"scope", "name", "reason"}                       resume
  */
 import { EVENT_STATES } from '@oncehook/shared';
@@ -77,6 +77,8 @@ const pauseBody = z
     scope: z.enum(['handler', 'source']),
     name: z.string().regex(/^[a-z0-9][a-z0-9._-]{0,62}$/, 'a handler or source name: 1-63 characters of a-z 0-9 . _ -'),
     reason: text(1_000),
+    /** pause only: runs in progress stop at their next step boundary too. */
+    now: z.boolean().optional(),
   })
   .strict();
 
@@ -156,8 +158,9 @@ export function mountAdminApi(admin: Hono<AdminEnv>, ops: Operations, settings: 
           parsed.error.issues.some((i) => i.path[0] === 'reason') ? 'reason_required' : 'bad_body',
           `${action} needs {"scope": "handler"|"source", "name", "reason"}: ${problem(parsed.error)}`,
         );
-      const { scope, name, reason } = parsed.data;
-      const result = action === 'pause' ? await ops.pause({ scope, name }, c.get('actor'), reason) : await ops.resume({ scope, name }, c.get('actor'), reason);
+      const { scope, name, reason, now } = parsed.data;
+      if (action === 'resume' && now !== undefined) return bad(c, 'bad_body', '"now" applies to a pause, not a resume');
+      const result = action === 'pause' ? await ops.pause({ scope, name }, c.get('actor'), reason, { now }) : await ops.resume({ scope, name }, c.get('actor'), reason);
       return c.json(result, result.ok ? 200 : 409);
     });
   }

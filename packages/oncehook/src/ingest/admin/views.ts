@@ -197,7 +197,7 @@ ${
   pauses.length === 0
     ? html`<p class="muted">Nothing is paused.</p>`
     : html`<table><tr><th>What</th><th>Since</th><th>By</th><th>Reason</th><th>Runs waiting</th><th></th></tr>
-${pauses.map((p) => html`<tr><td>${p.scope} <code>${p.name}</code></td><td>${new Date(p.pausedAt).toISOString()}</td><td>${p.actor}</td><td>${p.reason}</td><td>${p.waiting ?? 0}</td><td>${resumeForm(p)}</td></tr>`)}</table>`
+${pauses.map((p) => html`<tr><td>${p.scope} <code>${p.name}</code>${p.stopNow ? ' (runs in progress stopped too)' : ''}</td><td>${new Date(p.pausedAt).toISOString()}</td><td>${p.actor}</td><td>${p.reason}</td><td>${p.waiting ?? 0}</td><td>${resumeForm(p)}</td></tr>`)}</table>`
 }
 ${
   settings.readOnly
@@ -205,6 +205,7 @@ ${
     : html`<form class="action pause-action" data-url="/admin/api/pauses"><h3>Pause</h3>
 <label>What <select name="scope"><option value="handler">handler</option><option value="source">source</option></select></label>
 <label>Name <input name="name" placeholder="send-receipt"></label><br><label>Reason <input name="reason" placeholder="the email provider is down"></label><br>
+<label><input type="checkbox" name="now"> also stop runs in progress at their next step (committed steps stay committed)</label><br>
 <button type="submit">Pause</button><div class="result"></div></form>`
 }`,
         settings.readOnly ? [] : ['/admin/assets/event-actions.js'],

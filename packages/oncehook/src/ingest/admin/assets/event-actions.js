@@ -87,7 +87,8 @@ for (const form of document.querySelectorAll('form.pause-action')) {
     const name = form.dataset.name ?? form.querySelector('input[name="name"]').value.trim();
     if (!name) return show(form, 'Name the handler or source.', false);
     if (!reason) return show(form, 'Say why (the reason is recorded).', false);
-    const { ok, json } = await post(form.dataset.url, { scope, name, reason });
+    const now = form.querySelector('input[name="now"]')?.checked === true;
+    const { ok, json } = await post(form.dataset.url, { scope, name, reason, ...(now ? { now: true } : {}) });
     if (!ok) return show(form, `Refused: ${json.reason ?? json.message ?? 'unknown error'}`, false);
     show(form, json.released === undefined ? `Paused ${scope} "${name}". Reloading...` : `Resumed ${scope} "${name}": ${json.released} waiting run(s) enqueued. Reloading...`, true);
     setTimeout(() => location.reload(), 1200);
