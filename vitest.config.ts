@@ -7,7 +7,14 @@ import { defineConfig } from 'vitest/config';
  * (CI) has no timing cache, and vitest's default then starts the largest files first, which
  * are not the longest. Measured in `npm test` on 2 cores; the rest keep vitest's order.
  */
-const LONGEST_FIRST = ['test/user-project.test.ts', 'test/first-minutes.test.ts', 'test/flow-control.test.ts', 'test/bench-smoke.test.ts', 'test/chaos-smoke.test.ts', 'test/crash-recovery.test.ts'];
+const LONGEST_FIRST = [
+  'test/user-project.test.ts',
+  'test/first-minutes.test.ts',
+  'test/flow-control.test.ts',
+  'test/bench-smoke.test.ts',
+  'test/chaos-smoke.test.ts',
+  'test/crash-recovery.test.ts',
+];
 
 class LongestFirstSequencer extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
