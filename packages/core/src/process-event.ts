@@ -248,7 +248,9 @@ async function dispatch(deps: ProcessDeps, job: EventJobData): Promise<JobOutcom
         dispatched.runs.map(async (run): Promise<RunOutcome> => {
           const handler = deps.registry.byName(run.handler);
           if (run.state === 'processing') return afterRun(deps, handler, await runLeased(deps, { run, event: dispatched.event, steps: [] }, tokens.get(run.handler)!));
-          if (run.waiting === 'paused' || !handler) return { kind: 'waiting', handler: run.handler, reason: 'paused' };
+          if (run.waiting === 'paused') return { kind: 'waiting', handler: run.handler, reason: 'paused' };
+          // Not reachable (the runs come from registry.match); not a pause either: leave it to its job.
+          if (!handler) return { kind: 'skipped', handler: run.handler };
           return unleased(handler, dispatched.event);
         }),
       );
