@@ -14,7 +14,7 @@ import { allSources, ROOT, SECRETS, send, startSandbox, type SandboxHandle } fro
 import { createOutboundClient, defineHandler, type Handler } from '@oncehook/sdk';
 import { migrate } from '@oncehook/core';
 import type { Pool } from '@oncehook/shared';
-import { checkHandler, signedDelivery, type DeliveryKind } from '@oncehook/testkit';
+import { type CheckReport, checkHandler, signedDelivery, type DeliveryKind } from '@oncehook/testkit';
 import { getHmac as shopifyHmac } from '@shopify/shopify-api/test-helpers';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import Stripe from 'stripe';
@@ -110,6 +110,13 @@ describe('signedDelivery', () => {
 });
 
 describe('checkHandler', () => {
+  /** Every report of this file's checks: their databases must be gone at the end. */
+  const reports: CheckReport[] = [];
+  const check = async (...args: Parameters<typeof checkHandler>) => {
+    const report = await checkHandler(...args);
+    reports.push(report);
+    return report;
+  };
   const shop = () => (db: Pool) => migrate(db, { sets: [{ name: 'shop', dir: SHOP_MIGRATIONS }] });
   const shopState = async (db: { query: (sql: string) => Promise<{ rows: unknown[] }> }) => ({
     ledger: (await db.query('SELECT account_id, amount_cents::int AS amount FROM ledger_entries ORDER BY id')).rows,
@@ -124,7 +131,7 @@ describe('checkHandler', () => {
     process.env.REFUNDS_EMAIL_API_URL = `${sandbox.url}/email`;
     const refunds = (await import(path.join(moduleDir, 'refunds.ts'))).default as Handler;
     const charge = { id: 'ch_1', object: 'charge', amount_refunded: 1500, currency: 'usd', customer: 'cus_1', billing_details: { email: 'ada@example.com' } };
-    const report = await checkHandler(
+    const report = await check(
       refunds,
       { type: 'charge.refunded', payload: { id: 'evt_1', type: 'charge.refunded', data: { object: charge } } },
       {
@@ -165,18 +172,18 @@ describe('checkHandler', () => {
       },
     };
     const checks = [
-      checkHandler(handler('shop.payments'), { type: 'payment_intent.succeeded', payload: order }, { setup: shop(), state: shopState }),
-      checkHandler(
+      check(handler('shop.payments'), { type: 'payment_intent.succeeded', payload: order }, { setup: shop(), state: shopState }),
+      check(
         handler('shop.shopify-orders'),
         { type: 'orders/create', payload: { id: 42, email: 'b@example.com', currency: 'EUR', total_price: '12.50', line_items: [{ sku: 'a', quantity: 1 }] } },
         { setup: shop(), state: shopState },
       ),
-      checkHandler(
+      check(
         handler('shop.renewals'),
         { type: 'subscription.renewed', payload: { type: 'subscription.renewed', data: { subscription_id: 'sub_c', customer_id: 'cus_c', amount: 700, currency: 'usd' } } },
         { setup: shop(), state: shopState },
       ),
-      checkHandler(
+      check(
         handler('shop.customer-profiles'),
         { type: 'customer.updated', payload: { data: { object: { id: 'cus_p', email: 'p@example.com', name: 'P' } } } },
         {
@@ -209,7 +216,7 @@ describe('checkHandler', () => {
         return { id: res.body.id };
       });
     });
-    const report = await checkHandler(wrong, event);
+    const report = await check(wrong, event);
     expect(report.ok).toBe(false);
     expect(report.problems).toContainEqual(
       expect.stringMatching(/^clean run: external step "charge" sent Idempotency-Key "charge-\d+-[\d.]+", not the key it was given \("oncehook-/),
@@ -231,9 +238,9 @@ describe('checkHandler', () => {
         return null;
       });
     });
-    const report = await checkHandler(keyless, event, { duplicates: 0 });
+    const report = await check(keyless, event, { duplicates: 0 });
     expect(report.problems).toContainEqual(expect.stringMatching(/external step "notify" sent POST .*\/email\/emails without an idempotency key/));
-    expect((await checkHandler(keyless, event, { duplicates: 0, keylessSteps: ['notify'] })).problems).toEqual([]);
+    expect((await check(keyless, event, { duplicates: 0, keylessSteps: ['notify'] })).problems).toEqual([]);
   });
 
   it('catches a handler that swallows a crash in a step and goes on', async () => {
@@ -241,7 +248,7 @@ describe('checkHandler', () => {
       await ctx.transaction('first', async () => 1).catch(() => null);
       await ctx.transaction('second', async () => 2);
     });
-    const report = await checkHandler(swallowing, event, { duplicates: 0 });
+    const report = await check(swallowing, event, { duplicates: 0 });
     expect(report.problems).toContainEqual(
       expect.stringMatching(/crash before "first" commits: the handler caught the simulated crash and went on: step "second" committed after it/),
     );
@@ -249,14 +256,68 @@ describe('checkHandler', () => {
 
   it('reports a handler that does not end done', async () => {
     const broken = defineHandler({ name: 'broken', source: 'stripe', type: 'test.charge', payload: z.object({ amount: z.string() }) }, async () => {});
-    const report = await checkHandler(broken, event);
+    const report = await check(broken, event);
     expect(report.problems).toEqual([expect.stringMatching(/^clean run: the event ended failed, not done: broken: failed \(PermanentError: the payload does not match/)]);
     expect(report.scenarios).toHaveLength(1);
   });
 
-  it('cleans up its scratch databases', async () => {
-    const { rows } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_database WHERE datname LIKE 'oncehook_check_%'`);
-    expect(rows[0]?.n).toBe(0);
+  it('drops the scratch databases it created, and the stale leftovers of killed checks with its prefix', async () => {
+    const exists = async (names: string[]) =>
+      (await db.pool.query<{ datname: string }>('SELECT datname FROM pg_database WHERE datname = ANY($1::text[])', [names])).rows.map((r) => r.datname);
+    // This file's checks: every database they named, and none of them is left.
+    const created = reports.flatMap((r) => r.databases);
+    expect(created.length).toBeGreaterThan(10);
+    expect(await exists(created)).toEqual([]);
+
+    // Leftovers of checks killed mid-way, under a prefix of this test's own (other runs on the same
+    // server never collide with it): one two hours old, one a minute old (a check still running
+    // somewhere), one two hours old kept on purpose (keepDatabases).
+    const prefix = `oncehook_tk${process.pid}_`;
+    const seconds = Number((await db.pool.query<{ s: string }>('SELECT floor(extract(epoch FROM now()))::bigint::text AS s')).rows[0]!.s);
+    const stale = `${prefix}${(seconds - 7_200).toString(36)}_0badc0de_tpl`;
+    const running = `${prefix}${(seconds - 60).toString(36)}_0badc0de_1`;
+    const kept = `${prefix}${(seconds - 7_200).toString(36)}_5ca1ab1e_1`;
+    // keepDatabases marks what it keeps, so no later check removes it as a leftover.
+    const keptReport = await check(
+      defineHandler({ name: 'kept', source: 'stripe', type: 'test.charge', payload: anything }, async () => {}),
+      event,
+      {
+        duplicates: 0,
+        databasePrefix: prefix,
+        keepDatabases: true,
+      },
+    );
+    const comments = await db.pool.query<{ comment: string }>(`SELECT shobj_description(oid, 'pg_database') AS comment FROM pg_database WHERE datname = ANY($1::text[])`, [
+      keptReport.databases,
+    ]);
+    expect(comments.rows.map((r) => r.comment)).toEqual(keptReport.databases.map(() => expect.stringMatching(/^kept by checkHandler/)));
+    for (const name of keptReport.databases) await db.pool.query(`DROP DATABASE ${name}`);
+
+    for (const name of [stale, running, kept]) await db.pool.query(`CREATE DATABASE ${name}`);
+    await db.pool.query(`COMMENT ON DATABASE ${kept} IS '${comments.rows[0]!.comment}'`);
+
+    const report = await checkHandler(
+      defineHandler({ name: 'tidy', source: 'stripe', type: 'test.charge', payload: anything }, async () => {}),
+      event,
+      {
+        duplicates: 0,
+        databasePrefix: prefix,
+      },
+    );
+    expect(report.removedLeftovers).toEqual([stale]);
+    expect(report.databases.every((name) => name.startsWith(prefix))).toBe(true);
+    expect((await exists([stale, running, kept, ...report.databases])).sort()).toEqual([running, kept].sort());
+    for (const name of [running, kept]) await db.pool.query(`DROP DATABASE ${name}`);
     expect(T.events).toBe('oncehook.events');
+  });
+
+  it('refuses a prefix that would need quoting, saying what to write', async () => {
+    await expect(
+      check(
+        defineHandler({ name: 'x', source: 'stripe', type: 'test.charge', payload: anything }, async () => {}),
+        event,
+        { databasePrefix: 'CI-job;' },
+      ),
+    ).rejects.toThrow(/prefix "CI-job;" .* must be 1 to 30 lower-case letters, digits or underscores, starting with a letter/);
   });
 });

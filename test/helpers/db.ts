@@ -1,7 +1,7 @@
-import { randomBytes } from 'node:crypto';
 import { createPool, type Pool } from '@oncehook/shared';
 import { ADMIN_URL, urlFor, withAdmin } from '@oncehook/harness';
 import { inject } from 'vitest';
+import { testDatabaseName } from './test-database-names.js';
 
 export interface TestDatabase {
   name: string;
@@ -12,7 +12,7 @@ export interface TestDatabase {
 
 /** A fresh database for one test file, cloned from the run's migrated template (Oncehook + the example shop). */
 export async function createTestDatabase(): Promise<TestDatabase> {
-  const name = `oncehook_test_${randomBytes(6).toString('hex')}`;
+  const name = testDatabaseName('oncehook_test_');
   await withAdmin((c) => c.query(`CREATE DATABASE ${name} TEMPLATE ${inject('templateDb')}`), ADMIN_URL);
   const url = urlFor(name);
   const pool = createPool(url, { max: 20 });

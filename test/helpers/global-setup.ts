@@ -5,13 +5,13 @@
  * The template's name is per run (handed to test files with provide/inject), so two runs on
  * one server (a developer's and `npm run mutants`) never drop each other's template.
  */
-import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { SHOP_MIGRATIONS } from '@oncehook/example-shop/src/handlers';
 import { ADMIN_URL, urlFor } from '@oncehook/harness';
 import { createPool } from '@oncehook/shared';
 import { migrate } from '@oncehook/core';
+import { TEST_DATABASE_PREFIXES, testDatabaseName } from './test-database-names.js';
 import { detectTool, type SystemTool, type ToolStatus, toolsRequired } from './tools.js';
 
 declare module 'vitest' {
@@ -45,9 +45,36 @@ function checkTools(project: TestProject): void {
   project.provide('tools', tools);
 }
 
+/**
+ * A run killed mid-way (SIGKILL of vitest: its afterAll hooks and this file's teardown never
+ * run) leaves its template and test databases. They fail nothing (every name is random), but
+ * they would pile up on a developer's server: the suite's databases older than STALE_AFTER_HOURS
+ * (no run lasts that long; a run of the mutants is a series of short runs) are dropped here.
+ */
+const STALE_AFTER_HOURS = 6;
+
+async function sweepStaleDatabases(): Promise<void> {
+  const client = new pg.Client({ connectionString: ADMIN_URL });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ datname: string }>(`SELECT datname FROM pg_database WHERE starts_with(datname, 'oncehook_')`);
+    const now = Date.now() / 1000;
+    for (const { datname } of rows) {
+      const prefix = TEST_DATABASE_PREFIXES.find((p) => datname.startsWith(p));
+      const created = prefix ? /^([0-9a-z]+)_[0-9a-f]{12}$/.exec(datname.slice(prefix.length)) : null;
+      if (!created || now - Number.parseInt(created[1]!, 36) < STALE_AFTER_HOURS * 3_600) continue;
+      await client.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`);
+      process.stderr.write(`test setup: dropped ${datname}, left by a test run killed ${STALE_AFTER_HOURS}+ hours ago\n`);
+    }
+  } finally {
+    await client.end();
+  }
+}
+
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   checkTools(project);
-  const name = `oncehook_tpl_${process.pid}_${randomBytes(3).toString('hex')}`;
+  await sweepStaleDatabases();
+  const name = testDatabaseName('oncehook_tpl_');
   await admin(`CREATE DATABASE ${name}`);
   const pool = createPool(urlFor(name), { max: 1 });
   try {

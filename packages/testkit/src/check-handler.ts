@@ -29,10 +29,10 @@
  * (the way the real ones do), not at production.
  */
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { createLogger, createPool, DEFAULT_SCHEMA, type Faults, type Pool, type VerifiedEvent } from '@oncehook/shared';
 import { createEngine, createQueries, currentStep, HandlerRegistry, migrate, processJob, type CurrentStep, type EngineHooks, type Queries } from '@oncehook/core';
 import type { Handler } from '@oncehook/sdk';
+import { databasePrefix, openScratchDatabases, serverUrl } from './scratch-databases.js';
 
 export interface CheckEvent {
   type: string;
@@ -64,8 +64,14 @@ export interface CheckOptions {
   keylessSteps?: string[];
   /** Oncehook's schema in the scratch databases (default `oncehook`). */
   schema?: string;
-  /** Keep the scratch databases for a look (their names are in the report). */
+  /** Keep the scratch databases for a look (their names are in the report; drop them yourself). */
   keepDatabases?: boolean;
+  /**
+   * How the scratch databases' names begin (default ONCEHOOK_CHECK_DATABASE_PREFIX, else
+   * `oncehook_check_`): give each team or CI job on a shared server its own. A check also drops
+   * the leftovers of killed checks with its prefix that are over an hour old.
+   */
+  databasePrefix?: string;
 }
 
 export interface ScenarioReport {
@@ -86,6 +92,10 @@ export interface CheckReport {
   /** The boundaries crashed at, in order: "after <step> returned" / "before <step> commits". */
   boundaries: string[];
   scenarios: ScenarioReport[];
+  /** Every scratch database the check created (dropped when it ended, unless kept). */
+  databases: string[];
+  /** Leftovers of earlier checks that were killed mid-way, older than an hour, dropped at the start. */
+  removedLeftovers: string[];
 }
 
 /** What the check throws at a boundary: to the handler it looks like any failure mid-step. */
@@ -106,22 +116,6 @@ interface Request {
   /** The Idempotency-Key header, or null. */
   header: string | null;
   body: string;
-}
-
-function serverUrl(given: string | undefined): string {
-  const url = new URL(given ?? process.env.ONCEHOOK_CHECK_DATABASE_URL ?? process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
-  url.pathname = '';
-  return url.toString().replace(/\/$/, '');
-}
-
-async function admin<T>(server: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: `${server}/postgres` });
-  await client.connect();
-  try {
-    return await fn(client);
-  } finally {
-    await client.end();
-  }
 }
 
 /** Wraps fetch for the duration of the check, attributing each request to the step it runs in. */
@@ -171,15 +165,12 @@ async function runCheck(handler: Handler, event: CheckEvent, options: CheckOptio
     payload: event.payload,
     meta: event.meta ?? {},
   };
-  const databases: string[] = [];
   const requests: Request[] = [];
-  const tag = randomBytes(4).toString('hex');
-
-  const template = `oncehook_check_tpl_${tag}`;
-  await admin(server, (c) => c.query(`CREATE DATABASE ${template}`));
-  databases.push(template);
+  const prefix = databasePrefix(options.databasePrefix);
+  const { scratch, removedLeftovers } = await openScratchDatabases(server, prefix, randomBytes(4).toString('hex'));
   const uninstall = captureRequests(requests);
   try {
+    const template = await scratch.create('tpl');
     const templatePool = createPool(`${server}/${template}`, { max: 1 });
     try {
       await migrate(templatePool, { schema });
@@ -191,9 +182,7 @@ async function runCheck(handler: Handler, event: CheckEvent, options: CheckOptio
     let scenarioCount = 0;
     async function scenario(name: string, crashAt: Boundary | null, duplicates = 1): Promise<{ report: ScenarioReport; state: unknown; keys: Map<string, Set<string>> }> {
       scenarioCount += 1;
-      const database = `oncehook_check_${tag}_${scenarioCount}`;
-      await admin(server, (c) => c.query(`CREATE DATABASE ${database} TEMPLATE ${template}`));
-      databases.push(database);
+      const database = await scratch.create(String(scenarioCount), template);
       const pool = createPool(`${server}/${database}`, { max: duplicates + 4 });
       const problems: string[] = [];
       const committed: string[] = [];
@@ -346,13 +335,9 @@ async function runCheck(handler: Handler, event: CheckEvent, options: CheckOptio
       }
     }
     const problems = scenarios.flatMap((s) => [...new Set(s.problems)].map((p) => `${s.name}: ${p}`));
-    return { ok: problems.length === 0, problems, boundaries: boundaries.map((b) => b.label), scenarios };
+    return { ok: problems.length === 0, problems, boundaries: boundaries.map((b) => b.label), scenarios, databases: [...scratch.names], removedLeftovers };
   } finally {
     uninstall();
-    if (!options.keepDatabases) {
-      await admin(server, async (c) => {
-        for (const name of databases.reverse()) await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      });
-    }
+    await scratch.finish(options.keepDatabases === true);
   }
 }
