@@ -42,6 +42,7 @@ const POSTGRES_QUEUE_FILES = [
   'test/fan-out.test.ts',
   'test/operations.test.ts',
   'test/admin.test.ts',
+  'test/postgres-outage.test.ts',
 ];
 
 /**

@@ -14,12 +14,17 @@
  *     the primary serving a shard is killed (its replica is promoted; unreplicated writes are
  *     lost), and later every shard slot of one primary is moved to another while events flow,
  *   - restarts Postgres once (immediate shutdown: connections cut mid-transaction).
- * Then it waits for the system to drain and checks:
+ * A handler limited to 2 runs at once (a 30 ms call each) and one paused until 60% of the
+ * sending ride along. Then it waits for the system to drain, failing on a stall (no event
+ * finished for `--drain-timeout-seconds`, default 180) or past a bound computed from what is
+ * left (every pending limited run at a tenth of its slots' capacity), and checks:
  *   - every event whose delivery got a 2xx is `done`;
  *   - each event's effects were applied exactly once (ledger rows, charges, emails, shipments
  *     from the sandbox counters), and no key was applied twice;
- *   - no row and no effect for events that were only ever forged (never acknowledged).
- * It prints the figures and exits non-zero on any violation.
+ *   - no row and no effect for events that were only ever forged (never acknowledged);
+ *   - the limited handler never had more than 2 calls in flight (the work API measures).
+ * It prints the figures (among them how well the limited handler used its slots while it had a
+ * backlog) and exits non-zero on any violation.
  */
 import { writeFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
@@ -62,7 +67,11 @@ export interface ChaosOptions {
    * events flow (MOVED, ASK, TRYAGAIN).
    */
   redisCluster?: boolean;
-  /** Longest wait for the system to drain after the last delivery. */
+  /**
+   * Longest wait WITHOUT PROGRESS while the system drains after the last delivery (default
+   * 180 s): the drain fails on a stall, not on a slow machine. The whole drain is also bounded
+   * by what the run sent and the limits it declared (drainBoundMs).
+   */
   drainTimeoutMs?: number;
   log?: (line: string) => void;
 }
@@ -73,17 +82,38 @@ export interface ChaosReport {
   forgedOnly: number;
   deliveries: { total: number; ok2xx: number; client4xx: number; server5xx: number; network: number; invalidSent: number; invalidRejected: number };
   kills: { workers: number; ingest: number; redisRestarts: number; postgresRestarts: number; primaryFailovers: number; slotsMoved: number };
-  /** reenqueued: the reconciler's adds; workerStartFailures: workers that exited before they were ready (started again). */
-  recoveries: { reenqueued: number; workerStartFailures: number };
+  /** reenqueued: the reconciler's adds, by reason; workerStartFailures: workers that exited before they were ready (started again). */
+  recoveries: { reenqueued: Record<string, number>; workerStartFailures: number };
   effects: { charges: number; emails: number; shipments: number; ledgerEntries: number; fanoutIndex: number; fanoutNotify: number; sandboxFaults: number; sandboxReplays: number };
   /** Flow control: runs of the concurrency-2 handler (and the most the sandbox saw in flight), of the paused-then-resumed one, and how many waited for the resume. */
-  flow: { limited: number; limitedMaxInFlight: number; paused: number; waitingAtResume: number };
+  flow: { limited: number; limitedMaxInFlight: number; paused: number; waitingAtResume: number; limitedUse: LimitedUse | null };
   sendMs: number;
   drainMs: number;
   violations: string[];
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** chaos.issue-limited: at most 2 runs at once, each a 30 ms call (scripts/chaos/fanout-handlers.ts). */
+const LIMITED = { name: 'chaos.issue-limited', slots: 2, callMs: 30 } as const;
+
+/**
+ * How well the concurrency-2 handler used its slots while it had a backlog, from one-second
+ * samples of its runs: `backlogSeconds` are the seconds that began and ended with runs waiting
+ * (more work than slots); `runsPerSecond` its runs ended in those seconds, per second;
+ * `meanRunMs` one run from its lease to its end (the call, its renewals and records);
+ * `slotUse` = runsPerSecond x meanRunMs / slots: the share of the backlog's time the slots held
+ * a run (the gate's efficiency: 1 = no slot ever idle while a run waited); `callCapacityUse` =
+ * runsPerSecond / (slots / call time): against what the 30 ms call alone would allow.
+ */
+export interface LimitedUse {
+  backlogSeconds: number;
+  runsPerSecond: number;
+  meanRunMs: number;
+  slotUse: number;
+  callCapacityUse: number;
+  mostWaiting: number;
+}
 
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
@@ -187,7 +217,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       }
       return service;
     };
-    const reenqueuedLines = () => [...services].reduce((n, s) => n + s.lines.filter((l) => l.includes('re-enqueued (')).length, 0);
+    /** The reconciler's re-enqueues, by the reason it logged (`re-enqueued (<why>)`). */
+    const reenqueuedLines = () => {
+      const byReason: Record<string, number> = {};
+      for (const service of services) {
+        for (const line of service.lines) {
+          const why = /re-enqueued \(([^)]*)\)/.exec(line)?.[1];
+          if (why) byReason[why] = (byReason[why] ?? 0) + 1;
+        }
+      }
+      return byReason;
+    };
 
     // Flow control: chaos.issue-paused is paused before anything arrives, resumed mid-way.
     const cli = async (args: string[]): Promise<boolean> => {
@@ -302,6 +342,24 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       }
     })();
 
+    // The limited handler's runs, sampled once a second (done, and waiting to start).
+    const samples: { done: number; waiting: number }[] = [];
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        const { rows } = await db
+          .query<{ done: number; waiting: number }>(
+            `SELECT count(*) FILTER (WHERE state = 'done')::int AS done, count(*) FILTER (WHERE state = 'received')::int AS waiting
+               FROM oncehook.handler_runs WHERE handler = $1`,
+            [LIMITED.name],
+          )
+          .catch(() => ({ rows: [] }));
+        if (rows[0]) samples.push(rows[0]);
+        else samples.push({ done: -1, waiting: -1 }); // Postgres restarting: a hole in the samples
+        await sleep(1_000);
+      }
+    })();
+
     const sendStarted = performance.now();
     await pool(events, options.concurrency, async (event) => {
       started += 1;
@@ -316,16 +374,36 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await reshard;
     log(`  sent in ${(sendMs / 1000).toFixed(1)} s; waiting for the drain`);
 
-    // Drain: no row left received or processing.
+    // Drain: no row left received or processing. It fails on a stall (no event finished for
+    // drainTimeoutMs), or past the bound of what is left: every pending limited run at a tenth
+    // of its slots' capacity, on top of the stall allowance.
     const drainStarted = performance.now();
-    const drainTimeout = options.drainTimeoutMs ?? 180_000;
+    const stallMs = options.drainTimeoutMs ?? 180_000;
+    const limitedLeft = (
+      await db
+        .query<{ n: number }>(`SELECT count(*)::int AS n FROM oncehook.handler_runs WHERE handler = $1 AND state IN ('received', 'processing')`, [LIMITED.name])
+        .catch(() => ({ rows: [{ n: 0 }] }))
+    ).rows[0]!.n;
+    const drainBound = stallMs + Math.ceil((limitedLeft * LIMITED.callMs * 10) / LIMITED.slots);
+    let lastPending = Number.POSITIVE_INFINITY;
+    let lastProgress = performance.now();
     for (;;) {
       const { rows } = await db
         .query<{ pending: number }>(`SELECT count(*)::int AS pending FROM oncehook.events WHERE state IN ('received', 'processing')`)
         .catch(() => ({ rows: [{ pending: -1 }] }));
-      if (rows[0]?.pending === 0) break;
-      if (performance.now() - drainStarted > drainTimeout) {
-        violations.push(`not drained after ${drainTimeout} ms: ${rows[0]?.pending} events still received/processing`);
+      const pending = rows[0]?.pending ?? -1;
+      if (pending === 0) break;
+      if (pending >= 0 && pending < lastPending) {
+        lastPending = pending;
+        lastProgress = performance.now();
+      }
+      const stalled = performance.now() - lastProgress > stallMs;
+      if (stalled || performance.now() - drainStarted > drainBound) {
+        violations.push(
+          stalled
+            ? `not drained: no event finished for ${stallMs} ms, ${pending} events still received/processing`
+            : `not drained within ${drainBound} ms (${stallMs} ms plus ${limitedLeft} limited runs at a tenth of their slots' capacity): ${pending} events still received/processing`,
+        );
         // Where they are stuck: the runs' states and attempts, and each event's queue shard.
         const { rows: stuck } = await db
           .query<{ provider: string; event_id: string; state: string; runs: string }>(
@@ -357,6 +435,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       await sleep(250);
     }
     const drainMs = performance.now() - drainStarted;
+    sampling = false;
+    await sampler;
     ending = true;
     // A process that exited without being killed by the monkey, after it was ready, crashed.
     for (const service of services) {
@@ -399,6 +479,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     if (limitedWork && limitedWork.maxInFlight > 2) violations.push(`chaos.issue-limited (concurrency 2): the sandbox saw ${limitedWork.maxInFlight} calls in flight at once`);
     if (limitedWork && Object.values(limitedWork.appliedByKey).some((n) => n > 1)) violations.push('chaos.issue-limited: a work call was applied twice');
     if (pausedRunsAtResume < 0) violations.push('the paused handler was never resumed');
+    const { rows: limitedRuns } = await db.query<{ mean: number | null }>(
+      `SELECT avg(extract(epoch FROM a.ended_at - a.started_at))::float8 * 1000 AS mean
+         FROM oncehook.run_attempts a JOIN oncehook.handler_runs r ON r.id = a.run_id
+        WHERE r.handler = $1 AND a.outcome = 'done'`,
+      [LIMITED.name],
+    );
+    const limitedUse = useOfSlots(samples, limitedRuns[0]?.mean ?? null);
 
     let acknowledged = 0;
     for (const outcome of outcomes) {
@@ -469,6 +556,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         limitedMaxInFlight: limitedWork?.maxInFlight ?? 0,
         paused: fanoutRows.filter((r) => r.handler === 'paused').reduce((n, r) => n + r.n, 0),
         waitingAtResume: pausedRunsAtResume,
+        limitedUse,
       },
       sendMs: Math.round(sendMs),
       drainMs: Math.round(drainMs),
@@ -485,6 +573,31 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   }
 }
 
+/** LimitedUse from the one-second samples and the mean run; null when the handler never had a backlog. */
+function useOfSlots(samples: { done: number; waiting: number }[], meanRunMs: number | null): LimitedUse | null {
+  let seconds = 0;
+  let runs = 0;
+  for (let i = 1; i < samples.length; i += 1) {
+    const [a, b] = [samples[i - 1]!, samples[i]!];
+    if (a.done < 0 || b.done < 0) continue;
+    // More waiting than the slots at both ends of the second: a backlog all through it.
+    if (a.waiting > LIMITED.slots && b.waiting > LIMITED.slots) {
+      seconds += 1;
+      runs += b.done - a.done;
+    }
+  }
+  if (seconds === 0 || meanRunMs === null) return null;
+  const runsPerSecond = runs / seconds;
+  return {
+    backlogSeconds: seconds,
+    runsPerSecond,
+    meanRunMs,
+    slotUse: (runsPerSecond * meanRunMs) / 1000 / LIMITED.slots,
+    callCapacityUse: runsPerSecond / (LIMITED.slots / (LIMITED.callMs / 1000)),
+    mostWaiting: Math.max(...samples.map((s) => s.waiting)),
+  };
+}
+
 export function formatReport(report: ChaosReport): string {
   const d = report.deliveries;
   return [
@@ -492,9 +605,16 @@ export function formatReport(report: ChaosReport): string {
     `deliveries (valid): ${d.total} = ${d.ok2xx} x 2xx, ${d.client4xx} x 4xx, ${d.server5xx} x 5xx, ${d.network} network errors/timeouts`,
     `deliveries (forged): ${d.invalidSent}, rejected with 400/401: ${d.invalidRejected}`,
     `kills: ${report.kills.workers} workers (kill -9), ${report.kills.ingest} ingest (kill -9), ${report.kills.redisRestarts} Redis restart, ${report.kills.primaryFailovers} Redis Cluster primary killed (failover), ${report.kills.slotsMoved} shard slots moved, ${report.kills.postgresRestarts} Postgres restart`,
-    `recoveries: ${report.recoveries.reenqueued} re-enqueues by the reconciler, ${report.recoveries.workerStartFailures} worker start(s) failed and retried`,
+    `recoveries: ${Object.values(report.recoveries.reenqueued).reduce((a, b) => a + b, 0)} re-enqueues by the reconciler (${
+      Object.entries(report.recoveries.reenqueued)
+        .map(([why, n]) => `${n} ${why}`)
+        .join(', ') || 'none'
+    }), ${report.recoveries.workerStartFailures} worker start(s) failed and retried`,
     `effects applied: ${report.effects.charges} charges, ${report.effects.emails} emails, ${report.effects.shipments} shipments, ${report.effects.ledgerEntries} ledger entries, fan-out ${report.effects.fanoutIndex} + ${report.effects.fanoutNotify} (sandbox faults injected: ${report.effects.sandboxFaults}, answered from idempotency stores: ${report.effects.sandboxReplays})`,
     `flow control: ${report.flow.limited} runs of chaos.issue-limited (concurrency 2; the sandbox saw at most ${report.flow.limitedMaxInFlight} in flight), ${report.flow.paused} of chaos.issue-paused (${report.flow.waitingAtResume} waiting when it was resumed)`,
+    report.flow.limitedUse
+      ? `chaos.issue-limited with a backlog (${report.flow.limitedUse.backlogSeconds} s, up to ${report.flow.limitedUse.mostWaiting} waiting): ${report.flow.limitedUse.runsPerSecond.toFixed(1)} runs/s; its slots held a run ${(report.flow.limitedUse.slotUse * 100).toFixed(0)}% of the time (mean run ${report.flow.limitedUse.meanRunMs.toFixed(0)} ms from lease to end); ${(report.flow.limitedUse.callCapacityUse * 100).toFixed(0)}% of the ${(LIMITED.slots / (LIMITED.callMs / 1000)).toFixed(0)} runs/s its 30 ms call alone allows`
+      : 'chaos.issue-limited never had a backlog (its slots kept up)',
     `time: sending ${(report.sendMs / 1000).toFixed(1)} s, drain after the last delivery ${(report.drainMs / 1000).toFixed(1)} s`,
     report.violations.length === 0 ? 'violations: none' : `VIOLATIONS (${report.violations.length}):\n  ${report.violations.slice(0, 50).join('\n  ')}`,
   ].join('\n');
@@ -510,6 +630,7 @@ if (process.argv[1]?.endsWith('chaos.ts')) {
       'queue-backend': { type: 'string', default: 'redis' },
       /** A Redis Cluster (3 primaries, 3 replicas) instead of one Redis: a primary killed, shard slots moved. */
       'redis-cluster': { type: 'boolean', default: false },
+      /** How long the drain may go without an event finishing before it counts as stalled. */
       'drain-timeout-seconds': { type: 'string', default: '180' },
       /** Also write the report as JSON here (the smoke test reads it). */
       'report-file': { type: 'string' },

@@ -4,7 +4,7 @@
  * statement, the circuit breaker, a key function's mistakes, and the admin API's pause.
  * The multi-process proofs (3 workers, kill -9, restarts) are in flow-control.test.ts.
  */
-import { paymentSucceeded } from '@oncehook/harness';
+import { paymentSucceeded, startSandbox, waitFor } from '@oncehook/harness';
 import { createOperations, createReconciler, closeQueueConnection, type FollowUp, type JobOutcome } from '@oncehook/core';
 import { defineHandler, HandlerDefinitionError, type Handler } from '@oncehook/sdk';
 import { createFaults, createWorkerMetrics } from '@oncehook/shared';
@@ -40,65 +40,75 @@ function followOf(outcome: JobOutcome): FollowUp[] {
   return outcome.kind === 'runs' ? outcome.follow : [];
 }
 
+async function runStates(handler: string): Promise<Record<string, number>> {
+  const { rows } = await db.pool.query<{ state: string; n: number }>(`SELECT state, count(*)::int AS n FROM ${T.runs} WHERE handler = $1 GROUP BY state`, [handler]);
+  return Object.fromEntries(rows.map((r) => [r.state, r.n]));
+}
+
 async function run(rowId: number, handler: string) {
   return (
     await db.pool.query<{ state: string; waiting: string | null; attempts: number; waits: number }>(
       `SELECT state, waiting, attempts, waits FROM ${T.runs} WHERE event_row_id = $1 AND handler = $2`,
       [rowId, handler],
     )
-  ).rows[0]!;
+  ).rows[0] as { state: string; waiting: string | null; attempts: number; waits: number };
 }
 
 describe('concurrency', () => {
-  it('the last slot, taken by two workers at once: exactly one leases it, the other waits (not an attempt) and is woken when the slot frees', async () => {
+  it('the last slot, taken by two workers at once: exactly one leases it; the other joins the line without waiting for the lock (not an attempt), and is woken when the slot frees', async () => {
     let release!: () => void;
     const hold = new Promise<void>((resolve) => (release = resolve));
     let entered = 0;
+    let most = 0;
     const h = defineHandler({ name: 'one-at-a-time', source: 'stripe', type: TYPE, concurrency: 1 }, async () => {
       entered += 1;
+      most = Math.max(most, entered);
       await hold;
+      entered -= 1;
     });
     const a = await newEvent();
     const b = await newEvent();
-    // Each gate stops for 300 ms after counting, before its lease: without the slot's lock both
-    // would count 0 and both lease.
+    // The gate that gets the slot's lock stops for 300 ms after counting, before its lease:
+    // without the lock both would count 0 and both lease.
     const faults = createFaults('worker.gate-after-count:delay=300');
     const e1 = engine(db.pool, [h], {}, { faults });
     const e2 = engine(db.pool, [h], {}, { faults });
-    // Both dispatches race for the one slot.
     const first = e1.processJob(dispatchJob(a.rowId, a.eventId));
     const second = e2.processJob(dispatchJob(b.rowId, b.eventId));
+    // One of them returns at once: it did not queue on the lock the other holds for 300 ms.
     const settled = await Promise.race([first.then(() => 'a'), second.then(() => 'b'), new Promise((r) => setTimeout(() => r('none'), 5_000))]);
-    expect(settled).not.toBe('none'); // one of them waits and returns at once
-    expect(entered).toBe(1);
+    expect(settled).not.toBe('none');
+    expect(entered).toBe(0); // the lock holder is still in its 300 ms: the other did not wait for it
     const waiter = settled === 'a' ? a : b;
-    const holder = settled === 'a' ? b : a;
     const waited = await (settled === 'a' ? first : second);
     expect(runsOf(waited)).toEqual([{ kind: 'waiting', handler: 'one-at-a-time', reason: 'concurrency' }]);
-    expect(await run(waiter.rowId, 'one-at-a-time')).toMatchObject({ state: 'received', waiting: 'concurrency', attempts: 0, waits: 1 });
-    // Its next look is scheduled with the fence it was given.
-    expect(followOf(waited)).toEqual([
-      { job: expect.objectContaining({ rowId: waiter.rowId, handler: 'one-at-a-time', wait: 1 }), delayMs: expect.any(Number), priority: undefined },
-    ]);
+    expect(await run(waiter.rowId, 'one-at-a-time')).toMatchObject({ state: 'received', waiting: 'concurrency', attempts: 0 });
+    // It joined without counting, so it looked again after its commit: the slot looked free (the
+    // holder had not committed its lease), and the longest waiter (itself) was woken for it.
+    const kick = followOf(waited);
+    expect(kick).toEqual([{ job: expect.objectContaining({ rowId: waiter.rowId, handler: 'one-at-a-time', wait: 2 }), lifo: true }]);
+    await waitFor(async () => (entered === 1 ? true : null), { timeoutMs: 5_000, what: 'the holder running' });
+    // That wake-up comes while the slot is taken: the run waits again, first in line, with no job.
+    const again = await e2.processJob(kick[0]!.job);
+    expect(runsOf(again)).toEqual([{ kind: 'waiting', handler: 'one-at-a-time', reason: 'concurrency' }]);
+    expect(followOf(again)).toEqual([]);
 
     release();
     const done = await (settled === 'a' ? second : first);
     expect(runsOf(done)).toMatchObject([{ kind: 'done' }]);
-    // The slot freed: the waiter is woken at once (its fence bumped: the poll job is now stale).
-    expect(followOf(done)).toEqual([{ job: expect.objectContaining({ rowId: waiter.rowId, handler: 'one-at-a-time', wait: 2 }), priority: undefined }]);
-    expect((await run(waiter.rowId, 'one-at-a-time')).waits).toBe(2);
-    void holder;
-
-    // The stale poll job (wait 1) does nothing and schedules nothing; the wake-up runs it.
-    const stale = await e1.processJob({ ...followOf(waited)[0]!.job });
-    expect(runsOf(stale)).toMatchObject([{ kind: 'done' }]); // the slot is free: a stale job may still lease (the lease is guarded)...
-    const woken = await e1.processJob({ ...followOf(done)[0]!.job });
-    expect(runsOf(woken)).toEqual([{ kind: 'skipped', handler: 'one-at-a-time' }]); // ...and the other then finds it done
-    expect(entered).toBe(2);
+    // The slot freed: the waiter is woken at once, its job at the front of the queue.
+    const wake = followOf(done);
+    expect(wake).toEqual([{ job: expect.objectContaining({ rowId: waiter.rowId, handler: 'one-at-a-time', wait: 4 }), lifo: true }]);
+    expect(runsOf(await e1.processJob(wake[0]!.job))).toMatchObject([{ kind: 'done' }]);
+    expect(most).toBe(1);
     expect(await run(waiter.rowId, 'one-at-a-time')).toMatchObject({ state: 'done', attempts: 1 });
+    // The stale wake-up (wait 2) finds the run done: nothing to do, nothing scheduled.
+    const stale = await e2.processJob(kick[0]!.job);
+    expect(runsOf(stale)).toEqual([{ kind: 'skipped', handler: 'one-at-a-time' }]);
+    expect(followOf(stale)).toEqual([]);
   });
 
-  it('a stale job of a waiting run never starts a second chain of jobs', async () => {
+  it('a run waiting for a slot has no job: the run that frees the slot wakes it; a duplicate of its wake-up schedules nothing', async () => {
     let release!: () => void;
     const hold = new Promise<void>((resolve) => (release = resolve));
     const h = defineHandler({ name: 'slot', source: 'stripe', type: TYPE, concurrency: 1 }, async () => hold);
@@ -106,19 +116,118 @@ describe('concurrency', () => {
     const b = await newEvent();
     const e = engine(db.pool, [h]);
     const holding = e.processJob(dispatchJob(a.rowId, a.eventId));
-    await new Promise((r) => setTimeout(r, 200));
+    await waitFor(async () => ((await run(a.rowId, 'slot'))?.state === 'processing' ? true : null), { timeoutMs: 5_000, what: 'the holder leased' });
     const waited = await e.processJob(dispatchJob(b.rowId, b.eventId));
-    const poll = followOf(waited)[0]!.job;
-    expect(poll.wait).toBe(1);
-    // The poll comes while the slot is still taken: it waits again, with the next fence...
-    const again = await e.processJob(poll);
-    expect(followOf(again)).toEqual([expect.objectContaining({ job: expect.objectContaining({ wait: 2 }) })]);
-    // ...and a duplicate of the old poll (recovery, a redelivered job) schedules nothing.
-    const duplicate = await e.processJob(poll);
+    expect(runsOf(waited)).toEqual([{ kind: 'waiting', handler: 'slot', reason: 'concurrency' }]);
+    expect(followOf(waited)).toEqual([]); // no poll: it is woken
+    expect(await run(b.rowId, 'slot')).toMatchObject({ state: 'received', waiting: 'concurrency', waits: 1 });
+    release();
+    const wake = followOf(await holding);
+    expect(wake).toEqual([{ job: expect.objectContaining({ rowId: b.rowId, handler: 'slot', wait: 2 }), lifo: true }]);
+    const [outcome] = runsOf(await e.processJob(wake[0]!.job));
+    expect(outcome).toMatchObject({ kind: 'done' });
+    // A second copy of the wake-up (recovery, a redelivered job): nothing to run, nothing scheduled.
+    const duplicate = await e.processJob(wake[0]!.job);
     expect(runsOf(duplicate)).toEqual([{ kind: 'skipped', handler: 'slot' }]);
     expect(followOf(duplicate)).toEqual([]);
-    release();
-    await holding;
+  });
+
+  it("the reconciler leaves a full group's waiters alone (no job, no write) and wakes those of a group whose wake-up was lost", async () => {
+    const prefix = testPrefix();
+    const store = testQueueStore(db.url, prefix);
+    const queue = testQueues(store, prefix);
+    const reconciler = createReconciler({ pool: db.pool, queries: q, queue, log: testLog, settings: { intervalMs: 1_000, requeueAfterMs: 1_000, batchSize: 100 } });
+    let release!: () => void;
+    const hold = new Promise<void>((resolve) => (release = resolve));
+    const h = defineHandler({ name: 'two-slots', source: 'stripe', type: TYPE, concurrency: 2 }, async () => hold);
+    const e = engine(db.pool, [h]);
+    try {
+      const running: Promise<JobOutcome>[] = [];
+      for (const holder of [await newEvent(), await newEvent()]) {
+        running.push(e.processJob(dispatchJob(holder.rowId, holder.eventId)));
+        const taken = running.length;
+        await waitFor(async () => ((await runStates('two-slots')).processing === taken ? true : null), { timeoutMs: 5_000, what: `${taken} slot(s) taken` });
+      }
+      const waiters = [await newEvent(), await newEvent(), await newEvent()];
+      for (const w of waiters) expect(runsOf(await e.processJob(dispatchJob(w.rowId, w.eventId)))).toEqual([{ kind: 'waiting', handler: 'two-slots', reason: 'concurrency' }]);
+      // Long untouched, but both slots are taken: they wait on purpose.
+      await db.pool.query(`UPDATE ${T.runs} SET updated_at = now() - interval '1 hour' WHERE state = 'received'`);
+      const touched = async () => (await db.pool.query<{ t: string }>(`SELECT max(updated_at)::text AS t FROM ${T.runs} WHERE state = 'received'`)).rows[0]!.t;
+      const before = await touched();
+      expect(await reconciler.runOnce()).toMatchObject({ leader: true, requeued: 0 });
+      expect(await touched()).toBe(before);
+      // Both holders end, and their wake-ups are lost (the jobs they return are dropped here, as
+      // Redis restarted empty would): the two longest waiters are woken by the reconciler.
+      release();
+      await Promise.all(running);
+      await db.pool.query(`UPDATE ${T.runs} SET updated_at = now() - interval '1 hour' WHERE state = 'received'`);
+      expect(await reconciler.runOnce()).toMatchObject({ requeued: 2 });
+      const jobs = (await Promise.all(queue.shards.map((shard) => shard.getJobs(['waiting', 'prioritized'])))).flat();
+      expect(jobs.map((j) => j.data.rowId).sort()).toEqual([waiters[0]!.rowId, waiters[1]!.rowId].sort());
+      for (const job of jobs) expect(runsOf(await e.processJob(job.data))).toMatchObject([{ kind: 'done' }]);
+    } finally {
+      release();
+      await queue.close();
+      await closeQueueConnection(store);
+    }
+  });
+
+  it('a limit holds at the downstream when renewals stall: the call is abandoned before the lease can run out, and the next run starts only after', async () => {
+    const sandbox = await startSandbox();
+    try {
+      const LEASE = 1_500;
+      const a = await newEvent();
+      const b = await newEvent();
+      const h = defineHandler({ name: 'fragile', source: 'stripe', type: TYPE, concurrency: 1 }, async (event, ctx) => {
+        await ctx.step('work', async ({ idempotencyKey, signal }) => {
+          // The work API holds the first call 10 s: far past the 1.5 s lease.
+          const response = await fetch(`${sandbox.url}/work/tasks`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', 'idempotency-key': idempotencyKey },
+            body: JSON.stringify({ task: 'fragile', key: event.eventId, ms: event.eventId === a.eventId ? 10_000 : 50 }),
+            signal,
+          });
+          if (!response.ok) throw new Error(`work API answered ${response.status}`);
+          return null;
+        });
+      });
+      // Worker 1's renewals stall (a stalled connection); worker 2 is healthy.
+      const stalled = engine(db.pool, [h], { leaseMs: LEASE }, { faults: createFaults('worker.before-renew:delay=60000') });
+      const healthy = engine(db.pool, [h], { leaseMs: LEASE });
+      const holding = stalled.processJob(dispatchJob(a.rowId, a.eventId));
+      await waitFor(async () => (sandbox.work('fragile').calls === 1 ? true : null), { timeoutMs: 10_000, what: "worker 1's call in flight" });
+      expect(runsOf(await healthy.processJob(dispatchJob(b.rowId, b.eventId)))).toEqual([{ kind: 'waiting', handler: 'fragile', reason: 'concurrency' }]);
+
+      // Worker 1 cannot renew: it abandons its call before its lease can run out.
+      expect(runsOf(await holding)).toEqual([{ kind: 'lease-lost', handler: 'fragile', type: TYPE }]);
+      const abandonedAt = Date.now();
+      // The work API hears of it when the connection closes (its own event, a moment later).
+      await waitFor(async () => (sandbox.work('fragile').abandoned === 1 ? true : null), { timeoutMs: 5_000, what: 'the work API seeing the call abandoned' });
+      expect(sandbox.work('fragile')).toMatchObject({ abandoned: 1, applied: 0 });
+      const { rows: lease } = await db.pool.query<{ left: number }>(
+        `SELECT extract(epoch FROM lease_until - clock_timestamp())::float8 * 1000 AS left FROM ${T.runs} WHERE event_row_id = $1`,
+        [a.rowId],
+      );
+      expect(lease[0]!.left).toBeGreaterThan(0); // abandoned while the lease still ran
+      console.log(`[figure] lease clock: the stalled worker abandoned its call ${lease[0]!.left.toFixed(0)} ms before its ${LEASE} ms lease ran out`);
+
+      // Worker 2 takes the slot only once that lease is gone: its run waits until then.
+      const job = { rowId: b.rowId, provider: 'stripe', eventId: b.eventId, handler: 'fragile', attempt: 0 };
+      const second = await waitFor(
+        async () => {
+          const [outcome] = runsOf(await healthy.processJob(job));
+          return outcome!.kind === 'waiting' ? null : outcome;
+        },
+        { timeoutMs: 10_000, intervalMs: 50, what: "worker 2's run leasing the slot" },
+      );
+      expect(second).toMatchObject({ kind: 'done' });
+      const work = sandbox.work('fragile');
+      expect(work.maxInFlight).toBe(1); // never two calls at once at the downstream
+      expect(work.calls).toBe(2);
+      expect(work.starts[1]!).toBeGreaterThanOrEqual(abandonedAt);
+    } finally {
+      await sandbox.close();
+    }
   });
 
   it('per key: a second run of the same key waits, another key runs', async () => {

@@ -175,6 +175,7 @@ it('upgrades a database from before the schema: tables moved, data kept, in-flig
         'oncehook/0008_payload_bytes.sql',
         'oncehook/0009_delivery_counts.sql',
         'oncehook/0010_flow_control.sql',
+        'oncehook/0011_flow_handoff.sql',
         'shop/0001_shop.sql',
       ],
       upgradedLegacy: true,

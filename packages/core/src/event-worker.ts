@@ -100,7 +100,7 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
     // Flow control's jobs: a waiting run's next look, a wake-up, a lower-priority run. Each
     // carries its run's fence; a lost one is found again by the reconciler.
     for (const next of outcome.follow) {
-      await enqueueEvent(deps.queue, next.job, { delayMs: next.delayMs, priority: next.priority }).catch((error: unknown) =>
+      await enqueueEvent(deps.queue, next.job, { delayMs: next.delayMs, priority: next.priority, lifo: next.lifo }).catch((error: unknown) =>
         log.warn({ err: error, rowId: next.job.rowId, handler: next.job.handler }, 'could not schedule a flow-control job; the reconciler will re-enqueue the run'),
       );
     }

@@ -15,10 +15,17 @@
  * BullMQ Pro's), and on Redis it would be lost with Redis, while a limit must survive that.
  *
  * A run over a limit WAITS: it stays `received` with a reason (`waiting`), its attempts
- * untouched, and a job of its own is scheduled for later: for a slot, a poll (and a wake-up the
- * moment a run of the same handler and key ends); for the rate, the next window. Every wait and
- * wake-up bumps the run's fence (`waits`), carried by its job: a stale job never schedules
- * another, so each waiting run has one chain of jobs, whatever duplicates recovery creates.
+ * untouched. For a slot it has no job: the run of the same handler and key that ends wakes the
+ * longest waiter (its job at the front of the queue), and the reconciler wakes the waiters of a
+ * group with a free slot whose wake-up was lost; a gate that finds the slot's lock busy joins
+ * the line without waiting for the lock and looks once more after its commit. For the rate, a
+ * job of its own is scheduled for the window its turn is expected in (the runs that waited
+ * longer, a limit's worth per window, counted up to RATE_WINDOWS_AHEAD windows). Every wait and wake-up bumps the run's fence
+ * (`waits`), carried by its job: a stale job never schedules another, so each waiting run has
+ * at most one chain of jobs, whatever duplicates recovery creates.
+ *
+ * A limited run's calls never outlive its lease (lease-clock.ts): a slot passes to another run
+ * only when the lease is gone, so the downstream never sees more than the limit at once.
  *
  * Priority: a run of a handler below the best priority loaded is not run inside its event's
  * dispatch but gets a job with a BullMQ priority; dispatch jobs (no priority) and better runs go
@@ -32,12 +39,6 @@ import type { GateRequest } from './store/queries.js';
 
 /** A run of a lower-priority handler waiting this long in the queue is moved to its front. */
 export const PRIORITY_AGING_MS = 60_000;
-
-/** How long a run waiting for a slot waits before it looks again (a wake-up may come first). */
-export function slotPollMs(leaseMs: number): number {
-  const base = Math.min(5_000, Math.max(250, Math.floor(leaseMs / 4)));
-  return base + Math.floor(Math.random() * base * 0.5);
-}
 
 /** How long a run waiting for the rate waits: to the next window, plus a little jitter (so the waiters do not all come at once). */
 export function rateWaitMs(periodMs: number, now = Date.now()): number {

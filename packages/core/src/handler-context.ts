@@ -44,6 +44,8 @@ export interface RunHandle {
   generation: number;
   keyScheme: 1 | 2;
   leaseMs: number;
+  /** A renewal sent at `sentAt` (performance.now()) committed: the lease clock moves its end (lease-clock.ts). */
+  onLeaseRenewed?: (sentAt: number) => void;
 }
 
 /** The step a piece of handler code runs in (for the test kit's request records). */
@@ -171,9 +173,11 @@ export function createRunContext(
    * than a third of the lease renews it here, inside its own transaction (before its record),
    * so the lease is fresh the moment the row is released.
    */
-  async function renewIfHeldLong(tx: PoolClient, fencedAt: number): Promise<void> {
-    if (Date.now() - fencedAt <= run.leaseMs / 3) return;
+  async function renewIfHeldLong(tx: PoolClient, fencedAt: number): Promise<number | null> {
+    if (Date.now() - fencedAt <= run.leaseMs / 3) return null;
+    const sentAt = performance.now();
     if (!(await queries.renewLease(tx, run.runId, run.token, run.leaseMs))) throw new LeaseLostError(run.runId);
+    return sentAt;
   }
 
   async function finishRun(db: PoolClient | Pool): Promise<void> {
@@ -193,6 +197,8 @@ export function createRunContext(
       log.info({ step: name, kind: 'local' }, 'step already committed; skipped');
       return record.result as T;
     }
+    /** When the step renewed the lease inside its transaction (it counts once the step commits). */
+    let renewedAt: number | null = null;
     const result = await inSpan('oncehook.step', { attributes: { 'oncehook.step': name, 'oncehook.step.kind': 'local' } }, () =>
       withFence(async (tx, generation, fencedAt) => {
         const value: Json = toRecordedJson(await currentStepStorage.run(info, () => localTransactionStorage.run({ tx, step: name, runId: run.runId }, () => fn(tx))), name);
@@ -200,7 +206,7 @@ export function createRunContext(
           // The record and the run's `done` in one statement (one round trip less per event).
           if (!(await queries.recordFinalStep(tx, { runId: run.runId, generation, name, result: value }, run.token))) throw new LeaseLostError(run.runId);
         } else {
-          await renewIfHeldLong(tx, fencedAt);
+          renewedAt = await renewIfHeldLong(tx, fencedAt);
           await queries.recordStep(tx, { runId: run.runId, generation, name, kind: 'local', result: value, idempotencyKey: null });
         }
         await deps.faults.hit('worker.step-before-commit', { step: name });
@@ -208,6 +214,7 @@ export function createRunContext(
       }),
     );
     if (options.final) completed = true;
+    if (renewedAt !== null) run.onLeaseRenewed?.(renewedAt);
     deps.hooks?.stepCommitted?.(info);
     log.info({ step: name, kind: 'local' }, 'step committed');
     return result as T;
@@ -229,8 +236,10 @@ export function createRunContext(
     // finished and even replayed meanwhile, and an API forgets keys after a while): prove
     // the lease, and renew it so the call has all of it.
     checkLease();
+    const sentAt = performance.now();
     const renewed = await queries.renewLeaseAtStep(deps.pool, run.runId, run.token, run.leaseMs);
     if (!renewed) throw new LeaseLostError(run.runId);
+    run.onLeaseRenewed?.(sentAt);
     if (renewed.stop) throw new RunStoppedError(run.runId);
     const idempotencyKey = idempotencyKeyFor({
       provider: run.provider,

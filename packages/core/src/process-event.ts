@@ -33,8 +33,9 @@ import { isLeaseLostError, LeaseLostError, type Handler, type HandlerEvent } fro
 import type { LeasedRun, Queries } from './store/queries.js';
 import { attemptsExhausted, policyFor, retryDelayMs, type RetryPolicy, verdictFor, verdictForProblem } from './retry-policy.js';
 import { createRunContext, RunStoppedError, type EngineHooks, type RunContext } from './handler-context.js';
+import { leaseMarginMs, startLeaseClock } from './lease-clock.js';
 import type { HandlerRegistry } from './registry.js';
-import { gateRequest, isGated, needsEvent, priorityLevel, rateWaitMs, slotPollMs } from './flow-control.js';
+import { gateRequest, isGated, needsEvent, priorityLevel, rateWaitMs } from './flow-control.js';
 import type { GateRequest } from './store/queries.js';
 
 export interface ProcessSettings {
@@ -76,6 +77,8 @@ export interface FollowUp {
   job: EventJobData;
   delayMs?: number;
   priority?: number;
+  /** At the front of the queue: a wake-up for a slot that is free now (the slot waits for it). */
+  lifo?: boolean;
 }
 
 export type JobOutcome =
@@ -119,8 +122,11 @@ async function notClaimable(deps: ProcessDeps, rowId: number, handler: string): 
 
 /**
  * A limited handler's run through its gate (store/flow.ts gateAcquire): leased and run, or
- * waiting with its next job scheduled. After a run that held a slot, the run waiting longest
- * for a slot of the same handler and key is woken at once.
+ * waiting. A run waiting for the rate has its next look scheduled for the next window; a run
+ * waiting for a slot has no job (it would only look and wait again): the run that frees a slot
+ * wakes the longest waiter of the same handler and key, its job at the front of the queue
+ * (handOver), and the reconciler wakes the waiters of a group whose wake-up was lost
+ * (WAKE_STALLED).
  */
 async function gatedRun(
   deps: ProcessDeps,
@@ -144,23 +150,43 @@ async function gatedRun(
   const result = await queries.gateAcquire(pool, request, { afterCount: () => deps.faults.hit('worker.gate-after-count') });
   if (result.kind === 'not-claimable') return notClaimable(deps, job.rowId, handler.name);
   if (result.kind === 'wait') {
-    // No next job: this job's fence was stale (a newer job owns the wait), or the run is not waitable (leased, finished).
+    // No job of its own: this job's fence was stale (a newer job owns the wait), or the run is not waitable (leased, finished).
     if (!result.job) return { kind: 'skipped', handler: handler.name };
-    const delayMs = result.reason === 'rate-limit' ? rateWaitMs(handler.limits.rateLimit!.periodMs) : slotPollMs(settings.leaseMs);
-    follow.push({ job: result.job, delayMs, priority: jobPriority(handler) });
-    deps.log.debug({ rowId: job.rowId, handler: handler.name, reason: result.reason, delayMs }, 'run waits for its limit');
+    if (result.reason === 'rate-limit') {
+      // Its next look in the window its turn is expected in, a limit's worth of waiters per
+      // window ahead of it, instead of every window (a backlog of N waiters would cost N gate
+      // transactions per window, starving the pool of the runs that did start).
+      const { limit, periodMs } = handler.limits.rateLimit!;
+      const delayMs = rateWaitMs(periodMs) + Math.floor(result.ahead / limit) * periodMs;
+      follow.push({ job: result.job, delayMs, priority: jobPriority(handler) });
+      deps.log.debug({ rowId: job.rowId, handler: handler.name, reason: result.reason, delayMs }, 'run waits for its rate');
+    } else if (result.contended && request.concurrency) {
+      // It joined the line without counting (another gate held the slot's lock). If that gate
+      // was a run freeing the last slot, it may have looked for waiters before this one's
+      // commit: look at the slots once more, now that this wait is visible to every later
+      // hand-over. A free slot: the longest waiter (perhaps this run) is woken for it.
+      if ((await queries.slotsInUse(pool, handler.name, request.concurrency.key)) < request.concurrency.limit) await handOver(deps, handler.name, request.concurrency.key, follow);
+    }
     return { kind: 'waiting', handler: handler.name, reason: result.reason };
   }
   const outcome = await afterRun(deps, handler, await runLeased(deps, result.leased, request.token));
-  if (request.concurrency) {
-    // A slot was freed: the longest waiter for it goes now instead of at its next poll.
-    const woken = await queries.wakeNext(pool, handler.name, request.concurrency.key).catch((error: unknown) => {
-      deps.log.warn({ err: error, handler: handler.name }, 'could not wake the next waiting run; it looks again at its next poll');
-      return null;
-    });
-    if (woken) follow.push({ job: woken, priority: jobPriority(handler) });
-  }
+  if (request.concurrency) await handOver(deps, handler.name, request.concurrency.key, follow);
   return outcome;
+}
+
+/**
+ * A slot of (handler, key) was freed (or looked free): the run waiting longest for it is woken,
+ * its job enqueued at the FRONT of the queue (lifo), so it starts at the next free worker slot
+ * instead of behind a backlog of dispatches. Not leased here: its job takes the slot through the
+ * gate like any other (if a new run took it first, the woken one waits again, first in line).
+ * A failure is logged: the reconciler wakes the group's waiters later (WAKE_STALLED).
+ */
+async function handOver(deps: ProcessDeps, handler: string, flowKey: string | null, follow: FollowUp[]): Promise<void> {
+  const woken = await deps.queries.wakeNext(deps.pool, handler, flowKey).catch((error: unknown) => {
+    deps.log.warn({ err: error, handler }, 'could not wake the next waiting run; the reconciler will');
+    return null;
+  });
+  if (woken) follow.push({ job: woken, lifo: true });
 }
 
 /** A run no limit can be applied to (its key function failed): leased without the gate and failed with the reason. */
@@ -235,6 +261,7 @@ async function dispatch(deps: ProcessDeps, job: EventJobData): Promise<JobOutcom
       return { kind: 'unhandled', provider: event.provider, type: event.type, state };
     }
     const tokens = new Map(handlers.map((h) => [h.name, randomUUID()]));
+    const leasedAt = performance.now();
     const dispatched = await queries.dispatchAndLease(
       pool,
       event.id,
@@ -247,7 +274,7 @@ async function dispatch(deps: ProcessDeps, job: EventJobData): Promise<JobOutcom
       const runs = await Promise.all(
         dispatched.runs.map(async (run): Promise<RunOutcome> => {
           const handler = deps.registry.byName(run.handler);
-          if (run.state === 'processing') return afterRun(deps, handler, await runLeased(deps, { run, event: dispatched.event, steps: [] }, tokens.get(run.handler)!));
+          if (run.state === 'processing') return afterRun(deps, handler, await runLeased(deps, { run, event: dispatched.event, steps: [], leasedAt }, tokens.get(run.handler)!));
           if (run.waiting === 'paused') return { kind: 'waiting', handler: run.handler, reason: 'paused' };
           // Not reachable (the runs come from registry.match); not a pause either: leave it to its job.
           if (!handler) return { kind: 'skipped', handler: run.handler };
@@ -413,21 +440,40 @@ async function runLeasedAttempt(deps: ProcessDeps, leased: LeasedRun, token: str
 
   // Keep the lease alive while the handler runs; losing it aborts the handler's signal. Not
   // while a local step holds the run row: the renewal would wait for its COMMIT on a pool
-  // connection of its own, and the step renews the lease itself (handler-context.ts).
+  // connection of its own, and the step renews the lease itself (handler-context.ts). The lease
+  // clock aborts the signal too, before the lease can run out unrenewed (lease-clock.ts): a call
+  // never outlives the lease that keeps other workers, and other runs of a limited handler, off.
   const abort = new AbortController();
   let ctx: RunContext | undefined;
+  const clock = startLeaseClock({
+    leasedAt: leased.leasedAt,
+    leaseMs: settings.leaseMs,
+    holdsRunRow: () => ctx?.holdsRunRow === true,
+    onExpiring: () => {
+      if (abort.signal.aborted) return;
+      log.warn({ leaseMs: settings.leaseMs }, 'lease not renewed in time; abandoning the calls in flight before it runs out');
+      abort.abort(new LeaseLostError(run.id, `not renewed in time: it would run out within ${leaseMarginMs(settings.leaseMs)} ms, so the calls in flight were abandoned`));
+    },
+  });
   const keeper = setInterval(
     () => {
       if (ctx?.holdsRunRow) return;
-      queries.renewLease(pool, run.id, token, settings.leaseMs).then(
-        (held) => {
-          if (!held && !abort.signal.aborted) {
-            log.warn('lease lost while the handler was running; aborting');
-            abort.abort(new LeaseLostError(run.id));
-          }
-        },
-        (error: unknown) => log.warn({ err: error }, 'lease renewal failed; will retry'),
-      );
+      const sentAt = performance.now();
+      // The fault point worker.before-renew: tests stall or fail the renewals (a stalled
+      // connection, a Postgres going away) while a call is in flight.
+      deps.faults
+        .hit('worker.before-renew')
+        .then(() => queries.renewLease(pool, run.id, token, settings.leaseMs))
+        .then(
+          (held) => {
+            if (held) clock.renewed(sentAt);
+            else if (!abort.signal.aborted) {
+              log.warn('lease lost while the handler was running; aborting');
+              abort.abort(new LeaseLostError(run.id));
+            }
+          },
+          (error: unknown) => log.warn({ err: error }, 'lease renewal failed; will retry'),
+        );
     },
     Math.max(100, Math.floor(settings.leaseMs / 3)),
   );
@@ -444,6 +490,7 @@ async function runLeasedAttempt(deps: ProcessDeps, leased: LeasedRun, token: str
       generation: run.generation,
       keyScheme: run.keyScheme,
       leaseMs: settings.leaseMs,
+      onLeaseRenewed: clock.renewed,
     },
     leased.steps,
     log,
@@ -473,5 +520,6 @@ async function runLeasedAttempt(deps: ProcessDeps, leased: LeasedRun, token: str
     return verdict.retry ? retry(message, error) : fail(verdict.reason);
   } finally {
     clearInterval(keeper);
+    clock.stop();
   }
 }

@@ -352,6 +352,8 @@ export interface EnqueueOptions {
   delayMs?: number;
   /** BullMQ priority (1 first): a run of a lower-priority handler (flow-control.ts). */
   priority?: number;
+  /** At the head of the waiting jobs (BullMQ `lifo`): a wake-up for a freed concurrency slot. */
+  lifo?: boolean;
 }
 
 /**
@@ -386,5 +388,6 @@ export async function enqueueEvent(target: JobTarget, data: EventJobData, option
     jobId,
     ...(options.delayMs ? { delay: options.delayMs } : {}),
     ...(options.priority ? { priority: options.priority } : {}),
+    ...(options.lifo ? { lifo: true } : {}),
   });
 }

@@ -8,9 +8,11 @@
  *   3. received events never dispatched, untouched for REQUEUE_AFTER_MS (ingest died between
  *      commit and enqueue, Redis lost the job) -> their dispatch job re-enqueued;
  *   4. flow control: paused runs no pause covers any longer (a resume whose process died
- *      before it released them) -> enqueued; runs of lower-priority handlers queued longer
- *      than PRIORITY_AGING_MS -> enqueued once more without priority (never starved). Paused
- *      runs are otherwise left alone: no job, no re-enqueue, no write.
+ *      before it released them) -> enqueued; runs waiting for a concurrency slot in a group
+ *      with a free slot that nobody woke (the wake-up job lost, the finishing worker killed)
+ *      -> woken; runs of lower-priority handlers queued longer than PRIORITY_AGING_MS ->
+ *      enqueued once more without priority (never starved). Paused runs, and runs waiting for
+ *      a slot that is taken, are otherwise left alone: no job, no re-enqueue, no write.
  *
  * Leadership: the pass runs its UPDATEs in one transaction that first takes
  * pg_try_advisory_xact_lock (lock-keys.ts); a process that does not get it skips the pass. No
@@ -122,6 +124,7 @@ export function createReconciler(deps: {
         ...(await queries.takeStaleReceivedRuns(tx, settings.requeueAfterMs, settings.batchSize)),
         ...(await queries.takeStaleReceivedEvents(tx, settings.requeueAfterMs, settings.batchSize)),
         ...(await queries.releasePaused(tx, settings.batchSize)),
+        ...(await queries.wakeStalled(tx, settings.requeueAfterMs, settings.batchSize)),
       ];
       const aged = deps.lowerPriority ? await queries.agedRuns(tx, deps.lowerPriority.handlers, deps.lowerPriority.agingMs, settings.batchSize) : [];
       return { reclaimed, requeued, aged };

@@ -74,6 +74,8 @@ CREATE TABLE oncehook.handler_runs (
     waiting_since timestamp with time zone,
     waits integer DEFAULT 0 NOT NULL,
     flow_key text,
+    flow_limit integer,
+    rate_key text,
     CONSTRAINT handler_runs_key_scheme_check CHECK ((key_scheme = ANY (ARRAY[1, 2]))),
     CONSTRAINT handler_runs_lease_iff_processing CHECK (((state = 'processing'::text) = ((lease_token IS NOT NULL) AND (lease_until IS NOT NULL)))),
     CONSTRAINT handler_runs_state_check CHECK ((state = ANY (ARRAY['received'::text, 'processing'::text, 'done'::text, 'failed'::text]))),

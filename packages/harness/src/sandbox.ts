@@ -24,7 +24,8 @@ export async function startSandbox(): Promise<SandboxHandle> {
     url: `http://127.0.0.1:${port}`,
     sandbox,
     stats: () => sandbox.stats(),
-    work: (task) => sandbox.workStats()[task] ?? { calls: 0, applied: 0, replays: 0, maxInFlight: 0, maxInFlightPerKey: 0, maxKeysInFlight: 0, starts: [], appliedByKey: {} },
+    work: (task) =>
+      sandbox.workStats()[task] ?? { calls: 0, applied: 0, replays: 0, maxInFlight: 0, maxInFlightPerKey: 0, maxKeysInFlight: 0, starts: [], appliedByKey: {}, abandoned: 0 },
     faults: (rules) => sandbox.setFaults(rules),
     async close() {
       server.closeAllConnections();

@@ -13,7 +13,10 @@
  *   POST /work/tasks               a slow API that measures ITSELF how many calls are in flight:
  *                                    {task, key?, ms} holds the call ms milliseconds; per task it
  *                                    records the most calls in flight at once, per key too, and
- *                                    when each call started; Idempotency-Key dedupes as above
+ *                                    when each call started; Idempotency-Key dedupes as above. A
+ *                                    call whose client goes away (aborted, connection closed)
+ *                                    stops at once, applies nothing and no longer counts as in
+ *                                    flight (`abandoned`), as a server that honours cancellation
  *   GET  /work/stats               those measurements (flow-control tests read them)
  *   GET  /stats                    effects actually applied, per service and per key
  *   POST /faults                   inject a fault rule (see FaultRule); DELETE /faults clears
@@ -67,6 +70,8 @@ export interface WorkStats {
   starts: number[];
   /** Applied calls per idempotency key: every value must be 1. */
   appliedByKey: Record<string, number>;
+  /** Calls whose client went away before the answer: stopped, nothing applied. */
+  abandoned: number;
 }
 
 export interface ServiceStats {
@@ -231,7 +236,19 @@ export function createSandbox(): Sandbox {
   const workOf = (task: string) => {
     let w = work.get(task);
     if (!w) {
-      w = { calls: 0, applied: 0, replays: 0, inFlight: 0, maxInFlight: 0, maxInFlightPerKey: 0, maxKeysInFlight: 0, starts: [], appliedByKey: {}, inFlightByKey: new Map() };
+      w = {
+        calls: 0,
+        applied: 0,
+        replays: 0,
+        abandoned: 0,
+        inFlight: 0,
+        maxInFlight: 0,
+        maxInFlightPerKey: 0,
+        maxKeysInFlight: 0,
+        starts: [],
+        appliedByKey: {},
+        inFlightByKey: new Map(),
+      };
       work.set(task, w);
     }
     return w;
@@ -256,13 +273,32 @@ export function createSandbox(): Sandbox {
     w.inFlightByKey.set(key, (w.inFlightByKey.get(key) ?? 0) + 1);
     w.maxInFlightPerKey = Math.max(w.maxInFlightPerKey, w.inFlightByKey.get(key)!);
     w.maxKeysInFlight = Math.max(w.maxKeysInFlight, w.inFlightByKey.size);
+    // Held for `ms`, or until the client goes away (the request's signal aborts when its
+    // connection closes before the answer).
+    const signal = c.req.raw.signal;
+    let abandoned = false;
     try {
-      await new Promise((resolve) => setTimeout(resolve, body.ms as number));
+      abandoned = await new Promise<boolean>((resolve) => {
+        if (signal.aborted) return resolve(true);
+        const timer = setTimeout(() => {
+          signal.removeEventListener('abort', onAbort);
+          resolve(false);
+        }, body.ms as number);
+        const onAbort = () => {
+          clearTimeout(timer);
+          resolve(true);
+        };
+        signal.addEventListener('abort', onAbort, { once: true });
+      });
     } finally {
       w.inFlight -= 1;
       const left = w.inFlightByKey.get(key)! - 1;
       if (left === 0) w.inFlightByKey.delete(key);
       else w.inFlightByKey.set(key, left);
+    }
+    if (abandoned) {
+      w.abandoned += 1;
+      return c.body(null, 408); // nobody reads it: the client is gone
     }
     const result = { id: `wk_${randomUUID()}`, task: body.task, key };
     w.applied += 1;

@@ -72,8 +72,12 @@ export class LeaseLostError extends Error {
   static readonly kind: ErrorKind = 'lease-lost';
   static override [Symbol.hasInstance] = brandedInstanceOf;
   override name = 'LeaseLostError';
-  constructor(readonly runId: number) {
-    super(`lease on handler run ${runId} was lost (expired and taken over); stopping without committing`);
+  constructor(
+    readonly runId: number,
+    /** Why: taken over by default; the lease clock says when renewals failed for too long. */
+    reason = 'expired and taken over',
+  ) {
+    super(`lease on handler run ${runId} was lost (${reason}); stopping without committing`);
     stamp(this, new.target);
   }
 }

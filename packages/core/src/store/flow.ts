@@ -24,8 +24,13 @@ export interface GateRequest {
 
 export type GateResult =
   | { kind: 'leased'; leased: LeasedRun }
-  /** Over a limit: the run waits; `job` (null when this job's fence was stale) is the one next job to schedule. */
-  | { kind: 'wait'; reason: Exclude<RunWaiting, 'paused'>; job: EventJobData | null }
+  /**
+   * Over a limit: the run waits. `job` (null when this job's fence was stale) is its next job
+   * for the rate; a run waiting for a slot gets none (it is woken). `contended`: the slot's lock
+   * was held by another gate at that moment, so the run joined the line without counting the
+   * slots (the caller looks once more, after the commit).
+   */
+  | { kind: 'wait'; reason: Exclude<RunWaiting, 'paused'>; job: EventJobData | null; contended: boolean; ahead: number }
   /** Not ours to run (finished, leased by a live worker, or paused). */
   | { kind: 'not-claimable' };
 
@@ -43,13 +48,24 @@ export interface PauseRow {
 
 class Rollback extends Error {}
 
+/**
+ * How many windows ahead a run waiting for the rate may be scheduled at most: the runs ahead of
+ * it are counted up to this many windows' worth (each count is bounded), and one further back
+ * looks again after that many windows (and counts again).
+ */
+export const RATE_WINDOWS_AHEAD = 10;
+
 export function createFlowQueries(t: Tables, schemaName: string, runs: ReturnType<typeof createRunQueries>) {
   const sql = flowStatements(t);
 
   /**
    * One limited run through its gate, in ONE transaction:
-   *   1. concurrency: the (handler, key) advisory lock, then the count of its runs in progress
-   *      (a statement of its own: its snapshot is taken after the lock was granted); full -> wait;
+   *   1. concurrency: the (handler, key) advisory lock, TRIED (pg_try_advisory_xact_lock): a
+   *      gate that does not get it at once does not queue for it (dozens of waiting
+   *      transactions on one lock, each holding a connection, were what slowed a backlog to a
+   *      crawl); the run joins the line instead (`contended`), and the caller looks at the
+   *      slots again after the commit. With the lock: the count of the runs in progress (a
+   *      statement of its own: its snapshot is taken after the lock was granted); full -> wait;
    *   2. rate: one start taken from the current window; full -> wait;
    *   3. the guarded lease (ACQUIRE_RUN), recording the run's key; 0 rows -> roll back (the
    *      start is given back) and report not-claimable.
@@ -58,24 +74,34 @@ export function createFlowQueries(t: Tables, schemaName: string, runs: ReturnTyp
    */
   async function gateAcquire(pool: Pool, req: GateRequest, hooks: { afterCount?: () => Promise<void> } = {}): Promise<GateResult> {
     const flowKey = req.concurrency ? (req.concurrency.key ?? null) : null;
+    // The lease's clock starts before BEGIN: ACQUIRE_RUN's now() is the transaction's start.
+    const leasedAt = performance.now();
     try {
       return await withTransaction(pool, async (tx) => {
         let reason: 'concurrency' | 'rate-limit' | null = null;
+        let contended = false;
         if (req.concurrency) {
-          await tx.query('SELECT pg_advisory_xact_lock($1::bigint)', [advisoryLockKey(schemaName, 'flow', `${req.handler}\0${flowKey ?? ''}`)]);
-          const { rows } = await tx.query<{ n: number }>(sql.IN_FLIGHT, [req.handler, flowKey]);
-          if (rows[0]!.n >= req.concurrency.limit) reason = 'concurrency';
-          // The fault point worker.gate-after-count: tests hold two gates here at once.
-          await hooks.afterCount?.();
+          const { rows: lock } = await tx.query<{ got: boolean }>('SELECT pg_try_advisory_xact_lock($1::bigint) AS got', [
+            advisoryLockKey(schemaName, 'flow', `${req.handler}\0${flowKey ?? ''}`),
+          ]);
+          if (lock[0]!.got) {
+            const { rows } = await tx.query<{ n: number }>(sql.IN_FLIGHT, [req.handler, flowKey]);
+            if (rows[0]!.n >= req.concurrency.limit) reason = 'concurrency';
+            // The fault point worker.gate-after-count: tests hold two gates here at once.
+            await hooks.afterCount?.();
+          } else {
+            reason = 'concurrency';
+            contended = true;
+          }
         }
         if (reason === null && req.rate) {
           const { rowCount } = await tx.query(sql.TAKE_RATE, [req.handler, req.rate.key, req.rate.periodMs, req.rate.limit]);
           if (rowCount === 0) reason = 'rate-limit';
         }
-        if (reason !== null) return { kind: 'wait', reason, job: await markWaiting(tx, req, reason, flowKey) };
+        if (reason !== null) return { kind: 'wait', reason, contended, ...(await markWaiting(tx, req, reason, flowKey)) };
         const leased = await runs.acquireRun(tx, req.rowId, req.handler, req.token, req.leaseMs, flowKey);
         if (!leased) throw new Rollback();
-        return { kind: 'leased', leased };
+        return { kind: 'leased', leased: { ...leased, leasedAt } };
       });
     } catch (error) {
       if (error instanceof Rollback) return { kind: 'not-claimable' };
@@ -83,12 +109,28 @@ export function createFlowQueries(t: Tables, schemaName: string, runs: ReturnTyp
     }
   }
 
-  /** The run waits (WAIT); its next job, or null when this job's fence was stale (a newer job owns the wait). */
-  async function markWaiting(db: Queryable, req: GateRequest, reason: 'concurrency' | 'rate-limit', flowKey: string | null): Promise<EventJobData | null> {
-    const { rows } = await db.query<{ waits: number; attempts: number; generation: number }>(sql.WAIT, [req.rowId, req.handler, reason, flowKey, req.wait]);
+  /**
+   * The run waits (WAIT): its next job, or null when this job's fence was stale (a newer job
+   * owns the wait); `ahead`, for the rate, how many runs of its handler and key waited longer.
+   */
+  async function markWaiting(db: Queryable, req: GateRequest, reason: 'concurrency' | 'rate-limit', flowKey: string | null): Promise<{ job: EventJobData | null; ahead: number }> {
+    const { rows } = await db.query<{ waits: number; attempts: number; generation: number; ahead: number | null }>(sql.WAIT, [
+      req.rowId,
+      req.handler,
+      reason,
+      flowKey,
+      req.wait,
+      req.concurrency?.limit ?? null,
+      req.rate?.key ?? null,
+      // A few windows' worth: a waiter further back looks again then, and counts again.
+      (req.rate?.limit ?? 0) * RATE_WINDOWS_AHEAD,
+    ]);
     const row = rows[0];
-    if (!row) return null;
-    return { rowId: req.rowId, provider: req.provider, eventId: req.eventId, handler: req.handler, generation: row.generation, attempt: row.attempts, wait: row.waits };
+    if (!row) return { job: null, ahead: 0 };
+    return {
+      job: { rowId: req.rowId, provider: req.provider, eventId: req.eventId, handler: req.handler, generation: row.generation, attempt: row.attempts, wait: row.waits },
+      ahead: row.ahead ?? 0,
+    };
   }
 
   return {
@@ -102,6 +144,16 @@ export function createFlowQueries(t: Tables, schemaName: string, runs: ReturnTyp
     /** The next run waiting for a slot of (handler, key): its job, fence bumped, to enqueue now. */
     async wakeNext(db: Queryable, handler: string, flowKey: string | null): Promise<EventJobData | null> {
       return (await db.query<EventJobData>(sql.WAKE_NEXT, [handler, flowKey])).rows[0] ?? null;
+    },
+
+    /** The slots of (handler, key) in use now: its runs in progress under a live lease (read without the lock). */
+    async slotsInUse(db: Queryable, handler: string, flowKey: string | null): Promise<number> {
+      return (await db.query<{ n: number }>(sql.IN_FLIGHT, [handler, flowKey])).rows[0]!.n;
+    },
+
+    /** The reconciler's repair: waiters of groups with a free slot nobody woke, woken (their jobs to enqueue). */
+    async wakeStalled(db: Queryable, olderThanMs: number, limit: number): Promise<EventJobData[]> {
+      return (await db.query<EventJobData>(sql.WAKE_STALLED, [olderThanMs, limit])).rows;
     },
 
     /**

@@ -60,6 +60,12 @@ export interface LeasedRun {
   event: EventRow;
   /** Steps recorded for the run's current generation (earlier attempts, or a replay's reuse). */
   steps: RecordedStep[];
+  /**
+   * `performance.now()` taken before the statement (or transaction) that took the lease was
+   * sent: the lease runs out no earlier than this plus LEASE_MS, on the server's clock too
+   * (lease-clock.ts). Measured here, no clock of two hosts is compared.
+   */
+  leasedAt: number;
 }
 
 export type OperatorMode = 'redrive' | 'replay';

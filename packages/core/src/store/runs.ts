@@ -53,13 +53,14 @@ export function createRunQueries(t: Tables, schemaName: string) {
   }
 
   /** The leased runs with their recorded steps, read after the lease (sql STEPS_OF_LEASED_RUNS says why). */
-  async function stepsOfLeasedRuns(db: Queryable, rows: (RunRow & { event: EventRow })[], token: string): Promise<LeasedRun[]> {
+  async function stepsOfLeasedRuns(db: Queryable, rows: (RunRow & { event: EventRow })[], token: string, leasedAt: number): Promise<LeasedRun[]> {
     if (rows.length === 0) return [];
     const { rows: steps } = await db.query<RecordedStep & { runId: number }>(STEPS_OF_LEASED_RUNS_SQL([rows.map((r) => r.id), token]));
     return rows.map(({ event, ...run }) => ({
       run: run as RunRow,
       event: reviveEvent(event),
       steps: steps.filter((s) => s.runId === run.id).map(({ runId: _runId, ...step }) => step),
+      leasedAt,
     }));
   }
 
@@ -69,14 +70,16 @@ export function createRunQueries(t: Tables, schemaName: string) {
    * worker, or no such run): the caller acknowledges the job and does nothing else.
    */
   async function acquireRun(db: Queryable, rowId: number, handler: string, token: string, leaseMs: number, flowKey: string | null = null): Promise<LeasedRun | null> {
+    const leasedAt = performance.now();
     const { rows } = await db.query<RunRow & { event: EventRow }>(ACQUIRE_RUN_SQL([rowId, handler, token, leaseMs, flowKey]));
-    return (await stepsOfLeasedRuns(db, rows, token))[0] ?? null;
+    return (await stepsOfLeasedRuns(db, rows, token, leasedAt))[0] ?? null;
   }
 
   /** Every claimable run of an event, leased to the caller at once (a repeated dispatch job). */
   async function acquireClaimableRuns(db: Queryable, rowId: number, token: string, leaseMs: number, except: string[] = []): Promise<LeasedRun[]> {
+    const leasedAt = performance.now();
     const { rows } = await db.query<RunRow & { event: EventRow }>(ACQUIRE_CLAIMABLE_RUNS_SQL([rowId, token, leaseMs, except]));
-    return stepsOfLeasedRuns(db, rows, token);
+    return stepsOfLeasedRuns(db, rows, token, leasedAt);
   }
 
   /** A run from before handler names takes the one handler's name. false = bound meanwhile (or gone). */

@@ -43,20 +43,32 @@ export function flowStatements(t: Tables) {
 
     /**
      * The run (event row $1, handler $2) waits for reason $3 (`concurrency`, `rate-limit`),
-     * with concurrency key $4: it stays (or goes back to) `received`, not leased and not an
-     * attempt. Guarded by the job's fence $5 (the run's `waits` it was scheduled with; NULL
-     * for a job from outside flow control): a stale job changes nothing. Bumps `waits`: the
-     * caller schedules the one next job with the new value. 0 rows = not ours to touch
-     * (leased by a live worker, finished, or a newer job owns the wait).
+     * with concurrency key $4 and limit $6 (rate key $7): it stays (or goes back to)
+     * `received`, not leased and not an attempt. For the rate, `ahead`: the runs of the same
+     * handler and rate key that have waited longer (counted up to $8: a few windows' worth),
+     * so the caller schedules its next look for the window its turn is expected in. Guarded by the job's fence $5 (the run's `waits` it was scheduled
+     * with; NULL for a job from outside flow control): a stale job changes nothing. Bumps
+     * `waits`: a run waiting for the rate gets the one next job with the new value; a run
+     * waiting for a slot gets none (a run of its handler and key that ends wakes it). Keeps
+     * `waiting_since` across waits: a run woken and held back again keeps its place in line.
+     * 0 rows = not ours to touch (leased by a live worker, finished, or a newer job owns the
+     * wait).
      */
     WAIT: `UPDATE ${RUNS} r
           SET state = 'received', lease_token = NULL, lease_until = NULL,
               waiting = $3::text, waiting_since = coalesce(r.waiting_since, now()),
-              waits = r.waits + 1, flow_key = $4::text, updated_at = now()
+              waits = r.waits + 1, flow_key = $4::text, flow_limit = $6::int, rate_key = $7::text, updated_at = now()
         WHERE r.event_row_id = $1::bigint AND r.handler = $2::text
           AND (r.state = 'received' OR (r.state = 'processing' AND r.lease_until < now()))
           AND ($5::int IS NULL OR r.waits = $5::int)
-       RETURNING r.waits, r.attempts, r.generation`,
+       RETURNING r.waits, r.attempts, r.generation,
+                 CASE WHEN $3::text = 'rate-limit' THEN (
+                   SELECT count(*)::int FROM (
+                     SELECT 1 FROM ${RUNS} w
+                      WHERE w.handler = $2::text AND w.waiting = 'rate-limit' AND w.state = 'received'
+                        AND w.rate_key IS NOT DISTINCT FROM $7::text AND w.waiting_since < coalesce(r.waiting_since, now())
+                      LIMIT $8::int) ahead)
+                 END AS ahead`,
 
     /**
      * A run that found its handler or source paused is marked so (event row $1, handler $2):
@@ -71,8 +83,9 @@ export function flowStatements(t: Tables) {
 
     /**
      * The next run waiting for a slot of (handler $1, key $2), the longest-waiting first: its
-     * fence is bumped and its job is returned for the caller to enqueue now (a slot was just
-     * freed). SKIP LOCKED: two finishing runs wake two different waiters. 0 rows = none waits.
+     * fence is bumped and its job is returned for the caller to enqueue now, at the front of the
+     * queue (a slot was just freed, or looked free). SKIP LOCKED: two finishing runs wake two
+     * different waiters. 0 rows = none waits.
      */
     WAKE_NEXT: `UPDATE ${RUNS} r SET waits = r.waits + 1, updated_at = now()
          FROM ${EVENTS} e
@@ -80,6 +93,41 @@ export function flowStatements(t: Tables) {
                        WHERE handler = $1::text AND waiting = 'concurrency' AND state = 'received'
                          AND flow_key IS NOT DISTINCT FROM $2::text
                        ORDER BY waiting_since LIMIT 1 FOR UPDATE SKIP LOCKED)
+          AND e.id = r.event_row_id AND r.state = 'received'
+       RETURNING ${WOKEN_JOB}`,
+
+    /**
+     * The reconciler's repair of waits nobody ends ($1 ms, $2 limit): in each (handler, key)
+     * with waiters whose runs in progress under a live lease are fewer than its limit (the
+     * `flow_limit` its waiters were held back by), as many of the longest waiters untouched for
+     * $1 ms as there are free slots are woken (fence bumped, jobs returned). Such a group lost
+     * its wake-up (the job lost with Redis, the finishing worker killed before it woke anyone, a
+     * crashed holder whose lease ran out). A group whose slots are full waits on purpose: no
+     * job, no write. 0 rows = nothing to repair. Reads every waiter's (handler, key) through the
+     * partial index of waiting runs, and counts each group's slots through the in-flight index.
+     */
+    WAKE_STALLED: `WITH grp AS (
+         SELECT handler, flow_key, max(flow_limit) AS lim
+           FROM ${RUNS}
+          WHERE waiting = 'concurrency' AND state = 'received'
+          GROUP BY handler, flow_key
+       ), free AS (
+         SELECT g.handler, g.flow_key,
+                coalesce(g.lim, 1) - (SELECT count(*) FROM ${RUNS} p
+                                       WHERE p.handler = g.handler AND p.state = 'processing' AND p.lease_until > now()
+                                         AND p.flow_key IS NOT DISTINCT FROM g.flow_key) AS n
+           FROM grp g
+       )
+       UPDATE ${RUNS} r SET waits = r.waits + 1, updated_at = now()
+         FROM ${EVENTS} e
+        WHERE r.id = ANY(ARRAY(
+                SELECT w.id FROM free f,
+                       LATERAL (SELECT id FROM ${RUNS} x
+                                 WHERE x.handler = f.handler AND x.waiting = 'concurrency' AND x.state = 'received'
+                                   AND x.flow_key IS NOT DISTINCT FROM f.flow_key
+                                   AND x.updated_at < now() - $1::int * interval '1 millisecond'
+                                 ORDER BY x.waiting_since LIMIT greatest(f.n, 0) FOR UPDATE SKIP LOCKED) w
+                 LIMIT $2::int))
           AND e.id = r.event_row_id AND r.state = 'received'
        RETURNING ${WOKEN_JOB}`,
 

@@ -99,10 +99,15 @@ export function operatorStatements(t: Tables) {
           AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM ${RUNS} r WHERE r.event_row_id = e.id AND r.handler = $5::text))
         ORDER BY e.updated_at DESC
         LIMIT $6::int`,
-    /** The events of runs that look stuck: processing past their lease, or received untouched for $1 ms ($2 limit); a paused run waits on purpose. */
+    /**
+     * The events of runs that look stuck: processing past their lease, or received untouched for
+     * $1 ms ($2 limit). A run waiting for a pause or a slot waits on purpose (no job touches it
+     * meanwhile); `oncehook_runs_waiting` counts those.
+     */
     STUCK_RUN_EVENT_IDS: `SELECT DISTINCT r.event_row_id AS id FROM ${RUNS} r
         WHERE (r.state = 'processing' AND r.lease_until < now())
-           OR (r.state = 'received' AND r.updated_at < now() - $1::int * interval '1 millisecond' AND r.waiting IS DISTINCT FROM 'paused')
+           OR (r.state = 'received' AND r.updated_at < now() - $1::int * interval '1 millisecond'
+               AND r.waiting IS DISTINCT FROM 'paused' AND r.waiting IS DISTINCT FROM 'concurrency')
         LIMIT $2::int`,
     /** Summaries of the events $1. */
     EVENTS_BY_IDS: `SELECT e.id, e.provider, e.event_id AS "eventId", e.type, e.state, e.note,
@@ -131,13 +136,13 @@ export function operatorStatements(t: Tables) {
          FROM ${ATTEMPTS} a JOIN ${RUNS} r ON r.id = a.run_id
         WHERE r.event_row_id = $1::bigint ORDER BY a.started_at, a.attempt`,
 
-    /** The gauges ($1 ms: stale; a paused run is not stale, it waits on purpose). Each count is answered from a partial index, so the cost does not grow with the number of done events. */
+    /** The gauges ($1 ms: stale; a run waiting for a pause or a slot is not stale, it waits on purpose). Each count is answered from a partial index, so the cost does not grow with the number of done events. */
     PENDING_COUNTS: `SELECT
          (SELECT count(*) FROM ${EVENTS} WHERE state = 'received')::int AS "eventsReceived",
          (SELECT count(*) FROM ${EVENTS} WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 millisecond')::int AS "eventsReceivedStale",
          (SELECT count(*) FROM ${RUNS} WHERE state = 'received')::int AS "runsReceived",
          (SELECT count(*) FROM ${RUNS} WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 millisecond'
-             AND waiting IS DISTINCT FROM 'paused')::int AS "runsReceivedStale",
+             AND waiting IS DISTINCT FROM 'paused' AND waiting IS DISTINCT FROM 'concurrency')::int AS "runsReceivedStale",
          (SELECT count(*) FROM ${RUNS} WHERE state = 'processing')::int AS "runsProcessing",
          (SELECT count(*) FROM ${RUNS} WHERE state = 'processing' AND lease_until < now())::int AS "runsProcessingExpired",
          (SELECT count(*) FROM ${RUNS} WHERE state = 'failed')::int AS "runsFailed"`,

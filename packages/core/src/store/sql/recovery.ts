@@ -32,9 +32,12 @@ export function recoveryStatements(t: Tables) {
      * `received` runs untouched for $1 ms ($2 limit): their job was lost (Redis flushed or
      * failed over) or sits behind a backlog. Touches updated_at on the runs it returns, so the
      * same run is re-enqueued at most once per threshold. Not a paused run: it has no job on
-     * purpose (the resume enqueues it). A run waiting for a slot or the rate is touched by
-     * every poll, so it is stale only when its polling job was lost; the job carries its
-     * `waits` (the fence), so it continues the chain instead of starting a second one.
+     * purpose (the resume enqueues it). Not a run waiting for a slot: it has no job on purpose
+     * either (a run of its handler and key that ends wakes it; WAKE_STALLED repairs a group
+     * whose wake-up was lost), and re-enqueuing every waiter of a backlog each threshold would
+     * only queue jobs that wait again. A run waiting for the rate is touched by every poll, so
+     * it is stale only when its polling job was lost; the job carries its `waits` (the fence),
+     * so it continues the chain instead of starting a second one.
      */
     STALE_RUNS: `UPDATE ${RUNS} r SET updated_at = now()
        FROM ${EVENTS} e
@@ -42,6 +45,7 @@ export function recoveryStatements(t: Tables) {
         SELECT id FROM ${RUNS}
          WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 millisecond'
            AND waiting IS DISTINCT FROM 'paused'
+           AND waiting IS DISTINCT FROM 'concurrency'
          ORDER BY updated_at
          LIMIT $2::int
          FOR UPDATE SKIP LOCKED))
