@@ -24,7 +24,8 @@ const LAYERS: Record<string, string[]> = {
   '@oncehook/shared': ['@oncehook/sdk'],
   '@oncehook/core': ['@oncehook/sdk', '@oncehook/shared'],
   '@oncehook/testkit': ['@oncehook/sdk', '@oncehook/shared', '@oncehook/core'],
-  oncehook: ['@oncehook/sdk', '@oncehook/shared', '@oncehook/core', '@oncehook/testkit'],
+  // Not the test kit: the command's production install carries no test support.
+  oncehook: ['@oncehook/sdk', '@oncehook/shared', '@oncehook/core'],
   '@oncehook/sandbox': [],
 };
 const APPS = ['@oncehook/ingest', '@oncehook/worker', '@oncehook/sandbox-app'];

@@ -29,6 +29,10 @@ export * from './providers/generic-hmac.js';
 export * from './providers/sources.js';
 export * from './providers/scheme.js';
 export * from './providers/senders.js';
+// Deliveries signed as each provider signs them, and realistic payloads (`oncehook send`, the test kit).
+export * from './signing/signed-delivery.js';
+export * from './signing/sign-scheme.js';
+export * from './signing/fixtures.js';
 export * from './process.js';
 export * from './timeout.js';
 export * from './metrics.js';

@@ -7,6 +7,16 @@
  *   duplicates; on a real Postgres, through the real state machine. See docs/handlers.md.
  */
 export { checkHandler, SimulatedCrash, type CheckEvent, type CheckOptions, type CheckReport, type ScenarioReport } from './check-handler.js';
-export { fixture, fixtureTypes } from './fixtures.js';
-export { signedDelivery, type DeliveryKind, type SignedDelivery, type SignedDeliveryOptions } from './signed-delivery.js';
-export { signSchemeDelivery, type SchemeDelivery, type SchemeSignOptions } from './sign-scheme.js';
+// The signers and fixtures live beside the verifiers (@oncehook/shared), where `oncehook send`
+// finds them too: the command carries no test support.
+export {
+  fixture,
+  fixtureTypes,
+  signedDelivery,
+  signSchemeDelivery,
+  type DeliveryKind,
+  type SchemeDelivery,
+  type SchemeSignOptions,
+  type SignedDelivery,
+  type SignedDeliveryOptions,
+} from '@oncehook/shared';

@@ -5,14 +5,25 @@
  * with (the same environment: the shell, .env.local, .env, and under `oncehook dev` the
  * development secrets of dev-env.ts), delivers it to ingest and prints each answer. `--copies 5`
  * delivers the SAME event five times (one `accepted`, four `duplicate`); `--concurrent` sends
- * the copies at the same moment. The payload is a built-in realistic one (@oncehook/testkit
+ * the copies at the same moment. The payload is a built-in realistic one (@oncehook/shared
  * `fixture`: Stripe's own CLI trigger fixtures, GitHub, Shopify, ...) or your JSON file. Exit
  * code 0 when every answer was 2xx, 1 otherwise (the answer says why), 2 for a usage mistake.
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { isSenderKind, loadIngestConfig, secretsOf, SENDER_SCHEMES, senderVariables, sourceDeclarations, type SourceDeclaration } from '@oncehook/shared';
-import { fixture, fixtureTypes, signedDelivery, type DeliveryKind } from '@oncehook/testkit';
+import {
+  fixture,
+  fixtureTypes,
+  isSenderKind,
+  loadIngestConfig,
+  secretsOf,
+  SENDER_SCHEMES,
+  senderVariables,
+  signedDelivery,
+  sourceDeclarations,
+  type DeliveryKind,
+  type SourceDeclaration,
+} from '@oncehook/shared';
 import { type Command, UsageError } from './command.js';
 import { withDevSecrets } from './dev-env.js';
 

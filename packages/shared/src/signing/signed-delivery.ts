@@ -6,7 +6,7 @@
  *   await fetch(`${ingestUrl}/webhooks/stripe`, { method: 'POST', body: delivery.body, headers: delivery.headers });
  */
 import { createHmac, randomUUID } from 'node:crypto';
-import { SENDER_SCHEMES } from '@oncehook/shared';
+import { SENDER_SCHEMES } from '../providers/senders.js';
 import type { SenderKind } from '@oncehook/sdk';
 import { signSchemeDelivery } from './sign-scheme.js';
 
