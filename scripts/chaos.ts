@@ -17,7 +17,8 @@
  * A handler limited to 2 runs at once (a 30 ms call each) and one paused until 60% of the
  * sending ride along. Then it waits for the system to drain, failing on a stall (no event
  * finished for `--drain-timeout-seconds`, default 180) or past a bound computed from what is
- * left (every pending limited run at a tenth of its slots' capacity), and checks:
+ * left (the pending events at three times the pace of the sending, every pending limited run
+ * at a tenth of its slots' capacity), and checks:
  *   - every event whose delivery got a 2xx is `done`;
  *   - each event's effects were applied exactly once (ledger rows, charges, emails, shipments
  *     from the sandbox counters), and no key was applied twice;
@@ -375,16 +376,23 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     log(`  sent in ${(sendMs / 1000).toFixed(1)} s; waiting for the drain`);
 
     // Drain: no row left received or processing. It fails on a stall (no event finished for
-    // drainTimeoutMs), or past the bound of what is left: every pending limited run at a tenth
-    // of its slots' capacity, on top of the stall allowance.
+    // drainTimeoutMs), or past a bound that follows the work left: the pending events at the
+    // pace this machine kept while sending (time per event sent), three times over, plus every
+    // pending limited run at a tenth of its slots' capacity, plus the stall allowance. A slow
+    // machine takes longer and passes; a stuck system fails.
     const drainStarted = performance.now();
     const stallMs = options.drainTimeoutMs ?? 180_000;
-    const limitedLeft = (
+    const left = (
       await db
-        .query<{ n: number }>(`SELECT count(*)::int AS n FROM oncehook.handler_runs WHERE handler = $1 AND state IN ('received', 'processing')`, [LIMITED.name])
-        .catch(() => ({ rows: [{ n: 0 }] }))
-    ).rows[0]!.n;
-    const drainBound = stallMs + Math.ceil((limitedLeft * LIMITED.callMs * 10) / LIMITED.slots);
+        .query<{ events: number; limited: number }>(
+          `SELECT (SELECT count(*) FROM oncehook.events WHERE state IN ('received', 'processing'))::int AS events,
+                  (SELECT count(*) FROM oncehook.handler_runs WHERE handler = $1 AND state IN ('received', 'processing'))::int AS limited`,
+          [LIMITED.name],
+        )
+        .catch(() => ({ rows: [{ events: events.length, limited: 0 }] }))
+    ).rows[0]!;
+    const perEventMs = sendMs / events.length;
+    const drainBound = stallMs + Math.ceil(left.events * perEventMs * 3) + Math.ceil((left.limited * LIMITED.callMs * 10) / LIMITED.slots);
     let lastPending = Number.POSITIVE_INFINITY;
     let lastProgress = performance.now();
     for (;;) {
@@ -402,7 +410,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         violations.push(
           stalled
             ? `not drained: no event finished for ${stallMs} ms, ${pending} events still received/processing`
-            : `not drained within ${drainBound} ms (${stallMs} ms plus ${limitedLeft} limited runs at a tenth of their slots' capacity): ${pending} events still received/processing`,
+            : `not drained within ${drainBound} ms (${stallMs} ms, plus ${left.events} pending events at 3 x ${perEventMs.toFixed(1)} ms, the pace of the sending, plus ${left.limited} limited runs at a tenth of their slots' capacity): ${pending} events still received/processing`,
         );
         // Where they are stuck: the runs' states and attempts, and each event's queue shard.
         const { rows: stuck } = await db
