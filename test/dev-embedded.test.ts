@@ -2,8 +2,8 @@
  * `oncehook dev` on a machine with Node and nothing else (issue 22): run in a network namespace
  * of its own, where nothing listens (no Postgres on 5432, no Redis on 6379), it starts an
  * embedded Postgres with its data in the project's `.oncehook/`, puts the queue in it, and a
- * signed event sent with `oncehook send` is recorded and done; SIGTERM stops everything, the
- * embedded Postgres included. (Creating a network namespace needs root and iproute2, which CI
+ * signed event sent with `oncehook send` is recorded and done; Ctrl-C (SIGINT to the whole
+ * process group) stops everything cleanly, the embedded Postgres last: exit 0, no warning. (Creating a network namespace needs root and iproute2, which CI
  * has; elsewhere the test says what it needs instead of running.)
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -38,11 +38,13 @@ afterAll(async () => {
   await rm(project, { recursive: true, force: true });
 });
 
-function inNamespace(args: string[]) {
+/** `detached`: the command leads a process group of its own, as a shell's foreground job does. */
+function inNamespace(args: string[], options: { detached?: boolean } = {}) {
   return spawn('ip', ['netns', 'exec', NAMESPACE, process.execPath, ...NODE_ARGS, ENTRY, ...args], {
     cwd: project,
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp' },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: options.detached === true,
   });
 }
 
@@ -55,18 +57,21 @@ async function runInNamespace(args: string[]): Promise<{ code: number | null; ou
   return { code, output };
 }
 
-it('with no Postgres and no Redis anywhere: an embedded Postgres in .oncehook/, the queue in it, a signed event done', { timeout: 180_000 }, async () => {
+it('with no Postgres and no Redis anywhere: an embedded Postgres in .oncehook/, the queue in it, a signed event done; Ctrl-C stops it all cleanly', {
+  timeout: 180_000,
+}, async () => {
   if (!canNamespace) {
     const why = 'needs root and iproute2 (ip netns) to make a machine with nothing listening';
     if (toolsRequired()) throw new Error(`dev-embedded: ${why}`);
     console.log(`SKIPPED: dev-embedded.test.ts ${why}`);
     return;
   }
-  const dev = inNamespace(['dev', '--workers', '1']);
+  const dev = inNamespace(['dev', '--workers', '1'], { detached: true });
   let output = '';
   dev.stdout.on('data', (c: Buffer) => (output += c.toString()));
   dev.stderr.on('data', (c: Buffer) => (output += c.toString()));
   const exited = new Promise<number | null>((resolve) => dev.on('close', resolve));
+  let interruptedAt = 0;
   try {
     await waitFor(() => output.includes('oncehook is up') || dev.exitCode !== null || null, { timeoutMs: 120_000, what: 'the banner' });
     expect(output, output).toMatch(/no DATABASE_URL and no Postgres at 127\.0\.0\.1:5432: starting an embedded Postgres/);
@@ -90,9 +95,14 @@ it('with no Postgres and no Redis anywhere: an embedded Postgres in .oncehook/, 
       throw new Error(`${error.message}\n--- oncehook list:\n${listed.output}\n--- oncehook dev:\n${output.slice(-4000)}`);
     });
   } finally {
-    dev.kill('SIGTERM');
+    // Ctrl-C in a terminal: SIGINT to the whole foreground group (dev, ingest, the worker).
+    interruptedAt = output.length;
+    if (dev.pid) process.kill(-dev.pid, 'SIGINT');
   }
-  expect(await exited).toBe(0);
+  expect(await exited, output.slice(-3000)).toBe(0);
+  // A clean stop: the processes first, the database last; nothing warns, nothing is unhandled.
+  const stopping = output.slice(interruptedAt).split('\n');
+  expect(stopping.filter((line) => /\b(WARN|ERROR|FATAL)\b|Unhandled|uncaught|57P0[13]/i.test(line))).toEqual([]);
   // The session file went with it: a later `oncehook list` does not reach for a stopped stack.
   expect(existsSync(path.join(project, '.oncehook/dev.env'))).toBe(false);
   const after = await runInNamespace(['list']);

@@ -11,7 +11,8 @@
  */
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { deliver, freePort, killAllServices, paymentSucceeded, signStripe, spawnService, waitFor } from '@oncehook/harness';
-import { jobIdFor, queueSchemaFor } from '@oncehook/core';
+import { closeQueueConnection, createEventQueue, jobIdFor, openQueueConnection, queueSchemaFor } from '@oncehook/core';
+import type pg from 'pg';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { ingestUrl, ledgerSummary, onlyRun, testEnv, testPrefix } from './helpers/stack.js';
 
@@ -75,4 +76,27 @@ it('runs with Postgres alone: processed once, a duplicate is a duplicate, jobs a
   expect(queues[0]!.jobs.map((job) => job.id)).toEqual([waiting.id]);
   expect(ingest.lines.join('\n')).not.toMatch(/ECONNREFUSED/);
   expect(worker.lines.join('\n')).not.toMatch(/ECONNREFUSED/);
+});
+
+it("every connection BullMQ's Postgres backend checks out has an error path: a connection lost between two statements fails its next one, and the process lives", async () => {
+  const prefix = testPrefix();
+  const store = openQueueConnection({ QUEUE_BACKEND: 'postgres', REDIS_URL: 'redis://127.0.0.1:9', DATABASE_URL: db.url, QUEUE_PREFIX: prefix }, 'producer');
+  const queue = createEventQueue(store, prefix);
+  try {
+    await queue.waitUntilReady();
+    // The backend's own pool (what a Worker and a Queue query through), as BullMQ builds it.
+    const pool = (queue as unknown as { backend: { connection: { pool: pg.Pool } } }).backend.connection.pool;
+    const client = await pool.connect();
+    // Checked out, between two statements: the pool's own idle listener is gone, and without
+    // ours an 'error' here would be an unhandled 'error' event (the process dies).
+    expect(client.listenerCount('error')).toBeGreaterThan(0);
+    const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+    await db.pool.query('SELECT pg_terminate_backend($1)', [rows[0]!.pid]); // 57P01, as a shutting-down Postgres sends
+    await expect(client.query('SELECT 1')).rejects.toThrow();
+    client.release(true);
+    expect((await pool.query<{ ok: number }>('SELECT 1 AS ok')).rows).toEqual([{ ok: 1 }]);
+  } finally {
+    await queue.close();
+    await closeQueueConnection(store);
+  }
 });

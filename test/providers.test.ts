@@ -4,6 +4,11 @@
  * and a future timestamp are rejected (nothing stored); a redelivery that differs only in
  * attempt fields is a duplicate.
  */
+import '@shopify/shopify-api/adapters/web-api';
+import { ApiVersion, shopifyApi } from '@shopify/shopify-api';
+import { getHmac as shopifyHmac } from '@shopify/shopify-api/test-helpers';
+import { Webhook as StandardWebhook } from 'standardwebhooks';
+import { Webhook as SvixWebhook } from 'svix';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createMetricsProbe } from './helpers/metrics.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
@@ -267,5 +272,114 @@ describe('counted', () => {
     expect(res).toMatchObject({ status: 400, json: { error: 'malformed_payload' } });
     expect(await metrics.value('webhook_rejections_total', { provider: 'stripe', reason: 'malformed_payload' })).toBe(before + 1);
     expect(await metrics.value(`webhook_events_total`, { provider: 'stripe', type: 'unknown', result: 'rejected' })).toBeGreaterThanOrEqual(1);
+  });
+});
+
+describe('one signature form per scheme: the text the sender prints (the official libraries as oracles)', () => {
+  /** A standard base64 value written as base64url without padding: the same bytes, another text. */
+  const asBase64url = (value: string) => Buffer.from(value, 'base64').toString('base64url');
+  /** The base64 signature headers of each sender, and where the base64 text sits in them. */
+  const base64Headers = (source: string): { header: string; rewrite: (value: string) => string }[] => {
+    if (source === 'shopify') return [{ header: 'x-shopify-hmac-sha256', rewrite: asBase64url }];
+    if (source === 'standard-webhooks' || source === 'svix') {
+      const header = source === 'svix' ? 'svix-signature' : 'webhook-signature';
+      return [{ header, rewrite: (value) => value.replace(/v1,([A-Za-z0-9+/=]+)/g, (_m, b64: string) => `v1,${asBase64url(b64)}`) }];
+    }
+    const signature = SENDER_SCHEMES[source as keyof typeof SENDER_SCHEMES]?.signature;
+    if (!signature || !('header' in signature) || !('encoding' in signature) || signature.encoding !== 'base64') return [];
+    const prefix = 'prefix' in signature ? (signature.prefix ?? '') : '';
+    return [{ header: signature.header.toLowerCase(), rewrite: (value) => `${prefix}${asBase64url(value.slice(prefix.length))}` }];
+  };
+  const cases = PROVIDER_CASES.filter((p) => base64Headers(p.source).length > 0);
+
+  it('covers every sender that signs in base64', () => {
+    expect(cases.map((p) => p.source).sort()).toEqual(['hubspot', 'sendgrid', 'shopify', 'square', 'standard-webhooks', 'svix', 'twilio', 'typeform', 'woocommerce']);
+  });
+
+  it.each(cases.map((p) => [p.source, p] as const))('%s: a valid signature re-encoded as base64url is refused, nothing stored', async (_source, p) => {
+    const id = `${p.source}-b64url`;
+    const delivery = await p.sign(p.body(id), { id });
+    const headers = { ...delivery.headers };
+    for (const { header, rewrite } of base64Headers(p.source)) {
+      const value = headers[header];
+      expect(value, `${p.source} signs in ${header}`).toBeDefined();
+      const rewritten = rewrite(value!);
+      expect(rewritten).not.toBe(value); // a signature whose base64 needs no + / or = would test nothing
+      headers[header] = rewritten;
+    }
+    const refused = await send(ingest.url, p.source, { body: delivery.body, headers });
+    expect([400, 401]).toContain(refused.status);
+    expect(await rowCount()).toBe(0);
+    // The original, as the sender wrote it, is accepted.
+    expect((await send(ingest.url, p.source, delivery)).status).toBe(202);
+  });
+
+  it('Standard Webhooks and Svix: their official libraries refuse the re-encoded signature too', async () => {
+    const body = '{"type":"invoice.paid","data":{"id":"inv_1"}}';
+    const msgId = 'msg_b64url';
+    const timestamp = new Date();
+    for (const [secret, Library] of [
+      [SECRETS.standard, StandardWebhook],
+      [SECRETS.svix, SvixWebhook],
+    ] as const) {
+      const signature = new Library(secret).sign(msgId, timestamp, body);
+      const headers = (sig: string) => ({ 'webhook-id': msgId, 'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)), 'webhook-signature': sig });
+      expect(() => new Library(secret).verify(body, headers(signature))).not.toThrow();
+      const reencoded = signature.replace(/v1,([A-Za-z0-9+/=]+)/, (_m, b64: string) => `v1,${Buffer.from(b64, 'base64').toString('base64url')}`);
+      expect(() => new Library(secret).verify(body, headers(reencoded))).toThrow();
+    }
+  });
+});
+
+describe("Shopify's two header sets, as shopify-app-js reads them (its webhooks.validate as the oracle)", () => {
+  const shopify = shopifyApi({ apiKey: 'oncehook-test', apiSecretKey: SECRETS.shopify, hostName: 'localhost', apiVersion: ApiVersion.October24, isEmbeddedApp: false });
+  const body = '{"id":788032119674292922,"title":"Example T-Shirt"}';
+  /** Both sets, the events set's topic in its own vocabulary (`Product`, `shopify-action: create`), as Shopify's library tests build them. */
+  const bothSets = (hmac: string, classicId: string, eventsId: string): Record<string, string> => ({
+    'content-type': 'application/json',
+    'x-shopify-hmac-sha256': hmac,
+    'x-shopify-topic': 'products/create',
+    'x-shopify-shop-domain': 'acme.myshopify.com',
+    'x-shopify-api-version': '2024-10',
+    'x-shopify-webhook-id': classicId,
+    'shopify-hmac-sha256': hmac,
+    'shopify-topic': 'Product',
+    'shopify-action': 'create',
+    'shopify-shop-domain': 'acme.myshopify.com',
+    'shopify-api-version': '2024-10',
+    'shopify-webhook-id': eventsId,
+    'shopify-event-id': `event-${eventsId}`,
+    'shopify-resource-id': '788032119674292922',
+  });
+  const validate = (headers: Record<string, string>) =>
+    shopify.webhooks.validate({ rawBody: body, rawRequest: new Request('https://localhost/webhooks/shopify', { method: 'POST', headers, body }) });
+
+  it('a delivery carrying both sets, topics in two vocabularies: valid for the library, accepted here under the same webhook id', async () => {
+    const hmac = await shopifyHmac(body, SECRETS.shopify);
+    const headers = bothSets(hmac, 'wh-both-1', 'wh-both-1');
+    const oracle = await validate(headers);
+    expect(oracle).toMatchObject({ valid: true, webhookType: 'events', webhookId: 'wh-both-1' });
+    const res = await send(ingest.url, 'shopify', { body, headers });
+    expect(res).toMatchObject({ status: 202, json: { eventId: oracle.valid ? oracle.webhookId : '' } });
+    // The type: the classic topic (the vocabulary handlers subscribe with); the events set's action in meta.
+    expect(await q.getEventByKey(db.pool, 'shopify', 'wh-both-1')).toMatchObject({ type: 'products/create', meta: { action: 'create', resourceId: '788032119674292922' } });
+  });
+
+  it('an events delivery alone: the library and ingest read the same id; a bad signature is refused by both', async () => {
+    const hmac = await shopifyHmac(body, SECRETS.shopify);
+    const events = Object.fromEntries(Object.entries(bothSets(hmac, 'x', 'wh-events-1')).filter(([name]) => !name.startsWith('x-shopify-')));
+    expect(await validate(events)).toMatchObject({ valid: true, webhookId: 'wh-events-1', topic: 'PRODUCT' });
+    expect(await send(ingest.url, 'shopify', { body, headers: events })).toMatchObject({ status: 202, json: { eventId: 'wh-events-1' } });
+    expect(await q.getEventByKey(db.pool, 'shopify', 'wh-events-1')).toMatchObject({ type: 'Product' });
+    const forged = { ...events, 'shopify-hmac-sha256': await shopifyHmac(body, 'not-the-secret') };
+    expect(await validate(forged)).toMatchObject({ valid: false });
+    expect((await send(ingest.url, 'shopify', { body, headers: forged })).status).toBe(401);
+  });
+
+  it('two sets naming two different webhook ids: refused (the id is the dedupe key), nothing stored', async () => {
+    const hmac = await shopifyHmac(body, SECRETS.shopify);
+    const res = await send(ingest.url, 'shopify', { body, headers: bothSets(hmac, 'wh-a', 'wh-b') });
+    expect(res).toMatchObject({ status: 400, json: { error: 'malformed_header' } });
+    expect(await rowCount()).toBe(0);
   });
 });

@@ -981,6 +981,25 @@ export const MUTANTS: Mutant[] = [
     replace: '          return signature !== null && signature.length === 64;',
     tests: ['test/provider-families.test.ts'],
   },
+  {
+    id: 'signature-base64url-accepted',
+    guarantee: 'a base64 signature is accepted only as the text the sender prints (standard base64, padded), not re-encoded as base64url',
+    file: 'packages/shared/src/providers/hmac.ts',
+    search: `  if (received.length === 0 || received.length % 4 !== 0 || !/^[A-Za-z0-9+/]+={0,2}$/.test(received)) return null;
+  const bytes = Buffer.from(received, 'base64');
+  return bytes.toString('base64') === received ? bytes : null;`,
+    replace: `  if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(received)) return null;
+  return Buffer.from(received.replace(/-/g, '+').replace(/_/g, '/'), 'base64');`,
+    tests: ['test/providers.test.ts'],
+  },
+  {
+    id: 'shopify-two-webhook-ids',
+    guarantee: 'a Shopify delivery whose two header sets name two different webhook ids is refused (the id is the dedupe key)',
+    file: 'packages/shared/src/providers/shopify.ts',
+    search: '  if (ids[0] !== null && ids[1] !== null && ids[0] !== ids[1]) {',
+    replace: '  if (ids[0] !== null && ids[1] !== null && ids[0] !== ids[1] && false) {',
+    tests: ['test/providers.test.ts', 'test/provider-families.test.ts'],
+  },
   // ---- flow control (flow-control.ts, store/flow.ts) --------------------------------------
   {
     id: 'flow-slot-unlocked',

@@ -271,6 +271,26 @@ export async function closeQueueConnection(connection: QueueConnection): Promise
   else await connection.pingPool.end();
 }
 
+/**
+ * BullMQ's Postgres backend, with an error path on every connection it checks out. pg's pool
+ * listens for errors only on IDLE clients; BullMQ's owned pool adds no listener of its own to a
+ * client it has checked out. A connection lost while checked out between two statements (a
+ * Postgres shutting down: `57P01`, then `57P03` on the reconnect; a failover) then emits
+ * 'error' with nobody listening, and that kills the process. With this listener the client's
+ * next statement fails instead, and BullMQ's own error handling applies (the job is retried, the
+ * worker loop reconnects). The same guard as createPool's (packages/shared/src/db/pool.ts).
+ */
+const guardedPostgresBackend: typeof createPostgresBackend = (name, opts, factoryOpts) => {
+  const backend = createPostgresBackend(name, opts, factoryOpts);
+  // The backend's connection and its pg pool: created now, connected lazily, so every client the
+  // pool will ever hand out passes through this listener.
+  const pool = (backend as unknown as { connection?: { pool?: pg.Pool } }).connection?.pool;
+  pool?.on('connect', (client) => {
+    client.on('error', () => {});
+  });
+  return backend;
+};
+
 function asQueueConnection(connection: RedisClient | QueueConnection): QueueConnection {
   return connection instanceof Redis || connection instanceof Cluster ? { backend: 'redis', redis: connection } : connection;
 }
@@ -282,7 +302,7 @@ export function createEventQueue(connection: RedisClient | QueueConnection, pref
       ? new Queue<EventJobData>(name, { connection: store.redis, prefix, defaultJobOptions: EVENT_JOB_OPTIONS })
       : // The Postgres-backed Queue has the same methods (add, addBulk, getJob, counts, close);
         // only its type parameters differ, so it is used as the one Queue type of the code base.
-        (new Queue(name, { connection: store.options, defaultJobOptions: POSTGRES_EVENT_JOB_OPTIONS }, createPostgresBackend) as unknown as Queue<EventJobData>);
+        (new Queue(name, { connection: store.options, defaultJobOptions: POSTGRES_EVENT_JOB_OPTIONS }, guardedPostgresBackend) as unknown as Queue<EventJobData>);
   queue.on('error', () => {});
   return queue;
 }
@@ -296,7 +316,7 @@ export function createEventQueueWorker<R>(
 ): Worker<EventJobData, R> {
   if (connection.backend === 'redis') return new Worker<EventJobData, R>(name, processor, { ...options, connection: connection.redis });
   const { prefix: _ignored, ...rest } = options;
-  return new Worker(name, processor as Processor, { ...rest, connection: connection.options }, createPostgresBackend) as unknown as Worker<EventJobData, R>;
+  return new Worker(name, processor as Processor, { ...rest, connection: connection.options }, guardedPostgresBackend) as unknown as Worker<EventJobData, R>;
 }
 
 /**

@@ -26,7 +26,9 @@ function overview(): string {
     '',
     ...COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`),
     '',
-    'Configuration: environment variables (the shell, then .env.local, then .env); see the README.',
+    'Configuration: environment variables: the shell, then .env.local, then .env in the working',
+    'directory (the shell always wins). Your handler modules see the same values in process.env',
+    '(readSettings). Every variable: the README, "Configuration".',
   ].join('\n');
 }
 
@@ -36,7 +38,7 @@ const helpOf = (c: Command) => `usage: ${c.usage}\n\n${c.help}\n`;
  * Runs `oncehook <argv>`; resolves with the exit code, or 'running' for a command that runs
  * until a signal (its shutdown exits the process).
  */
-export async function runCli(argv: string[], self: string[]): Promise<number | 'running'> {
+export async function runCli(argv: string[], self: string[], options: { exportEnv?: boolean } = {}): Promise<number | 'running'> {
   const [name, ...args] = argv;
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     const code = name === undefined ? 2 : 0;
@@ -60,6 +62,10 @@ export async function runCli(argv: string[], self: string[]): Promise<number | '
     if (session.note) process.stderr.write(`oncehook ${command.name}: ${session.note}\n`);
   }
   const { env, files } = loaded;
+  // The handler modules a command loads (worker, ingest's sources file, dev's children) read
+  // process.env: the env files' values go there too, beneath the shell's (never over a variable
+  // the shell set). Only in the process itself: runCli in a test leaves the test's env alone.
+  if (options.exportEnv) for (const [key, value] of Object.entries(env)) if (process.env[key] === undefined) process.env[key] = value;
   try {
     return await command.run(args, { env, envFiles: files, cwd, self });
   } catch (error) {
@@ -80,6 +86,6 @@ export async function runCli(argv: string[], self: string[]): Promise<number | '
 export async function main(): Promise<void> {
   const entry = process.argv[1];
   if (!entry) throw new Error('oncehook: no entry script');
-  const result = await runCli(process.argv.slice(2), [process.execPath, ...process.execArgv, entry]);
+  const result = await runCli(process.argv.slice(2), [process.execPath, ...process.execArgv, entry], { exportEnv: true });
   if (result !== 'running') process.exit(result);
 }

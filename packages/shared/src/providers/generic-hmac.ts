@@ -14,7 +14,7 @@
  * duplicate whatever id it carries, and a type from a header is still refused).
  */
 import { VerificationError } from '../errors.js';
-import { digestMatches, hmacSha256 } from './hmac.js';
+import { type DigestEncoding, digestMatches, hmacSha256 } from './hmac.js';
 import {
   bodyHash,
   checkEventId,
@@ -35,7 +35,7 @@ export interface GenericHmacSourceOptions {
   name: string;
   secrets: string[];
   signatureHeader: string;
-  encoding: 'hex' | 'base64';
+  encoding: DigestEncoding;
   /** Text before the signature in the header, e.g. `sha256=`. */
   signaturePrefix?: string;
   /** When set, the signed content starts with `<timestamp>.` and the timestamp is checked. */

@@ -17,17 +17,30 @@ export function signaturesEqual(expected: string, received: string): boolean {
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
-export type DigestEncoding = 'hex' | 'base64';
+/** How a sender writes its signature: hex, standard base64 (padded), or base64url (unpadded: JWT-style in-house senders). */
+export type DigestEncoding = 'hex' | 'base64' | 'base64url';
 
 /**
  * Decodes a received signature to its bytes: hex in either case (a sender that prints
- * uppercase hex signs the same bytes), base64 with or without padding, base64url. Null when it
- * is not that encoding at all.
+ * uppercase hex signs the same bytes); base64 only in its one standard form, the text every
+ * sender that signs in base64 prints and its official library compares (the standard
+ * alphabet, padded, canonical: decoding and encoding again gives the same text); base64url
+ * only where the sender is declared so (an in-house sender's `encoding: "base64url"`), also
+ * canonical, unpadded. A signature re-encoded in another form, without its padding or with
+ * stray bits is refused: it is not
+ * forged (it needs a valid signature), but a malleable signature is one more thing a replay
+ * can vary. Null when it is not that encoding.
  */
 export function decodeSignature(received: string, encoding: DigestEncoding): Buffer | null {
   if (encoding === 'hex') return /^(?:[0-9a-fA-F]{2})+$/.test(received) ? Buffer.from(received, 'hex') : null;
-  if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(received)) return null;
-  return Buffer.from(received.replace(/-/g, '+').replace(/_/g, '/'), 'base64');
+  if (encoding === 'base64url') {
+    if (!/^[A-Za-z0-9_-]+$/.test(received)) return null;
+    const bytes = Buffer.from(received, 'base64url');
+    return bytes.toString('base64url') === received ? bytes : null;
+  }
+  if (received.length === 0 || received.length % 4 !== 0 || !/^[A-Za-z0-9+/]+={0,2}$/.test(received)) return null;
+  const bytes = Buffer.from(received, 'base64');
+  return bytes.toString('base64') === received ? bytes : null;
 }
 
 /**

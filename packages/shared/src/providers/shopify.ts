@@ -9,11 +9,18 @@
  * Type: `X-Shopify-Topic` (`orders/create`).
  *
  * Two header sets: the classic `X-Shopify-*` and the newer `shopify-*` (Shopify's "events"
- * deliveries: `shopify-hmac-sha256`, `shopify-webhook-id`, `shopify-topic`, ...; shopify-app-js
- * reads either and calls `shopify-webhook-id` the idempotency key). Either set is accepted; the
- * webhook id of either is the key (they name the same delivery, so a delivery seen under both
- * sets is one event). When a delivery carries both, every value present in both must agree, or
- * it is a 400: two signatures or two ids for one body is a forgery or a broken proxy.
+ * deliveries: `shopify-hmac-sha256`, `shopify-webhook-id`, `shopify-topic` with
+ * `shopify-action`, ...). Read as shopify-app-js reads them (its `webhooks.validate`): when
+ * `shopify-hmac-sha256` is present the delivery is an events delivery and the `shopify-*` set
+ * is read (signature, webhook id); otherwise the classic set. The other set, when a delivery
+ * carries both, is not compared: its topic may use the other vocabulary (`products/create`
+ * beside `Product` with `shopify-action: create`), as Shopify's own library builds them. One
+ * exception: two DIFFERENT webhook ids for one body is a 400 (the id is the dedupe key; a
+ * delivery that names two is a forgery or a broken proxy). The webhook id of either set is the
+ * key (they name the same delivery, so a delivery seen under both sets is one event).
+ * The type: `X-Shopify-Topic` when present (the topic vocabulary of webhook subscriptions,
+ * `orders/create`, which handlers name), else `shopify-topic` as sent; `shopify-action`,
+ * `shopify-handle` and `shopify-resource-id` are recorded in meta.
  *
  * The id and the topic travel in headers the signature does not cover, and an order's body does
  * not say which topic it was sent for. So the body is a second dedupe key (docs/providers.md):
@@ -38,39 +45,44 @@ export interface ShopifySourceOptions {
   bodyDedupe?: ShopifyBodyDedupe;
 }
 
-/** The names both header sets share, classic spelling first (`X-Shopify-Hmac-Sha256` / `shopify-hmac-sha256`). */
+/** The names both header sets share, classic spelling (`X-Shopify-Hmac-Sha256` / `shopify-hmac-sha256`). */
 const SHOPIFY_HEADERS = ['Hmac-Sha256', 'Webhook-Id', 'Topic', 'Shop-Domain', 'API-Version', 'Triggered-At', 'Event-Id'] as const;
 type ShopifyHeaderName = (typeof SHOPIFY_HEADERS)[number];
 
+/** The header of one set: `X-Shopify-<Name>` or `shopify-<name>`. */
+function inSet(set: 'classic' | 'events', name: string): string {
+  return set === 'classic' ? `X-Shopify-${name}` : `shopify-${name.toLowerCase()}`;
+}
+
 /**
- * One lookup over both sets: the classic header, else the new one; when both are present they
- * must be equal (400 naming both).
+ * The delivery's header set, chosen as shopify-app-js chooses it (`shopify-hmac-sha256` present:
+ * the events set; else the classic set), and a lookup that reads that set first, then the
+ * other. Two different webhook ids: 400.
  */
-export function shopifyHeaders(header: DeliveryRequest['header']): (name: ShopifyHeaderName) => string | null {
-  const values = new Map<ShopifyHeaderName, string | null>();
-  for (const name of SHOPIFY_HEADERS) {
-    const classic = header(`X-Shopify-${name}`);
-    const events = header(`shopify-${name.toLowerCase()}`);
-    if (classic !== null && events !== null && classic !== events) {
-      throw new VerificationError(400, 'malformed_header', `X-Shopify-${name} and shopify-${name.toLowerCase()} disagree: a delivery carries one value for both`);
-    }
-    values.set(name, classic ?? events);
+export function shopifyHeaders(header: DeliveryRequest['header']): { set: 'classic' | 'events'; get: (name: ShopifyHeaderName) => string | null } {
+  const set = header('shopify-hmac-sha256') !== null ? 'events' : 'classic';
+  const other = set === 'events' ? 'classic' : 'events';
+  const ids = [header(inSet('classic', 'Webhook-Id')), header(inSet('events', 'Webhook-Id'))];
+  if (ids[0] !== null && ids[1] !== null && ids[0] !== ids[1]) {
+    throw new VerificationError(400, 'malformed_header', 'X-Shopify-Webhook-Id and shopify-webhook-id name two different deliveries: a delivery carries one webhook id');
   }
-  return (name) => values.get(name) ?? null;
+  return { set, get: (name) => header(inSet(set, name)) ?? header(inSet(other, name)) };
 }
 
 function parseHeaders(header: DeliveryRequest['header']) {
-  const get = shopifyHeaders(header);
-  const required = (name: ShopifyHeaderName) => {
-    const value = get(name);
+  const { set, get } = shopifyHeaders(header);
+  const required = (name: ShopifyHeaderName, value = get(name)) => {
     if (value === null || value === '') throw new VerificationError(400, 'missing_header', `missing X-Shopify-${name} (or shopify-${name.toLowerCase()}) header`);
     return value;
   };
-  const signature = required('Hmac-Sha256');
+  // The signature of the chosen set only (the other set's, if any, is not read: shopify-app-js).
+  const signature = required('Hmac-Sha256', header(inSet(set, 'Hmac-Sha256')));
   if (!/^[A-Za-z0-9+/]{43}=$/.test(signature)) {
-    throw new VerificationError(400, 'malformed_header', 'X-Shopify-Hmac-Sha256 must be the base64 of a 32-byte HMAC');
+    throw new VerificationError(400, 'malformed_header', `${inSet(set, 'Hmac-Sha256')} must be the standard base64 of a 32-byte HMAC`);
   }
-  return { signature, webhookId: required('Webhook-Id'), topic: required('Topic'), get };
+  // The classic topic when present: the vocabulary handlers subscribe with.
+  const topic = required('Topic', header(inSet('classic', 'Topic')) ?? header(inSet('events', 'Topic')));
+  return { signature, webhookId: required('Webhook-Id'), topic, get, header };
 }
 
 export function createShopifySource(options: ShopifySourceOptions): WebhookSource {
@@ -84,7 +96,7 @@ export function createShopifySource(options: ShopifySourceOptions): WebhookSourc
       parseHeaders(header);
     },
     verify(request: DeliveryRequest): Verified {
-      const { signature, webhookId, topic, get } = parseHeaders(request.header);
+      const { signature, webhookId, topic, get, header } = parseHeaders(request.header);
       const valid = options.secrets.some((secret) => signaturesEqual(hmacSha256(secret, request.rawBody).toString('base64'), signature));
       if (!valid) throw new VerificationError(401, 'bad_signature', 'X-Shopify-Hmac-Sha256 does not match the body with any configured secret');
 
@@ -105,6 +117,9 @@ export function createShopifySource(options: ShopifySourceOptions): WebhookSourc
             shopDomain: get('Shop-Domain'),
             apiVersion: get('API-Version'),
             triggeredAt: toDate(get('Triggered-At'))?.toISOString(),
+            action: header('shopify-action'),
+            handle: header('shopify-handle'),
+            resourceId: header('shopify-resource-id'),
           }),
           bodyHash: dedupe === 'off' ? null : bodyHash(dedupe === 'per-topic' ? Buffer.concat([Buffer.from(`${type}\0`), request.rawBody]) : request.rawBody),
         },

@@ -80,7 +80,7 @@ const fileSchema = z.object({
           ...common,
           kind: z.literal('hmac'),
           signatureHeader: z.string().min(1),
-          encoding: z.enum(['hex', 'base64']),
+          encoding: z.enum(['hex', 'base64', 'base64url']),
           signaturePrefix: z.string().optional(),
           timestampHeader: z.string().optional(),
           signedHeaders: z.array(z.string().min(1)).optional(),

@@ -38,7 +38,7 @@ export interface SignedDeliveryOptions {
   /** Generic HMAC sources: how the source is configured (docs/providers.md). */
   hmac?: {
     signatureHeader: string;
-    encoding: 'hex' | 'base64';
+    encoding: 'hex' | 'base64' | 'base64url';
     signaturePrefix?: string;
     timestampHeader?: string;
     idHeader?: string;
