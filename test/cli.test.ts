@@ -12,6 +12,7 @@ import { createEmptyDatabase, ROOT, SOURCE_NODE_ARGS } from '@oncehook/harness';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { loadEnvFiles, withDevSession } from '../packages/oncehook/src/cli/env-files.js';
 import { COMMANDS, runCli } from '../packages/oncehook/src/cli/main.js';
+import { where } from '../packages/oncehook/src/cli/connections.js';
 
 const ENTRY = path.join(ROOT, 'packages/oncehook/src/cli/entry.ts');
 let dir: string;
@@ -74,6 +75,33 @@ describe('help and exit codes', () => {
     const config = await oncehook(['ingest'], { env: { DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/x', LEASE_MS: 'soon' } });
     expect(config.code).toBe(1);
     expect(config.stderr).toMatch(/oncehook ingest: /);
+  });
+});
+
+describe('how the command names a database or a Redis', () => {
+  it('host, port and database (Redis database 0 being the default), never credentials', () => {
+    expect(where('redis://:pw@cache.internal:6380/3')).toBe('cache.internal:6380/3');
+    expect(where('redis://cache.internal/0')).toBe('cache.internal:6379');
+    expect(where('postgres://app:secret@db.internal/billing')).toBe('db.internal:5432/billing');
+    expect(where('not a url')).toBe('an unparsable URL');
+  });
+});
+
+describe('a database that does not answer', () => {
+  it('an operator command prints one line naming the database (never its password) and exits 1', async () => {
+    const { port } = await new Promise<{ port: number }>((resolve) => {
+      // A port nothing listens on: taken, then released.
+      const probe = spawnSync(process.execPath, ['-e', "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})"]);
+      resolve({ port: Number(probe.stdout.toString().trim()) });
+    });
+    for (const command of [['list'], ['show', 'stripe/evt_1'], ['paused']]) {
+      const down = await oncehook(command, { env: { DATABASE_URL: `postgres://app:s3cret-pw@127.0.0.1:${port}/billing`, QUEUE_BACKEND: 'postgres' } });
+      expect(down.code, down.stderr).toBe(1);
+      expect(down.stderr.trim().split('\n')).toEqual([
+        `oncehook ${command[0]}: cannot reach Postgres at 127.0.0.1:${port}/billing (DATABASE_URL): nothing accepts connections there (ECONNREFUSED). Start it, or point DATABASE_URL at it`,
+      ]);
+      expect(down.stdout + down.stderr).not.toContain('s3cret-pw');
+    }
   });
 });
 

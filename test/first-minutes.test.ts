@@ -75,7 +75,9 @@ async function firstMinutes(queueBackend: 'redis' | 'postgres'): Promise<void> {
   const stack = await runDocumented(startLine!, env);
   await waitFor(() => stack.output().includes('oncehook is up') || stack.child.exitCode !== null || null, { timeoutMs: 45_000, what: 'the banner' });
   expect(stack.output(), stack.stderr()).toContain('oncehook is up');
-  expect(stack.output()).toContain('npx oncehook send stripe payment_intent.succeeded');
+  // The banner's hint: a command that runs here, for a type the example's handlers take.
+  const suggested = /send a signed test event:\s+(npm run oncehook -- send stripe \S+)/.exec(stack.output())?.[1];
+  expect(suggested, stack.output()).toBeDefined();
   expect(stack.output().includes('the queue in Postgres')).toBe(queueBackend === 'postgres');
 
   // The README's send line as written (it reaches ingest at PORT), and the answer the README shows.
@@ -85,6 +87,12 @@ async function firstMinutes(queueBackend: 'redis' | 'postgres'): Promise<void> {
   expect(shown, 'the README shows the answer').toBeDefined();
   expect(send.output()).toContain(shown);
   const eventId = /(evt_\w+)/.exec(send.output())?.[1];
+  // Its own hint (`see it: ...`) runs here too, and so does the banner's.
+  const seeIt = /^see it: (npm run oncehook -- show \S+)$/m.exec(send.output())?.[1];
+  expect(seeIt, send.output()).toBeDefined();
+  const shownEvent = await runDocumented(seeIt!, env);
+  expect(await shownEvent.exited, shownEvent.output() + shownEvent.stderr()).toBe(0);
+  expect(shownEvent.output()).toContain(eventId!);
 
   const pool = createPool(env.DATABASE_URL, { max: 1 });
   try {
@@ -105,6 +113,9 @@ async function firstMinutes(queueBackend: 'redis' | 'postgres'): Promise<void> {
   const seconds = (Date.now() - started) / 1000;
   console.log(`[figure] empty database -> npm start ready -> npm run send -> done in ${seconds.toFixed(1)} s (queue on ${queueBackend})`);
   expect(seconds).toBeLessThan(60);
+  // The banner's suggestion is accepted too (after the balance check: it may credit again).
+  const sentSuggested = await runDocumented(suggested!, env);
+  expect(await sentSuggested.exited, sentSuggested.output() + sentSuggested.stderr()).toBe(0);
   if (queueBackend === 'redis') await everySenderDone(env);
 
   // Ctrl-C stops everything, exit 0.
@@ -165,7 +176,7 @@ it('npm start refuses in one line on stderr, naming the cause and the variable: 
   const cases: { env: Record<string, string>; message: RegExp }[] = [
     {
       env: { ...base, DATABASE_URL: `postgres://postgres@127.0.0.1:${await freePort()}/x`, ...(await ports()) },
-      message: /^oncehook dev: cannot reach Postgres at 127\.0\.0\.1:\d+ \(DATABASE_URL, from the environment\): ECONNREFUSED\. Start it/,
+      message: /^oncehook dev: cannot reach Postgres at 127\.0\.0\.1:\d+\/\w+ \(DATABASE_URL, from the environment\): ECONNREFUSED\. Start it/,
     },
     {
       env: { ...base, DATABASE_URL: urlFor('postgres'), REDIS_URL: `redis://127.0.0.1:${await freePort()}`, ...(await ports()) },

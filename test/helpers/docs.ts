@@ -63,5 +63,6 @@ export async function npmCommand(line: string): Promise<{ env: Record<string, st
   const scripts = (JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
   const command = scripts[script]?.split(/\s+/) ?? [];
   if (command[0] !== 'node') throw new Error(`package.json script "${script}" is not a single node command: ${scripts[script]}`);
-  return { env, nodeArgs: [...command.slice(1), ...extra] };
+  // What npm itself sets for a script (the command's printed hints read them).
+  return { env: { npm_lifecycle_event: script, npm_package_name: 'oncehook', ...env }, nodeArgs: [...command.slice(1), ...extra] };
 }

@@ -29,3 +29,13 @@ export interface Command {
 
 /** A usage mistake: printed with the command's usage, exit code 2. */
 export class UsageError extends Error {}
+
+/**
+ * How to run another `oncehook` command where this one runs, for the hints it prints: inside
+ * this repository (npm scripts of the package named `oncehook`) `npm run oncehook --`, anywhere
+ * else `npx oncehook` (the project's own install). A hint must be a command that works where it
+ * is printed.
+ */
+export function invocation(env: Record<string, string | undefined>): string {
+  return env.npm_package_name === 'oncehook' && env.npm_lifecycle_event !== undefined ? 'npm run oncehook --' : 'npx oncehook';
+}

@@ -23,8 +23,9 @@ import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { checkRedisMode } from '@oncehook/core';
-import { loadIngestConfig, loadWorkerConfig, StartupError } from '@oncehook/shared';
-import { type Command, type CommandContext, UsageError } from './command.js';
+import { fixtureTypes, loadIngestConfig, loadWorkerConfig, sourceDeclarations, StartupError } from '@oncehook/shared';
+import { type Command, type CommandContext, invocation, UsageError } from './command.js';
+import { where } from './connections.js';
 import { withDevSecrets } from './dev-env.js';
 import { DEV_SESSION_FILE, removeDevSession, writeDevSession } from './env-files.js';
 import { type EmbeddedPostgres, startEmbeddedPostgres } from './embedded-postgres.js';
@@ -39,16 +40,6 @@ function describe(error: unknown): string {
   const e = error as NodeJS.ErrnoException & { errors?: NodeJS.ErrnoException[] };
   const code = e.code ?? e.errors?.[0]?.code;
   return code ? `${code}${e.message && !e.message.includes(code) ? ` (${e.message})` : ''}` : (e.message ?? String(error));
-}
-
-/** host:port of a URL, for messages (never the password). */
-function where(url: string): string {
-  try {
-    const u = new URL(url);
-    return `${u.hostname}:${u.port || (u.protocol.startsWith('redis') ? '6379' : '5432')}`;
-  } catch {
-    return url;
-  }
 }
 
 /** null when the Postgres server of `databaseUrl` answers, else why not. */
@@ -107,18 +98,22 @@ interface Child {
   name: string;
   proc: ChildProcess;
   ready: Promise<string>;
+  /** Every line it printed so far. */
+  lines: string[];
 }
 
 /** Runs `oncehook <args>` as a child, relays its output, resolves `ready` with the first line matching. */
 function startChild(context: CommandContext, name: string, args: string[], env: Record<string, string>, readyLine: RegExp): Child {
   const [node, ...flags] = context.self;
   const proc = spawn(node!, [...flags, ...args], { cwd: context.cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const lines: string[] = [];
   const ready = new Promise<string>((resolve, reject) => {
     let found = false;
     const onData = (chunk: Buffer, to: NodeJS.WriteStream) => {
       to.write(chunk);
       if (found) return;
       for (const line of chunk.toString('utf8').split('\n')) {
+        lines.push(line);
         if (readyLine.test(line)) {
           found = true;
           resolve(line);
@@ -132,7 +127,27 @@ function startChild(context: CommandContext, name: string, args: string[], env: 
       if (!found) reject(new StartupError(`${name} exited (${signal ?? `code ${code}`}) before it was ready; its output is above`));
     });
   });
-  return { name, proc, ready };
+  return { name, proc, ready, lines };
+}
+
+/**
+ * The first test event to suggest: a type one of the loaded handlers takes (from the worker's
+ * `handler <name> takes <source> <type>` lines), with a built-in payload when there is one;
+ * else `--file`; with no handler loaded, Stripe's first built-in (recorded, no effect).
+ */
+function suggestedSend(workerLines: string[], env: Record<string, string>): string {
+  const declarations = sourceDeclarations(loadIngestConfig(env), env);
+  const taken = workerLines.flatMap((line) => {
+    const match = /oncehook: handler \S+ takes (\S+) (\S+)/.exec(line);
+    return match ? [{ source: match[1]!, type: match[2]! }] : [];
+  });
+  for (const { source, type } of taken) {
+    const declaration = declarations.find((d) => d.name === source);
+    if (declaration && fixtureTypes(declaration.kind).includes(type)) return `send ${source} ${type}`;
+  }
+  const first = taken.find(({ source }) => declarations.some((d) => d.name === source));
+  if (first) return `send ${first.source} --file ${first.type.replace(/[^A-Za-z0-9._-]/g, '_')}.json   (your ${first.type} payload: no built-in one)`;
+  return 'send stripe payment_intent.succeeded';
 }
 
 /** Where the development database is: configured, local, or embedded (started here). */
@@ -188,7 +203,8 @@ the same), finds a Postgres (DATABASE_URL; else 127.0.0.1:5432; else an embedded
 data in .oncehook/, the queue then in it too), migrates (Oncehook's tables and each --dir of
 yours), starts ingest and --workers workers (default 2; WORKERS) running --handlers (or
 ONCEHOOK_HANDLERS), and prints where everything is. Ctrl-C stops everything.
-Then, in another terminal: oncehook send stripe payment_intent.succeeded`,
+Then, in another terminal: npx oncehook send <source> <type> (the banner suggests a type your
+handlers take)`,
   async run(args, context) {
     const options = devOptions(args);
     const base = withDevSecrets(context.env);
@@ -282,8 +298,8 @@ Then, in another terminal: oncehook send stripe payment_intent.succeeded`,
         [
           '',
           `oncehook is up: ingest ${url}, ${workers} worker(s) running ${env.ONCEHOOK_HANDLERS || 'no handler module (--handlers)'}; ${database.note}, ${queueNote}`,
-          '  send a signed test event:  npx oncehook send stripe payment_intent.succeeded',
-          `  look at events:            npx oncehook list   (other terminals find this stack in ${DEV_SESSION_FILE})`,
+          `  send a signed test event:  ${invocation(context.env)} ${suggestedSend(children[1]?.lines ?? [], env)}`,
+          `  look at events:            ${invocation(context.env)} list   (other terminals find this stack in ${DEV_SESSION_FILE})`,
           generatedPassword
             ? `  admin:                     ${url}/admin  (user admin, password ${env.ADMIN_PASSWORD}: this session only; set ADMIN_PASSWORD to choose)`
             : `  admin:                     ${url}/admin`,

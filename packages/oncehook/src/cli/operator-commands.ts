@@ -16,6 +16,7 @@ import {
 } from '@oncehook/core';
 import { createPool, EVENT_STATES, loadCommonConfig, type EventState } from '@oncehook/shared';
 import { type Command, UsageError } from './command.js';
+import { databaseUnreachable } from './connections.js';
 
 const COMMANDS: Record<string, { summary: string; usage: string; help: string }> = {
   list: {
@@ -304,6 +305,9 @@ async function operate(command: string, args: string[], env: Record<string, stri
           break;
         }
       }
+    } catch (error) {
+      // A database that does not answer: one line naming it (never its password), exit 1.
+      throw databaseUnreachable(error, config.DATABASE_URL) ?? error;
     } finally {
       await queue.close();
       await closeQueueConnection(queueStore);

@@ -24,7 +24,7 @@ import {
   type DeliveryKind,
   type SourceDeclaration,
 } from '@oncehook/shared';
-import { type Command, UsageError } from './command.js';
+import { type Command, invocation, UsageError } from './command.js';
 import { withDevSecrets } from './dev-env.js';
 
 function kindOf(declaration: SourceDeclaration): DeliveryKind {
@@ -146,7 +146,7 @@ async function send(args: string[], shell: Record<string, string>): Promise<numb
   if (values.concurrent) results.push(...(await Promise.all(Array.from({ length: copies }, (_, n) => deliver(n)))));
   else for (let n = 0; n < copies; n += 1) results.push(await deliver(n));
   const ok = results.every(Boolean);
-  if (ok) process.stdout.write(`see it: oncehook show ${sourceName}/${first.eventId}\n`);
+  if (ok) process.stdout.write(`see it: ${invocation(shell)} show ${sourceName}/${first.eventId}\n`);
   return ok ? 0 : 1;
 }
 

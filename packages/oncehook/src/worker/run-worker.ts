@@ -21,6 +21,8 @@ export async function runWorker(env: Env = process.env): Promise<void> {
   }
   if (handlers.length === 0) log.warn({ unhandled: config.UNHANDLED_EVENTS }, 'no handler loaded (ONCEHOOK_HANDLERS is empty): every event will be unhandled');
   announce(`worker loaded ${handlers.length} handler(s) from ${modules.length ? modules.join(', ') : 'no module'}`);
+  // One plain line per handler: what it takes (oncehook dev suggests a type from these).
+  for (const handler of handlers) announce(`handler ${handler.name} takes ${handler.source} ${handler.type}`);
 
   const worker = buildWorker(config, handlers, { log });
   const { metricsPort } = await worker.start();

@@ -1,0 +1,51 @@
+/**
+ * How the command names a database or a Redis in what it prints: host, port and database,
+ * never the user or the password; and the one line it prints when a database does not answer,
+ * instead of a driver's stack trace.
+ */
+import { StartupError } from '@oncehook/shared';
+
+/** `host:port` of a URL, with its database (`/oncehook`, Redis's `/2`) when it names one; never credentials. */
+export function where(url: string): string {
+  try {
+    const u = new URL(url);
+    const redis = u.protocol.startsWith('redis');
+    const port = u.port || (redis ? '6379' : '5432');
+    const database = u.pathname.replace(/^\//, '');
+    // Redis's database 0 is the default: named only when it is another.
+    const named = database !== '' && !(redis && database === '0');
+    return `${u.hostname}:${port}${named ? `/${database}` : ''}`;
+  } catch {
+    return 'an unparsable URL';
+  }
+}
+
+/** The error codes of a database that is not there for us: down, refusing, unknown, starting or stopping. */
+const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH']);
+const POSTGRES_REFUSALS: Record<string, string> = {
+  '57P03': 'it is starting up or shutting down',
+  '28P01': 'the password was refused',
+  '28000': 'the user is not allowed in',
+  '3D000': 'the database does not exist (oncehook migrate creates it)',
+  '53300': 'it has too many connections',
+};
+
+function codeOf(error: unknown): string | undefined {
+  const e = error as { code?: string; errors?: { code?: string }[] };
+  return e?.code ?? e?.errors?.find((inner) => inner.code)?.code;
+}
+
+/**
+ * The one line for an operator command whose database does not answer (a StartupError: printed
+ * as it is, exit 1), or null when the error is something else.
+ */
+export function databaseUnreachable(error: unknown, databaseUrl: string, variable = 'DATABASE_URL'): StartupError | null {
+  const code = codeOf(error);
+  const message = error instanceof Error ? error.message : String(error);
+  let why: string | undefined;
+  if (code && POSTGRES_REFUSALS[code]) why = POSTGRES_REFUSALS[code];
+  else if (code && UNREACHABLE.has(code)) why = code === 'ECONNREFUSED' ? 'nothing accepts connections there' : code;
+  else if (/timeout exceeded when trying to connect|Connection terminated/.test(message)) why = 'it did not answer in time';
+  if (!why) return null;
+  return new StartupError(`cannot reach Postgres at ${where(databaseUrl)} (${variable}): ${why}${code ? ` (${code})` : ''}. Start it, or point ${variable} at it`);
+}
