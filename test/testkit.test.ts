@@ -14,7 +14,7 @@ import { allSources, ROOT, SECRETS, send, startSandbox, type SandboxHandle } fro
 import { createOutboundClient, defineHandler, type Handler } from '@oncehook/sdk';
 import { migrate } from '@oncehook/core';
 import type { Pool } from '@oncehook/shared';
-import { type CheckReport, checkHandler, signedDelivery, type DeliveryKind } from '@oncehook/testkit';
+import { type CheckReport, checkHandler, signedDelivery, startStandInApi, type DeliveryKind } from '@oncehook/testkit';
 import { getHmac as shopifyHmac } from '@shopify/shopify-api/test-helpers';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import Stripe from 'stripe';
@@ -259,6 +259,46 @@ describe('checkHandler', () => {
     const report = await check(broken, event);
     expect(report.problems).toEqual([expect.stringMatching(/^clean run: the event ended failed, not done: broken: failed \(PermanentError: the payload does not match/)]);
     expect(report.scenarios).toHaveLength(1);
+  });
+
+  it('the stand-in API: a repeated key is answered as the first time, failures on demand; with it a check needs no server of its own', async () => {
+    const api = await startStandInApi({ answer: (request) => ({ id: `ntf_${request.n}` }) });
+    try {
+      const post = (key: string | null, body = '{"charge":"ch_1"}') =>
+        fetch(`${api.url}/notifications`, { method: 'POST', body, headers: { 'content-type': 'application/json', ...(key ? { 'idempotency-key': key } : {}) } });
+      const first = await post('k1');
+      const again = await post('k1');
+      expect(await again.json()).toEqual(await first.json());
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect((await post('k1', '{"charge":"ch_2"}')).status).toBe(400); // one key, another request
+      await post(null);
+      await post(null); // no key: applied every time
+      expect(api.effects().map((e) => e.key)).toEqual(['k1', null, null]);
+      // Failures on demand: before applying (a retry applies), and after (the retry gets the stored answer).
+      api.failNext({ status: 503 });
+      expect((await post('k2')).status).toBe(503);
+      expect((await post('k2')).status).toBe(200);
+      api.failNext({ afterApply: true });
+      await expect(post('k3')).rejects.toThrow();
+      expect((await post('k3')).headers.get('idempotent-replayed')).toBe('true');
+      expect(api.effects().filter((e) => e.key === 'k2' || e.key === 'k3')).toHaveLength(2);
+
+      // A handler checked against it: a crash after its call, retried with the same key, applied once.
+      api.reset();
+      const client = createOutboundClient({ name: 'notify', baseUrl: api.url, maxTries: 2, baseDelayMs: 10 });
+      const notify = defineHandler({ name: 'notify-standin', source: 'stripe', type: 'test.charge', payload: anything }, async (_event, ctx) => {
+        await ctx.step(
+          'notify',
+          async ({ idempotencyKey, signal }) => (await client.request<{ id: string }>({ method: 'POST', path: '/notifications', body: { n: 1 }, idempotencyKey, signal })).body,
+        );
+      });
+      const report = await check(notify, event);
+      expect(report.problems).toEqual([]);
+      expect(api.effects()).toHaveLength(1);
+      expect(api.replays()).toBeGreaterThanOrEqual(1); // the resumed attempt and the duplicates met the stored answer
+    } finally {
+      await api.close();
+    }
   });
 
   it('drops the scratch databases it created, and the stale leftovers of killed checks with its prefix', async () => {

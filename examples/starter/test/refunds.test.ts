@@ -2,24 +2,18 @@
  * The handler under the test kit: checkHandler runs it on a real Postgres (a scratch database
  * it creates and drops), delivers the event twice, crashes it at every step boundary and
  * retries, and reports any effect that happened twice or state that differs from one clean run.
+ * Our notification API is the test kit's stand-in: it answers a repeated idempotency key as the
+ * first time, as real APIs do, and counts what it applied.
  * Needs a Postgres: ONCEHOOK_CHECK_DATABASE_URL, else DATABASE_URL, else
  * postgres://postgres@127.0.0.1:5432/postgres (`oncehook dev` prints one).
  */
 import { readFile } from 'node:fs/promises';
-import { createServer } from 'node:http';
-import { checkHandler } from '@oncehook/testkit';
+import { checkHandler, startStandInApi } from '@oncehook/testkit';
 import { expect, it } from 'vitest';
 
 it('refunds survives duplicates and a crash at every step boundary', async () => {
-  // A stand-in for the notification API that answers a repeated idempotency key as the first time.
-  const seen = new Map<string, string>();
-  const server = createServer((req, res) => {
-    const key = String(req.headers['idempotency-key']);
-    if (!seen.has(key)) seen.set(key, `ntf_${seen.size}`);
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: seen.get(key) }));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  process.env.NOTIFY_API_URL = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  const api = await startStandInApi({ answer: (request) => ({ id: `ntf_${request.n}` }) });
+  process.env.NOTIFY_API_URL = api.url;
   try {
     const { default: refunds } = await import('../src/webhooks/refunds.js');
     const migration = await readFile(new URL('../migrations/0001_refunds.sql', import.meta.url), 'utf8');
@@ -29,7 +23,9 @@ it('refunds survives duplicates and a crash at every step boundary', async () =>
       { setup: (db) => db.query(migration), state: async (db) => (await db.query('SELECT charge_id, amount_refunded, notification FROM refunds')).rows },
     );
     expect(report.problems).toEqual([]);
+    // One notification, whatever the crashes and duplicates: the same key every time.
+    expect(api.effects()).toHaveLength(1);
   } finally {
-    server.close();
+    await api.close();
   }
 }, 120_000);
