@@ -1,9 +1,15 @@
 /**
  * Oncehook used from a team's own project, the way they install it (issue 22): every public
- * package is built and packed; the starter project (examples/starter, the template a team
- * copies) is copied to a temporary folder OUTSIDE this repository, its package.json pointed at
- * those tarballs instead of the registry (nothing else changed: no workspace link, nothing read
- * from this repository's sources), and then, with the starter's own scripts:
+ * package is built and packed; a project is made in an empty folder OUTSIDE this repository
+ * from docs/use-in-your-project.md's own steps (its shell lines run as written, the Oncehook
+ * packages taken from those tarballs instead of the registry; its files from the doc's code
+ * blocks, which must be examples/starter's files, the template a team copies), and then, with
+ * the project's own scripts:
+ *
+ * - `oncehook` and `@oncehook/sdk` alone (no test kit) give a working command;
+ * - `npm install -D typescript` gives TypeScript 7: the project type-checks with it and with 5.9;
+ * - its handler's setting and its Stripe secret live only in `.env.local`: the worker and ingest
+ *   read them from there;
  *
  * - the packages pass the ecosystem's package linters (publint; arethetypeswrong, ESM only);
  * - `npm run typecheck`: its handler type-checks with `strict` and `NodeNext`, without
@@ -19,11 +25,12 @@
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { cp, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { createEmptyDatabase, PG_BASE_URL, REDIS_URL, ROOT, SOURCE_NODE_ARGS, waitFor } from '@oncehook/harness';
+import { docBlock } from './helpers/docs.js';
 import { createPool } from '@oncehook/shared';
 import Stripe from 'stripe';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -79,21 +86,14 @@ function spawnIn(cwd: string, args: string[], env: Record<string, string>): { ch
   return { child, output: () => out };
 }
 
-/** The starter's package.json with every Oncehook package taken from its tarball. */
+/** The project's package.json made to take the engine's own packages (dependencies of `oncehook`) from their tarballs, as a registry would serve them. */
 async function pointedAtTarballs(project: string): Promise<void> {
   const manifestPath = path.join(project, 'package.json');
-  const manifest = JSON.parse(await readFile(manifestPath, 'utf8')) as {
-    dependencies: Record<string, string>;
-    devDependencies: Record<string, string>;
-    overrides?: Record<string, string>;
-  };
+  const manifest = JSON.parse(await readFile(manifestPath, 'utf8')) as { overrides?: Record<string, string> };
   const file = (name: string) => `file:${tarballs[name]}`;
-  const tarballOf = (dependency: string) => (dependency === 'oncehook' ? 'oncehook' : dependency.replace('@oncehook/', ''));
-  for (const deps of [manifest.dependencies, manifest.devDependencies]) {
-    for (const name of Object.keys(deps)) if (name === 'oncehook' || name.startsWith('@oncehook/')) deps[name] = file(tarballOf(name));
-  }
-  // The engine's own packages, from their tarballs too (a registry would serve them).
-  manifest.overrides = { '@oncehook/core': file('core'), '@oncehook/shared': file('shared'), '@oncehook/sdk': file('sdk'), '@oncehook/testkit': file('testkit') };
+  // Only the ones never installed directly (npm refuses an override that differs from a direct
+  // dependency's spec); the SDK and the test kit are installed from their tarballs by the lines.
+  manifest.overrides = { '@oncehook/core': file('core'), '@oncehook/shared': file('shared') };
   await writeFile(manifestPath, JSON.stringify(manifest, null, 2));
 }
 
@@ -138,27 +138,88 @@ it('a project of its own: installs the packed packages, type-checks, migrates, r
     }
   })();
 
-  // 3. The starter, copied out of the repository, its Oncehook packages from the tarballs.
-  const project = path.join(dir, 'acme-billing');
-  await cp(path.join(ROOT, 'examples/starter'), project, { recursive: true, filter: (source) => !/[/\\](node_modules|dist|\.oncehook)$/.test(source) });
-  await pointedAtTarballs(project);
   const npm = (script: string[], env: Record<string, string> = {}) =>
     run('npm', script, {
-      cwd: project,
+      cwd: path.join(dir, 'acme-billing'),
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', ...env },
       maxBuffer: 20 * 1024 * 1024,
       timeout: 300_000,
     }).catch((error: { stdout: string; stderr: string }) => ({ stdout: `${error.stdout}${error.stderr}`, stderr: '', failed: true }));
-  const install = await npm(['install', '--no-audit', '--no-fund', '--loglevel=error']);
-  expect('failed' in install, install.stdout).toBe(false);
+
+  // 3. The project, made from docs/use-in-your-project.md's own steps, in an empty folder outside
+  // the repository: its shell lines run as written (the Oncehook packages of the install lines
+  // taken from the tarballs instead of the registry), its files written from its code blocks.
+  const doc = 'docs/use-in-your-project.md';
+  const installBlock = await docBlock(doc, 'sh', 'mkdir acme-billing && cd acme-billing && npm init -y && npm pkg set type=module');
+  const lines = installBlock.split('\n').filter((line) => line.trim() !== '');
+  const project = path.join(dir, 'acme-billing');
+  const sh = (line: string, cwd: string) =>
+    run('bash', ['-c', line], { cwd, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp' }, maxBuffer: 20 * 1024 * 1024, timeout: 300_000 }).catch(
+      (error: { stdout: string; stderr: string }) => ({ stdout: `${error.stdout}${error.stderr}`, stderr: '', failed: true }),
+    );
+  /** An install line with each Oncehook package taken from its tarball. */
+  const fromTarballs = (line: string) =>
+    line
+      .split(' ')
+      .map((word) => (word === 'oncehook' ? tarballs.oncehook! : word.startsWith('@oncehook/') ? tarballs[word.slice('@oncehook/'.length)]! : word))
+      .join(' ');
+  const [create, installProd, installDev, ...rest] = lines;
+  expect(create).toMatch(/^mkdir acme-billing/);
+  const created = await sh(create!, dir);
+  expect('failed' in created, created.stdout).toBe(false);
+  await pointedAtTarballs(project); // the engine's own packages too (a registry would serve them)
+  const prod = await sh(fromTarballs(installProd!), project);
+  expect(installProd).toBe('npm install oncehook @oncehook/sdk zod');
+  expect('failed' in prod, prod.stdout).toBe(false);
+  // What production installs: the command works without the test kit.
+  await expect(readdir(path.join(project, 'node_modules/@oncehook/testkit'))).rejects.toThrow();
+  const bare = await sh('node node_modules/oncehook/bin/oncehook.js --help && node node_modules/oncehook/bin/oncehook.js send --list', project);
+  expect('failed' in bare, bare.stdout).toBe(false);
+  expect(bare.stdout).toContain('stripe (stripe): payment_intent.succeeded');
+  const dev = await sh(fromTarballs(installDev!), project);
+  expect('failed' in dev, dev.stdout).toBe(false);
+  for (const line of rest) {
+    const done = await sh(line.replace(/\s+#.*$/, ''), project);
+    expect('failed' in done, `${line}\n${done.stdout}`).toBe(false);
+  }
   await linted;
   const installed = await readdir(path.join(project, 'node_modules/@oncehook'));
   expect(installed.sort()).toEqual(['core', 'sdk', 'shared', 'testkit']);
   await expect(readdir(path.join(project, 'node_modules/@octokit'))).rejects.toThrow(); // a Stripe-only project
+  // What `npm install -D typescript` gives a new user today.
+  const typescript = JSON.parse(await readFile(path.join(project, 'node_modules/typescript/package.json'), 'utf8')) as { version: string };
+  expect(typescript.version).toMatch(/^7\./);
 
-  // 4. Its scripts: type-check (strict, NodeNext, no skipLibCheck), then compile to dist/.
+  // Its files, from the doc's blocks; the starter (examples/starter) is the same project.
+  const files: [string, string, string][] = [
+    ['json', '// tsconfig.json', 'tsconfig.json'],
+    ['json', '// tsconfig.build.json', 'tsconfig.build.json'],
+    ['sh', '# .gitignore', '.gitignore'],
+    ['ts', '// src/webhooks/refunds.ts', 'src/webhooks/refunds.ts'],
+    ['sql', '-- migrations/0001_refunds.sql', 'migrations/0001_refunds.sql'],
+    ['ts', '// test/refunds.test.ts', 'test/refunds.test.ts'],
+  ];
+  for (const [language, first, file] of files) {
+    const text = await docBlock(doc, language, first);
+    expect(text, `${doc}'s ${file} is examples/starter's`).toBe(await readFile(path.join(ROOT, 'examples/starter', file), 'utf8'));
+    await mkdir(path.dirname(path.join(project, file)), { recursive: true });
+    await writeFile(path.join(project, file), text);
+  }
+  const { scripts: projectScripts } = JSON.parse(await readFile(path.join(project, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+  const { scripts: starterScripts } = JSON.parse(await readFile(path.join(ROOT, 'examples/starter/package.json'), 'utf8')) as { scripts: Record<string, string> };
+  expect(projectScripts).toEqual(starterScripts);
+  // The settings live in .env.local, as the doc shows (its example URL pointed at this test's API),
+  // never in the processes' environment: the worker's handler and ingest read them from the file.
+  const envLocal = await docBlock(doc, 'sh', '# .env.local');
+  expect(envLocal).toMatch(/^NOTIFY_API_URL=/m);
+  await writeFile(path.join(project, '.env.local'), `${envLocal.replace(/^NOTIFY_API_URL=.*$/m, `NOTIFY_API_URL=${apiUrl}`)}STRIPE_WEBHOOK_SECRET=${SECRET}\n`);
+
+  // 4. Its scripts: type-check (strict, NodeNext, no skipLibCheck) with TypeScript 7, and with
+  // 5.9 too, then compile to dist/.
   const typecheck = await npm(['run', 'typecheck']);
   expect('failed' in typecheck, typecheck.stdout).toBe(false);
+  const typecheck5 = await npm(['exec', '--yes', '--package=typescript@5.9', '--', 'tsc', '-p', 'tsconfig.json']);
+  expect('failed' in typecheck5, typecheck5.stdout).toBe(false);
   const build = await npm(['run', 'build']);
   expect('failed' in build, build.stdout).toBe(false);
   expect((await readdir(path.join(project, 'dist/webhooks'))).filter((f) => f.endsWith('.js'))).toEqual(['refunds.js']);
@@ -171,10 +232,11 @@ it('a project of its own: installs the packed packages, type-checks, migrates, r
   const database = await createEmptyDatabase(undefined, 'oncehook_user');
   dropDatabase = database.drop;
   const bin = 'node_modules/oncehook/bin/oncehook.js';
-  const env = { DATABASE_URL: database.url, REDIS_URL, QUEUE_PREFIX: `user-${Date.now() % 1_000_000}`, STRIPE_WEBHOOK_SECRET: SECRET, NOTIFY_API_URL: apiUrl, LOG_LEVEL: 'info' };
+  // Not NOTIFY_API_URL nor STRIPE_WEBHOOK_SECRET: those come from the project's .env.local.
+  const env = { DATABASE_URL: database.url, REDIS_URL, QUEUE_PREFIX: `user-${Date.now() % 1_000_000}`, LOG_LEVEL: 'info' };
   const migrate = await npm(['run', 'migrate'], env);
   expect('failed' in migrate, migrate.stdout).toBe(false);
-  expect(migrate.stdout).toMatch(/applied 11 migration\(s\): .*app\/0001_refunds\.sql/);
+  expect(migrate.stdout).toMatch(/applied 12 migration\(s\): .*app\/0001_refunds\.sql/);
   const ingest = spawnIn(project, [bin, 'ingest'], { ...env, PORT: '0', HOST: '127.0.0.1' });
   // The starter's start:worker script, without npm in between (signals reach the worker).
   const { scripts } = JSON.parse(await readFile(path.join(project, 'package.json'), 'utf8')) as { scripts: Record<string, string> };

@@ -1,3 +1,4 @@
+-- migrations/0001_refunds.sql
 -- Your tables, in your schema: Oncehook keeps its own in the schema `oncehook`.
 create table refunds (
   charge_id text primary key,

@@ -1,3 +1,4 @@
+// test/refunds.test.ts
 /**
  * The handler under the test kit: checkHandler runs it on a real Postgres (a scratch database
  * it creates and drops), delivers the event twice, crashes it at every step boundary and

@@ -1,3 +1,4 @@
+// src/webhooks/refunds.ts
 /**
  * One handler: every refunded Stripe charge is recorded in our table and announced to our
  * notification API exactly once, however often Stripe delivers the event.
