@@ -33,13 +33,14 @@ function run(script: string, args: string[], env: Record<string, string>): Runni
 }
 
 /** A line of the README (`VAR=x npm start`, `npm run send -- ...`), run as npm would run it, with `env` beneath the line's own variables. */
-async function runDocumented(line: string, env: Record<string, string>): Promise<Running> {
+/** `detached`: a process group of its own, as a shell's foreground job (Ctrl-C reaches all of it). */
+async function runDocumented(line: string, env: Record<string, string>, options: { detached?: boolean } = {}): Promise<Running> {
   const command = await npmCommand(line);
-  return runNode(command.nodeArgs, { ...env, ...command.env });
+  return runNode(command.nodeArgs, { ...env, ...command.env }, options);
 }
 
-function runNode(args: string[], env: Record<string, string>): Running {
-  const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...CLEAN, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+function runNode(args: string[], env: Record<string, string>, options: { detached?: boolean } = {}): Running {
+  const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...CLEAN, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: options.detached === true });
   running.push(child);
   let out = '';
   let err = '';
@@ -72,7 +73,7 @@ async function firstMinutes(queueBackend: 'redis' | 'postgres'): Promise<void> {
   // The quick start's `npm start`, or the "No Redis at hand" line's `QUEUE_BACKEND=postgres npm start`.
   const startLine = queueBackend === 'redis' ? await docCommand('README.md', /^npm start$/) : /`(QUEUE_BACKEND=postgres npm start)`/.exec(readme)?.[1];
   expect(startLine, 'the README names the command').toBeDefined();
-  const stack = await runDocumented(startLine!, env);
+  const stack = await runDocumented(startLine!, env, { detached: true });
   await waitFor(() => stack.output().includes('oncehook is up') || stack.child.exitCode !== null || null, { timeoutMs: 45_000, what: 'the banner' });
   expect(stack.output(), stack.stderr()).toContain('oncehook is up');
   // The banner's hint: a command that runs here, for a type the example's handlers take.
@@ -118,9 +119,13 @@ async function firstMinutes(queueBackend: 'redis' | 'postgres'): Promise<void> {
   expect(await sentSuggested.exited, sentSuggested.output() + sentSuggested.stderr()).toBe(0);
   if (queueBackend === 'redis') await everySenderDone(env);
 
-  // Ctrl-C stops everything, exit 0.
-  stack.child.kill('SIGINT');
+  // Ctrl-C (SIGINT to the whole foreground group: npm start, the sandbox, ingest, the workers)
+  // stops everything in order, exit 0, without a warning or a stack trace.
+  const before = { out: stack.output().length, err: stack.stderr().length };
+  process.kill(-stack.child.pid!, 'SIGINT');
   expect(await stack.exited).toBe(0);
+  const stopping = `${stack.output().slice(before.out)}\n${stack.stderr().slice(before.err)}`.split('\n');
+  expect(stopping.filter((line) => /\b(WARN|ERROR|FATAL)\b|Unhandled|uncaught|^\s+at /i.test(line))).toEqual([]);
 }
 
 /**
