@@ -185,6 +185,8 @@ export async function ensureDatabase(databaseUrl: string): Promise<boolean> {
   if (!name) throw new Error('DATABASE_URL names no database (expected postgres://user@host:port/NAME)');
   url.pathname = '/postgres';
   const client = new pg.Client({ connectionString: url.toString() });
+  // A connection lost between the two statements fails the next one; never an unhandled 'error'.
+  client.on('error', () => {});
   await client.connect();
   try {
     const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1::text', [name]);

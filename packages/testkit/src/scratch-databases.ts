@@ -44,6 +44,7 @@ export function serverUrl(given: string | undefined): string {
 /** One short connection to the server's `postgres` database, for CREATE and DROP DATABASE. */
 export async function withAdmin<T>(server: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: `${server}/postgres` });
+  client.on('error', () => {}); // a lost connection fails the next statement instead of the process
   await client.connect();
   try {
     return await fn(client);
