@@ -133,8 +133,8 @@ describe('the CLI', () => {
     [['list', '--state', 'bogus'], /state/],
     [['redrive', '99999999999999999999999', '--reason', 'x'], /is neither a row id \(1 to 15 digits\) nor provider\/event_id/],
     [['show', 'no-slash-here'], /is neither a row id/],
-    [['pause', 'handler'], /pause takes what to pause: handler <name> or source <name>/],
-    [['pause', 'queue', 'mailer', '--reason', 'x'], /pause takes what to pause: handler <name> or source <name>/],
+    [['pause', 'handler'], /pause takes what to pause: handler <name>, destination <name> or source <name>/],
+    [['pause', 'queue', 'mailer', '--reason', 'x'], /pause takes what to pause: handler <name>, destination <name> or source <name>/],
     [['pause', 'handler', 'mailer'], /pause needs --reason "why"/],
     [['resume', 'handler', 'Bad Name', '--reason', 'x'], /"Bad Name" is not a handler name \(1-63 characters of a-z 0-9 . _ -\)/],
   ])('%j is refused with exit code 2 and says why', async (args, message) => {

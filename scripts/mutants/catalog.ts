@@ -174,8 +174,8 @@ export const MUTANTS: Mutant[] = [
     id: 'step-lease-not-renewed',
     guarantee: 'a local step that held the run row past a third of the lease renews it before COMMIT',
     file: CONTEXT,
-    search: '    if (Date.now() - fencedAt <= run.leaseMs / 3) return;',
-    replace: '    return;',
+    search: '    if (Date.now() - fencedAt <= run.leaseMs / 3) return null;',
+    replace: '    return null;',
     tests: ['test/core-races.test.ts'],
   },
   {
@@ -358,8 +358,8 @@ export const MUTANTS: Mutant[] = [
     id: 'renewal-off',
     guarantee: 'a long handler keeps its lease (renewal)',
     file: PROCESS,
-    search: '      queries.renewLease(pool, run.id, token, settings.leaseMs).then(',
-    replace: '      Promise.resolve(true).then(',
+    search: '        .then(() => queries.renewLease(pool, run.id, token, settings.leaseMs))',
+    replace: '        .then(() => true)',
     tests: ['test/lease-guards.test.ts'],
   },
   {
@@ -393,8 +393,8 @@ export const MUTANTS: Mutant[] = [
     id: 'backoff-zero',
     guarantee: 'failed attempts are retried after a growing, jittered delay',
     file: RETRY,
-    search: "  return backoffDelayMs(failedAttempt, { baseMs: policy.backoffMs, capMs: RUN_RETRY_CAP_MS, jitter: 'half' });",
-    replace: '  return 0;',
+    search: "  const backoff = backoffDelayMs(failedAttempt, { baseMs: policy.backoffMs, capMs: RUN_RETRY_CAP_MS, jitter: 'half' });",
+    replace: '  const backoff = 0;',
     tests: ['test/lease-guards.test.ts'],
   },
   // ---- the answer at the edge -----------------------------------------------------------
@@ -963,14 +963,6 @@ export const MUTANTS: Mutant[] = [
     file: 'packages/shared/src/providers/github.ts',
     search: "      const valid = options.secrets.some((secret) => signaturesEqual(hmacSha256(secret, request.rawBody).toString('hex'), signature));",
     replace: "      const valid = options.secrets.some((secret) => signaturesEqual(hmacSha256(secret, githubJson(request)).toString('hex'), signature));",
-    tests: ['test/provider-families.test.ts'],
-  },
-  {
-    id: 'shopify-header-sets-unchecked',
-    guarantee: 'a Shopify delivery whose two header sets disagree is refused',
-    file: 'packages/shared/src/providers/shopify.ts',
-    search: '    if (classic !== null && events !== null && classic !== events) {',
-    replace: '    if (classic !== null && events !== null && classic !== events && Math.random() > 2) {',
     tests: ['test/provider-families.test.ts'],
   },
   {

@@ -5,7 +5,10 @@
  *   the worker's half   process-event.ts (the state machine), handler-context.ts (fenced,
  *                       recorded steps), registry.ts, load-handlers.ts, event-worker.ts (the
  *                       queue consumer), retry-policy.ts (attempts, verdicts, delays),
- *                       flow-control.ts (concurrency, rate limits, priority, pauses)
+ *                       flow-control.ts (concurrency, rate limits, priority, pauses),
+ *                       lease-clock.ts (a call never outlives its lease)
+ *   destinations        destinations/ (a destination is a handler whose one step is a
+ *                       signed call to the team's service: forward.ts, destination-handler.ts)
  *   recovery            reconciler.ts (lost jobs, expired leases), retention-sweep.ts
  *   the store           store/ (every statement, by stage), migrate.ts + migrations/
  *   the queue           queue.ts (BullMQ on Redis or on Postgres, job ids, shards)
@@ -31,3 +34,5 @@ export * from './retention-sweep.js';
 export * from './retry-policy.js';
 export * from './store/queries.js';
 export * from './engine.js';
+export * from './destinations/destination-handler.js';
+export * from './destinations/forward.js';

@@ -13,7 +13,7 @@
  * - pause / resume: a handler or a source (flow-control.ts); recorded as operator actions.
  */
 import { withTransaction, type EventJobData, type Pool } from '@oncehook/shared';
-import type { EventDetail, EventFilter, EventSummary, MovedRun, PauseRow, Queries, RecordedStep } from './store/queries.js';
+import type { EventDetail, EventFilter, EventSummary, HandlerState, MovedRun, PauseRow, Queries, RecordedStep } from './store/queries.js';
 import { idempotencyKeyFor } from './idempotency-key.js';
 import { viewPayload } from './payload-view.js';
 import type { RunRow, StepKind } from '@oncehook/shared';
@@ -86,6 +86,8 @@ export interface Operations {
   resume(target: PauseTarget, actor: string, reason: string): Promise<ResumeResult>;
   /** Everything paused, with how many runs wait for each. */
   pauses(): Promise<PauseRow[]>;
+  /** How each named handler or destination is doing now (in flight, waiting, dead letters, paused, last error). */
+  handlerStates(names: string[]): Promise<HandlerState[]>;
   list(filter: EventFilter): Promise<EventSummary[]>;
   /** The event and its history; its payload bounded for display (EventView). */
   show(ref: string | number): Promise<EventView | null>;
@@ -191,6 +193,8 @@ export function createOperations(deps: { pool: Pool; queries: Queries; queue: Jo
     },
 
     pauses: () => queries.listPauses(pool),
+
+    handlerStates: (names) => queries.handlerStates(pool, names),
 
     list: (filter) => queries.listEvents(pool, filter),
 

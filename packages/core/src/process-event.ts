@@ -405,7 +405,7 @@ async function runLeasedAttempt(deps: ProcessDeps, leased: LeasedRun, token: str
       error,
       attempt: run.attempts,
       generation: run.generation,
-      delayMs: retryDelayMs(policy, run.attempts),
+      delayMs: retryDelayMs(policy, run.attempts, logged),
       priority: jobPriority(own),
     };
   };

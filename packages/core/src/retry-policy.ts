@@ -11,13 +11,14 @@
  *                   BullMQ's UnrecoverableError fails the run at once; any other error retries,
  *                   until attempt maxAttempts, which fails it
  *   delay           before attempt n+1: backoffMs x 2^(n-1), capped at 10 minutes, half jitter
- *                   (the SDK's backoff.ts computes it)
+ *                   (the SDK's backoff.ts computes it); at least what a RetryLaterError asked
+ *                   for (an API's Retry-After), within the same cap
  *
  * A policy is a value: the worker builds one from MAX_ATTEMPTS and RETRY_BACKOFF_MS, and a
  * handler may bring its own (`retries` in defineHandler): `policyFor` merges the two, here and
  * nowhere else; the run's verdicts and its next attempt's delay both come from the merged one.
  */
-import { isPermanentError } from '@oncehook/sdk';
+import { isPermanentError, retryLaterMs } from '@oncehook/sdk';
 import { backoffDelayMs } from '@oncehook/sdk/internal';
 
 /** Longest wait between two attempts of a run, before jitter. */
@@ -63,7 +64,12 @@ export function verdictForProblem(policy: RetryPolicy, attempt: number, problem:
   return attempt >= policy.maxAttempts ? { retry: false, reason: problem } : { retry: true };
 }
 
-/** Delay before the attempt after failed attempt `failedAttempt`. */
-export function retryDelayMs(policy: RetryPolicy, failedAttempt: number): number {
-  return backoffDelayMs(failedAttempt, { baseMs: policy.backoffMs, capMs: RUN_RETRY_CAP_MS, jitter: 'half' });
+/**
+ * Delay before the attempt after failed attempt `failedAttempt`: the backoff, or longer when
+ * the error asked for more (a RetryLaterError: the API's Retry-After), up to RUN_RETRY_CAP_MS.
+ */
+export function retryDelayMs(policy: RetryPolicy, failedAttempt: number, error?: unknown): number {
+  const backoff = backoffDelayMs(failedAttempt, { baseMs: policy.backoffMs, capMs: RUN_RETRY_CAP_MS, jitter: 'half' });
+  const asked = retryLaterMs(error);
+  return asked === null ? backoff : Math.max(backoff, Math.min(asked, RUN_RETRY_CAP_MS));
 }

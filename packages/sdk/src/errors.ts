@@ -13,7 +13,7 @@
 
 const KINDS = Symbol.for('oncehook.error.kinds');
 
-type ErrorKind = 'config' | 'permanent' | 'lease-lost' | 'step-usage' | 'handler-definition' | 'outbound-unavailable';
+type ErrorKind = 'config' | 'permanent' | 'lease-lost' | 'step-usage' | 'handler-definition' | 'outbound-unavailable' | 'retry-later';
 
 /** True when `value` is an error of `kind`, from any copy of the SDK. */
 function hasKind(value: unknown, kind: ErrorKind): boolean {
@@ -118,6 +118,33 @@ export class OutboundUnavailableError extends Error {
     super(message);
     stamp(this, new.target);
   }
+}
+
+/**
+ * Throw from a handler when the API said when to come back (`429` or `503` with `Retry-After`,
+ * a maintenance window): the attempt fails like any retryable error, and the next one waits at
+ * least `afterMs` (capped at 10 minutes), longer if the handler's backoff says so. It still
+ * counts as an attempt.
+ */
+export class RetryLaterError extends Error {
+  static readonly kind: ErrorKind = 'retry-later';
+  static override [Symbol.hasInstance] = brandedInstanceOf;
+  override name = 'RetryLaterError';
+  constructor(
+    message: string,
+    /** The least time before the next attempt, ms. */
+    readonly afterMs: number,
+  ) {
+    super(message);
+    stamp(this, new.target);
+  }
+}
+
+/** A RetryLaterError from any copy of the SDK: its `afterMs`, else null. */
+export function retryLaterMs(error: unknown): number | null {
+  if (!hasKind(error, 'retry-later')) return null;
+  const afterMs = (error as { afterMs?: unknown }).afterMs;
+  return typeof afterMs === 'number' && Number.isFinite(afterMs) && afterMs >= 0 ? afterMs : null;
 }
 
 /** A PermanentError (or a StepUsageError) from any copy of the SDK: fail the run at once. */

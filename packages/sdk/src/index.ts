@@ -46,6 +46,8 @@ export {
   LeaseLostError,
   OutboundUnavailableError,
   PermanentError,
+  RetryLaterError,
+  retryLaterMs,
   StepUsageError,
 } from './errors.js';
 export {

@@ -37,5 +37,6 @@ export * from './process.js';
 export * from './timeout.js';
 export * from './metrics.js';
 export * from './retention.js';
+export * from './destinations.js';
 export * from './log-limiter.js';
 export * from './tracing.js';

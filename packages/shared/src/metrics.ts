@@ -96,6 +96,10 @@ export interface WorkerMetrics {
   runsWaiting: Gauge<'handler' | 'reason'>;
   paused: Gauge<'scope' | 'name' | 'by'>;
   pausedSeconds: Gauge<'scope' | 'name'>;
+  /** Destinations: each call by outcome (`delivered`, `retry`, `rejected`, `unreachable`), its latency, the calls in flight. */
+  destinationCalls: Counter<'destination' | 'outcome'>;
+  destinationCallSeconds: Histogram<'destination'>;
+  destinationInFlight: Gauge<'destination'>;
 }
 
 export function createWorkerMetrics(options: { defaultMetrics?: boolean } = {}): WorkerMetrics {
@@ -156,6 +160,25 @@ export function createWorkerMetrics(options: { defaultMetrics?: boolean } = {}):
       registers,
     }),
     pausedSeconds: new Gauge({ name: 'oncehook_paused_seconds', help: 'Seconds since the handler or source was paused', labelNames: ['scope', 'name'], registers }),
+    destinationCalls: new Counter({
+      name: 'oncehook_destination_calls_total',
+      help: 'Calls to destinations by outcome: delivered (2xx), retry (408/409/425/429/5xx, timeout), rejected (other 4xx, a redirect: dead letter), unreachable (no answer)',
+      labelNames: ['destination', 'outcome'],
+      registers,
+    }),
+    destinationCallSeconds: new Histogram({
+      name: 'oncehook_destination_call_seconds',
+      help: 'Time from sending a call to a destination to its answer (or to giving up on it)',
+      labelNames: ['destination'],
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    }),
+    destinationInFlight: new Gauge({
+      name: 'oncehook_destination_in_flight',
+      help: 'Calls to each destination in flight now, from this process',
+      labelNames: ['destination'],
+      registers,
+    }),
   };
 }
 

@@ -10,6 +10,7 @@ import type {
   EventDetail,
   EventFilter,
   EventSummary,
+  HandlerState,
   MovedRun,
   OperatorAction,
   PendingCounts,
@@ -134,6 +135,11 @@ export function createOperatorQueries(t: Tables) {
         handlers.map((h) => h.type),
         handlers.map((h) => h.description ?? null),
       ]);
+    },
+
+    /** How each named handler or destination is doing (HANDLER_STATES). */
+    async handlerStates(db: Queryable, names: string[]): Promise<HandlerState[]> {
+      return (await db.query<HandlerState>(sql.HANDLER_STATES, [names])).rows;
     },
 
     async listHandlers(db: Queryable): Promise<{ name: string; source: string; kind: string | null; type: string; lastSeenAt: Date }[]> {

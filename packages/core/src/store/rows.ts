@@ -212,3 +212,14 @@ export function reviveRun(raw: RunRow): RunRow {
     waitingSince: dateOrNull(raw.waitingSince),
   };
 }
+
+/** A handler's (or destination's) state now. */
+export interface HandlerState {
+  handler: string;
+  inFlight: number;
+  waiting: number;
+  failed: number;
+  /** The pause's reason, when paused. */
+  paused: string | null;
+  lastError: string | null;
+}

@@ -10,6 +10,7 @@
 import { isConfigError } from '@oncehook/sdk';
 import { StartupError } from '@oncehook/shared';
 import { type Command, UsageError } from './command.js';
+import { destinationsCommand } from './destinations-command.js';
 import { devCommand } from './dev-command.js';
 import { loadEnvFiles, withDevSession } from './env-files.js';
 import { migrateCommand } from './migrate-command.js';
@@ -17,7 +18,7 @@ import { operatorCommands } from './operator-commands.js';
 import { ingestCommand, workerCommand } from './process-commands.js';
 import { sendCommand } from './send-command.js';
 
-export const COMMANDS: Command[] = [migrateCommand, ingestCommand, workerCommand, devCommand, ...operatorCommands, sendCommand];
+export const COMMANDS: Command[] = [migrateCommand, ingestCommand, workerCommand, devCommand, ...operatorCommands, destinationsCommand, sendCommand];
 
 function overview(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));

@@ -52,8 +52,9 @@ lost the parcel, ship again:  replay 42 --steps request-shipment --reason "parce
   },
   pause: {
     summary: 'pause a handler or a source: deliveries still accepted, no run starts',
-    usage: 'pause handler <name> | source <name> --reason "why" [--now]',
-    help: `Pauses one handler (its runs) or one source (every handler's runs of its events).
+    usage: 'pause handler <name> | destination <name> | source <name> --reason "why" [--now]',
+    help: `Pauses one handler (its runs), one destination (its calls: the same as its handler) or one
+source (every handler's and destination's runs of its events).
 Deliveries are still verified, claimed and answered 2xx: nothing is dropped or refused.
 No new run starts; runs in progress finish (with --now, they stop at their next step
 boundary and wait too: a step already committed stays committed); waiting runs show as
@@ -62,7 +63,7 @@ later, until resume. Recorded as an operator action with --actor (default $USER)
   },
   resume: {
     summary: 'end a pause: the waiting runs start, under their limits',
-    usage: 'resume handler <name> | source <name> --reason "why"',
+    usage: 'resume handler <name> | destination <name> | source <name> --reason "why"',
     help: `Ends a pause: every run waiting for it is enqueued and starts under its handler's
 concurrency and rate limits; each effect still happens once. Also restarts a circuit
 breaker's count of failures. Recorded as an operator action.`,
@@ -153,9 +154,12 @@ async function operate(command: string, args: string[], env: Record<string, stri
   const pausing = command === 'pause' || command === 'resume';
   const [target, extra] = pausing ? [undefined, undefined] : positionals;
   if (extra !== undefined) throw new UsageError(`unexpected argument "${extra.slice(0, 40)}"`);
-  if (pausing && (positionals.length !== 2 || (positionals[0] !== 'handler' && positionals[0] !== 'source'))) {
-    throw new UsageError(`${command} takes what to ${command}: handler <name> or source <name> (got "${positionals.join(' ').slice(0, 80)}")`);
+  if (pausing && (positionals.length !== 2 || !['handler', 'source', 'destination'].includes(positionals[0]!))) {
+    throw new UsageError(`${command} takes what to ${command}: handler <name>, destination <name> or source <name> (got "${positionals.join(' ').slice(0, 80)}")`);
   }
+  // A destination's runs are a handler's (its name): pausing one pauses that handler.
+  const said = positionals[0];
+  if (pausing && said === 'destination') positionals[0] = 'handler';
   if (pausing && !/^[a-z0-9][a-z0-9._-]{0,62}$/.test(positionals[1]!)) {
     throw new UsageError(`"${positionals[1]!.slice(0, 80)}" is not a ${positionals[0]} name (1-63 characters of a-z 0-9 . _ -)`);
   }
@@ -262,21 +266,22 @@ async function operate(command: string, args: string[], env: Record<string, stri
         case 'resume': {
           const reason = needReason();
           const what = { scope: positionals[0] as 'handler' | 'source', name: positionals[1]! };
+          const word = said === 'destination' ? 'destination' : what.scope;
           if (command === 'pause') {
             const result = await ops.pause(what, actor, reason, { now: flag('now') });
             if (!result.ok) {
               out(`pause refused: ${result.reason}`);
               exitCode = 1;
             } else if (result.alreadyPaused)
-              out(`${what.scope} "${what.name}" was already paused by ${result.pause.actor} since ${new Date(result.pause.pausedAt).toISOString()}: ${result.pause.reason}`);
-            else out(`paused ${what.scope} "${what.name}": deliveries are still accepted; no new run starts until: oncehook resume ${what.scope} ${what.name} --reason "..."`);
+              out(`${word} "${what.name}" was already paused by ${result.pause.actor} since ${new Date(result.pause.pausedAt).toISOString()}: ${result.pause.reason}`);
+            else out(`paused ${word} "${what.name}": deliveries are still accepted; no new run starts until: oncehook resume ${word} ${what.name} --reason "..."`);
           } else {
             const result = await ops.resume(what, actor, reason);
             if (!result.ok) {
               out(`resume refused: ${result.reason}`);
               exitCode = 1;
             } else {
-              out(`resumed ${what.scope} "${what.name}" (paused since ${new Date(result.resumed.pausedAt).toISOString()}): ${result.released} waiting run(s) enqueued`);
+              out(`resumed ${word} "${what.name}" (paused since ${new Date(result.resumed.pausedAt).toISOString()}): ${result.released} waiting run(s) enqueued`);
               if (result.enqueueFailed > 0) out(`  ${result.enqueueFailed} could not be enqueued now (queue unreachable); the reconciler enqueues them`);
             }
           }

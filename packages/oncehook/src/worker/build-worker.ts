@@ -18,7 +18,9 @@ import {
   openQueueConnection,
   pingQueue,
   checkReadiness,
+  destinationHandler,
   type EngineHooks,
+  type ForwardObserver,
   type EventQueues,
   type EventWorker,
   type ProcessSettings,
@@ -34,6 +36,7 @@ import {
   type EventJobData,
   type Faults,
   type Logger,
+  type Destination,
   type Pool,
   type WorkerConfig,
   type WorkerMetrics,
@@ -47,6 +50,8 @@ export interface BuildWorkerOptions {
   metrics?: WorkerMetrics;
   faults?: Faults;
   hooks?: EngineHooks;
+  /** The destinations this worker forwards to (loadDestinations), run beside the handlers. */
+  destinations?: readonly Destination[];
 }
 
 export interface OncehookWorker {
@@ -97,8 +102,18 @@ export function workerSettings(config: WorkerConfig): WorkerSettings {
 
 export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], options: BuildWorkerOptions = {}): OncehookWorker {
   const log = options.log ?? createLogger('worker', config.LOG_LEVEL, config.LOG_FORMAT);
-  const registry = new HandlerRegistry(handlers);
   const metrics = options.metrics ?? createWorkerMetrics();
+  // Destinations run as handlers (destinations/destination-handler.ts); their calls are counted.
+  const observer: ForwardObserver = {
+    started: (destination) => metrics.destinationInFlight.inc({ destination }),
+    ended: (destination, outcome, seconds) => {
+      metrics.destinationInFlight.dec({ destination });
+      metrics.destinationCalls.inc({ destination, outcome });
+      metrics.destinationCallSeconds.observe({ destination }, seconds);
+    },
+  };
+  const registry = new HandlerRegistry(handlers);
+  for (const destination of options.destinations ?? []) registry.add(destinationHandler(destination, observer), 'the destinations');
   const pool = createPool(config.DATABASE_URL, {
     max: config.DATABASE_POOL_SIZE,
     connectionTimeoutMillis: config.DATABASE_CONNECT_TIMEOUT_MS,

@@ -4,8 +4,8 @@
  * jobs, let the ones in flight finish (their leases cover the rest if the timeout hits), then
  * close connections. `oncehook worker` and apps/worker run this.
  */
-import { checkRedisMode, handlerModuleList, loadHandlerModules } from '@oncehook/core';
-import { announce, createLogger, loadWorkerConfig, onShutdownSignal, startTracing, type Env } from '@oncehook/shared';
+import { checkRedisMode, handlerModuleList, linkLocalProblem, loadHandlerModules } from '@oncehook/core';
+import { announce, createLogger, loadDestinations, loadWorkerConfig, onShutdownSignal, StartupError, startTracing, type Env } from '@oncehook/shared';
 import { buildWorker } from './build-worker.js';
 
 export async function runWorker(env: Env = process.env): Promise<void> {
@@ -19,12 +19,25 @@ export async function runWorker(env: Env = process.env): Promise<void> {
   for (const handler of handlers) {
     log.info({ source: handler.source, type: handler.type, handler: handler.name, ...(handler.description ? { description: handler.description } : {}) }, 'handler loaded');
   }
-  if (handlers.length === 0) log.warn({ unhandled: config.UNHANDLED_EVENTS }, 'no handler loaded (ONCEHOOK_HANDLERS is empty): every event will be unhandled');
+  const destinations = loadDestinations(env);
+  if (handlers.length === 0 && destinations.length === 0)
+    log.warn({ unhandled: config.UNHANDLED_EVENTS }, 'no handler loaded (ONCEHOOK_HANDLERS is empty): every event will be unhandled');
   announce(`worker loaded ${handlers.length} handler(s) from ${modules.length ? modules.join(', ') : 'no module'}`);
   // One plain line per handler: what it takes (oncehook dev suggests a type from these).
   for (const handler of handlers) announce(`handler ${handler.name} takes ${handler.source} ${handler.type}`);
 
-  const worker = buildWorker(config, handlers, { log });
+  // Destinations (docs/destinations.md): checked now, each mistake naming its field; a URL that
+  // resolves to a link-local address is refused unless allowed.
+  for (const destination of destinations) {
+    const problem = await linkLocalProblem(destination).catch((error: unknown) => {
+      log.warn({ destination: destination.name, err: error }, 'could not resolve the destination host now; it is checked again before every call');
+      return null;
+    });
+    if (problem) throw new StartupError(problem);
+    announce(`destination ${destination.name} takes ${destination.sources.join(',')} ${destination.types.join(',')} to ${destination.url.origin}${destination.url.pathname}`);
+  }
+
+  const worker = buildWorker(config, handlers, { log, destinations });
   const { metricsPort } = await worker.start();
   announce(`worker metrics on ${metricsPort}`);
   // Tests and scripts wait for this line.

@@ -154,5 +154,19 @@ export function operatorStatements(t: Tables) {
           SET source = excluded.source, kind = excluded.kind, type = excluded.type,
               description = excluded.description, last_seen_at = now()`,
     LIST_HANDLERS: `SELECT name, source, kind, type, last_seen_at AS "lastSeenAt" FROM ${S}.handlers ORDER BY name`,
+    /**
+     * How each named handler (or destination, $1) is doing now: runs in progress, waiting
+     * (received), dead letters (failed), its pause, the newest error among its pending and
+     * failed runs. Reads only the partial indexes of pending and failed runs (small sets), never
+     * the done ones.
+     */
+    HANDLER_STATES: `SELECT h AS handler,
+              (SELECT count(*)::int FROM ${RUNS} r WHERE r.handler = h AND r.state = 'processing') AS "inFlight",
+              (SELECT count(*)::int FROM ${RUNS} r WHERE r.handler = h AND r.state = 'received') AS waiting,
+              (SELECT count(*)::int FROM ${RUNS} r WHERE r.handler = h AND r.state = 'failed') AS failed,
+              (SELECT p.reason FROM ${S}.pauses p WHERE p.scope = 'handler' AND p.name = h) AS paused,
+              (SELECT r.last_error FROM ${RUNS} r WHERE r.handler = h AND r.state IN ('received', 'failed') AND r.last_error IS NOT NULL
+                ORDER BY r.updated_at DESC LIMIT 1) AS "lastError"
+         FROM unnest($1::text[]) AS h`,
   };
 }

@@ -1,0 +1,71 @@
+/**
+ * A service of yours receiving Oncehook's destination calls (docs/destinations.md), in
+ * TypeScript: verify with the official Standard Webhooks library, then apply the effect and
+ * remember the `webhook-id` in ONE transaction, so a repeated call (Oncehook's retry after a
+ * crash, a re-drive) is answered 200 and applies nothing.
+ *
+ *   npm install standardwebhooks pg
+ *   WEBHOOK_SECRET=whsec_... DATABASE_URL=postgres://... PORT=4020 node receiver.js
+ *
+ * The tables (created here for the example; a migration of yours in real life):
+ *   received_webhooks(webhook_id primary key): what was applied, by its key
+ *   credits(...): the effect, here one row per Stripe payment
+ */
+import { createServer } from 'node:http';
+import pg from 'pg';
+import { Webhook, WebhookVerificationError } from 'standardwebhooks';
+
+const webhook = new Webhook(process.env.WEBHOOK_SECRET ?? ''); // whsec_...: the destination's secret
+const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+pool.on('error', () => {});
+
+await pool.query(`CREATE TABLE IF NOT EXISTS received_webhooks (webhook_id text PRIMARY KEY, type text NOT NULL, received_at timestamptz NOT NULL DEFAULT now());
+  CREATE TABLE IF NOT EXISTS credits (event_id text NOT NULL, amount integer NOT NULL, webhook_id text NOT NULL REFERENCES received_webhooks)`);
+
+interface Envelope {
+  id: string;
+  source: string;
+  type: string;
+  eventId: string;
+  data: { data?: { object?: { amount?: number } } };
+}
+
+const server = createServer((req, res) => {
+  const chunks: Buffer[] = [];
+  req.on('data', (chunk: Buffer) => chunks.push(chunk));
+  req.on('end', async () => {
+    const body = Buffer.concat(chunks).toString('utf8');
+    let envelope: Envelope;
+    try {
+      // Checks the signature (v1, HMAC) and the timestamp (within 5 minutes); throws otherwise.
+      envelope = webhook.verify(body, req.headers as Record<string, string>) as Envelope;
+    } catch (error) {
+      res.writeHead(error instanceof WebhookVerificationError ? 401 : 400).end();
+      return;
+    }
+    const id = String(req.headers['webhook-id']);
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      // The key first: a repeat finds it and applies nothing (a concurrent repeat waits on it).
+      const first = await client.query('INSERT INTO received_webhooks (webhook_id, type) VALUES ($1, $2) ON CONFLICT DO NOTHING', [id, envelope.type]);
+      if (first.rowCount === 1) {
+        await client.query('INSERT INTO credits (event_id, amount, webhook_id) VALUES ($1, $2, $3)', [envelope.eventId, envelope.data.data?.object?.amount ?? 0, id]);
+      }
+      await client.query('COMMIT');
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ applied: first.rowCount === 1 }));
+    } catch {
+      await client.query('ROLLBACK').catch(() => {});
+      // A 5xx: Oncehook retries later with the same webhook-id.
+      res.writeHead(503).end();
+    } finally {
+      client.release();
+    }
+  });
+});
+
+server.listen(Number(process.env.PORT ?? 4020), '127.0.0.1', () => {
+  const address = server.address();
+  process.stdout.write(`receiver listening on ${typeof address === 'object' && address ? address.port : ''}\n`);
+});
+process.on('SIGTERM', () => server.close(() => pool.end().then(() => process.exit(0))));

@@ -1,0 +1,99 @@
+/**
+ * `oncehook destinations`: the configured destinations (docs/destinations.md) and how each is
+ * doing: calls in flight, runs waiting and why, dead letters, paused or not, the last error.
+ * `--new-secret` and `--new-signing-key` make the keys a destination and its receiver share.
+ * Secrets are never printed, except the ones it was asked to make.
+ */
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { parseArgs } from 'node:util';
+import { closeQueueConnection, createEventQueues, createOperations, createQueries, openQueueConnection } from '@oncehook/core';
+import { createPool, destinationPublicKey, loadCommonConfig, loadDestinations } from '@oncehook/shared';
+import { type Command, UsageError } from './command.js';
+import { databaseUnreachable } from './connections.js';
+
+function options(args: string[]) {
+  try {
+    return parseArgs({ args, options: { json: { type: 'boolean' }, 'new-secret': { type: 'boolean' }, 'new-signing-key': { type: 'boolean' } } }).values;
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+}
+
+export const destinationsCommand: Command = {
+  name: 'destinations',
+  summary: 'the destinations events are forwarded to, and how each is doing',
+  usage: 'oncehook destinations [--json] | --new-secret | --new-signing-key',
+  help: `Lists the destinations of this environment (DESTINATION_URL ..., ONCEHOOK_DESTINATIONS_FILE,
+the sources file's "destinations"): what each takes, where it sends (never its secrets), its
+limits, and from the database: calls in flight, runs waiting (and why), dead letters, whether
+it is paused, its last error. Pause one like a handler: oncehook pause destination <name>.
+--new-secret prints a new signing secret (whsec_...: the destination's secretEnv and its
+receiver both get it). --new-signing-key prints an ed25519 pair: whsk_... (the destination's
+signingKeyEnv) and whpk_... (its receiver verifies v1a signatures with it).`,
+  usesDevSession: true,
+  async run(args, { env }) {
+    const values = options(args);
+    if (values['new-secret']) {
+      process.stdout.write(`whsec_${randomBytes(32).toString('base64')}\n`);
+      return 0;
+    }
+    if (values['new-signing-key']) {
+      const { privateKey } = generateKeyPairSync('ed25519');
+      const seed = privateKey.export({ format: 'der', type: 'pkcs8' }).subarray(-32);
+      process.stdout.write(`signingKeyEnv (Oncehook):  whsk_${seed.toString('base64')}\npublic key (the receiver): ${destinationPublicKey(privateKey)}\n`);
+      return 0;
+    }
+    const destinations = loadDestinations(env);
+    if (destinations.length === 0) {
+      process.stdout.write('no destination configured (DESTINATION_URL, ONCEHOOK_DESTINATIONS_FILE, or "destinations" in the sources file: docs/destinations.md)\n');
+      return 0;
+    }
+    const config = loadCommonConfig(env);
+    const pool = createPool(config.DATABASE_URL, { max: 1, applicationName: 'oncehook-cli' });
+    const queueStore = openQueueConnection(config, 'producer');
+    const queue = createEventQueues(queueStore, config.QUEUE_PREFIX, config.QUEUE_SHARDS);
+    const ops = createOperations({ pool, queries: createQueries(config.ONCEHOOK_SCHEMA), queue });
+    try {
+      const states = await ops.handlerStates(destinations.map((d) => d.name));
+      const rows = destinations.map((d) => {
+        const state = states.find((s) => s.handler === d.name);
+        return {
+          name: d.name,
+          url: `${d.url.origin}${d.url.pathname}`,
+          sources: d.sources,
+          types: d.types,
+          filter: d.filter.length,
+          limits: {
+            ...(d.concurrency ? { concurrency: d.concurrency } : {}),
+            ...(d.rateLimit ? { rateLimit: d.rateLimit } : {}),
+            ...(d.retries ? { retries: d.retries } : {}),
+            ...(d.circuitBreaker ? { circuitBreaker: d.circuitBreaker } : {}),
+          },
+          signatures: d.signingKey ? 'v1 (HMAC), v1a (ed25519)' : 'v1 (HMAC)',
+          inFlight: state?.inFlight ?? 0,
+          waiting: state?.waiting ?? 0,
+          deadLetters: state?.failed ?? 0,
+          paused: state?.paused ?? null,
+          lastError: state?.lastError ?? null,
+        };
+      });
+      if (values.json) process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
+      else {
+        for (const r of rows) {
+          process.stdout.write(
+            `${r.name}  -> ${r.url}\n  takes ${r.sources.join(', ')} ${r.types.join(', ')}${r.filter ? ` (${r.filter} filter condition(s))` : ''}; signs ${r.signatures}${
+              Object.keys(r.limits).length ? `; ${JSON.stringify(r.limits)}` : ''
+            }\n  ${r.paused ? `PAUSED (${r.paused}); ` : ''}${r.inFlight} in flight, ${r.waiting} waiting, ${r.deadLetters} dead letter(s)${r.lastError ? `\n  last error: ${r.lastError}` : ''}\n`,
+          );
+        }
+      }
+      return 0;
+    } catch (error) {
+      throw databaseUnreachable(error, config.DATABASE_URL) ?? error;
+    } finally {
+      await queue.close();
+      await closeQueueConnection(queueStore);
+      await pool.end();
+    }
+  },
+};
