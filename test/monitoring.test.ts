@@ -42,6 +42,7 @@ it('every alert expression uses exported metrics, and the on-call essentials are
       'OncehookQueueBacklog',
       'OncehookPausedTooLong',
       'OncehookCircuitBreakerOpen',
+      'OncehookDestinationFailing',
     ]),
   );
 });
