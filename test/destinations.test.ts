@@ -370,6 +370,65 @@ describe('delivery semantics, in process', () => {
   });
 });
 
+describe('the admin', () => {
+  it("the Destinations page and API show each destination's state, never its secret or headers", async () => {
+    const dests = loadDestinations({
+      DESTINATION_URL: 'https://billing.internal/webhooks/oncehook',
+      DESTINATION_SECRET: SECRET,
+      DESTINATION_NAME: 'billing-service',
+    });
+    const withHeader = [{ ...dests[0]!, headers: { Authorization: 'Bearer very-secret-token' } }];
+    const token = 'admin-token-destinations-0123456789';
+    const ingest = await startIngest({ databaseUrl: db.url, prefix: testPrefix(), env: { ADMIN_TOKEN: token }, destinations: withHeader });
+    try {
+      const api = await fetch(`${ingest.url}/admin/api/destinations`, { headers: { authorization: `Bearer ${token}` } });
+      expect(api.status).toBe(200);
+      expect(await api.json()).toEqual({
+        destinations: [expect.objectContaining({ name: 'billing-service', url: 'https://billing.internal/webhooks/oncehook', inFlight: 0, deadLetters: 0, paused: null })],
+      });
+      const pageText = await (await fetch(`${ingest.url}/admin/destinations`, { headers: { authorization: `Bearer ${token}` } })).text();
+      expect(pageText).toContain('billing-service');
+      for (const secret of [SECRET, 'very-secret-token', Buffer.from('destination-test-secret-32-bytes!').toString('base64')]) expect(pageText).not.toContain(secret);
+      expect((await fetch(`${ingest.url}/admin/api/destinations`)).status).toBe(401);
+    } finally {
+      await ingest.close();
+    }
+  });
+});
+
+describe('oncehook destinations', () => {
+  it('lists each destination with its state (never a secret), and makes secrets and key pairs', async () => {
+    const env = testEnv({
+      databaseUrl: db.url,
+      prefix: testPrefix(),
+      extra: { DESTINATION_URL: 'https://billing.internal/hooks', DESTINATION_SECRET: SECRET, DESTINATION_NAME: 'cli-service' },
+    });
+    const [list, secret, pair] = [
+      spawnService('cli', env, ['destinations']),
+      spawnService('cli', env, ['destinations', '--new-secret']),
+      spawnService('cli', env, ['destinations', '--new-signing-key']),
+    ];
+    for (const run of [list, secret, pair]) expect((await run.exited).code, run.lines.join('\n')).toBe(0);
+    expect(list.lines.join('\n')).toMatch(
+      /^cli-service {2}-> https:\/\/billing\.internal\/hooks\n {2}takes \* \*; signs v1 \(HMAC\)\n {2}0 in flight, 0 waiting, 0 dead letter\(s\)/m,
+    );
+    expect(list.lines.join('\n')).not.toContain(SECRET.slice(6));
+    const made = secret.lines.find((l) => l.startsWith('whsec_'))!;
+    expect(Buffer.from(made.slice(6), 'base64')).toHaveLength(32);
+    const keys = pair.lines.join('\n');
+    const privateKey = /whsk_\S+/.exec(keys)![0];
+    const publicKey = /whpk_\S+/.exec(keys)![0];
+    // The pair works: a v1a signature made with the private key verifies with the public one.
+    const dest = loadDestinations({ ONCEHOOK_DESTINATIONS_FILE: '', DESTINATION_URL: 'https://x.internal/h', DESTINATION_SECRET: SECRET })[0]!;
+    const signingKey = (await import('@oncehook/shared')).destinationSigningKey(privateKey);
+    const headers = signatureHeaders({ hmacKey: dest.hmacKey, signingKey }, 'k2', '{}', Math.floor(Date.now() / 1000));
+    const verifier = createStandardWebhooksSource({ name: 'pair-check', secrets: [publicKey] });
+    expect(verifier.verify({ rawBody: Buffer.from('{}'), header: (name) => (headers as Record<string, string>)[name.toLowerCase()] ?? null, now: new Date() })).toMatchObject({
+      event: { eventId: 'k2' },
+    });
+  });
+});
+
 describe('configuration: each mistake names its field', () => {
   const base = { DESTINATION_URL: 'https://billing.internal/hooks', DESTINATION_SECRET: SECRET };
   const cases: [string, Record<string, string | undefined>, RegExp][] = [

@@ -21,6 +21,7 @@ import {
   loadWorkerConfig,
   noFaults,
   parseClusterNodes,
+  type Destination,
   type Faults,
   type IngestMetrics,
   type Pool,
@@ -155,6 +156,7 @@ export async function startIngest(opts: {
   faults?: Faults;
   metrics?: IngestMetrics;
   now?: () => Date;
+  destinations?: readonly Destination[] | string;
 }): Promise<IngestHandle> {
   const config = loadIngestConfig(testEnv({ databaseUrl: opts.databaseUrl, prefix: opts.prefix, redisUrl: opts.redisUrl, extra: opts.env }));
   const ingest = buildIngest(config, {
@@ -163,6 +165,7 @@ export async function startIngest(opts: {
     faults: opts.faults ?? noFaults,
     metrics: opts.metrics ?? createIngestMetrics({ defaultMetrics: false }),
     now: opts.now,
+    destinations: opts.destinations,
   });
   const { port } = await ingest.listen();
   return Object.assign(ingest, { url: `http://127.0.0.1:${port}` });

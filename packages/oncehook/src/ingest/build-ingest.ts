@@ -25,6 +25,7 @@ import {
   type Logger,
   type Pool,
   type WebhookSource,
+  type Destination,
 } from '@oncehook/shared';
 import type { Queue } from 'bullmq';
 import type { Hono } from 'hono';
@@ -39,6 +40,8 @@ export interface BuildIngestOptions {
   faults?: Faults;
   /** Default: the sources the configuration declares (sourcesFromConfig). */
   sources?: Map<string, WebhookSource>;
+  /** For the admin's Destinations page: the destinations of this environment, or what is wrong with them. */
+  destinations?: readonly Destination[] | string;
   now?: () => Date;
 }
 
@@ -110,6 +113,7 @@ export function buildIngest(config: IngestConfig, options: BuildIngestOptions = 
       password: config.ADMIN_PASSWORD,
       readOnly: config.ADMIN_READ_ONLY,
       origins: config.ADMIN_ORIGINS,
+      destinations: options.destinations ?? [],
     },
     recentDuplicates: new RecentDuplicates(),
     typeLabels,

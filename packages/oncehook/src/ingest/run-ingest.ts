@@ -5,7 +5,7 @@
  * and the pool. `oncehook ingest` and apps/ingest run this.
  */
 import { checkRedisMode } from '@oncehook/core';
-import { announce, loadIngestConfig, onShutdownSignal, startLiveness, startTracing, type Env } from '@oncehook/shared';
+import { announce, loadDestinations, loadIngestConfig, onShutdownSignal, startLiveness, startTracing, type Destination, type Env } from '@oncehook/shared';
 import { buildIngest } from './build-ingest.js';
 
 export async function runIngest(env: Env = process.env): Promise<void> {
@@ -14,7 +14,15 @@ export async function runIngest(env: Env = process.env): Promise<void> {
   await checkRedisMode(config);
   // OpenTelemetry, when the OTEL_* variables ask for it (tracing.ts); before anything makes a span.
   const tracing = await startTracing('oncehook-ingest', env);
-  const ingest = buildIngest(config);
+  // The destinations the workers forward to, for the admin's page (ingest does not run them: a
+  // mistake in them is shown there, and stops the workers, not ingest).
+  let destinations: readonly Destination[] | string;
+  try {
+    destinations = loadDestinations(env);
+  } catch (error) {
+    destinations = (error as Error).message;
+  }
+  const ingest = buildIngest(config, { destinations });
   const { port } = await ingest.listen();
   // Tests and scripts wait for this line (and read the port when PORT=0).
   ingest.log.info({ port, sources: [...ingest.sources.keys()] }, `ingest listening on ${port}`);

@@ -5,7 +5,7 @@
  * digests (hmac.ts secretsEqual). The actor recorded with an operator action is who acted: the
  * basic-auth user, `token:<name>` for a named token, `token` for ADMIN_TOKEN.
  */
-import { secretsEqual } from '@oncehook/shared';
+import { secretsEqual, type Destination } from '@oncehook/shared';
 import type { Context, MiddlewareHandler } from 'hono';
 import { basicAuth } from 'hono/basic-auth';
 import { bearerAuth } from 'hono/bearer-auth';
@@ -19,6 +19,8 @@ export interface AdminSettings {
   readOnly: boolean;
   /** Origins the admin is served from (ADMIN_ORIGINS), for the cross-site check behind a proxy; default: the request's host. */
   origins?: string[];
+  /** The destinations of this environment (docs/destinations.md), or what is wrong with their configuration. */
+  destinations?: readonly Destination[] | string;
 }
 
 export type AdminEnv = { Variables: { actor: string } };

@@ -4,6 +4,7 @@
  *   GET /admin               -> /admin/events
  *   GET /admin/events        stuck runs, dead letters, recent duplicates, recent events
  *   GET /admin/pauses        what is paused (a resume button each, with a reason) and a form to pause
+ *   GET /admin/destinations  the destinations events are forwarded to, and how each is doing
  *   GET /admin/events/:id    one event: its actions (re-drive, replay with a preview first), its
  *                            handler runs, and its timeline: deliveries, attempts and their
  *                            verdicts, steps and operator actions, in time order
@@ -19,6 +20,7 @@ import type { Hono } from 'hono';
 import { html } from 'hono/html';
 import type { RecentDuplicate, RecentDuplicates } from '../recent-duplicates.js';
 import type { AdminEnv, AdminSettings } from './auth.js';
+import { destinationRows } from './api.js';
 
 /** The actions' script (assets/event-actions.js; in dist, copied next to the bundle by the build). */
 const EVENT_ACTIONS_JS = readFileSync(new URL('./assets/event-actions.js', import.meta.url), 'utf8');
@@ -34,7 +36,7 @@ table.timeline td:first-child{white-space:nowrap}.result.ok{color:#1a7f37}.resul
 
 export function page(title: string, body: ReturnType<typeof html>, scripts: string[] = []) {
   return html`<!doctype html><html><head><meta charset="utf-8"><title>${title} - Oncehook</title><link rel="stylesheet" href="/admin/assets/admin.css"></head>
-<body><nav><a href="/admin/events">Events</a><a href="/admin/pauses">Pauses</a><a href="/admin/queues">Jobs (Bull Board)</a></nav><h1>${title}</h1>${body}${scripts.map((src) => html`<script src="${src}" defer></script>`)}</body></html>`;
+<body><nav><a href="/admin/events">Events</a><a href="/admin/pauses">Pauses</a><a href="/admin/destinations">Destinations</a><a href="/admin/queues">Jobs (Bull Board)</a></nav><h1>${title}</h1>${body}${scripts.map((src) => html`<script src="${src}" defer></script>`)}</body></html>`;
 }
 
 function runsCell(e: EventSummary) {
@@ -203,12 +205,41 @@ ${
   settings.readOnly
     ? html`<p class="muted">Read-only admin (ADMIN_READ_ONLY=true): no actions.</p>`
     : html`<form class="action pause-action" data-url="/admin/api/pauses"><h3>Pause</h3>
-<label>What <select name="scope"><option value="handler">handler</option><option value="source">source</option></select></label>
+<label>What <select name="scope"><option value="handler">handler or destination</option><option value="source">source</option></select></label>
 <label>Name <input name="name" placeholder="send-receipt"></label><br><label>Reason <input name="reason" placeholder="the email provider is down"></label><br>
 <label><input type="checkbox" name="now"> also stop runs in progress at their next step (committed steps stay committed)</label><br>
 <button type="submit">Pause</button><div class="result"></div></form>`
 }`,
         settings.readOnly ? [] : ['/admin/assets/event-actions.js'],
+      ),
+    );
+  });
+
+  admin.get('/destinations', async (c) => {
+    const configured = settings.destinations ?? [];
+    if (typeof configured === 'string') {
+      return c.html(
+        page('Destinations', html`<p class="state-failed">The destinations' configuration is invalid (the workers refuse to start with it):</p><pre>${configured}</pre>`),
+        500,
+      );
+    }
+    const rows = await destinationRows(ops, configured);
+    return c.html(
+      page(
+        'Destinations',
+        html`<p class="muted">Each verified event is forwarded to these services, signed with Standard Webhooks, one key per event and destination (docs/destinations.md). Secrets and configured headers are never shown. Pause one like a handler (<code>oncehook pause destination &lt;name&gt;</code>, or the Pauses page).</p>
+${
+  rows.length === 0
+    ? html`<p class="muted">No destination is configured in this process's environment (DESTINATION_URL, ONCEHOOK_DESTINATIONS_FILE).</p>`
+    : html`<table><tr><th>Name</th><th>URL</th><th>Takes</th><th>Limits</th><th>In flight</th><th>Waiting</th><th>Dead letters</th><th>Paused</th><th>Last error</th></tr>
+${rows.map(
+  (
+    r,
+  ) => html`<tr><td><code>${r.name}</code></td><td><code>${r.url}</code></td><td>${r.sources.join(', ')} ${r.types.join(', ')}${r.filter.length ? html`<div class="muted">filter: ${r.filter.join(', ')}</div>` : ''}</td>
+<td>${r.concurrency ? `concurrency ${JSON.stringify(r.concurrency)}` : ''}${r.rateLimit ? ` rate ${JSON.stringify(r.rateLimit)}` : ''}</td><td>${r.inFlight}</td><td>${r.waiting}</td>
+<td class="${r.deadLetters > 0 ? 'state-failed' : ''}">${r.deadLetters}</td><td>${r.paused ?? '-'}</td><td class="muted">${r.lastError ?? '-'}</td></tr>`,
+)}</table>`
+}`,
       ),
     );
   });
