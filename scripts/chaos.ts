@@ -27,6 +27,7 @@
  * It prints the figures (among them how well the limited handler used its slots while it had a
  * backlog) and exits non-zero on any violation.
  */
+import { type ChildProcess, spawn as spawnProcess } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import { SHOP_MIGRATIONS } from '@oncehook/example-shop/src/handlers';
@@ -39,6 +40,8 @@ import {
   parseScriptArgs,
   pool,
   ProviderSimulator,
+  ROOT,
+  SOURCE_NODE_ARGS,
   simulatorSourcesEnv,
   spawnService,
   startOwnPostgres,
@@ -87,13 +90,16 @@ export interface ChaosReport {
   recoveries: { reenqueued: Record<string, number>; workerStartFailures: number };
   effects: { charges: number; emails: number; shipments: number; ledgerEntries: number; fanoutIndex: number; fanoutNotify: number; sandboxFaults: number; sandboxReplays: number };
   /** Flow control: runs of the concurrency-2 handler (and the most the sandbox saw in flight), of the paused-then-resumed one, and how many waited for the resume. */
-  flow: { limited: number; limitedMaxInFlight: number; paused: number; waitingAtResume: number; limitedUse: LimitedUse | null };
+  flow: { limited: number; limitedMaxInFlight: number; paused: number; waitingAtResume: number; limitedUse: LimitedUse | null; destination: number };
   sendMs: number;
   drainMs: number;
   violations: string[];
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The destination's signing secret (the workers sign with it, the receiver verifies with it). */
+const DESTINATION_SECRET = `whsec_${Buffer.from('chaos-destination-secret-32-byte').toString('base64')}`;
 
 /** chaos.issue-limited: at most 2 runs at once, each a 30 ms call (scripts/chaos/fanout-handlers.ts). */
 const LIMITED = { name: 'chaos.issue-limited', slots: 2, callMs: 30 } as const;
@@ -134,6 +140,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const sandbox = await startSandbox();
   const services = new Set<Service>();
   let dbPool: Pool | undefined;
+  let receiverPool: Pool | undefined;
+  let receiver: ChildProcess | undefined;
   try {
     const database = await createEmptyDatabase(postgres.baseUrl);
     dbPool = createPool(database.url, { max: 4, connectionTimeoutMillis: 2_000 });
@@ -141,6 +149,32 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     // The fan-out handlers' effects (scripts/chaos/fanout-handlers.ts): one row per (handler, event).
     await dbPool.query('CREATE TABLE IF NOT EXISTS chaos_fanout (handler text NOT NULL, event_id text NOT NULL, at timestamptz NOT NULL DEFAULT now())');
     const db = dbPool;
+    // A destination (docs/destinations.md): the GitHub events forwarded to the TypeScript example
+    // receiver, in a process of its own with its own database (in the same Postgres: it goes
+    // away with the restart too), deduplicating on webhook-id.
+    const receiverDatabase = await createEmptyDatabase(postgres.baseUrl);
+    receiverPool = createPool(receiverDatabase.url, { max: 2, connectionTimeoutMillis: 2_000 });
+    const receiverProcess = spawnProcess(process.execPath, [...SOURCE_NODE_ARGS, 'examples/receivers/typescript/receiver.ts'], {
+      cwd: ROOT,
+      env: { ...process.env, WEBHOOK_SECRET: DESTINATION_SECRET, DATABASE_URL: receiverDatabase.url, PORT: '0' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    receiver = receiverProcess;
+    let receiverOutput = '';
+    receiverProcess.stdout?.on('data', (c: Buffer) => (receiverOutput += c.toString()));
+    receiverProcess.stderr?.on('data', (c: Buffer) => (receiverOutput += c.toString()));
+    const receiverPort = await new Promise<string>((resolve, reject) => {
+      const timer = setInterval(() => {
+        const port = /receiver listening on (\d+)/.exec(receiverOutput)?.[1];
+        if (port) {
+          clearInterval(timer);
+          resolve(port);
+        } else if (receiverProcess.exitCode !== null) {
+          clearInterval(timer);
+          reject(new Error(`the receiver exited: ${receiverOutput}`));
+        }
+      }, 50);
+    });
 
     // Transient faults only: every one of them must be survived without a double effect.
     sandbox.faults([
@@ -190,6 +224,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       SHOP_OUTBOUND_TIMEOUT_MS: '1000',
       SHOP_OUTBOUND_RETRY_DELAY_MS: '50',
       CHAOS_WORK_URL: sandbox.url,
+      DESTINATION_NAME: 'chaos-receiver',
+      DESTINATION_URL: `http://127.0.0.1:${receiverPort}/webhooks`,
+      DESTINATION_SECRET,
+      DESTINATION_SOURCES: 'github',
+      DESTINATION_TYPES: 'issues.*',
     };
     // A process that exits by itself after it was ready crashed: a violation (checked after the
     // drain). One that exits before it was ready failed to start, which a worker does when its
@@ -477,6 +516,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       `SELECT handler, event_id, count(*)::int AS n FROM chaos_fanout GROUP BY handler, event_id`,
     );
     const fanout = new Map(fanoutRows.map((r) => [`${r.handler}/${r.event_id}`, r.n]));
+    // The destination's receiver: what it applied, per event, and that it died of nothing.
+    const { rows: creditRows } = await receiverPool.query<{ event_id: string; n: number }>('SELECT event_id, count(*)::int AS n FROM credits GROUP BY event_id');
+    const credits = new Map(creditRows.map((r) => [r.event_id, r.n]));
+    if (receiverProcess.exitCode !== null) violations.push(`the destination's receiver exited (${receiverProcess.exitCode})`);
 
     for (const [name, service] of Object.entries(stats)) {
       if (maxAppliedPerKey(service) > 1) violations.push(`${name}: an idempotency key was applied ${maxAppliedPerKey(service)} times`);
@@ -529,6 +572,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           const n = fanout.get(`${handler}/${storedIdOf(event)}`) ?? 0;
           if (n !== expected) violations.push(`${event.key}: ${n} ${handler} rows (expected ${expected}; fan-out handler chaos.issue-${handler})`);
         }
+        const received = credits.get(storedIdOf(event)) ?? 0;
+        if (received !== expected) violations.push(`${event.key}: applied ${received} times by the destination's receiver (expected ${expected})`);
       }
     }
 
@@ -563,6 +608,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         limited: fanoutRows.filter((r) => r.handler === 'limited').reduce((n, r) => n + r.n, 0),
         limitedMaxInFlight: limitedWork?.maxInFlight ?? 0,
         paused: fanoutRows.filter((r) => r.handler === 'paused').reduce((n, r) => n + r.n, 0),
+        destination: creditRows.reduce((n, r) => n + r.n, 0),
         waitingAtResume: pausedRunsAtResume,
         limitedUse,
       },
@@ -573,6 +619,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     return report;
   } finally {
     await Promise.all([...services].map((s) => s.kill9()));
+    receiver?.kill('SIGKILL');
+    await receiverPool?.end().catch(() => {});
     await dbPool?.end().catch(() => {});
     await sandbox.close();
     await redis?.kill9();
@@ -619,6 +667,7 @@ export function formatReport(report: ChaosReport): string {
         .join(', ') || 'none'
     }), ${report.recoveries.workerStartFailures} worker start(s) failed and retried`,
     `effects applied: ${report.effects.charges} charges, ${report.effects.emails} emails, ${report.effects.shipments} shipments, ${report.effects.ledgerEntries} ledger entries, fan-out ${report.effects.fanoutIndex} + ${report.effects.fanoutNotify} (sandbox faults injected: ${report.effects.sandboxFaults}, answered from idempotency stores: ${report.effects.sandboxReplays})`,
+    `destination: ${report.flow.destination} GitHub events applied by the receiver (examples/receivers/typescript, deduplicating on webhook-id)`,
     `flow control: ${report.flow.limited} runs of chaos.issue-limited (concurrency 2; the sandbox saw at most ${report.flow.limitedMaxInFlight} in flight), ${report.flow.paused} of chaos.issue-paused (${report.flow.waitingAtResume} waiting when it was resumed)`,
     report.flow.limitedUse
       ? `chaos.issue-limited with a backlog (${report.flow.limitedUse.backlogSeconds} s, up to ${report.flow.limitedUse.mostWaiting} waiting): ${report.flow.limitedUse.runsPerSecond.toFixed(1)} runs/s; its slots held a run ${(report.flow.limitedUse.slotUse * 100).toFixed(0)}% of the time (mean run ${report.flow.limitedUse.meanRunMs.toFixed(0)} ms from lease to end); ${(report.flow.limitedUse.callCapacityUse * 100).toFixed(0)}% of the ${(LIMITED.slots / (LIMITED.callMs / 1000)).toFixed(0)} runs/s its 30 ms call alone allows`

@@ -70,6 +70,9 @@ it('survives the chaos run with zero violations', { timeout: 240_000 }, async ()
   expect(report.flow).toMatchObject({ limited: 30, paused: 30 });
   expect(report.flow.limitedMaxInFlight).toBeLessThanOrEqual(2);
   expect(report.flow.waitingAtResume).toBeGreaterThan(0);
+  // A destination (docs/destinations.md): the 30 GitHub issue events forwarded to the example
+  // TypeScript receiver in its own process, each applied there once.
+  expect(report.flow.destination).toBe(30);
   // Forged deliveries are refused (400/401), or cut by the ingest kill; never a 2xx (that would
   // be a violation above).
   expect(report.deliveries.invalidRejected).toBeGreaterThanOrEqual(1);

@@ -992,6 +992,42 @@ export const MUTANTS: Mutant[] = [
     replace: '  if (ids[0] !== null && ids[1] !== null && ids[0] !== ids[1] && false) {',
     tests: ['test/providers.test.ts', 'test/provider-families.test.ts'],
   },
+  // ---- destinations (destinations/) -------------------------------------------------------
+  {
+    id: 'destination-key-per-attempt',
+    guarantee: "a destination's webhook-id is the same on every attempt of one event and generation (a crash after the answer is absorbed by the receiver)",
+    file: 'packages/core/src/destinations/destination-handler.ts',
+    search: '        const body = envelopeOf(event, idempotencyKey, destination.name);',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the replacement is source code containing a template literal
+    replace: '        idempotencyKey = `${idempotencyKey}.${event.attempt}`;\n        const body = envelopeOf(event, idempotencyKey, destination.name);',
+    tests: ['test/destinations.test.ts'],
+  },
+  {
+    id: 'destination-signature-without-body',
+    guarantee: "a destination call's signature covers its body (the official libraries verify it)",
+    file: 'packages/core/src/destinations/forward.ts',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the search text is source code containing a template literal
+    search: '  const signed = `${id}.${timestamp}.${body}`;',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the replacement is source code containing a template literal
+    replace: '  const signed = `${id}.${timestamp}.`;',
+    tests: ['test/destinations.test.ts'],
+  },
+  {
+    id: 'destination-409-dead-letter',
+    guarantee: 'a 409 (and 408, 425, 429, 5xx) from a destination is retried, not dead-lettered',
+    file: 'packages/core/src/destinations/forward.ts',
+    search: '  return status === 408 || status === 409 || status === 425 || status === 429 || status >= 500;',
+    replace: '  return status === 408 || status === 425 || status === 429 || status >= 500;',
+    tests: ['test/destinations.test.ts'],
+  },
+  {
+    id: 'destination-filter-ignored',
+    guarantee: "an event a destination's filter turns away is not sent",
+    file: 'packages/core/src/destinations/destination-handler.ts',
+    search: '      const skip = filterProblem(destination.filter, event.payload);',
+    replace: '      const skip = filterProblem([], event.payload);',
+    tests: ['test/destinations.test.ts'],
+  },
   // ---- flow control (flow-control.ts, store/flow.ts) --------------------------------------
   {
     id: 'flow-slot-unlocked',

@@ -44,8 +44,9 @@ const server = createServer((req, res) => {
       return;
     }
     const id = String(req.headers['webhook-id']);
-    const client = await pool.connect();
+    let client: pg.PoolClient | undefined;
     try {
+      client = await pool.connect();
       await client.query('BEGIN');
       // The key first: a repeat finds it and applies nothing (a concurrent repeat waits on it).
       const first = await client.query('INSERT INTO received_webhooks (webhook_id, type) VALUES ($1, $2) ON CONFLICT DO NOTHING', [id, envelope.type]);
@@ -55,11 +56,11 @@ const server = createServer((req, res) => {
       await client.query('COMMIT');
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ applied: first.rowCount === 1 }));
     } catch {
-      await client.query('ROLLBACK').catch(() => {});
-      // A 5xx: Oncehook retries later with the same webhook-id.
+      await client?.query('ROLLBACK').catch(() => {});
+      // The database did not answer: a 5xx, and Oncehook retries later with the same webhook-id.
       res.writeHead(503).end();
     } finally {
-      client.release();
+      client?.release();
     }
   });
 });
