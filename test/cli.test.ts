@@ -94,8 +94,11 @@ describe('a database that does not answer', () => {
       const probe = spawnSync(process.execPath, ['-e', "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})"]);
       resolve({ port: Number(probe.stdout.toString().trim()) });
     });
-    for (const command of [['list'], ['show', 'stripe/evt_1'], ['paused']]) {
-      const down = await oncehook(command, { env: { DATABASE_URL: `postgres://app:s3cret-pw@127.0.0.1:${port}/billing`, QUEUE_BACKEND: 'postgres' } });
+    // Three processes at once (each is seconds of start-up on a slow machine).
+    const commands = [['list'], ['show', 'stripe/evt_1'], ['paused']];
+    const results = await Promise.all(commands.map((command) => oncehook(command, { env: { DATABASE_URL: `postgres://app:s3cret-pw@127.0.0.1:${port}/billing`, QUEUE_BACKEND: 'postgres' } })));
+    for (const [i, command] of commands.entries()) {
+      const down = results[i]!;
       expect(down.code, down.stderr).toBe(1);
       expect(down.stderr.trim().split('\n')).toEqual([
         `oncehook ${command[0]}: cannot reach Postgres at 127.0.0.1:${port}/billing (DATABASE_URL): nothing accepts connections there (ECONNREFUSED). Start it, or point DATABASE_URL at it`,

@@ -120,12 +120,24 @@ async function firstMinutes(queueBackend: 'redis' | 'postgres'): Promise<void> {
   if (queueBackend === 'redis') await everySenderDone(env);
 
   // Ctrl-C (SIGINT to the whole foreground group: npm start, the sandbox, ingest, the workers)
-  // stops everything in order, exit 0, without a warning or a stack trace.
+  // on one backend; on the other, SIGTERM to the command alone (a process manager's stop): it
+  // stops its own processes. Either way: in order, exit 0, without a warning or a stack trace,
+  // and no process of the group left.
   const before = { out: stack.output().length, err: stack.stderr().length };
-  process.kill(-stack.child.pid!, 'SIGINT');
+  if (queueBackend === 'redis') process.kill(-stack.child.pid!, 'SIGINT');
+  else stack.child.kill('SIGTERM');
   expect(await stack.exited).toBe(0);
   const stopping = `${stack.output().slice(before.out)}\n${stack.stderr().slice(before.err)}`.split('\n');
   expect(stopping.filter((line) => /\b(WARN|ERROR|FATAL)\b|Unhandled|uncaught|^\s+at /i.test(line))).toEqual([]);
+  const groupAlive = () => {
+    try {
+      process.kill(-stack.child.pid!, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  await waitFor(() => !groupAlive() || null, { timeoutMs: 10_000, what: 'every process of the stack gone' });
 }
 
 /**

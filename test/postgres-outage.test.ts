@@ -71,7 +71,7 @@ it(`Postgres stopped (fast shutdown) for seconds under a backlog, then started (
     const url = `http://127.0.0.1:${/listening on (\d+)/.exec(await ingest.waitFor(/listening on \d+/))![1]}`;
     await Promise.all(workers.map((w) => w.waitFor(/worker ready/)));
 
-    const N = 6;
+    const N = 4;
     for (let i = 0; i < N; i += 1) {
       const response = await deliver(url, signStripe(paymentSucceeded(`evt_outage_${i}`, { account: `cus_o${i}`, amount: 100 + i })));
       expect(response.status).toBe(202);
