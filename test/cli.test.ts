@@ -96,7 +96,9 @@ describe('a database that does not answer', () => {
     });
     // Three processes at once (each is seconds of start-up on a slow machine).
     const commands = [['list'], ['show', 'stripe/evt_1'], ['paused']];
-    const results = await Promise.all(commands.map((command) => oncehook(command, { env: { DATABASE_URL: `postgres://app:s3cret-pw@127.0.0.1:${port}/billing`, QUEUE_BACKEND: 'postgres' } })));
+    const results = await Promise.all(
+      commands.map((command) => oncehook(command, { env: { DATABASE_URL: `postgres://app:s3cret-pw@127.0.0.1:${port}/billing`, QUEUE_BACKEND: 'postgres' } })),
+    );
     for (const [i, command] of commands.entries()) {
       const down = results[i]!;
       expect(down.code, down.stderr).toBe(1);
