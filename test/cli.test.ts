@@ -153,7 +153,18 @@ describe('the environment: the shell over .env.local over .env', () => {
     expect(stale.loaded.env.DATABASE_URL).toBe('postgres://from-env-file/x');
     expect(stale.note).toMatch(/ignoring \.oncehook\/dev\.env: the oncehook dev that wrote it \(pid \d+\) is not running/);
     // migrate, ingest and worker never read it: production is configured, not found.
-    expect(COMMANDS.filter((c) => c.usesDevSession).map((c) => c.name)).toEqual(['list', 'show', 'redrive', 'replay', 'pause', 'resume', 'paused', 'redrive-all', 'send']);
+    expect(COMMANDS.filter((c) => c.usesDevSession).map((c) => c.name)).toEqual([
+      'list',
+      'show',
+      'redrive',
+      'replay',
+      'pause',
+      'resume',
+      'paused',
+      'redrive-all',
+      'destinations',
+      'send',
+    ]);
   });
 });
 

@@ -113,7 +113,7 @@ describe('receivers in other processes', () => {
   });
 
   it('the TypeScript receiver (standardwebhooks + its own Postgres table) applies each event once: 3 deliveries each, a worker killed between the answer and the record, 503s for a stretch', {
-    timeout: 240_000,
+    timeout: 240_000 + Number(process.env.ONCEHOOK_TEST_DESTINATION_EVENTS ?? 0) * 1_000,
   }, async () => {
     const receiverDb = await createEmptyDatabase(undefined, 'oncehook_receiver');
     const pool = createPool(receiverDb.url, { max: 2 });
@@ -141,7 +141,8 @@ describe('receivers in other processes', () => {
       // Worker 1 dies (kill -9, from within) right after its first call was answered, before its step is recorded.
       const doomed = spawnService('worker', { ...env, ONCEHOOK_FAULTS: 'worker.after-external-call:crash' });
       await doomed.waitFor(/worker ready/);
-      const N = 60;
+      // 60 in the suite; the issue's 1,000: ONCEHOOK_TEST_DESTINATION_EVENTS=1000 (docs/destinations.md, Tested).
+      const N = Number(process.env.ONCEHOOK_TEST_DESTINATION_EVENTS ?? 60);
       const sending = deliverThrice(ingest.url, 'evt_dest', N);
       await doomed.exited;
       // The replacements, and a stretch of 503s while they work.
@@ -152,7 +153,7 @@ describe('receivers in other processes', () => {
       proxy.down = false;
       await sending;
       const done = async () => (await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${T.runs} WHERE handler = 'billing-service' AND state = 'done'`)).rows[0]!.n;
-      await waitFor(async () => ((await done()) === N ? true : null), { timeoutMs: 120_000, what: `${N} destination runs done` });
+      await waitFor(async () => ((await done()) === N ? true : null), { timeoutMs: 120_000 + N * 500, what: `${N} destination runs done` });
 
       // Each event applied once by the receiver, under the key Oncehook recorded for it.
       const { rows: applied } = await pool.query<{ webhook_id: string; event_id: string }>('SELECT c.webhook_id, c.event_id FROM credits c ORDER BY event_id');
@@ -262,6 +263,19 @@ describe('delivery semantics, in process', () => {
     });
     const firstKey = calls[0]!.headers['webhook-id'];
     expect(calls[0]!.headers['idempotency-key']).toBe(firstKey);
+    // The operator finds it by the destination's name; --handler beside it is refused.
+    const cliEnv = testEnv({ databaseUrl: db.url, prefix: testPrefix() });
+    const [found, other, both] = [
+      spawnService('cli', cliEnv, ['list', '--destination', 'svc', '--state', 'failed']),
+      spawnService('cli', cliEnv, ['list', '--destination', 'other-service']),
+      spawnService('cli', cliEnv, ['list', '--destination', 'svc', '--handler', 'svc']),
+    ];
+    expect((await found.exited).code, found.lines.join('\n')).toBe(0);
+    expect(found.lines.join('\n')).toMatch(new RegExp(`stripe/${ev.eventId} .* svc:failed\\n.*svc last error: PermanentError: destination "svc" answered 400`));
+    expect((await other.exited).code).toBe(0);
+    expect(other.lines.join('\n')).not.toContain(ev.eventId);
+    expect((await both.exited).code).toBe(2);
+    expect(both.lines.join('\n')).toContain('--handler and --destination name the same thing');
 
     answer = () => ({ status: 200, body: 'ok' });
     expect(await ops.redrive(ev.rowId, {}, 'test', 'the receiver is fixed')).toMatchObject({ ok: true });

@@ -199,7 +199,7 @@ describe('more mistakes that fail loudly', () => {
   it('two handlers with one name are refused', () => {
     const a = defineHandler({ name: 'same', source: 'stripe', type: 'charge.refunded' }, async () => {});
     const b = defineHandler({ name: 'same', source: 'github', type: 'push' }, async () => {});
-    expect(() => new HandlerRegistry([a, b])).toThrow(/two handlers are named "same" \(stripe charge.refunded and github push.*\); handler names must be unique/);
+    expect(() => new HandlerRegistry([a, b])).toThrow(/two handlers are named "same" \(stripe charge.refunded and github push.*\); handler and destination names must be unique/);
   });
 
   it('readSettings names every bad variable', () => {

@@ -240,7 +240,9 @@ function readJson(file: string, variable: string): unknown {
 }
 
 /** The declarations of the environment form (DESTINATION_URL ...), or none. */
-function fromVariables(env: Env): DestinationDeclaration[] {
+function fromVariables(all: Env): DestinationDeclaration[] {
+  // Empty is unset: docker-compose.yml passes every variable, `${DESTINATION_NAME:-}` included.
+  const env: Env = Object.fromEntries(Object.entries(all).filter(([name, value]) => !name.startsWith('DESTINATION_') || value !== ''));
   if (!env.DESTINATION_URL) {
     const stray = ['DESTINATION_SECRET', 'DESTINATION_NAME', 'DESTINATION_SOURCES', 'DESTINATION_TYPES', 'DESTINATION_TIMEOUT_MS'].filter((name) => env[name]);
     if (stray.length > 0) throw new ConfigError(`${stray.join(', ')} set without DESTINATION_URL: set DESTINATION_URL to the URL to forward events to`);

@@ -21,7 +21,7 @@ import { databaseUnreachable } from './connections.js';
 const COMMANDS: Record<string, { summary: string; usage: string; help: string }> = {
   list: {
     summary: "list events, newest activity first, with each run's state",
-    usage: 'list [--state S] [--provider P] [--type T] [--handler H] [--older-than 30m|2h|3d] [--limit N] [--json]',
+    usage: 'list [--state S] [--provider P] [--type T] [--handler H | --destination NAME] [--older-than 30m|2h|3d] [--limit N] [--json]',
     help: `Lists events, newest activity first, with each handler run's state. --state is the
 event's: received (not dispatched yet), processing, done, failed (a run failed: a dead letter).`,
   },
@@ -32,7 +32,7 @@ event's: received (not dispatched yet), processing, done, failed (a run failed: 
   },
   redrive: {
     summary: 'finish what was started (same keys: nothing applied twice)',
-    usage: 'redrive <row id | provider/event_id> --reason "why" [--handler H]',
+    usage: 'redrive <row id | provider/event_id> --reason "why" [--handler H | --destination NAME]',
     help: `Finishes what was started: failed, received or stuck runs go back to received and run
 again in the SAME generation. Committed steps are skipped; an external step that runs
 again sends the SAME idempotency key, so the API applies nothing new. Use it after
@@ -40,7 +40,7 @@ fixing whatever made a run fail. Without --handler, every such run of the event.
   },
   replay: {
     summary: 'do chosen steps again on purpose (new keys for those steps)',
-    usage: 'replay <row id | provider/event_id> --reason "why" (--steps a,b | --all-steps) [--handler H] [--dry-run]',
+    usage: 'replay <row id | provider/event_id> --reason "why" (--steps a,b | --all-steps) [--handler H | --destination NAME] [--dry-run]',
     help: `Does chosen steps AGAIN, on purpose, as a new generation of one handler's run (done or
 failed). --steps names the recorded steps to run again: each external one gets a NEW
 idempotency key, so its effect happens once more; every other recorded step is reused
@@ -75,7 +75,7 @@ breaker's count of failures. Recorded as an operator action.`,
   },
   'redrive-all': {
     summary: 're-drive every matching event (default: the dead letters)',
-    usage: 'redrive-all [--state failed] [--provider P] [--type T] [--handler H] [--older-than D] [--limit N] --reason "why" [--dry-run]',
+    usage: 'redrive-all [--state failed] [--provider P] [--type T] [--handler H | --destination NAME] [--older-than D] [--limit N] --reason "why" [--dry-run]',
     help: 'Re-drives every matching event (default: the failed ones), each as `redrive` would. --dry-run lists them and changes nothing.',
   },
 };
@@ -135,6 +135,7 @@ async function operate(command: string, args: string[], env: Record<string, stri
         provider: { type: 'string' },
         type: { type: 'string' },
         handler: { type: 'string' },
+        destination: { type: 'string' },
         'older-than': { type: 'string' },
         limit: { type: 'string' },
         reason: { type: 'string' },
@@ -166,6 +167,12 @@ async function operate(command: string, args: string[], env: Record<string, stri
   if (command === 'paused' && positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]!.slice(0, 40)}"`);
   const flag = (name: string) => values[name] === true;
   const text = (name: string) => (typeof values[name] === 'string' ? (values[name] as string) : undefined);
+  // --destination NAME: a destination's runs are the runs of the handler of that name.
+  if (text('destination') !== undefined) {
+    if (pausing || command === 'show' || command === 'paused') usage(`${command} takes no --destination${pausing ? ` (write: ${command} destination <name>)` : ''}`);
+    if (text('handler') !== undefined) usage('--handler and --destination name the same thing (a destination runs as the handler of its name): give one');
+    values.handler = values.destination;
+  }
   let exitCode = 0;
   const out = (value: unknown) => process.stdout.write(`${typeof value === 'string' ? value : JSON.stringify(value, null, 2)}\n`);
   {
