@@ -73,6 +73,8 @@ async function apply(dir: string, mutant: Mutant): Promise<boolean> {
 interface VitestResult {
   code: number | null;
   failed: string[];
+  /** Each failed test with the first lines of its failure message. */
+  reasons: string[];
   output: string;
 }
 
@@ -100,20 +102,24 @@ function vitest(dir: string, files: string[], timeoutMs: number): Promise<Vitest
     child.on('close', async (code) => {
       clearTimeout(timer);
       const failed: string[] = [];
+      const reasons: string[] = [];
       try {
         const json = JSON.parse(await readFile(report, 'utf8')) as {
-          testResults: { name: string; message?: string; assertionResults: { status: string; fullName: string }[] }[];
+          testResults: { name: string; message?: string; assertionResults: { status: string; fullName: string; failureMessages?: string[] }[] }[];
         };
         for (const file of json.testResults) {
           const rel = path.relative(dir, file.name);
           const bad = file.assertionResults.filter((a) => a.status === 'failed');
-          for (const a of bad) failed.push(`${rel} > ${a.fullName}`);
+          for (const a of bad) {
+            failed.push(`${rel} > ${a.fullName}`);
+            reasons.push(`${rel} > ${a.fullName}\n    ${(a.failureMessages?.[0] ?? '').split('\n').slice(0, 3).join('\n    ')}`);
+          }
           if (bad.length === 0 && file.message) failed.push(`${rel} (${file.message.split('\n')[0]})`);
         }
       } catch {
         /* no report: the run crashed or timed out; the exit code tells */
       }
-      resolve({ code, failed, output });
+      resolve({ code, failed, reasons, output });
     });
   });
 }
@@ -160,7 +166,7 @@ async function main(): Promise<number> {
       const result = await vitest(dir, files, timeoutMs * 2);
       process.stdout.write(`${result.code === 0 ? 'green' : 'FAILED'} (${((Date.now() - started) / 1000).toFixed(0)} s)\n`);
       if (result.code !== 0) {
-        process.stderr.write(`the unmutated tests fail, so no mutant result would mean anything:\n${result.failed.join('\n') || result.output.slice(-3000)}\n`);
+        process.stderr.write(`the unmutated tests fail, so no mutant result would mean anything:\n${result.reasons.join('\n') || result.output.slice(-3000)}\n`);
         return 1;
       }
     }

@@ -175,12 +175,18 @@ describe('concurrency', () => {
   it('a limit holds at the downstream when renewals stall: the call is abandoned before the lease can run out, and the next run starts only after', async () => {
     const sandbox = await startSandbox();
     try {
-      const LEASE = 1_500;
+      // Long enough that the lease clock's margin (a tenth, at least 200 ms) is not eaten by a
+      // busy machine's late timers: what is tested is the order, not the margin's size.
+      const LEASE = 3_000;
       const a = await newEvent();
+      let abortedAt = 0;
       const b = await newEvent();
       const h = defineHandler({ name: 'fragile', source: 'stripe', type: TYPE, concurrency: 1 }, async (event, ctx) => {
         await ctx.step('work', async ({ idempotencyKey, signal }) => {
-          // The work API holds the first call 10 s: far past the 1.5 s lease.
+          signal.addEventListener('abort', () => {
+            abortedAt = Date.now();
+          });
+          // The work API holds the first call 10 s: far past the 3 s lease.
           const response = await fetch(`${sandbox.url}/work/tasks`, {
             method: 'POST',
             headers: { 'content-type': 'application/json', 'idempotency-key': idempotencyKey },
@@ -204,11 +210,14 @@ describe('concurrency', () => {
       // The work API hears of it when the connection closes (its own event, a moment later).
       await waitFor(async () => (sandbox.work('fragile').abandoned === 1 ? true : null), { timeoutMs: 5_000, what: 'the work API seeing the call abandoned' });
       expect(sandbox.work('fragile')).toMatchObject({ abandoned: 1, applied: 0 });
+      // Abandoned while the lease still ran: when the signal fired, against the lease's end (one
+      // machine, one clock; measured at the abort, not after the test's own waits above).
       const { rows: lease } = await db.pool.query<{ left: number }>(
-        `SELECT extract(epoch FROM lease_until - clock_timestamp())::float8 * 1000 AS left FROM ${T.runs} WHERE event_row_id = $1`,
-        [a.rowId],
+        `SELECT extract(epoch FROM lease_until)::float8 * 1000 - $2::float8 AS left FROM ${T.runs} WHERE event_row_id = $1`,
+        [a.rowId, abortedAt],
       );
-      expect(lease[0]!.left).toBeGreaterThan(0); // abandoned while the lease still ran
+      expect(abortedAt).toBeGreaterThan(0);
+      expect(lease[0]!.left).toBeGreaterThan(0);
       console.log(`[figure] lease clock: the stalled worker abandoned its call ${lease[0]!.left.toFixed(0)} ms before its ${LEASE} ms lease ran out`);
 
       // Worker 2 takes the slot only once that lease is gone: its run waits until then.

@@ -4,10 +4,14 @@
  * flight ITSELF (per task, per key) and when each call started. Every figure printed
  * (`[figure] ...`) is for the issue notes, never asserted as a time.
  */
-import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, expect, it, vi } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { deliver, killAllServices, paymentSucceeded, signStripe, spawnService, startSandbox, waitFor, type SandboxHandle, type Service } from '@oncehook/harness';
 import { startIngest, T, testEnv, testPrefix } from './helpers/stack.js';
+
+// Each test drains a backlog through real processes: 15-30 s on an idle machine, twice that and
+// more on a busy one (the suite beside two CPU hogs). Their waits name what they wait for.
+vi.setConfig({ testTimeout: 180_000 });
 
 let db: TestDatabase;
 let sandbox: SandboxHandle;
