@@ -193,8 +193,14 @@ it("rateLimit { limit: 20, period: '1s' }: starts never exceed 20 per second plu
       `SELECT (extract(epoch FROM window_start) * 1000)::float8 AS window, started, (extract(epoch FROM at) * 1000)::float8 AS at
          FROM public.rate_takes WHERE handler = 'flow-rated' ORDER BY at`,
     );
-    // Each committed start was counted once, in a 1 s window, and no window counted more than 20.
-    expect(takes).toHaveLength(220);
+    // Every attempt took one start, and waiting took none: as many starts as attempts (220, and
+    // more if an attempt failed and its run was retried: a loaded machine may fail one).
+    const { rows: attempts } = await db.pool.query<{ t: number; outcome: string | null; error: string | null }>(
+      `SELECT (extract(epoch FROM a.started_at) * 1000)::float8 AS t, a.outcome, a.error FROM oncehook.run_attempts a JOIN ${T.runs} r ON r.id = a.run_id WHERE r.handler = 'flow-rated' ORDER BY 1`,
+    );
+    expect(takes).toHaveLength(attempts.length);
+    expect(takes.length).toBeGreaterThanOrEqual(220);
+    // Each start was counted once, in a 1 s window, and no window counted more than 20.
     const byWindow = new Map<number, number[]>();
     for (const take of takes) byWindow.set(take.window, [...(byWindow.get(take.window) ?? []), take.started]);
     for (const [window, counts] of byWindow) {
@@ -205,19 +211,14 @@ it("rateLimit { limit: 20, period: '1s' }: starts never exceed 20 per second plu
     // 220 starts at 20 per window: 11 windows at least, 10 s from the first to the last.
     expect(byWindow.size).toBeGreaterThanOrEqual(11);
     expect(Math.max(...byWindow.keys()) - Math.min(...byWindow.keys())).toBeGreaterThanOrEqual(10_000);
-    const { rows: attempts } = await db.pool.query<{ t: number }>(
-      `SELECT (extract(epoch FROM a.started_at) * 1000)::float8 AS t FROM oncehook.run_attempts a JOIN ${T.runs} r ON r.id = a.run_id WHERE r.handler = 'flow-rated' ORDER BY 1`,
-    );
     const mostOf = (list: number[], ms: number) => Math.max(...list.map((t, i) => list.filter((u, j) => j >= i && u < t + ms).length));
     const taken = takes.map((t) => t.at);
     const begun = attempts.map((r) => r.t);
     const seen = [...work.starts].sort((a, b) => a - b);
+    const retried = attempts.filter((a) => a.outcome !== 'done');
     console.log(
-      `[figure] rate limit 20/s: 220 starts in ${byWindow.size} windows of 1 s (most in one: ${Math.max(...[...byWindow.values()].map((c) => c.length))}); most in 1 s / 3 s / 5 s: as taken ${mostOf(taken, 1000)}, ${mostOf(taken, 3000)}, ${mostOf(taken, 5000)}; by their transactions' start ${mostOf(begun, 1000)}, ${mostOf(begun, 3000)}, ${mostOf(begun, 5000)}; as the sandbox saw them ${mostOf(seen, 1000)}, ${mostOf(seen, 3000)}, ${mostOf(seen, 5000)}`,
+      `[figure] rate limit 20/s: ${takes.length} starts (${retried.length} attempt(s) not done and retried${retried.length ? `: ${[...new Set(retried.map((a) => `${a.outcome}: ${a.error?.slice(0, 120)}`))].join('; ')}` : ''}) in ${byWindow.size} windows of 1 s (most in one: ${Math.max(...[...byWindow.values()].map((c) => c.length))}); most in 1 s / 3 s / 5 s: as taken ${mostOf(taken, 1000)}, ${mostOf(taken, 3000)}, ${mostOf(taken, 5000)}; by their transactions' start ${mostOf(begun, 1000)}, ${mostOf(begun, 3000)}, ${mostOf(begun, 5000)}; as the sandbox saw them ${mostOf(seen, 1000)}, ${mostOf(seen, 3000)}, ${mostOf(seen, 5000)}`,
     );
-    // Waiting was not an attempt.
-    const { rows } = await db.pool.query<{ n: number }>(`SELECT max(attempts)::int AS n FROM ${T.runs} WHERE handler = 'flow-rated'`);
-    expect(rows[0]!.n).toBe(1);
   } finally {
     await ingest.close();
   }
