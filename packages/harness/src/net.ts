@@ -13,3 +13,25 @@ export async function freePort(): Promise<number> {
     });
   });
 }
+
+/** Whether a failed fetch is a reset of its connection before any answer arrived. */
+function connectionReset(error: unknown): boolean {
+  const cause = (error as { cause?: { code?: string } })?.cause;
+  return error instanceof TypeError && (cause?.code === 'ECONNRESET' || cause?.code === 'UND_ERR_SOCKET');
+}
+
+/**
+ * POSTs a delivery the way the tests do, retrying ONCE a connection reset before any answer:
+ * fetch reuses an idle keep-alive connection just as the server closes it (its keep-alive
+ * timeout), which a loaded machine's late timers make likely. Nothing was answered, so nothing
+ * was acknowledged; a provider retries such a delivery too (and a delivery that did reach the
+ * server would come back as a duplicate, which the test would see).
+ */
+export async function postDelivery(url: string, init: { body: string | Buffer; headers: Record<string, string> }): Promise<Response> {
+  try {
+    return await fetch(url, { method: 'POST', ...init });
+  } catch (error) {
+    if (!connectionReset(error)) throw error;
+    return fetch(url, { method: 'POST', ...init });
+  }
+}

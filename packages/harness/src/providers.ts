@@ -10,6 +10,7 @@ import { getHmac as shopifyHmac } from '@shopify/shopify-api/test-helpers';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { Webhook as SvixWebhook } from 'svix';
 import { createSource, type SourceDeclaration, type WebhookSource } from '@oncehook/shared';
+import { postDelivery } from './net.js';
 import { signStripe, STRIPE_SECRET } from './stripe.js';
 import { SENDER_CASES, SENDER_DECLARATIONS, type SenderCase } from './sender-cases.js';
 
@@ -226,7 +227,7 @@ const ADAPTER_CASES: ProviderCase[] = [
 export const PROVIDER_CASES: SenderCase[] = [...ADAPTER_CASES, ...SENDER_CASES];
 
 export async function send(baseUrl: string, source: string, delivery: SignedDelivery): Promise<{ status: number; json: Record<string, unknown> }> {
-  const response = await fetch(`${baseUrl}/webhooks/${source}`, { method: 'POST', body: delivery.body, headers: delivery.headers });
+  const response = await postDelivery(`${baseUrl}/webhooks/${source}`, { body: delivery.body, headers: delivery.headers });
   const text = await response.text();
   try {
     return { status: response.status, json: JSON.parse(text) as Record<string, unknown> };

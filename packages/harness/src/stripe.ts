@@ -3,6 +3,7 @@
  * verify with ours).
  */
 import Stripe from 'stripe';
+import { postDelivery } from './net.js';
 
 export const STRIPE_SECRET = 'whsec_test_oncehook_secret';
 
@@ -44,7 +45,7 @@ export function signStripe(event: unknown, opts: { secret?: string; timestamp?: 
 }
 
 export async function deliver(baseUrl: string, delivery: Delivery, provider = 'stripe'): Promise<{ status: number; json: Record<string, unknown>; headers: Headers }> {
-  const response = await fetch(`${baseUrl}/webhooks/${provider}`, { method: 'POST', body: delivery.body, headers: delivery.headers });
+  const response = await postDelivery(`${baseUrl}/webhooks/${provider}`, { body: delivery.body, headers: delivery.headers });
   const text = await response.text();
   let json: Record<string, unknown> = {};
   try {
