@@ -308,6 +308,29 @@ describe('rate limit', () => {
     ]);
     expect((await db.pool.query(`SELECT started FROM oncehook.rate_windows WHERE handler = 'rated'`)).rows).toEqual([{ started: 1 }]);
   });
+
+  it('a stale job of a run waiting for the rate schedules nothing: one chain of jobs per waiting run', async () => {
+    const h = defineHandler({ name: 'rated-chain', source: 'stripe', type: TYPE, rateLimit: { limit: 1, period: '1h' } }, async () => {});
+    const e = engine(db.pool, [h]);
+    const first = await newEvent();
+    const second = await newEvent();
+    expect(runsOf(await e.processJob(dispatchJob(first.rowId, first.eventId)))).toMatchObject([{ kind: 'done' }]);
+    const waited = await e.processJob(dispatchJob(second.rowId, second.eventId));
+    expect(runsOf(waited)).toEqual([{ kind: 'waiting', handler: 'rated-chain', reason: 'rate-limit' }]);
+    // Its one next look, in the window its turn is expected in.
+    const [look] = followOf(waited);
+    expect(followOf(waited)).toHaveLength(1);
+    // That look finds the window still full: it waits again and schedules the chain's next job.
+    const again = await e.processJob(look!.job);
+    expect(runsOf(again)).toEqual([{ kind: 'waiting', handler: 'rated-chain', reason: 'rate-limit' }]);
+    expect(followOf(again)).toHaveLength(1);
+    const fence = (await run(second.rowId, 'rated-chain'))!.waits;
+    // A second copy of the same look (recovery, a redelivered job) is stale: it changes nothing
+    // and schedules nothing, or every duplicate would start a chain of its own.
+    const stale = await e.processJob(look!.job);
+    expect(followOf(stale)).toEqual([]);
+    expect((await run(second.rowId, 'rated-chain'))!.waits).toBe(fence);
+  });
 });
 
 describe('pause', () => {
