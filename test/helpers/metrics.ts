@@ -1,6 +1,10 @@
 import { createIngestMetrics, type IngestMetrics } from '@oncehook/shared';
 
-/** A metrics registry of the test's own, and a reader for one series' current value. */
+/**
+ * A metrics registry of the test's own, and a reader of a counter: the sum of every series with
+ * these labels, whatever its other labels (the `type` label of one delivery can change mid-test:
+ * `other` until ingest's next read of the handled types, then the type).
+ */
 export function createMetricsProbe(): { metrics: IngestMetrics; value(name: string, labels: Record<string, string>): Promise<number> } {
   const metrics = createIngestMetrics({ defaultMetrics: false });
   return {
@@ -9,8 +13,7 @@ export function createMetricsProbe(): { metrics: IngestMetrics; value(name: stri
       const metric = metrics.registry.getSingleMetric(name);
       if (!metric) throw new Error(`no metric ${name}`);
       const { values } = await metric.get();
-      const match = values.find((v) => Object.entries(labels).every(([k, val]) => v.labels[k] === val));
-      return match?.value ?? 0;
+      return values.filter((v) => Object.entries(labels).every(([k, val]) => v.labels[k] === val)).reduce((sum, v) => sum + v.value, 0);
     },
   };
 }
