@@ -372,10 +372,13 @@ export type WorkerConfig = CommonConfig & z.infer<typeof workerSchema>;
 /** An environment to read the configuration from (process.env by default). */
 export type Env = Record<string, string | undefined>;
 
+/** The environment without its empty values: empty means "unset" (docker-compose passes `FOO=` for undefined variables). */
+export function withoutEmpty(env: Env): Record<string, string> {
+  return Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined && entry[1] !== ''));
+}
+
 function parse<T extends z.ZodType>(schema: T, env: Env): z.infer<T> {
-  // Empty strings mean "unset": docker-compose passes `FOO=` for undefined variables.
-  const cleaned = Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined && value !== ''));
-  const result = schema.safeParse(cleaned);
+  const result = schema.safeParse(withoutEmpty(env));
   if (result.success) return result.data;
   const lines = result.error.issues.map((issue) => `  ${issue.path.join('.') || '(root)'}: ${issue.message}`);
   throw new ConfigError(`Invalid configuration; fix these environment variables:\n${lines.join('\n')}`);

@@ -16,6 +16,7 @@
 import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { ConfigError } from '@oncehook/sdk';
+import { withoutEmpty } from './config.js';
 import { z } from 'zod';
 
 /** A destination's name: the id of its runs (like a handler's name), its metrics and its pause. */
@@ -242,7 +243,7 @@ function readJson(file: string, variable: string): unknown {
 /** The declarations of the environment form (DESTINATION_URL ...), or none. */
 function fromVariables(all: Env): DestinationDeclaration[] {
   // Empty is unset: docker-compose.yml passes every variable, `${DESTINATION_NAME:-}` included.
-  const env: Env = Object.fromEntries(Object.entries(all).filter(([name, value]) => !name.startsWith('DESTINATION_') || value !== ''));
+  const env: Env = withoutEmpty(all);
   if (!env.DESTINATION_URL) {
     const stray = ['DESTINATION_SECRET', 'DESTINATION_NAME', 'DESTINATION_SOURCES', 'DESTINATION_TYPES', 'DESTINATION_TIMEOUT_MS'].filter((name) => env[name]);
     if (stray.length > 0) throw new ConfigError(`${stray.join(', ')} set without DESTINATION_URL: set DESTINATION_URL to the URL to forward events to`);
