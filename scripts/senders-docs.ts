@@ -1,12 +1,13 @@
 /**
  * `npm run docs:senders`: writes the table senders (packages/shared/src/providers/senders.ts)
- * into docs/providers.md ("Senders described as data"), their variables into the README's
- * table and into docker-compose.yml's ingest environment, between the `<!-- senders:... -->` markers. test/sender-docs.test.ts fails when either
+ * into docs/providers.md ("Senders described as data"), and every provider's variables (the
+ * provider list, packages/shared/src/providers/providers.ts) into the README's table and into
+ * docker-compose.yml's ingest environment, between the `<!-- senders:... -->` markers. test/sender-docs.test.ts fails when either
  * is out of date. Prints what it changed; exits 1 when a marker is missing.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { SENDER_SCHEMES, type SenderScheme, type SignedPart, type ValueSpec, senderVariables, signatureCovers } from '@oncehook/shared';
+import { PROVIDER_VARIABLES, SENDER_SCHEMES, type SenderScheme, type SignedPart, type ValueSpec, senderVariables, signatureCovers } from '@oncehook/shared';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 
@@ -55,26 +56,16 @@ export function sendersTable(): string {
   return rows.join('\n');
 }
 
-export function senderVariableRows(): string {
+/** Every provider's variables (the adapters', then the table senders'), from the provider list. */
+export function providerVariableRows(): string {
   const rows: string[] = ['| Variable | Default | Meaning |', '|---|---|---|'];
-  for (const s of Object.values(SENDER_SCHEMES)) {
-    const v = senderVariables(s);
-    rows.push(`| \`${v.secrets}\` | unset | ${s.title} ${s.secretName}(s), comma-separated. Enables \`/webhooks/${s.kind}\` (docs/providers.md, "Senders described as data") |`);
-    if (v.url) rows.push(`| \`${v.url}\` | unset | Required with \`${v.secrets}\`: the public URL ${s.title} posts to, exactly as configured there (${s.title} signs it) |`);
-    if (v.verifyToken) rows.push(`| \`${v.verifyToken}\` | unset | Required with \`${v.secrets}\`: the verify token of ${s.title}'s GET subscription check |`);
-  }
+  for (const variable of PROVIDER_VARIABLES) rows.push(`| \`${variable.name}\` | ${variable.shown === 'unset' ? 'unset' : `\`${variable.shown}\``} | ${variable.meaning} |`);
   return rows.join('\n');
 }
 
-/** The ingest service's environment entries of every table sender variable (docker-compose.yml). */
-export function senderComposeEnv(): string {
-  return Object.values(SENDER_SCHEMES)
-    .flatMap((s) => {
-      const v = senderVariables(s);
-      return [v.secrets, v.url, v.verifyToken].filter((x): x is string => x !== undefined);
-    })
-    .map((name) => `      ${name}: \${${name}:-}`)
-    .join('\n');
+/** The ingest service's environment entries of every provider variable (docker-compose.yml). */
+export function providerComposeEnv(): string {
+  return PROVIDER_VARIABLES.map((variable) => `      ${variable.name}: \${${variable.name}:-}`).join('\n');
 }
 
 /** `text` with the lines between `<!-- senders:<name> -->` and `<!-- /senders:<name> -->` replaced. */
@@ -91,8 +82,8 @@ if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(import.met
   let failed = false;
   for (const [file, name, content] of [
     ['docs/providers.md', 'table', sendersTable()],
-    ['README.md', 'variables', senderVariableRows()],
-    ['docker-compose.yml', 'compose', senderComposeEnv()],
+    ['README.md', 'variables', providerVariableRows()],
+    ['docker-compose.yml', 'compose', providerComposeEnv()],
   ] as const) {
     const full = path.join(ROOT, file);
     const text = readFileSync(full, 'utf8');

@@ -8,15 +8,15 @@ import path from 'node:path';
 import { PROVIDER_KINDS, SENDER_SCHEMES } from '@oncehook/shared';
 import { ROOT } from '@oncehook/harness';
 import { describe, expect, it } from 'vitest';
-import { between, senderComposeEnv, sendersTable, senderVariableRows } from '../scripts/senders-docs.js';
+import { between, providerComposeEnv, sendersTable, providerVariableRows } from '../scripts/senders-docs.js';
 
 const read = (file: string) => readFileSync(path.join(ROOT, file), 'utf8');
 
 describe('the senders described as data, documented', () => {
   it.each([
     ['docs/providers.md', 'table', sendersTable],
-    ['README.md', 'variables', senderVariableRows],
-    ['docker-compose.yml', 'compose', senderComposeEnv],
+    ['README.md', 'variables', providerVariableRows],
+    ['docker-compose.yml', 'compose', providerComposeEnv],
   ] as const)('%s (%s) is what `npm run docs:senders` writes', (file, name, content) => {
     const text = read(file);
     expect(between(text, name, content()), `${file} has the senders:${name} markers`).not.toBeNull();

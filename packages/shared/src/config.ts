@@ -10,6 +10,7 @@
 import { z } from 'zod';
 import { ConfigError } from '@oncehook/sdk';
 import { clusterSlotProblem } from './queue-names.js';
+import { PROVIDER_VARIABLES } from './providers/providers.js';
 import { DEFAULT_SCHEMA, SCHEMA_NAME_PATTERN } from './schema-name.js';
 
 const integer = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
@@ -191,29 +192,8 @@ const ingestSchema = z.object({
   HEADERS_TIMEOUT_MS: integer(1_000, 600_000).default(10_000),
   /** Open connections accepted at once; past it new ones are refused by the kernel's backlog. */
   MAX_CONNECTIONS: integer(1, 1_000_000).default(4_096),
-  /** Stripe webhook signing secrets (`whsec_...`), comma-separated while rotating. Enables /webhooks/stripe. */
-  STRIPE_WEBHOOK_SECRET: z.string().optional(),
-  /**
-   * Stripe signature timestamp tolerance. Stripe's own `constructEvent` uses 300 s; we check
-   * it both ways (too old AND too far in the future).
-   */
-  STRIPE_TOLERANCE_SECONDS: integer(1, 86_400).default(300),
-  /** GitHub webhook secret(s), comma-separated. Enables /webhooks/github. */
-  GITHUB_WEBHOOK_SECRET: z.string().optional(),
-  /** Shopify app client secret(s), comma-separated (keep the old one for an hour after rotating). Enables /webhooks/shopify. */
-  SHOPIFY_WEBHOOK_SECRET: z.string().optional(),
-  /** Standard Webhooks / Svix secret(s) (`whsec_<base64>`), comma-separated. Enables /webhooks/standard-webhooks. */
-  STANDARD_WEBHOOKS_SECRET: z.string().optional(),
-  /** The spec's reference libraries use 5 minutes. */
-  STANDARD_WEBHOOKS_TOLERANCE_SECONDS: integer(1, 86_400).default(300),
-  /** Slack signing secret(s), comma-separated. Enables /webhooks/slack. */
-  SLACK_SIGNING_SECRET: z.string().optional(),
-  /** Slack's documentation asks for 5 minutes. */
-  SLACK_TOLERANCE_SECONDS: integer(1, 86_400).default(300),
-  /** Paddle notification destination secret(s), comma-separated. Enables /webhooks/paddle. */
-  PADDLE_WEBHOOK_SECRET: z.string().optional(),
-  /** Paddle's SDK uses 5 s (past only), which rejects real deliveries behind slow proxies; see docs/providers.md. */
-  PADDLE_TOLERANCE_SECONDS: integer(1, 86_400).default(60),
+  // The providers' variables (STRIPE_WEBHOOK_SECRET, LINEAR_WEBHOOK_SECRET, tolerances, URLs,
+  // ...) are declared by each provider's descriptor (providers/providers.ts): PROVIDER_VARIABLES.
   /** JSON file declaring any number of named sources (docs/providers.md, "Many sources"). */
   ONCEHOOK_SOURCES_FILE: z.string().optional(),
   /**
@@ -361,12 +341,16 @@ const workerSchema = z.object({
 /** Every variable each process kind reads (the README documents each one; a test checks). */
 export const CONFIG_VARIABLES = {
   common: Object.keys(commonSchema.shape),
-  ingest: Object.keys(ingestSchema.shape),
+  ingest: [...Object.keys(ingestSchema.shape), ...PROVIDER_VARIABLES.map((variable) => variable.name)],
   worker: Object.keys(workerSchema.shape),
 } as const;
 
 export type CommonConfig = z.infer<typeof commonSchema>;
-export type IngestConfig = CommonConfig & z.infer<typeof ingestSchema>;
+export type IngestConfig = CommonConfig &
+  z.infer<typeof ingestSchema> & {
+    /** Every provider's variables, parsed by its descriptor (providers/providers.ts); unset ones absent. */
+    readonly providerVariables: Readonly<Record<string, unknown>>;
+  };
 export type WorkerConfig = CommonConfig & z.infer<typeof workerSchema>;
 
 /** An environment to read the configuration from (process.env by default). */
@@ -453,8 +437,11 @@ function checkKeyHorizon(config: CommonConfig, ctx: z.RefinementCtx): void {
   }
 }
 
+/** The providers' variables, each with the schema its descriptor gives it. */
+const providerVariablesShape: Record<string, z.ZodType> = Object.fromEntries(PROVIDER_VARIABLES.map((variable) => [variable.name, variable.schema]));
+
 export function loadIngestConfig(env: Env = process.env): IngestConfig {
-  const schema = commonSchema.extend(ingestSchema.shape).superRefine((config, ctx) => {
+  const schema = commonSchema.extend({ ...ingestSchema.shape, ...providerVariablesShape }).superRefine((config, ctx) => {
     checkKeyHorizon(config, ctx);
     checkClusterSlots(config, ctx);
     if (config.MAX_INFLIGHT_BODY_BYTES < config.BODY_LIMIT_BYTES) {
@@ -465,7 +452,13 @@ export function loadIngestConfig(env: Env = process.env): IngestConfig {
       });
     }
   });
-  return parse(schema, env);
+  const parsed = parse(schema, env) as Record<string, unknown>;
+  const providerVariables: Record<string, unknown> = {};
+  for (const { name } of PROVIDER_VARIABLES) {
+    if (parsed[name] !== undefined) providerVariables[name] = parsed[name];
+    delete parsed[name];
+  }
+  return { ...(parsed as Omit<IngestConfig, 'providerVariables'>), providerVariables };
 }
 
 export function loadWorkerConfig(env: Env = process.env): WorkerConfig {

@@ -1,4 +1,4 @@
-import { SENDER_SCHEMES } from './providers/senders.js';
+import { PROVIDERS } from './providers/providers.js';
 
 /**
  * Retention horizons, two per event: its payload (with its runs, steps and delivery log) is
@@ -22,22 +22,16 @@ export function retentionDaysFor(policy: RetentionPolicy, provider: string): num
 }
 
 /**
- * How long each built-in provider keeps redelivering an event on its own (docs/providers.md,
+ * How long each built-in provider keeps redelivering an event on its own (each descriptor's
+ * `redelivery`; docs/providers.md,
  * "what each provider's redelivery repeats"): a key must be kept at least this long, or an
  * automatic redelivery after the key was deleted would be processed as a new event. Manual
  * resends reach further (Stripe's CLI: 30 days; Svix: while the payload is retained): the
  * default RETENTION_DAYS (35) covers Stripe's; docs/operating.md, "Retention", says the rest.
  */
-export const REDELIVERY_WINDOWS: Readonly<Record<string, { days: number; what: string }>> = {
-  stripe: { days: 3, what: 'Stripe retries live-mode deliveries for up to 3 days' },
-  github: { days: 3, what: 'GitHub redelivers (manually or through its API) deliveries of the last 3 days' },
-  shopify: { days: 1, what: 'Shopify retries 8 times over 4 hours' },
-  'standard-webhooks': { days: 4, what: 'Standard Webhooks senders retry for days (the reference schedule spans about 75 hours)' },
-  slack: { days: 1, what: 'Slack retries 3 times within 5 minutes' },
-  paddle: { days: 3, what: 'Paddle retries up to 60 times over 3 days' },
-  // The table senders' windows, from their entries (providers/senders.ts).
-  ...Object.fromEntries(Object.values(SENDER_SCHEMES).flatMap((scheme) => (scheme.redelivery ? [[scheme.kind, scheme.redelivery]] : []))),
-};
+export const REDELIVERY_WINDOWS: Readonly<Record<string, { days: number; what: string }>> = Object.fromEntries(
+  PROVIDERS.flatMap((provider) => (provider.redelivery ? [[provider.kind, provider.redelivery]] : [])),
+);
 
 /**
  * Refuses a retention shorter than a source's provider redelivers for, naming the source, the

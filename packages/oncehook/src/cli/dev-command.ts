@@ -136,7 +136,7 @@ function startChild(context: CommandContext, name: string, args: string[], env: 
  * else `--file`; with no handler loaded, Stripe's first built-in (recorded, no effect).
  */
 function suggestedSend(workerLines: string[], env: Record<string, string>): string {
-  const declarations = sourceDeclarations(loadIngestConfig(env), env);
+  const declarations = sourceDeclarations(loadIngestConfig(env));
   const taken = workerLines.flatMap((line) => {
     const match = /oncehook: handler \S+ takes (\S+) (\S+)/.exec(line);
     return match ? [{ source: match[1]!, type: match[2]! }] : [];

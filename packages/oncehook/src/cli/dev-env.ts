@@ -5,28 +5,22 @@
  * refuse to start without the secrets you configure. These values are public: never put them
  * anywhere a real provider delivers to.
  */
-import { SENDER_SCHEMES, senderVariables } from '@oncehook/shared';
+import { PROVIDERS } from '@oncehook/shared';
 
-export const DEV_SECRETS: Readonly<Record<string, string>> = {
-  STRIPE_WEBHOOK_SECRET: 'whsec_local_development_secret',
-  // Every table sender (senders.ts): its development secret, or the PUBLIC half of its dev key
-  // pair; its URL and verify token where it needs them (the URL `oncehook dev` serves by default).
-  ...Object.fromEntries(
-    Object.values(SENDER_SCHEMES).flatMap((scheme) => {
-      const variables = senderVariables(scheme);
-      return [
-        [variables.secrets, typeof scheme.dev === 'string' ? scheme.dev : scheme.dev.public],
-        ...(variables.url ? [[variables.url, `http://127.0.0.1:3000/webhooks/${scheme.kind}`]] : []),
-        ...(variables.verifyToken ? [[variables.verifyToken, `local-development-${scheme.kind}-verify-token`]] : []),
-      ];
-    }),
-  ),
-  GITHUB_WEBHOOK_SECRET: 'local-development-github-secret',
-  SHOPIFY_WEBHOOK_SECRET: 'local-development-shopify-secret',
-  STANDARD_WEBHOOKS_SECRET: `whsec_${Buffer.from('local-development-standard-key').toString('base64')}`,
-  SLACK_SIGNING_SECRET: 'local-development-slack-secret',
-  PADDLE_WEBHOOK_SECRET: 'pdl_ntfset_local_development_secret',
-};
+/**
+ * Every provider's development secret (for a sender that verifies with a public key, the PUBLIC
+ * half of its development key pair), and its URL and verify token where it needs them (the URL
+ * `oncehook dev` serves by default), from the provider list.
+ */
+export const DEV_SECRETS: Readonly<Record<string, string>> = Object.fromEntries(
+  PROVIDERS.flatMap((provider) => {
+    if (!provider.env) return [];
+    return [
+      [provider.env.secrets.name, provider.env.secrets.dev],
+      ...provider.env.options.flatMap((variable) => (variable.dev === undefined ? [] : [[variable.name, variable.dev]])),
+    ];
+  }),
+);
 
 /** `env` with a development secret for each built-in provider it does not configure. */
 export function withDevSecrets(env: Record<string, string>): Record<string, string> {

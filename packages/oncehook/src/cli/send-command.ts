@@ -11,19 +11,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import {
-  fixture,
-  fixtureTypes,
-  isSenderKind,
-  loadIngestConfig,
-  secretsOf,
-  SENDER_SCHEMES,
-  senderVariables,
-  signedDelivery,
-  sourceDeclarations,
-  type DeliveryKind,
-  type SourceDeclaration,
-} from '@oncehook/shared';
+import { fixture, fixtureTypes, loadIngestConfig, providerOf, secretsOf, signedDelivery, sourceDeclarations, type DeliveryKind, type SourceDeclaration } from '@oncehook/shared';
 import { type Command, invocation, UsageError } from './command.js';
 import { withDevSecrets } from './dev-env.js';
 
@@ -55,7 +43,7 @@ async function send(args: string[], shell: Record<string, string>): Promise<numb
   const { values, positionals } = parse(args);
   const env = withDevSecrets(shell);
   const config = loadIngestConfig(env);
-  const declarations = sourceDeclarations(config, env);
+  const declarations = sourceDeclarations(config);
   if (values.list) {
     for (const declaration of declarations) {
       const types = fixtureTypes(kindOf(declaration));
@@ -104,7 +92,7 @@ async function send(args: string[], shell: Record<string, string>): Promise<numb
   const base = values.url ?? env.ONCEHOOK_DEV_URL ?? `http://127.0.0.1:${config.PORT === 0 ? 3000 : config.PORT}`;
   const url = `${base.replace(/\/$/, '')}/webhooks/${sourceName}`;
   // Senders that sign their URL sign the one the source is configured with (HUBSPOT_WEBHOOK_URL...).
-  const signedUrl = 'url' in declaration && declaration.url ? declaration.url : url;
+  const signedUrl = typeof declaration.url === 'string' && declaration.url ? declaration.url : url;
   // One event: one id, signed afresh for every copy (as a provider's retry is).
   let first: ReturnType<typeof signedDelivery>;
   try {
@@ -161,29 +149,18 @@ function idOf(delivery: { eventId: string }): string {
  * Discord) the private half of the development key pair whose public half is configured.
  */
 function signingSecret(declaration: SourceDeclaration, configured: string): string {
-  if (!isSenderKind(declaration.kind)) return configured;
-  const { dev, title } = SENDER_SCHEMES[declaration.kind];
-  if (typeof dev === 'string') return configured;
-  if (configured !== dev.public) {
+  const { devKeyPair, title } = providerOf(declaration.kind);
+  if (!devKeyPair) return configured;
+  if (configured !== devKeyPair.public) {
     throw new UsageError(
       `source "${declaration.name}" verifies ${title}'s signatures with a public key; only ${title} holds the private key, so oncehook send can sign only for the development key (leave ${secretVariable(declaration)} unset under oncehook dev)`,
     );
   }
-  return dev.private;
+  return devKeyPair.private;
 }
 
 function secretVariable(declaration: SourceDeclaration): string {
-  if (declaration.secretsEnv) return declaration.secretsEnv;
-  if (isSenderKind(declaration.kind)) return senderVariables(SENDER_SCHEMES[declaration.kind]).secrets;
-  const byKind: Record<string, string> = {
-    stripe: 'STRIPE_WEBHOOK_SECRET',
-    github: 'GITHUB_WEBHOOK_SECRET',
-    shopify: 'SHOPIFY_WEBHOOK_SECRET',
-    'standard-webhooks': 'STANDARD_WEBHOOKS_SECRET',
-    slack: 'SLACK_SIGNING_SECRET',
-    paddle: 'PADDLE_WEBHOOK_SECRET',
-  };
-  return byKind[declaration.kind] ?? 'secret';
+  return declaration.secretsEnv ?? providerOf(declaration.kind).env?.secrets.name ?? 'secret';
 }
 
 export const sendCommand: Command = {

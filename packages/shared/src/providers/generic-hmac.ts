@@ -13,7 +13,11 @@
  * `signedHeaders` (if the sender signs it) or set `bodyDedupe: true` (a replayed body is then a
  * duplicate whatever id it carries, and a type from a header is still refused).
  */
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
 import { VerificationError } from '../errors.js';
+import { JSON_CONTENT, bodyText, hmacParts, nowSeconds } from '../signing/sign-helpers.js';
+import { defineAdapter, toleranceOption, type SignedDelivery, type SignedDeliveryOptions } from './descriptor.js';
 import { type DigestEncoding, digestMatches, hmacSha256 } from './hmac.js';
 import {
   bodyHash,
@@ -126,3 +130,49 @@ export function createGenericHmacSource(options: GenericHmacSourceOptions): Webh
     },
   };
 }
+
+/** Signs as a generic HMAC source configured as `options.hmac` verifies (docs/providers.md). */
+export function signGenericHmacDelivery(payload: unknown, secret: string, options: SignedDeliveryOptions = {}): SignedDelivery {
+  const config = options.hmac;
+  if (!config) throw new Error("signedDelivery('hmac', ...) needs options.hmac: the source's signatureHeader, encoding, signaturePrefix and timestampHeader");
+  const timestamp = options.timestamp ?? nowSeconds();
+  const body = bodyText(payload);
+  const headers: Record<string, string> = { ...JSON_CONTENT };
+  if (config.timestampHeader) headers[config.timestampHeader.toLowerCase()] = String(timestamp);
+  const id = options.id ?? randomUUID();
+  if (config.idHeader) headers[config.idHeader.toLowerCase()] = id;
+  if (config.typeHeader && options.type) headers[config.typeHeader.toLowerCase()] = options.type;
+  const signedValues = (config.signedHeaders ?? []).map((name) => {
+    const value = headers[name.toLowerCase()];
+    if (value === undefined) throw new Error(`signedDelivery('hmac'): signed header ${name} has no value (set idHeader/typeHeader, or pass it)`);
+    return `${value}.`;
+  });
+  const parts = [...(config.timestampHeader ? [`${timestamp}.`] : []), ...signedValues, body];
+  headers[config.signatureHeader.toLowerCase()] = `${config.signaturePrefix ?? ''}${hmacParts(secret, ...parts).toString(config.encoding)}`;
+  return { body, headers, eventId: id };
+}
+
+const location = z.union([z.object({ header: z.string().min(1) }).strict(), z.object({ field: z.string().min(1) }).strict()]);
+
+/** In-house senders: declared only in ONCEHOOK_SOURCES_FILE, with how they sign. */
+export const GENERIC_HMAC_ADAPTER = defineAdapter({
+  kind: 'hmac',
+  title: 'In-house HMAC',
+  docs: 'docs/providers.md',
+  env: null,
+  redelivery: null,
+  options: {
+    signatureHeader: z.string().min(1),
+    encoding: z.enum(['hex', 'base64', 'base64url']),
+    signaturePrefix: z.string().optional(),
+    timestampHeader: z.string().optional(),
+    signedHeaders: z.array(z.string().min(1)).optional(),
+    bodyDedupe: z.boolean().optional(),
+    toleranceSeconds: toleranceOption,
+    id: location,
+    type: z.union([location, z.object({ value: z.string().min(1) }).strict()]).optional(),
+  },
+  create: createGenericHmacSource,
+  sign: signGenericHmacDelivery,
+  payloads: {},
+});

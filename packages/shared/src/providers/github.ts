@@ -21,6 +21,11 @@
  * octokit does, the signature is checked on the raw bytes as they arrived, THEN the form is
  * decoded; the event stored is the JSON inside, and the body hash (dedupe) stays the raw bytes'.
  */
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { GITHUB_PAYLOADS } from '../signing/adapter-fixtures.js';
+import { JSON_CONTENT, bodyText, hmacParts } from '../signing/sign-helpers.js';
+import { defineAdapter, secretsVariable, type SignedDelivery, type SignedDeliveryOptions } from './descriptor.js';
 import { VerificationError } from '../errors.js';
 import { hmacSha256, signaturesEqual } from './hmac.js';
 import {
@@ -156,3 +161,40 @@ export function createGitHubSource(options: GitHubSourceOptions): WebhookSource 
     },
   };
 }
+
+/**
+ * Signs as GitHub does: `sha256=<hex>` of the body; the delivery id, event name (the type up to
+ * its first dot) and hook id in headers; the stored id is `<hook id>:<delivery>`.
+ */
+export function signGitHubDelivery(payload: unknown, secret: string, options: SignedDeliveryOptions = {}): SignedDelivery {
+  const body = bodyText(payload);
+  const delivery = options.id ?? randomUUID();
+  const hookId = options.hookId ?? '1';
+  const event = (options.type ?? 'ping').split('.')[0]!;
+  return {
+    body,
+    headers: {
+      ...JSON_CONTENT,
+      'x-github-delivery': delivery,
+      'x-github-event': event,
+      'x-github-hook-id': hookId,
+      'x-hub-signature-256': `sha256=${hmacParts(secret, body).toString('hex')}`,
+    },
+    eventId: `${hookId}:${delivery}`,
+  };
+}
+
+export const GITHUB_ADAPTER = defineAdapter({
+  kind: 'github',
+  title: 'GitHub',
+  docs: 'https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries',
+  env: {
+    secrets: secretsVariable('GITHUB_WEBHOOK_SECRET', 'GitHub webhook secret(s). Enables `/webhooks/github`', 'local-development-github-secret'),
+    options: [],
+  },
+  redelivery: { days: 3, what: 'GitHub redelivers (manually or through its API) deliveries of the last 3 days' },
+  options: { bodyDedupe: z.boolean().optional() },
+  create: createGitHubSource,
+  sign: signGitHubDelivery,
+  payloads: GITHUB_PAYLOADS,
+});

@@ -33,6 +33,11 @@
  *   topic are not (key the handlers' effects on the order, as the example does);
  * - `off`.
  */
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { SHOPIFY_PAYLOADS } from '../signing/adapter-fixtures.js';
+import { JSON_CONTENT, bodyText, hmacParts, nowSeconds } from '../signing/sign-helpers.js';
+import { defineAdapter, secretsVariable, type SignedDelivery, type SignedDeliveryOptions } from './descriptor.js';
 import { VerificationError } from '../errors.js';
 import { hmacSha256, signaturesEqual } from './hmac.js';
 import { bodyHash, checkEventId, checkEventType, checkSecrets, compactMeta, parseJsonBody, toDate, type DeliveryRequest, type Verified, type WebhookSource } from './types.js';
@@ -127,3 +132,39 @@ export function createShopifySource(options: ShopifySourceOptions): WebhookSourc
     },
   };
 }
+
+/** Signs as Shopify does: base64 HMAC-SHA256 of the body; webhook id, topic (the type) and shop in the classic headers. */
+export function signShopifyDelivery(payload: unknown, secret: string, options: SignedDeliveryOptions = {}): SignedDelivery {
+  const timestamp = options.timestamp ?? nowSeconds();
+  const body = bodyText(payload);
+  const id = options.id ?? randomUUID();
+  return {
+    body,
+    headers: {
+      ...JSON_CONTENT,
+      'x-shopify-hmac-sha256': hmacParts(secret, body).toString('base64'),
+      'x-shopify-webhook-id': id,
+      'x-shopify-topic': options.type ?? 'orders/create',
+      'x-shopify-shop-domain': options.shopDomain ?? 'example.myshopify.com',
+      'x-shopify-api-version': '2025-01',
+      'x-shopify-triggered-at': new Date(timestamp * 1000).toISOString(),
+      'x-shopify-event-id': randomUUID(),
+    },
+    eventId: id,
+  };
+}
+
+export const SHOPIFY_ADAPTER = defineAdapter({
+  kind: 'shopify',
+  title: 'Shopify',
+  docs: 'https://shopify.dev/docs/apps/build/webhooks/subscribe/https#step-5-verify-the-webhook',
+  env: {
+    secrets: secretsVariable('SHOPIFY_WEBHOOK_SECRET', 'Shopify app client secret(s). Enables `/webhooks/shopify`', 'local-development-shopify-secret'),
+    options: [],
+  },
+  redelivery: { days: 1, what: 'Shopify retries 8 times over 4 hours' },
+  options: { bodyDedupe: z.enum(['any-topic', 'per-topic', 'off']).optional() },
+  create: createShopifySource,
+  sign: signShopifyDelivery,
+  payloads: SHOPIFY_PAYLOADS,
+});

@@ -10,6 +10,10 @@
  *   never part of the key.
  * - `app_rate_limited` and other envelope types without an event: acknowledged, not stored.
  */
+import { randomUUID } from 'node:crypto';
+import { SLACK_PAYLOADS } from '../signing/adapter-fixtures.js';
+import { JSON_CONTENT, bodyId, bodyText, hmacParts, nowSeconds, objectPayload } from '../signing/sign-helpers.js';
+import { defineAdapter, secretsVariable, toleranceOption, toleranceVariable, type SignedDelivery, type SignedDeliveryOptions } from './descriptor.js';
 import { hmacSha256, signaturesEqual } from './hmac.js';
 import {
   checkEventId,
@@ -90,3 +94,45 @@ export function createSlackSource(options: SlackSourceOptions): WebhookSource {
     },
   };
 }
+
+/**
+ * Signs as Slack does: `v0=<hex>` over `v0:<timestamp>:<body>`; a payload that is not an
+ * envelope is wrapped in an `event_callback` one; `attempt` > 0 adds Slack's retry headers.
+ */
+export function signSlackDelivery(payload: unknown, secret: string, options: SignedDeliveryOptions = {}): SignedDelivery {
+  const timestamp = options.timestamp ?? nowSeconds();
+  const object = objectPayload(payload);
+  const freshId = () => `Ev${randomUUID().replace(/-/g, '').slice(0, 10).toUpperCase()}`;
+  const envelope =
+    object.type === 'event_callback' || object.type === 'url_verification'
+      ? object
+      : { type: 'event_callback', event_id: options.id ?? freshId(), event_time: timestamp, event: { type: options.type ?? 'message', ...object } };
+  if (envelope === object) bodyId(envelope, 'event_id', payload, options.id, freshId);
+  const body = bodyText(payload, envelope);
+  const retry: Record<string, string> = options.attempt && options.attempt > 0 ? { 'x-slack-retry-num': String(options.attempt), 'x-slack-retry-reason': 'http_timeout' } : {};
+  return {
+    body,
+    headers: {
+      ...JSON_CONTENT,
+      'x-slack-request-timestamp': String(timestamp),
+      'x-slack-signature': `v0=${hmacParts(secret, `v0:${timestamp}:`, body).toString('hex')}`,
+      ...retry,
+    },
+    eventId: String(envelope.event_id ?? ''),
+  };
+}
+
+export const SLACK_ADAPTER = defineAdapter({
+  kind: 'slack',
+  title: 'Slack',
+  docs: 'https://api.slack.com/authentication/verifying-requests-from-slack',
+  env: {
+    secrets: secretsVariable('SLACK_SIGNING_SECRET', 'Slack signing secret(s). Enables `/webhooks/slack`', 'local-development-slack-secret'),
+    options: [toleranceVariable('SLACK_TOLERANCE_SECONDS', 300, "Slack's documentation asks for 5 minutes")],
+  },
+  redelivery: { days: 1, what: 'Slack retries 3 times within 5 minutes' },
+  options: { toleranceSeconds: toleranceOption },
+  create: createSlackSource,
+  sign: signSlackDelivery,
+  payloads: SLACK_PAYLOADS,
+});

@@ -11,31 +11,13 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import type { IngestConfig } from '../config.js';
-import { ConfigError } from '@oncehook/sdk';
+import { ConfigError, type ProviderKind } from '@oncehook/sdk';
 import { retentionProblems } from '../retention.js';
-import { createGenericHmacSource } from './generic-hmac.js';
-import { createGitHubSource } from './github.js';
-import { createPaddleSource } from './paddle.js';
-import { createShopifySource } from './shopify.js';
-import { createSlackSource } from './slack.js';
-import { createStandardWebhooksSource } from './standard-webhooks.js';
-import { createStripeSource } from './stripe.js';
-import { createSchemeSource, type SenderScheme } from './scheme.js';
-import { SENDER_KIND_LIST, SENDER_SCHEMES } from './senders.js';
+import { PROVIDERS, providerOf } from './providers.js';
+import { isSenderKind } from './senders.js';
 import type { WebhookSource } from './types.js';
-import { PROVIDER_KINDS, type SenderKind } from '@oncehook/sdk';
 
-export { PROVIDER_KINDS };
-
-/**
- * The variables of a table sender: its secrets (the entry's `env`); `<KIND>_WEBHOOK_URL` where
- * the sender signs the URL it posts to; `<KIND>_VERIFY_TOKEN` where it checks the endpoint with a GET.
- */
-export function senderVariables(scheme: SenderScheme): { secrets: string; url?: string; verifyToken?: string } {
-  const prefix = scheme.kind.toUpperCase().replace(/-/g, '_');
-  const signsUrl = 'signed' in scheme.signature && scheme.signature.signed.includes('url');
-  return { secrets: scheme.env, ...(signsUrl ? { url: `${prefix}_WEBHOOK_URL` } : {}), ...(scheme.get ? { verifyToken: `${prefix}_VERIFY_TOKEN` } : {}) };
-}
+export { PROVIDER_KINDS } from '@oncehook/sdk';
 
 export function splitSecrets(value: string): string[] {
   return value
@@ -45,8 +27,6 @@ export function splitSecrets(value: string): string[] {
 }
 
 const sourceName = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/, 'a source name is 1-63 characters of a-z 0-9 _ - (it is the URL segment and the dedupe namespace)');
-const tolerance = z.number().int().min(1).max(86_400).optional();
-const location = z.union([z.object({ header: z.string().min(1) }).strict(), z.object({ field: z.string().min(1) }).strict()]);
 const common = {
   name: sourceName,
   /** Secrets inline (fine for tests; prefer secretsEnv). */
@@ -55,46 +35,22 @@ const common = {
   secretsEnv: z.string().optional(),
 };
 
-const fileSchema = z.object({
-  sources: z.array(
-    z.discriminatedUnion('kind', [
-      z.object({ ...common, kind: z.literal('stripe'), toleranceSeconds: tolerance }).strict(),
-      z.object({ ...common, kind: z.literal('github'), bodyDedupe: z.boolean().optional() }).strict(),
-      z.object({ ...common, kind: z.literal('shopify'), bodyDedupe: z.enum(['any-topic', 'per-topic', 'off']).optional() }).strict(),
-      z.object({ ...common, kind: z.literal('standard-webhooks'), toleranceSeconds: tolerance }).strict(),
-      z.object({ ...common, kind: z.literal('slack'), toleranceSeconds: tolerance }).strict(),
-      z.object({ ...common, kind: z.literal('paddle'), toleranceSeconds: tolerance }).strict(),
-      z
-        .object({
-          ...common,
-          kind: z.enum(SENDER_KIND_LIST as [SenderKind, ...SenderKind[]]),
-          toleranceSeconds: tolerance,
-          /** The public URL the sender posts to (HubSpot, Square sign it). */
-          url: z.string().url().optional(),
-          /** Meta's verify token (the GET subscription check). */
-          verifyToken: z.string().min(1).optional(),
-        })
-        .strict(),
-      z
-        .object({
-          ...common,
-          kind: z.literal('hmac'),
-          signatureHeader: z.string().min(1),
-          encoding: z.enum(['hex', 'base64', 'base64url']),
-          signaturePrefix: z.string().optional(),
-          timestampHeader: z.string().optional(),
-          signedHeaders: z.array(z.string().min(1)).optional(),
-          bodyDedupe: z.boolean().optional(),
-          toleranceSeconds: tolerance,
-          id: location,
-          type: z.union([location, z.object({ value: z.string().min(1) }).strict()]).optional(),
-        })
-        .strict(),
-    ]),
-  ),
-});
+/** One entry per provider kind: the common fields and the options its descriptor declares. */
+const entrySchemas = PROVIDERS.map((provider) => z.object({ ...common, kind: z.literal(provider.kind), ...provider.options }).strict());
+const entrySchema = z.discriminatedUnion('kind', entrySchemas as [(typeof entrySchemas)[number], ...(typeof entrySchemas)[number][]]);
+const fileSchema = z.object({ sources: z.array(entrySchema) });
 
-export type SourceDeclaration = z.infer<typeof fileSchema>['sources'][number];
+/**
+ * A declared source: its name, kind and secrets (inline or from a variable), and the options
+ * of its kind (the provider's descriptor says which: `toleranceSeconds`, `bodyDedupe`, `url`, ...).
+ */
+export interface SourceDeclaration {
+  name: string;
+  kind: ProviderKind;
+  secrets?: string[];
+  secretsEnv?: string;
+  [option: string]: unknown;
+}
 
 type Env = Record<string, string | undefined>;
 
@@ -110,35 +66,17 @@ export function secretsOf(declaration: SourceDeclaration, env: Env = process.env
   return declaration.secrets;
 }
 
-/** Builds one source from its declaration. */
+/** Builds one source from its declaration, its options checked by its kind's schema. */
 export function createSource(declaration: SourceDeclaration, env: Env = process.env): WebhookSource {
+  const checked = entrySchema.safeParse(declaration);
+  if (!checked.success) {
+    const lines = checked.error.issues.map((issue) => `  ${issue.path.join('.') || '(root)'}: ${issue.message}`);
+    throw new ConfigError(`source ${String(declaration.name)} is invalid:\n${lines.join('\n')}`);
+  }
   const secrets = secretsOf(declaration, env);
-  const { name } = declaration;
+  const { name, kind, secrets: _inline, secretsEnv: _variable, ...options } = checked.data;
   try {
-    switch (declaration.kind) {
-      case 'stripe':
-        return createStripeSource({ name, secrets, toleranceSeconds: declaration.toleranceSeconds });
-      case 'github':
-        return createGitHubSource({ name, secrets, bodyDedupe: declaration.bodyDedupe });
-      case 'shopify':
-        return createShopifySource({ name, secrets, bodyDedupe: declaration.bodyDedupe });
-      case 'standard-webhooks':
-        return createStandardWebhooksSource({ name, secrets, toleranceSeconds: declaration.toleranceSeconds });
-      case 'slack':
-        return createSlackSource({ name, secrets, toleranceSeconds: declaration.toleranceSeconds });
-      case 'paddle':
-        return createPaddleSource({ name, secrets, toleranceSeconds: declaration.toleranceSeconds });
-      case 'hmac':
-        return createGenericHmacSource({ ...declaration, secrets });
-      default:
-        return createSchemeSource(SENDER_SCHEMES[declaration.kind], {
-          name,
-          secrets,
-          toleranceSeconds: declaration.toleranceSeconds,
-          url: declaration.url,
-          verifyToken: declaration.verifyToken,
-        });
-    }
+    return providerOf(kind).create({ name, secrets, options });
   } catch (error) {
     if (error instanceof ConfigError) throw error;
     throw new ConfigError((error as Error).message);
@@ -161,33 +99,22 @@ export function parseSourcesFile(text: string, where: string): SourceDeclaration
   return result.data.sources;
 }
 
-/** Sources declared by the provider-named environment variables. */
-function envDeclarations(config: IngestConfig, env: Env): SourceDeclaration[] {
+/**
+ * Sources declared by the provider-named environment variables (docs/providers.md): each
+ * provider's secrets variable, set, declares a source named after its kind, with the options
+ * its other variables set (a tolerance, a URL, a verify token), as config.ts parsed them.
+ */
+function envDeclarations(config: IngestConfig): SourceDeclaration[] {
   const declarations: SourceDeclaration[] = [];
-  const add = (value: string | undefined, declare: (secrets: string[]) => SourceDeclaration) => {
-    if (value) declarations.push(declare(splitSecrets(value)));
-  };
-  add(config.STRIPE_WEBHOOK_SECRET, (secrets) => ({ name: 'stripe', kind: 'stripe', secrets, toleranceSeconds: config.STRIPE_TOLERANCE_SECONDS }));
-  add(config.GITHUB_WEBHOOK_SECRET, (secrets) => ({ name: 'github', kind: 'github', secrets }));
-  add(config.SHOPIFY_WEBHOOK_SECRET, (secrets) => ({ name: 'shopify', kind: 'shopify', secrets }));
-  add(config.STANDARD_WEBHOOKS_SECRET, (secrets) => ({
-    name: 'standard-webhooks',
-    kind: 'standard-webhooks',
-    secrets,
-    toleranceSeconds: config.STANDARD_WEBHOOKS_TOLERANCE_SECONDS,
-  }));
-  add(config.SLACK_SIGNING_SECRET, (secrets) => ({ name: 'slack', kind: 'slack', secrets, toleranceSeconds: config.SLACK_TOLERANCE_SECONDS }));
-  add(config.PADDLE_WEBHOOK_SECRET, (secrets) => ({ name: 'paddle', kind: 'paddle', secrets, toleranceSeconds: config.PADDLE_TOLERANCE_SECONDS }));
-  // The table senders: <SENDER>_... variables named by each entry (docs/providers.md).
-  for (const kind of SENDER_KIND_LIST) {
-    const variables = senderVariables(SENDER_SCHEMES[kind]);
-    add(env[variables.secrets], (secrets) => ({
-      name: kind,
-      kind,
-      secrets,
-      ...(variables.url && env[variables.url] ? { url: env[variables.url] } : {}),
-      ...(variables.verifyToken && env[variables.verifyToken] ? { verifyToken: env[variables.verifyToken] } : {}),
-    }));
+  for (const provider of PROVIDERS) {
+    if (!provider.env) continue;
+    const value = config.providerVariables[provider.env.secrets.name];
+    if (typeof value !== 'string' || value === '') continue;
+    const options: Record<string, unknown> = {};
+    for (const variable of provider.env.options) {
+      if (config.providerVariables[variable.name] !== undefined) options[variable.option] = config.providerVariables[variable.name];
+    }
+    declarations.push({ name: provider.kind, kind: provider.kind, secrets: splitSecrets(value), ...options });
   }
   return declarations;
 }
@@ -196,8 +123,8 @@ function envDeclarations(config: IngestConfig, env: Env): SourceDeclaration[] {
  * Every source the configuration declares (the provider-named variables, then
  * ONCEHOOK_SOURCES_FILE), names unique. `npm run send` reads them to sign as ingest verifies.
  */
-export function sourceDeclarations(config: IngestConfig, env: Env = process.env): SourceDeclaration[] {
-  const declarations = envDeclarations(config, env);
+export function sourceDeclarations(config: IngestConfig): SourceDeclaration[] {
+  const declarations = envDeclarations(config);
   if (config.ONCEHOOK_SOURCES_FILE) {
     let text: string;
     try {
@@ -219,12 +146,13 @@ export function sourceDeclarations(config: IngestConfig, env: Env = process.env)
 
 export function sourcesFromConfig(config: IngestConfig, env: Env = process.env): Map<string, WebhookSource> {
   const sources = new Map<string, WebhookSource>();
-  for (const declaration of sourceDeclarations(config, env)) sources.set(declaration.name, createSource(declaration, env));
+  for (const declaration of sourceDeclarations(config)) sources.set(declaration.name, createSource(declaration, env));
   const tooShort = retentionProblems({ defaultDays: config.RETENTION_DAYS, overrides: config.RETENTION_OVERRIDES, keyDays: config.KEY_RETENTION_DAYS }, [...sources.values()]);
   if (tooShort.length > 0) throw new ConfigError(`Retention shorter than a provider's redelivery window:\n  ${tooShort.join('\n  ')}`);
   if (sources.size === 0) {
+    const adapters = PROVIDERS.filter((provider) => provider.env && !isSenderKind(provider.kind)).map((provider) => provider.env?.secrets.name);
     throw new ConfigError(
-      "No webhook source is configured: set STRIPE_WEBHOOK_SECRET, GITHUB_WEBHOOK_SECRET, SHOPIFY_WEBHOOK_SECRET, STANDARD_WEBHOOKS_SECRET, SLACK_SIGNING_SECRET, PADDLE_WEBHOOK_SECRET, a sender's variable (LINEAR_WEBHOOK_SECRET, ...: docs/providers.md lists them) or ONCEHOOK_SOURCES_FILE.",
+      `No webhook source is configured: set ${adapters.join(', ')}, a sender's variable (LINEAR_WEBHOOK_SECRET, ...: docs/providers.md lists them) or ONCEHOOK_SOURCES_FILE.`,
     );
   }
   return sources;

@@ -17,6 +17,10 @@
  * Timestamp tolerance: 5 minutes both ways by default, as the spec's reference libraries.
  */
 import { createPublicKey, type KeyObject, verify as verifySignature } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
+import { STANDARD_PAYLOADS } from '../signing/adapter-fixtures.js';
+import { JSON_CONTENT, bodyText, hmacParts, nowSeconds, objectPayload } from '../signing/sign-helpers.js';
+import { defineAdapter, secretsVariable, toleranceOption, toleranceVariable, type SignedDelivery, type SignedDeliveryOptions } from './descriptor.js';
 import { decodeSignature, digestMatches, hmacSha256 } from './hmac.js';
 import {
   checkEventId,
@@ -143,3 +147,45 @@ export function createStandardWebhooksSource(options: StandardWebhooksSourceOpti
     },
   };
 }
+
+/**
+ * Signs as a Standard Webhooks sender does: `v1,<base64>` over `<id>.<timestamp>.<body>` with
+ * the decoded `whsec_` key; `headers: 'svix'` uses Svix's `svix-` header names.
+ */
+export function signStandardWebhooksDelivery(payload: unknown, secret: string, options: SignedDeliveryOptions = {}, headers: 'webhook' | 'svix' = 'webhook'): SignedDelivery {
+  const timestamp = options.timestamp ?? nowSeconds();
+  const object = objectPayload(payload);
+  if (options.type && object.type === undefined) object.type = options.type;
+  const body = bodyText(payload, object);
+  const id = options.id ?? `msg_${randomUUID().replace(/-/g, '')}`;
+  const key = Buffer.from(secret.startsWith('whsec_') ? secret.slice(6) : secret, 'base64');
+  return {
+    body,
+    headers: {
+      ...JSON_CONTENT,
+      [`${headers}-id`]: id,
+      [`${headers}-timestamp`]: String(timestamp),
+      [`${headers}-signature`]: `v1,${hmacParts(key, `${id}.${timestamp}.`, body).toString('base64')}`,
+    },
+    eventId: id,
+  };
+}
+
+export const STANDARD_WEBHOOKS_ADAPTER = defineAdapter({
+  kind: 'standard-webhooks',
+  title: 'Standard Webhooks',
+  docs: 'https://github.com/standard-webhooks/standard-webhooks/blob/main/spec/standard-webhooks.md',
+  env: {
+    secrets: secretsVariable(
+      'STANDARD_WEBHOOKS_SECRET',
+      'Standard Webhooks / Svix secret(s), `whsec_<base64>`. Enables `/webhooks/standard-webhooks`',
+      `whsec_${Buffer.from('local-development-standard-key').toString('base64')}`,
+    ),
+    options: [toleranceVariable('STANDARD_WEBHOOKS_TOLERANCE_SECONDS', 300, "the spec's reference libraries use 5 minutes")],
+  },
+  redelivery: { days: 4, what: 'Standard Webhooks senders retry for days (the reference schedule spans about 75 hours)' },
+  options: { toleranceSeconds: toleranceOption },
+  create: createStandardWebhooksSource,
+  sign: (payload, secret, options) => signStandardWebhooksDelivery(payload, secret, options),
+  payloads: STANDARD_PAYLOADS,
+});
