@@ -292,18 +292,18 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: 'signature-presence-only',
-    guarantee: 'a signature must match, not merely be present (Paddle h1 list)',
-    file: 'packages/shared/src/providers/paddle.ts',
-    search: 'return h1.some((candidate) => signaturesEqual(expected, candidate));',
-    replace: 'return expected.length > 0 && h1.length > 0;',
+    guarantee: 'a signature must match, not merely be present (Stripe v1 and Paddle h1 lists)',
+    file: 'packages/shared/src/providers/timestamped-hmac.ts',
+    search: 'return signatures.some((candidate) => signaturesEqual(expected, candidate));',
+    replace: 'return expected.length > 0 && signatures.length > 0;',
     tests: ['test/providers.test.ts'],
   },
   {
     id: 'verify-before-claim',
     guarantee: 'verify, THEN claim: a forged delivery cannot pre-consume an id',
-    file: 'packages/shared/src/providers/stripe.ts',
-    search: "      if (!valid) throw new VerificationError(401, 'bad_signature', 'no Stripe-Signature v1 signature matches the body with any configured secret');",
-    replace: "      if (!valid) console.warn('bad Stripe signature (mutant: logged, not refused)');",
+    file: 'packages/shared/src/providers/timestamped-hmac.ts',
+    search: "      if (!valid) throw new VerificationError(401, 'bad_signature',",
+    replace: "      if (!valid) console.warn('bad Stripe/Paddle signature (mutant: logged, not refused)');\n      if (false) throw new VerificationError(401, 'bad_signature',",
     tests: ['test/providers.test.ts', 'test/ingest-edge.test.ts'],
   },
   {
@@ -793,9 +793,9 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'precheck-timestamp-off',
     guarantee: 'a signature header with a stale timestamp is refused before the body',
-    file: 'packages/shared/src/providers/stripe.ts',
-    search: "      checkTimestamp(timestamp, now, tolerance, 'Stripe-Signature timestamp');",
-    replace: '      void now;',
+    file: 'packages/shared/src/providers/timestamped-hmac.ts',
+    search: '      checkTimestamp(parseTimestampedHmacHeader(format, header).timestamp, now, toleranceSeconds, where);',
+    replace: '      void parseTimestampedHmacHeader(format, header);',
     tests: ['test/edge-hardening.alone.test.ts'],
   },
   {

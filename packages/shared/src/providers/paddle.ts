@@ -14,22 +14,8 @@ import { randomUUID } from 'node:crypto';
 import { PADDLE_PAYLOADS } from '../signing/adapter-fixtures.js';
 import { JSON_CONTENT, bodyId, bodyText, hmacParts, nowSeconds, objectPayload } from '../signing/sign-helpers.js';
 import { defineAdapter, secretsVariable, toleranceOption, toleranceVariable, type SignedDelivery, type SignedDeliveryOptions } from './descriptor.js';
-import { hmacSha256, signaturesEqual } from './hmac.js';
-import {
-  checkEventId,
-  checkSecrets,
-  checkEventType,
-  checkTimestamp,
-  compactMeta,
-  parseJsonObject,
-  parseTimestampedSignatures,
-  requireHeader,
-  signedTime,
-  type DeliveryRequest,
-  type Verified,
-  type WebhookSource,
-} from './types.js';
-import { VerificationError } from '../errors.js';
+import { timestampedHmacVerifier, type TimestampedHmacFormat } from './timestamped-hmac.js';
+import { checkEventId, checkSecrets, checkEventType, compactMeta, parseJsonObject, signedTime, type DeliveryRequest, type Verified, type WebhookSource } from './types.js';
 
 export interface PaddleSourceOptions {
   name?: string;
@@ -37,30 +23,18 @@ export interface PaddleSourceOptions {
   toleranceSeconds?: number;
 }
 
-export function parsePaddleSignature(header: string): { timestamp: number; h1: string[] } {
-  const { timestamp, signatures } = parseTimestampedSignatures(header, { name: 'Paddle-Signature', separator: ';', timestampKey: 'ts', signatureKey: 'h1' });
-  return { timestamp, h1: signatures };
-}
+const PADDLE_SIGNATURE: TimestampedHmacFormat = { header: 'Paddle-Signature', separator: ';', timestampKey: 'ts', signatureKey: 'h1', signedSeparator: ':' };
 
 export function createPaddleSource(options: PaddleSourceOptions): WebhookSource {
   const name = options.name ?? 'paddle';
-  const tolerance = options.toleranceSeconds ?? 60;
   checkSecrets(name, 'Paddle webhook', options.secrets);
+  const signature = timestampedHmacVerifier(PADDLE_SIGNATURE, options.secrets, options.toleranceSeconds ?? 60);
   return {
     name,
     kind: 'paddle',
-    precheck(header, now) {
-      checkTimestamp(parsePaddleSignature(requireHeader({ header }, 'Paddle-Signature')).timestamp, now, tolerance, 'Paddle-Signature timestamp');
-    },
+    precheck: signature.precheck,
     verify(request: DeliveryRequest): Verified {
-      const { timestamp, h1 } = parsePaddleSignature(requireHeader(request, 'Paddle-Signature'));
-      const valid = options.secrets.some((secret) => {
-        const expected = hmacSha256(secret, `${timestamp}:`, request.rawBody).toString('hex');
-        return h1.some((candidate) => signaturesEqual(expected, candidate));
-      });
-      if (!valid) throw new VerificationError(401, 'bad_signature', 'no Paddle-Signature h1 signature matches the body with any configured secret');
-      checkTimestamp(timestamp, request.now, tolerance, 'Paddle-Signature timestamp');
-
+      signature.verify(request);
       const { text, json } = parseJsonObject(request.rawBody, 'Paddle event');
       const eventId = checkEventId(json.event_id, 'Paddle "event_id"');
       const type = checkEventType(json.event_type, 'Paddle "event_type"');

@@ -11,22 +11,8 @@ import { randomUUID } from 'node:crypto';
 import { STRIPE_PAYLOADS } from '../signing/adapter-fixtures.js';
 import { JSON_CONTENT, bodyId, bodyText, hmacParts, nowSeconds, objectPayload } from '../signing/sign-helpers.js';
 import { defineAdapter, secretsVariable, toleranceOption, toleranceVariable, type SignedDelivery, type SignedDeliveryOptions } from './descriptor.js';
-import { hmacSha256, signaturesEqual } from './hmac.js';
-import {
-  checkEventId,
-  checkSecrets,
-  checkEventType,
-  checkTimestamp,
-  compactMeta,
-  parseJsonObject,
-  parseTimestampedSignatures,
-  requireHeader,
-  signedTime,
-  type DeliveryRequest,
-  type Verified,
-  type WebhookSource,
-} from './types.js';
-import { VerificationError } from '../errors.js';
+import { timestampedHmacVerifier, type TimestampedHmacFormat } from './timestamped-hmac.js';
+import { checkEventId, checkSecrets, checkEventType, compactMeta, parseJsonObject, signedTime, type DeliveryRequest, type Verified, type WebhookSource } from './types.js';
 
 export interface StripeSourceOptions {
   name?: string;
@@ -36,39 +22,27 @@ export interface StripeSourceOptions {
 
 export const STRIPE_SIGNATURE_HEADER = 'Stripe-Signature';
 
-export function parseStripeSignature(header: string): { timestamp: number; v1: string[] } {
-  const { timestamp, signatures } = parseTimestampedSignatures(header, {
-    name: STRIPE_SIGNATURE_HEADER,
-    separator: ',',
-    timestampKey: 't',
-    signatureKey: 'v1',
-    note: ' (v0 is not accepted)',
-  });
-  return { timestamp, v1: signatures };
-}
+const STRIPE_SIGNATURE: TimestampedHmacFormat = {
+  header: STRIPE_SIGNATURE_HEADER,
+  separator: ',',
+  timestampKey: 't',
+  signatureKey: 'v1',
+  signedSeparator: '.',
+  note: ' (v0 is not accepted)',
+};
 
 export function createStripeSource(options: StripeSourceOptions): WebhookSource {
   const name = options.name ?? 'stripe';
-  const tolerance = options.toleranceSeconds ?? 300;
   checkSecrets(name, 'Stripe signing', options.secrets, (secret) =>
     /^whsec_\S{16,}$/.test(secret) ? null : 'is not a Stripe signing secret: it starts with whsec_ (copy it from the endpoint in the dashboard, or from `stripe listen`)',
   );
+  const signature = timestampedHmacVerifier(STRIPE_SIGNATURE, options.secrets, options.toleranceSeconds ?? 300);
   return {
     name,
     kind: 'stripe',
-    precheck(header, now) {
-      const { timestamp } = parseStripeSignature(requireHeader({ header }, STRIPE_SIGNATURE_HEADER));
-      checkTimestamp(timestamp, now, tolerance, 'Stripe-Signature timestamp');
-    },
+    precheck: signature.precheck,
     verify(request: DeliveryRequest): Verified {
-      const { timestamp, v1 } = parseStripeSignature(requireHeader(request, STRIPE_SIGNATURE_HEADER));
-      const valid = options.secrets.some((secret) => {
-        const expected = hmacSha256(secret, `${timestamp}.`, request.rawBody).toString('hex');
-        return v1.some((candidate) => signaturesEqual(expected, candidate));
-      });
-      if (!valid) throw new VerificationError(401, 'bad_signature', 'no Stripe-Signature v1 signature matches the body with any configured secret');
-      checkTimestamp(timestamp, request.now, tolerance, 'Stripe-Signature timestamp');
-
+      signature.verify(request);
       const { text, json } = parseJsonObject(request.rawBody, 'Stripe event');
       const eventId = checkEventId(json.id, 'Stripe event "id"');
       const type = checkEventType(json.type, 'Stripe event "type"');
