@@ -52,31 +52,9 @@ export function allSources(): Map<string, WebhookSource> {
   return new Map([...SOURCE_DECLARATIONS, ...SENDER_DECLARATIONS].map((declaration) => [declaration.name, createSource(declaration, {})]));
 }
 
-export interface SignOptions {
-  /** The stable id (body id or header, as the provider puts it). */
-  id: string;
-  secret?: string;
-  /** Unix seconds of the signature (providers that sign one). */
-  timestamp?: number;
-  /** Redelivery number: changes only the per-attempt fields. */
-  attempt?: number;
-}
+import type { ProviderCase, SignedDelivery } from './provider-case.js';
 
-export interface SignedDelivery {
-  body: string | Buffer;
-  headers: Record<string, string>;
-}
-
-export interface ProviderCase {
-  source: string;
-  /** A realistic payload for this id. */
-  body(id: string): string;
-  sign(body: string | Buffer, options: SignOptions): Promise<SignedDelivery>;
-  /** The event id Oncehook stores for this delivery. */
-  storedId(id: string): string;
-  type: string;
-  timestamped: boolean;
-}
+export type { ProviderCase, SignOptions, SignedDelivery } from './provider-case.js';
 
 const now = () => Math.floor(Date.now() / 1000);
 const hex = (secret: string, ...parts: (string | Buffer)[]) => {

@@ -22,7 +22,7 @@ const discordLib = load(() => import('discord-interactions'));
 const squareLib = load(() => import('square'));
 const twilioLib = load(async () => (await import('twilio')).default);
 import type { SourceDeclaration } from '@oncehook/shared';
-import type { ProviderCase, SignOptions, SignedDelivery } from './providers.js';
+import type { ProviderCase, SignOptions, SignedDelivery } from './provider-case.js';
 
 const now = () => Math.floor(Date.now() / 1000);
 const mac = (algorithm: string, key: string, data: string, encoding: 'hex' | 'base64') => createHmac(algorithm, key).update(data).digest(encoding);

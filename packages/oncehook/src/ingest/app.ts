@@ -11,7 +11,7 @@
  *   /admin/...                 Bull Board, events view, admin API (admin.ts; only with credentials)
  */
 import { Hono } from 'hono';
-import { inSpan, metricsAuthorized, type Faults, type IngestMetrics, type Logger, type Pool, type RetentionPolicy, type WebhookSource } from '@oncehook/shared';
+import { inSpan, metricsAuthorized, type Faults, type IngestMetrics, type Logger, type Pool, type WebhookSource } from '@oncehook/shared';
 import type { JobTarget, Queries, QueueBackend } from '@oncehook/core';
 import { HTTPException } from 'hono/http-exception';
 import { SpanKind } from '@opentelemetry/api';
@@ -22,7 +22,14 @@ import { checkReadiness, createClaimBatcher } from '@oncehook/core';
 import { createEnqueueRelay, type EnqueueRelay } from '@oncehook/core';
 import { RecentDuplicates } from './recent-duplicates.js';
 import { receiveWebhook, replyResponse } from './receive-webhook.js';
+import type { IngestSettings } from './ingest-settings.js';
 
+export type { IngestSettings } from './ingest-settings.js';
+
+/**
+ * Everything the app is built from. Each route module receives only its part of it
+ * (`WebhookDeps`, `EdgeDeps`, `AdminDeps`: declared where they are used).
+ */
 export interface IngestDeps {
   pool: Pool;
   queries: Queries;
@@ -48,21 +55,6 @@ export interface IngestDeps {
   /** Adds new events' jobs to the queue after the answers; created by createApp when absent. */
   relay?: EnqueueRelay;
   now?: () => Date;
-}
-
-export interface IngestSettings {
-  /** Deliveries whose signed creation time is past their source's horizon are answered `expired`. */
-  retention: RetentionPolicy;
-  bodyLimitBytes: number;
-  duplicateReenqueueAfterMs: number;
-  retryAfterSeconds: number;
-  enqueueTimeoutMs: number;
-  /** Bytes of bodies held by deliveries in progress; past it 503 before reading (MAX_INFLIGHT_BODY_BYTES). */
-  maxInflightBodyBytes: number;
-  maxWaitingClaims: number;
-  breakerOpenMs: number;
-  claimTimeoutMs: number;
-  logDeliveries: boolean;
 }
 
 export function createApp(deps: IngestDeps): Hono {

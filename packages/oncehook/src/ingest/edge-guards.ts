@@ -32,9 +32,18 @@
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { HttpBindings } from '@hono/node-server';
-import { createLogLimiter, VerificationError } from '@oncehook/shared';
+import { createLogLimiter, VerificationError, type IngestMetrics, type Logger, type WebhookSource } from '@oncehook/shared';
 import type { Context, MiddlewareHandler } from 'hono';
-import type { IngestDeps } from './app.js';
+import type { IngestSettings } from './ingest-settings.js';
+
+/** What the edge reads: the sources, its bounds, where it counts and logs refusals. */
+export interface EdgeDeps {
+  sources: ReadonlyMap<string, WebhookSource>;
+  settings: Pick<IngestSettings, 'bodyLimitBytes' | 'maxInflightBodyBytes' | 'retryAfterSeconds'>;
+  metrics: IngestMetrics;
+  log: Logger;
+  now?: () => Date;
+}
 
 export interface EdgeGuards {
   beforeBody: MiddlewareHandler;
@@ -65,7 +74,7 @@ function incomingOf(c: Context): IncomingMessage | undefined {
   return env?.incoming;
 }
 
-export function createEdgeGuards(deps: IngestDeps, claims: { readonly circuit: 'closed' | 'open' | 'half-open' }): EdgeGuards {
+export function createEdgeGuards(deps: EdgeDeps, claims: { readonly circuit: 'closed' | 'open' | 'half-open' }): EdgeGuards {
   const { settings, metrics } = deps;
   const limit = createLogLimiter({ windowMs: 10_000, perWindow: 5 });
   let inflight = 0;

@@ -43,14 +43,31 @@ import {
   type Reply,
   type Verified,
   type VerifiedEvent,
+  type IngestMetrics,
+  type Logger,
+  type WebhookSource,
 } from '@oncehook/shared';
 import { trace } from '@opentelemetry/api';
 import type { Context } from 'hono';
-import type { IngestDeps } from './app.js';
-import type { ClaimBatcher } from '@oncehook/core';
+import type { ClaimBatcher, JobTarget } from '@oncehook/core';
 import type { EdgeGuards } from './edge-guards.js';
+import type { IngestSettings } from './ingest-settings.js';
+import type { RecentDuplicates } from './recent-duplicates.js';
+import type { TypeLabels } from './type-labels.js';
 
-export async function receiveWebhook(c: Context, deps: IngestDeps, claims: ClaimBatcher, edge: EdgeGuards): Promise<Response> {
+/** What the webhook route reads and writes: the sources, the queue, its settings, its counters. */
+export interface WebhookDeps {
+  sources: ReadonlyMap<string, WebhookSource>;
+  queue: JobTarget;
+  settings: Pick<IngestSettings, 'retention' | 'retryAfterSeconds' | 'duplicateReenqueueAfterMs' | 'enqueueTimeoutMs' | 'maxWaitingClaims'>;
+  metrics: IngestMetrics;
+  log: Logger;
+  recentDuplicates?: RecentDuplicates;
+  typeLabels?: TypeLabels;
+  now?: () => Date;
+}
+
+export async function receiveWebhook(c: Context, deps: WebhookDeps, claims: ClaimBatcher, edge: EdgeGuards): Promise<Response> {
   const started = process.hrtime.bigint();
   const source = deps.sources.get(c.req.param('provider') ?? '');
   if (!source) throw new Error('receiveWebhook reached without a known source'); // guarded by edge-guards
@@ -165,13 +182,13 @@ export async function receiveWebhook(c: Context, deps: IngestDeps, claims: Claim
 
 /** A duplicate's bookkeeping: the recent-duplicates view, the log, a lost enqueue repeated. */
 async function onDuplicate(
-  deps: IngestDeps,
+  deps: WebhookDeps,
   edge: EdgeGuards,
   sourceName: string,
   event: VerifiedEvent,
   claim: Exclude<ClaimResult, { outcome: 'new' }>,
   now: Date,
-  log: IngestDeps['log'],
+  log: Logger,
 ): Promise<void> {
   deps.recentDuplicates?.add({
     at: now,
@@ -206,7 +223,7 @@ async function onDuplicate(
   }
 }
 
-async function enqueue(deps: IngestDeps, data: EventJobData, replaceFinished: boolean, log: IngestDeps['log']): Promise<void> {
+async function enqueue(deps: WebhookDeps, data: EventJobData, replaceFinished: boolean, log: Logger): Promise<void> {
   try {
     await withTimeout(enqueueEvent(deps.queue, data, { replaceFinished }), deps.settings.enqueueTimeoutMs, 'enqueue');
   } catch (error) {
@@ -232,7 +249,7 @@ type Timed = (result: EdgeResult, response: Response) => Response;
  */
 async function receiveBatch(
   c: Context,
-  deps: IngestDeps,
+  deps: WebhookDeps,
   claims: ClaimBatcher,
   edge: EdgeGuards,
   events: VerifiedEvent[],

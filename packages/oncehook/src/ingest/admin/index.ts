@@ -10,9 +10,9 @@ import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { HonoAdapter } from '@bull-board/hono';
 import { serveStatic } from '@hono/node-server/serve-static';
-import { createOperations, queuesOf } from '@oncehook/core';
+import { createOperations, queuesOf, type JobTarget, type Queries } from '@oncehook/core';
+import type { Pool } from '@oncehook/shared';
 import type { Hono } from 'hono';
-import type { IngestDeps } from '../app.js';
 import { RecentDuplicates } from '../recent-duplicates.js';
 import { mountAdminApi } from './api.js';
 import { adminAuth, adminConfigured, type AdminEnv, type AdminSettings } from './auth.js';
@@ -21,7 +21,15 @@ import { mountAdminViews } from './views.js';
 
 export type { AdminSettings } from './auth.js';
 
-export function mountAdmin(app: Hono, deps: IngestDeps, settings: AdminSettings): boolean {
+/** What the admin reads and acts on: the database, the queue, the duplicates ingest saw. */
+export interface AdminDeps {
+  pool: Pool;
+  queries: Queries;
+  queue: JobTarget;
+  recentDuplicates?: RecentDuplicates;
+}
+
+export function mountAdmin(app: Hono, deps: AdminDeps, settings: AdminSettings): boolean {
   if (!adminConfigured(settings)) return false;
   const ops = createOperations({ pool: deps.pool, queries: deps.queries, queue: deps.queue });
   const admin = app.basePath('/admin') as unknown as Hono<AdminEnv>;
