@@ -224,4 +224,6 @@ it('the CLI lists dead letters, shows one, re-drives it, and replays with a prin
   const help = await cli(['replay', '--help']);
   expect(help.code).toBe(0);
   expect(help.output).toMatch(/--steps names the recorded steps to run again/);
-});
+  // Nine `oncehook` processes, each starting node and tsx: 10-15 s alone, over 60 s with two
+  // CPU hogs beside a full suite (a busy run, 2026-12-02). The bound is for a hang, not speed.
+}, 180_000);
