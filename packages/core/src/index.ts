@@ -36,3 +36,4 @@ export * from './store/queries.js';
 export * from './engine.js';
 export * from './destinations/destination-handler.js';
 export * from './destinations/forward.js';
+export * from './destinations/destination-states.js';

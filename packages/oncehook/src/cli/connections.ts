@@ -1,9 +1,10 @@
 /**
  * How the command names a database or a Redis in what it prints: host, port and database,
- * never the user or the password; and the one line it prints when a database does not answer,
- * instead of a driver's stack trace.
+ * never the user or the password; the one line it prints when a database does not answer,
+ * instead of a driver's stack trace; and the connections an operator command works through.
  */
-import { StartupError } from '@oncehook/shared';
+import { closeQueueConnection, createEventQueues, createOperations, createQueries, openQueueConnection, type Operations, type Queries } from '@oncehook/core';
+import { createPool, loadCommonConfig, StartupError, type CommonConfig, type Pool } from '@oncehook/shared';
 
 /** `host:port` of a URL, with its database (`/oncehook`, Redis's `/2`) when it names one; never credentials. */
 export function where(url: string): string {
@@ -48,4 +49,33 @@ export function databaseUnreachable(error: unknown, databaseUrl: string, variabl
   else if (/timeout exceeded when trying to connect|Connection terminated/.test(message)) why = 'it did not answer in time';
   if (!why) return null;
   return new StartupError(`cannot reach Postgres at ${where(databaseUrl)} (${variable}): ${why}${code ? ` (${code})` : ''}. Start it, or point ${variable} at it`);
+}
+
+/** What an operator command works with, open for the length of `work`. */
+export interface OperatorConnections {
+  config: CommonConfig;
+  pool: Pool;
+  queries: Queries;
+  ops: Operations;
+}
+
+/**
+ * Opens Postgres and the queue for one operator command, runs `work`, and closes them whatever
+ * happens; a database that does not answer becomes the one line of `databaseUnreachable`.
+ */
+export async function withOperations<T>(env: Record<string, string | undefined>, work: (connections: OperatorConnections) => Promise<T>): Promise<T> {
+  const config = loadCommonConfig(env);
+  const pool = createPool(config.DATABASE_URL, { max: 2, applicationName: 'oncehook-cli' });
+  const queueStore = openQueueConnection(config, 'producer');
+  const queue = createEventQueues(queueStore, config.QUEUE_PREFIX, config.QUEUE_SHARDS);
+  const queries = createQueries(config.ONCEHOOK_SCHEMA);
+  try {
+    return await work({ config, pool, queries, ops: createOperations({ pool, queries, queue }) });
+  } catch (error) {
+    throw databaseUnreachable(error, config.DATABASE_URL) ?? error;
+  } finally {
+    await queue.close();
+    await closeQueueConnection(queueStore);
+    await pool.end();
+  }
 }

@@ -6,10 +6,21 @@
  */
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { closeQueueConnection, createEventQueues, createOperations, createQueries, openQueueConnection } from '@oncehook/core';
-import { createPool, destinationPublicKey, loadCommonConfig, loadDestinations } from '@oncehook/shared';
+import { destinationStates, type DestinationState } from '@oncehook/core';
+import { destinationPublicKey, loadDestinations } from '@oncehook/shared';
 import { type Command, UsageError } from './command.js';
-import { databaseUnreachable } from './connections.js';
+import { withOperations } from './connections.js';
+
+/** Three lines per destination: where and what it takes, its signatures and limits, how it is doing. */
+function describe(r: DestinationState): string {
+  const limits = Object.fromEntries(
+    Object.entries({ concurrency: r.concurrency, rateLimit: r.rateLimit, retries: r.retries, circuitBreaker: r.circuitBreaker }).filter(([, value]) => value !== null),
+  );
+  const signs = r.signatures.includes('v1a') ? 'v1 (HMAC), v1a (ed25519)' : 'v1 (HMAC)';
+  return `${r.name}  -> ${r.url}\n  takes ${r.sources.join(', ')} ${r.types.join(', ')}${r.filter.length ? ` (${r.filter.length} filter condition(s))` : ''}; signs ${signs}${
+    Object.keys(limits).length ? `; ${JSON.stringify(limits)}` : ''
+  }\n  ${r.paused ? `PAUSED (${r.paused}); ` : ''}${r.inFlight} in flight, ${r.waiting} waiting, ${r.deadLetters} dead letter(s)${r.lastError ? `\n  last error: ${r.lastError}` : ''}\n`;
+}
 
 function options(args: string[]) {
   try {
@@ -48,52 +59,11 @@ signingKeyEnv) and whpk_... (its receiver verifies v1a signatures with it).`,
       process.stdout.write('no destination configured (DESTINATION_URL, ONCEHOOK_DESTINATIONS_FILE, or "destinations" in the sources file: docs/destinations.md)\n');
       return 0;
     }
-    const config = loadCommonConfig(env);
-    const pool = createPool(config.DATABASE_URL, { max: 1, applicationName: 'oncehook-cli' });
-    const queueStore = openQueueConnection(config, 'producer');
-    const queue = createEventQueues(queueStore, config.QUEUE_PREFIX, config.QUEUE_SHARDS);
-    const ops = createOperations({ pool, queries: createQueries(config.ONCEHOOK_SCHEMA), queue });
-    try {
-      const states = await ops.handlerStates(destinations.map((d) => d.name));
-      const rows = destinations.map((d) => {
-        const state = states.find((s) => s.handler === d.name);
-        return {
-          name: d.name,
-          url: `${d.url.origin}${d.url.pathname}`,
-          sources: d.sources,
-          types: d.types,
-          filter: d.filter.length,
-          limits: {
-            ...(d.concurrency ? { concurrency: d.concurrency } : {}),
-            ...(d.rateLimit ? { rateLimit: d.rateLimit } : {}),
-            ...(d.retries ? { retries: d.retries } : {}),
-            ...(d.circuitBreaker ? { circuitBreaker: d.circuitBreaker } : {}),
-          },
-          signatures: d.signingKey ? 'v1 (HMAC), v1a (ed25519)' : 'v1 (HMAC)',
-          inFlight: state?.inFlight ?? 0,
-          waiting: state?.waiting ?? 0,
-          deadLetters: state?.failed ?? 0,
-          paused: state?.paused ?? null,
-          lastError: state?.lastError ?? null,
-        };
-      });
+    return withOperations(env, async ({ ops }) => {
+      const rows = await destinationStates(ops, destinations);
       if (values.json) process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
-      else {
-        for (const r of rows) {
-          process.stdout.write(
-            `${r.name}  -> ${r.url}\n  takes ${r.sources.join(', ')} ${r.types.join(', ')}${r.filter ? ` (${r.filter} filter condition(s))` : ''}; signs ${r.signatures}${
-              Object.keys(r.limits).length ? `; ${JSON.stringify(r.limits)}` : ''
-            }\n  ${r.paused ? `PAUSED (${r.paused}); ` : ''}${r.inFlight} in flight, ${r.waiting} waiting, ${r.deadLetters} dead letter(s)${r.lastError ? `\n  last error: ${r.lastError}` : ''}\n`,
-          );
-        }
-      }
+      else for (const r of rows) process.stdout.write(describe(r));
       return 0;
-    } catch (error) {
-      throw databaseUnreachable(error, config.DATABASE_URL) ?? error;
-    } finally {
-      await queue.close();
-      await closeQueueConnection(queueStore);
-      await pool.end();
-    }
+    });
   },
 };

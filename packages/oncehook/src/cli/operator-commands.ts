@@ -4,19 +4,10 @@
  * REDIS_URL, QUEUE_PREFIX and ONCEHOOK_SCHEMA like the worker.
  */
 import { parseArgs } from 'node:util';
-import {
-  createEventQueues,
-  createOperations,
-  createQueries,
-  closeQueueConnection,
-  openQueueConnection,
-  type EventFilter,
-  type EventSummary,
-  type ReplayPlan,
-} from '@oncehook/core';
-import { createPool, EVENT_STATES, loadCommonConfig, type EventState } from '@oncehook/shared';
+import type { EventFilter, EventSummary, ReplayPlan } from '@oncehook/core';
+import { EVENT_STATES, type EventState } from '@oncehook/shared';
 import { type Command, UsageError } from './command.js';
-import { databaseUnreachable } from './connections.js';
+import { withOperations } from './connections.js';
 
 const COMMANDS: Record<string, { summary: string; usage: string; help: string }> = {
   list: {
@@ -203,13 +194,7 @@ async function operate(command: string, args: string[], env: Record<string, stri
       return target;
     };
 
-    const config = loadCommonConfig(env);
-    const pool = createPool(config.DATABASE_URL, { max: 2, applicationName: 'oncehook-cli' });
-    const queueStore = openQueueConnection(config, 'producer');
-    const queue = createEventQueues(queueStore, config.QUEUE_PREFIX, config.QUEUE_SHARDS);
-    const queries = createQueries(config.ONCEHOOK_SCHEMA);
-    const ops = createOperations({ pool, queries, queue });
-    try {
+    await withOperations(env, async ({ ops }) => {
       switch (command) {
         case 'list': {
           const events = await ops.list(filter);
@@ -317,14 +302,7 @@ async function operate(command: string, args: string[], env: Record<string, stri
           break;
         }
       }
-    } catch (error) {
-      // A database that does not answer: one line naming it (never its password), exit 1.
-      throw databaseUnreachable(error, config.DATABASE_URL) ?? error;
-    } finally {
-      await queue.close();
-      await closeQueueConnection(queueStore);
-      await pool.end();
-    }
+    });
   }
   return exitCode;
 }

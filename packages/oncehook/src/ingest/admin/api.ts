@@ -11,8 +11,8 @@
  *   POST /admin/api/pauses                 {"scope": "handler"|"source", "name", "reason", "now"?}   pause
  *   POST /admin/api/pauses/resume          {"scope", "name", "reason"}                       resume
  */
-import { EVENT_STATES, type Destination } from '@oncehook/shared';
-import type { EventFilter, Operations } from '@oncehook/core';
+import { EVENT_STATES } from '@oncehook/shared';
+import { destinationStates, type EventFilter, type Operations } from '@oncehook/core';
 import type { Context, Hono } from 'hono';
 import { z } from 'zod';
 import type { AdminEnv, AdminSettings } from './auth.js';
@@ -145,7 +145,7 @@ export function mountAdminApi(admin: Hono<AdminEnv>, ops: Operations, settings: 
   admin.get('/api/destinations', async (c) => {
     const configured = settings.destinations ?? [];
     if (typeof configured === 'string') return c.json({ error: 'invalid_configuration', message: configured }, 500);
-    return c.json({ destinations: await destinationRows(ops, configured) });
+    return c.json({ destinations: await destinationStates(ops, configured) });
   });
 
   for (const [path, action] of [
@@ -181,31 +181,5 @@ export function mountAdminApi(admin: Hono<AdminEnv>, ops: Operations, settings: 
     if (!dryRun && !b.reason) return bad(c, 'reason_required', 'a bulk re-drive needs {"reason": "..."}');
     const filter: EventFilter = { state: b.state as EventFilter['state'], provider: b.provider, type: b.type, handler: b.handler, olderThanSeconds: b.older_than, limit: b.limit };
     return c.json(await ops.bulkRedrive(filter, { dryRun, actor: c.get('actor'), reason: b.reason ?? 'dry run' }));
-  });
-}
-
-/**
- * The destinations as operators see them (the API and the page): where (never a secret or a
- * configured header), what they take, their limits, and how each is doing.
- */
-export async function destinationRows(ops: Operations, destinations: readonly Destination[]) {
-  const states = await ops.handlerStates(destinations.map((d) => d.name));
-  return destinations.map((d) => {
-    const state = states.find((s) => s.handler === d.name);
-    return {
-      name: d.name,
-      url: `${d.url.origin}${d.url.pathname}`,
-      sources: d.sources,
-      types: d.types,
-      filter: d.filter.map((f) => f.path),
-      concurrency: d.concurrency ?? null,
-      rateLimit: d.rateLimit ?? null,
-      signatures: d.signingKey ? ['v1', 'v1a'] : ['v1'],
-      inFlight: state?.inFlight ?? 0,
-      waiting: state?.waiting ?? 0,
-      deadLetters: state?.failed ?? 0,
-      paused: state?.paused ?? null,
-      lastError: state?.lastError ?? null,
-    };
   });
 }

@@ -13,14 +13,13 @@
  * script are served from /admin/assets. The actions post JSON to the admin API (api.ts).
  */
 import { readFileSync } from 'node:fs';
-import type { EventDetail, EventSummary, Operations, Queries } from '@oncehook/core';
+import { destinationStates, type EventDetail, type EventSummary, type Operations, type Queries } from '@oncehook/core';
 import type { RunRow } from '@oncehook/shared';
 import type { Pool } from '@oncehook/shared';
 import type { Hono } from 'hono';
 import { html } from 'hono/html';
 import type { RecentDuplicate, RecentDuplicates } from '../recent-duplicates.js';
 import type { AdminEnv, AdminSettings } from './auth.js';
-import { destinationRows } from './api.js';
 
 /** The actions' script (assets/event-actions.js; in dist, copied next to the bundle by the build). */
 const EVENT_ACTIONS_JS = readFileSync(new URL('./assets/event-actions.js', import.meta.url), 'utf8');
@@ -223,7 +222,7 @@ ${
         500,
       );
     }
-    const rows = await destinationRows(ops, configured);
+    const rows = await destinationStates(ops, configured);
     return c.html(
       page(
         'Destinations',
