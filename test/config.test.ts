@@ -5,7 +5,7 @@
 import { expect, it } from 'vitest';
 import { ConfigError } from '@oncehook/sdk';
 import { loadIngestConfig, loadWorkerConfig, sourcesFromConfig } from '@oncehook/shared';
-import { queueSchemaFor } from '@oncehook/core';
+import { DEFAULT_ENGINE_SETTINGS, queueSchemaFor } from '@oncehook/core';
 import { spawnService } from '@oncehook/harness';
 
 it('applies documented defaults', () => {
@@ -22,6 +22,15 @@ it('applies documented defaults', () => {
   expect(() => loadIngestConfig({ ADMIN_ORIGINS: 'ops.example.com' })).toThrow(/ADMIN_ORIGINS: "ops.example.com" is not an origin/);
   // A body of the largest allowed size must fit the in-flight budget.
   expect(() => loadIngestConfig({ BODY_LIMIT_BYTES: String(32 * 1024 * 1024) })).toThrow(/MAX_INFLIGHT_BODY_BYTES: must be at least BODY_LIMIT_BYTES \(33554432\)/);
+});
+
+it("the engine's defaults are the worker's (createEngine without settings runs as a worker without variables)", () => {
+  const worker = loadWorkerConfig({});
+  expect(DEFAULT_ENGINE_SETTINGS).toEqual({
+    leaseMs: worker.LEASE_MS,
+    retry: { maxAttempts: worker.MAX_ATTEMPTS, backoffMs: worker.RETRY_BACKOFF_MS },
+    unhandled: worker.UNHANDLED_EVENTS,
+  });
 });
 
 it('parses per-source retention overrides and names a bad one', () => {

@@ -10,20 +10,20 @@
  * is the same call.
  */
 import type { Handler } from '@oncehook/sdk';
-import { noFaults, type EventJobData, type Faults, type Logger, type Pool } from '@oncehook/shared';
+import { noFaults, WORKER_ENGINE_DEFAULTS, type EventJobData, type Faults, type Logger, type Pool } from '@oncehook/shared';
 import type { EngineHooks } from './handler-context.js';
 import { processJob, type JobOutcome, type ProcessDeps, type ProcessSettings } from './process-event.js';
 import { HandlerRegistry } from './registry.js';
 import { createQueries } from './store/queries.js';
 
 /**
- * The engine's defaults, equal to the worker's configuration defaults (config.ts in
- * @oncehook/shared, LEASE_MS, MAX_ATTEMPTS, RETRY_BACKOFF_MS, UNHANDLED_EVENTS).
+ * The engine's defaults: the worker's configuration defaults (@oncehook/shared config.ts,
+ * LEASE_MS, MAX_ATTEMPTS, RETRY_BACKOFF_MS, UNHANDLED_EVENTS), read from there.
  */
 export const DEFAULT_ENGINE_SETTINGS: ProcessSettings = {
-  leaseMs: 30_000,
-  retry: { maxAttempts: 10, backoffMs: 2_000 },
-  unhandled: 'done',
+  leaseMs: WORKER_ENGINE_DEFAULTS.LEASE_MS,
+  retry: { maxAttempts: WORKER_ENGINE_DEFAULTS.MAX_ATTEMPTS, backoffMs: WORKER_ENGINE_DEFAULTS.RETRY_BACKOFF_MS },
+  unhandled: WORKER_ENGINE_DEFAULTS.UNHANDLED_EVENTS,
 };
 
 export interface EngineOptions {

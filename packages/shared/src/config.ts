@@ -338,6 +338,13 @@ const workerSchema = z.object({
   METRICS_HOST: z.string().default('127.0.0.1'),
 });
 
+/**
+ * The worker's defaults of what the engine takes (LEASE_MS, MAX_ATTEMPTS, RETRY_BACKOFF_MS,
+ * UNHANDLED_EVENTS), read from the schema above: @oncehook/core's DEFAULT_ENGINE_SETTINGS is
+ * built from them, so a default changed here is the engine's too.
+ */
+export const WORKER_ENGINE_DEFAULTS = workerSchema.pick({ LEASE_MS: true, MAX_ATTEMPTS: true, RETRY_BACKOFF_MS: true, UNHANDLED_EVENTS: true }).parse({});
+
 /** Every variable each process kind reads (the README documents each one; a test checks). */
 export const CONFIG_VARIABLES = {
   common: Object.keys(commonSchema.shape),
