@@ -58,8 +58,7 @@ import {
   startHealthProber,
   STRIPE_SECRET,
   type Service,
-  urlFor,
-  withAdmin,
+  createScratchDatabase,
 } from '@oncehook/harness';
 import pg from 'pg';
 
@@ -77,8 +76,6 @@ const SCENARIOS = [
   'liveness',
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
-
-const adminQuery = (sql: string) => withAdmin((client) => client.query(sql));
 
 async function countRows(url: string): Promise<number> {
   const client = new pg.Client({ connectionString: url });
@@ -445,9 +442,8 @@ async function main(): Promise<void> {
   process.stdout.write(`attacking the ingest of ${root ?? 'this checkout'}\n`);
   let failed = false;
   for (const scenario of chosen) {
-    const name = `oncehook_attack_${randomBytes(4).toString('hex')}`;
-    await adminQuery(`CREATE DATABASE ${name}`);
-    const databaseUrl = urlFor(name);
+    const database = await createScratchDatabase({ prefix: 'oncehook_attack' });
+    const databaseUrl = database.url;
     try {
       const migrate = spawnService('migrate', { DATABASE_URL: databaseUrl }, [], { root });
       const { code } = await migrate.exited;
@@ -471,7 +467,7 @@ async function main(): Promise<void> {
       process.stderr.write(`${scenario} could not run: ${(error as Error).stack ?? String(error)}\n`);
     } finally {
       await killAllServices();
-      await adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await database.drop();
     }
   }
   process.exit(failed ? 1 : 0);

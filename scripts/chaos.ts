@@ -33,7 +33,7 @@ import { performance } from 'node:perf_hooks';
 import { SHOP_MIGRATIONS } from '@oncehook/example-shop/src/handlers';
 import {
   copiesFor,
-  createEmptyDatabase,
+  createScratchDatabase,
   freePort,
   makeEvent,
   maxAppliedPerKey,
@@ -143,7 +143,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   let receiverPool: Pool | undefined;
   let receiver: ChildProcess | undefined;
   try {
-    const database = await createEmptyDatabase(postgres.baseUrl);
+    const database = await createScratchDatabase({ baseUrl: postgres.baseUrl });
     dbPool = createPool(database.url, { max: 4, connectionTimeoutMillis: 2_000 });
     await migrate(dbPool, { sets: [{ name: 'shop', dir: SHOP_MIGRATIONS }] });
     // The fan-out handlers' effects (scripts/chaos/fanout-handlers.ts): one row per (handler, event).
@@ -152,7 +152,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     // A destination (docs/destinations.md): the GitHub events forwarded to the TypeScript example
     // receiver, in a process of its own with its own database (in the same Postgres: it goes
     // away with the restart too), deduplicating on webhook-id.
-    const receiverDatabase = await createEmptyDatabase(postgres.baseUrl);
+    const receiverDatabase = await createScratchDatabase({ baseUrl: postgres.baseUrl });
     receiverPool = createPool(receiverDatabase.url, { max: 2, connectionTimeoutMillis: 2_000 });
     const receiverProcess = spawnProcess(process.execPath, [...SOURCE_NODE_ARGS, 'examples/receivers/typescript/receiver.ts'], {
       cwd: ROOT,

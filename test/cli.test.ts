@@ -8,7 +8,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { createEmptyDatabase, ROOT, SOURCE_NODE_ARGS } from '@oncehook/harness';
+import { createScratchDatabase, ROOT, SOURCE_NODE_ARGS } from '@oncehook/harness';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { loadEnvFiles, withDevSession } from '../packages/oncehook/src/cli/env-files.js';
 import { COMMANDS, runCli } from '../packages/oncehook/src/cli/main.js';
@@ -170,7 +170,7 @@ describe('the environment: the shell over .env.local over .env', () => {
 
 describe('oncehook migrate is strict about its folders', () => {
   it('a file it would not apply (001_paid_invoices.sql) is an error naming it and the pattern, and nothing is applied', async () => {
-    const database = await createEmptyDatabase(undefined, 'oncehook_cli');
+    const database = await createScratchDatabase({ prefix: 'oncehook_cli' });
     try {
       const migrations = path.join(dir, 'migrations');
       await mkdir(migrations, { recursive: true });

@@ -8,7 +8,7 @@
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { createPool } from '@oncehook/shared';
 import { migrate } from '@oncehook/core';
-import { createEmptyDatabase } from '@oncehook/harness';
+import { createScratchDatabase } from '@oncehook/harness';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { startOwnPostgres, type OwnPostgres } from '@oncehook/harness';
 import { startOwnRedis } from '@oncehook/harness';
@@ -80,7 +80,7 @@ it('Redis restarted empty with events received: the reconciler re-enqueues them,
 
 it('Postgres unreachable: 503 with Retry-After and nothing stored; back up: the retry is claimed', async () => {
   ownPostgres = await startOwnPostgres();
-  const database = await createEmptyDatabase(ownPostgres.baseUrl);
+  const database = await createScratchDatabase({ baseUrl: ownPostgres.baseUrl });
   const pool = createPool(database.url, { max: 4, connectionTimeoutMillis: 1_000 });
   await migrate(pool);
   const ingest = await startIngest({ databaseUrl: database.url, prefix: testPrefix() });

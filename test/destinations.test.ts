@@ -22,7 +22,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createOperations, destinationHandler, linkLocalProblem, signatureHeaders } from '@oncehook/core';
-import { createEmptyDatabase, deliver, killAllServices, paymentSucceeded, ROOT, signStripe, spawnService, waitFor } from '@oncehook/harness';
+import { createScratchDatabase, deliver, killAllServices, paymentSucceeded, ROOT, signStripe, spawnService, waitFor } from '@oncehook/harness';
 import { createPool, createStandardWebhooksSource, destinationPublicKey, loadDestinations, type Destination } from '@oncehook/shared';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -115,7 +115,7 @@ describe('receivers in other processes', () => {
   it('the TypeScript receiver (standardwebhooks + its own Postgres table) applies each event once: 3 deliveries each, a worker killed between the answer and the record, 503s for a stretch', {
     timeout: 240_000 + Number(process.env.ONCEHOOK_TEST_DESTINATION_EVENTS ?? 0) * 1_000,
   }, async () => {
-    const receiverDb = await createEmptyDatabase(undefined, 'oncehook_receiver');
+    const receiverDb = await createScratchDatabase({ prefix: 'oncehook_receiver' });
     const pool = createPool(receiverDb.url, { max: 2 });
     try {
       const receiver = await startReceiver(process.execPath, ['--import', 'tsx', 'examples/receivers/typescript/receiver.ts'], {

@@ -7,7 +7,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { SHOP_MIGRATIONS } from '@oncehook/example-shop/src/handlers';
-import { createEmptyDatabase, dumpDatabaseSchema, ROOT, spawnService, startSandbox } from '@oncehook/harness';
+import { createScratchDatabase, dumpDatabaseSchema, ROOT, spawnService, startSandbox } from '@oncehook/harness';
 import { defineHandler } from '@oncehook/sdk';
 import { createPool, type Pool } from '@oncehook/shared';
 import { createQueries, loadMigrations, migrate } from '@oncehook/core';
@@ -22,7 +22,7 @@ afterAll(async () => {
 });
 
 async function emptyDatabase() {
-  const database = await createEmptyDatabase();
+  const database = await createScratchDatabase();
   cleanups.push(database.drop);
   return database;
 }

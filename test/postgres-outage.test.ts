@@ -17,7 +17,7 @@ import { createPool } from '@oncehook/shared';
 import { migrate } from '@oncehook/core';
 import { SHOP_MIGRATIONS } from '@oncehook/example-shop/src/handlers';
 import {
-  createEmptyDatabase,
+  createScratchDatabase,
   deliver,
   killAllServices,
   paymentSucceeded,
@@ -45,7 +45,7 @@ afterAll(async () => {
 it(`Postgres stopped (fast shutdown) for seconds under a backlog, then started (queue on ${TEST_QUEUE_BACKEND}): no process exits, every event done, each effect once, never more than 2 calls of a concurrency-2 handler in flight`, async () => {
   ownPostgres = await startOwnPostgres();
   sandbox = await startSandbox();
-  const database = await createEmptyDatabase(ownPostgres.baseUrl);
+  const database = await createScratchDatabase({ baseUrl: ownPostgres.baseUrl });
   const pool = createPool(database.url, { max: 2, connectionTimeoutMillis: 1_000 });
   pool.on('error', () => {}); // our own probe: the outage cuts it too
   try {

@@ -29,7 +29,7 @@ import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { createEmptyDatabase, PG_BASE_URL, REDIS_URL, ROOT, SOURCE_NODE_ARGS, waitFor } from '@oncehook/harness';
+import { createScratchDatabase, PG_BASE_URL, REDIS_URL, ROOT, SOURCE_NODE_ARGS, waitFor } from '@oncehook/harness';
 import { docBlock } from './helpers/docs.js';
 import { createPool } from '@oncehook/shared';
 import Stripe from 'stripe';
@@ -229,7 +229,7 @@ it('a project of its own: installs the packed packages, type-checks, migrates, r
   await run('tar', ['xzf', tarballs.sdk!, '-C', ownSdk, '--strip-components=1']);
 
   // 5. The command, compiled, under plain node: migrate, ingest, worker.
-  const database = await createEmptyDatabase(undefined, 'oncehook_user');
+  const database = await createScratchDatabase({ prefix: 'oncehook_user' });
   dropDatabase = database.drop;
   const bin = 'node_modules/oncehook/bin/oncehook.js';
   // Not NOTIFY_API_URL nor STRIPE_WEBHOOK_SECRET: those come from the project's .env.local.

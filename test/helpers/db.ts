@@ -1,5 +1,5 @@
 import { createPool, type Pool } from '@oncehook/shared';
-import { ADMIN_URL, urlFor, withAdmin } from '@oncehook/harness';
+import { createScratchDatabase } from '@oncehook/harness';
 import { inject } from 'vitest';
 import { testDatabaseName } from './test-database-names.js';
 
@@ -12,17 +12,15 @@ export interface TestDatabase {
 
 /** A fresh database for one test file, cloned from the run's migrated template (Oncehook + the example shop). */
 export async function createTestDatabase(): Promise<TestDatabase> {
-  const name = testDatabaseName('oncehook_test_');
-  await withAdmin((c) => c.query(`CREATE DATABASE ${name} TEMPLATE ${inject('templateDb')}`), ADMIN_URL);
-  const url = urlFor(name);
-  const pool = createPool(url, { max: 20 });
+  const database = await createScratchDatabase({ name: testDatabaseName('oncehook_test_'), template: inject('templateDb') });
+  const pool = createPool(database.url, { max: 20 });
   return {
-    name,
-    url,
+    name: database.name,
+    url: database.url,
     pool,
     async drop() {
       await pool.end();
-      await withAdmin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+      await database.drop();
     },
   };
 }

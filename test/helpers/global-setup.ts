@@ -5,10 +5,9 @@
  * The template's name is per run (handed to test files with provide/inject), so two runs on
  * one server (a developer's and `npm run mutants`) never drop each other's template.
  */
-import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { SHOP_MIGRATIONS } from '@oncehook/example-shop/src/handlers';
-import { ADMIN_URL, urlFor } from '@oncehook/harness';
+import { createScratchDatabase, withAdmin } from '@oncehook/harness';
 import { createPool } from '@oncehook/shared';
 import { migrate } from '@oncehook/core';
 import { TEST_DATABASE_PREFIXES, testDatabaseName } from './test-database-names.js';
@@ -19,16 +18,6 @@ declare module 'vitest' {
     templateDb: string;
     /** Whether each system tool is there (tests that need a missing one skip; see tools.ts). */
     tools: Record<SystemTool, ToolStatus>;
-  }
-}
-
-async function admin(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: ADMIN_URL });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
   }
 }
 
@@ -54,9 +43,7 @@ function checkTools(project: TestProject): void {
 const STALE_AFTER_HOURS = 6;
 
 async function sweepStaleDatabases(): Promise<void> {
-  const client = new pg.Client({ connectionString: ADMIN_URL });
-  await client.connect();
-  try {
+  await withAdmin(async (client) => {
     const { rows } = await client.query<{ datname: string }>(`SELECT datname FROM pg_database WHERE starts_with(datname, 'oncehook_')`);
     const now = Date.now() / 1000;
     for (const { datname } of rows) {
@@ -66,24 +53,19 @@ async function sweepStaleDatabases(): Promise<void> {
       await client.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`);
       process.stderr.write(`test setup: dropped ${datname}, left by a test run killed ${STALE_AFTER_HOURS}+ hours ago\n`);
     }
-  } finally {
-    await client.end();
-  }
+  });
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   checkTools(project);
   await sweepStaleDatabases();
-  const name = testDatabaseName('oncehook_tpl_');
-  await admin(`CREATE DATABASE ${name}`);
-  const pool = createPool(urlFor(name), { max: 1 });
+  const template = await createScratchDatabase({ name: testDatabaseName('oncehook_tpl_') });
+  const pool = createPool(template.url, { max: 1 });
   try {
     await migrate(pool, { sets: [{ name: 'shop', dir: SHOP_MIGRATIONS }] });
   } finally {
     await pool.end();
   }
-  project.provide('templateDb', name);
-  return async () => {
-    await admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  };
+  project.provide('templateDb', template.name);
+  return () => template.drop();
 }

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { createPool } from '@oncehook/shared';
 import { migrate } from '@oncehook/core';
-import { createEmptyDatabase } from './databases.js';
+import { createScratchDatabase } from './databases.js';
 import { PG_BASE_URL } from './db-urls.js';
 import { ROOT } from './processes.js';
 
@@ -33,7 +33,7 @@ export async function dumpDatabaseSchema(url: string): Promise<string> {
 }
 
 export async function currentSchema(baseUrl = PG_BASE_URL): Promise<string> {
-  const database = await createEmptyDatabase(baseUrl, 'oncehook_schema');
+  const database = await createScratchDatabase({ baseUrl, prefix: 'oncehook_schema' });
   try {
     const pool = createPool(database.url, { max: 1 });
     await migrate(pool);
