@@ -19,16 +19,22 @@ interface Workspace {
   files: string[];
 }
 
-/** Who may import whom among Oncehook's own packages (by package name). */
-const LAYERS: Record<string, string[]> = {
-  '@oncehook/sdk': [],
-  '@oncehook/shared': ['@oncehook/sdk'],
-  '@oncehook/core': ['@oncehook/sdk', '@oncehook/shared'],
-  '@oncehook/testkit': ['@oncehook/sdk', '@oncehook/shared', '@oncehook/core'],
-  // Not the test kit: the command's production install carries no test support.
-  oncehook: ['@oncehook/sdk', '@oncehook/shared', '@oncehook/core'],
-  '@oncehook/sandbox': [],
-};
+/**
+ * Who may import whom among Oncehook's own packages (by package name), as each package's
+ * README says it ("May import (of Oncehook's packages): `@oncehook/sdk`, ..." or "none"): the
+ * README a newcomer reads and the rule the test holds are one table. The harness (test
+ * support, never published) says "any" and is not held.
+ */
+const LAYERS: Record<string, string[]> = Object.fromEntries(
+  readdirSync(path.join(ROOT, 'packages')).flatMap((dir) => {
+    const { name } = JSON.parse(readFileSync(path.join(ROOT, 'packages', dir, 'package.json'), 'utf8')) as { name: string };
+    const readme = readFileSync(path.join(ROOT, 'packages', dir, 'README.md'), 'utf8');
+    if (/^May import: any package/m.test(readme)) return [];
+    const line = /^May import \(of Oncehook's packages\): (.+)\.$/m.exec(readme);
+    if (!line) throw new Error(`packages/${dir}/README.md has no "May import (of Oncehook's packages): ..." line`);
+    return [[name, line[1] === 'none' ? [] : [...line[1]!.matchAll(/`([^`]+)`/g)].map((m) => m[1]!)]];
+  }),
+);
 const APPS = ['@oncehook/ingest', '@oncehook/worker', '@oncehook/sandbox-app'];
 
 function sourceFiles(dir: string): string[] {
@@ -132,8 +138,17 @@ describe('the layout', () => {
     ).toEqual([]);
   });
 
-  it('finds the workspaces and their sources', () => {
+  it('finds the workspaces and their sources, and every package README states its layer', () => {
     expect(WORKSPACES.map((w) => w.name)).toEqual(expect.arrayContaining([...Object.keys(LAYERS), ...APPS]));
+    // The layers the READMEs state (the command's production install carries no test support).
+    expect(LAYERS).toEqual({
+      '@oncehook/sdk': [],
+      '@oncehook/shared': ['@oncehook/sdk'],
+      '@oncehook/core': ['@oncehook/sdk', '@oncehook/shared'],
+      '@oncehook/testkit': ['@oncehook/sdk', '@oncehook/shared', '@oncehook/core'],
+      oncehook: ['@oncehook/sdk', '@oncehook/shared', '@oncehook/core'],
+      '@oncehook/sandbox': [],
+    });
     for (const w of WORKSPACES) expect(w.files.length, w.dir).toBeGreaterThan(0);
   });
 
