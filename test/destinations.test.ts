@@ -178,6 +178,61 @@ describe('receivers in other processes', () => {
     }
   });
 
+  it('the TypeScript receiver survives its database connection dying mid-request (a Postgres restart or failover): 503, then the retry applies once', {
+    timeout: 60_000,
+  }, async () => {
+    const receiverDb = await createScratchDatabase({ prefix: 'oncehook_receiver' });
+    const receiver = await startReceiver(process.execPath, ['--import', 'tsx', 'examples/receivers/typescript/receiver.ts'], {
+      WEBHOOK_SECRET: SECRET,
+      DATABASE_URL: receiverDb.url,
+      PORT: '0',
+    });
+    // The receiver's INSERT of this webhook-id waits behind an uncommitted one of ours, so its
+    // connection is checked out and busy when its backend is terminated (what a restart does).
+    const blocker = createPool(receiverDb.url, { max: 2 });
+    const hold = await blocker.connect();
+    try {
+      await hold.query('BEGIN');
+      await hold.query("INSERT INTO received_webhooks (webhook_id, type) VALUES ('msg_cut', 't')");
+      const body = JSON.stringify({ id: 'msg_cut', source: 'stripe', type: 'payment_intent.succeeded', eventId: 'evt_cut', data: { data: { object: { amount: 7 } } } });
+      const post = () => {
+        const at = new Date();
+        return fetch(`${receiver.url}/webhooks`, {
+          method: 'POST',
+          body,
+          headers: {
+            'content-type': 'application/json',
+            'webhook-id': 'msg_cut',
+            'webhook-timestamp': String(Math.floor(at.getTime() / 1000)),
+            'webhook-signature': new Webhook(SECRET).sign('msg_cut', at, body),
+          },
+        });
+      };
+      const first = post();
+      const waiting = await waitFor(
+        async () =>
+          (
+            await blocker.query<{ pid: number }>(
+              "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'INSERT INTO received_webhooks%' AND wait_event_type = 'Lock'",
+            )
+          ).rows[0]?.pid ?? null,
+        { timeoutMs: 20_000, what: "the receiver's INSERT waiting on the lock" },
+      );
+      await blocker.query('SELECT pg_terminate_backend($1)', [waiting]);
+      expect((await first).status).toBe(503);
+      await hold.query('ROLLBACK');
+      const retry = await post();
+      expect({ status: retry.status, body: await retry.json() }).toEqual({ status: 200, body: { applied: true } });
+      expect(receiver.child.exitCode, receiver.output()).toBeNull();
+      expect((await blocker.query('SELECT event_id, amount FROM credits')).rows).toEqual([{ event_id: 'evt_cut', amount: 7 }]);
+    } finally {
+      hold.release();
+      await blocker.end();
+      receiver.child.kill('SIGKILL');
+      await receiverDb.drop();
+    }
+  });
+
   it('the Python receiver (standard library only) verifies and applies each event once', { timeout: 120_000 }, async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'oncehook-py-receiver-'));
     try {

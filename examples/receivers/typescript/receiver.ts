@@ -45,8 +45,15 @@ const server = createServer((req, res) => {
     }
     const id = String(req.headers['webhook-id']);
     let client: pg.PoolClient | undefined;
+    let broken: Error | undefined;
     try {
       client = await pool.connect();
+      // A checked-out client has no pool listener: if Postgres goes away mid-request (a restart,
+      // a failover), its 'error' event would be unhandled and end this process. Note it, answer
+      // 503 below, and release the client as broken so the pool discards it.
+      client.on('error', (error: Error) => {
+        broken = error;
+      });
       await client.query('BEGIN');
       // The key first: a repeat finds it and applies nothing (a concurrent repeat waits on it).
       const first = await client.query('INSERT INTO received_webhooks (webhook_id, type) VALUES ($1, $2) ON CONFLICT DO NOTHING', [id, envelope.type]);
@@ -55,14 +62,18 @@ const server = createServer((req, res) => {
       }
       await client.query('COMMIT');
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ applied: first.rowCount === 1 }));
-    } catch {
+    } catch (error) {
+      broken ??= error as Error;
       await client?.query('ROLLBACK').catch(() => {});
       // The database did not answer: a 5xx, and Oncehook retries later with the same webhook-id.
       res.writeHead(503).end();
     } finally {
-      client?.release();
+      client?.removeAllListeners('error');
+      client?.release(broken);
     }
   });
+  // A caller that goes away mid-request (Oncehook's worker killed, its timeout): nothing to answer.
+  req.on('error', () => {});
 });
 
 server.listen(Number(process.env.PORT ?? 4020), '127.0.0.1', () => {
