@@ -519,7 +519,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     // The destination's receiver: what it applied, per event, and that it died of nothing.
     const { rows: creditRows } = await receiverPool.query<{ event_id: string; n: number }>('SELECT event_id, count(*)::int AS n FROM credits GROUP BY event_id');
     const credits = new Map(creditRows.map((r) => [r.event_id, r.n]));
-    if (receiverProcess.exitCode !== null) violations.push(`the destination's receiver exited (${receiverProcess.exitCode})`);
+    if (receiverProcess.exitCode !== null) {
+      // Why it died, in one line (its last words: the stack's first line).
+      const last = receiverOutput.trim().split('\n').find((line) => /Error|error/.test(line)) ?? receiverOutput.trim().split('\n').at(-1) ?? '';
+      violations.push(`the destination's receiver exited (${receiverProcess.exitCode}): ${last.slice(0, 300)}`);
+    }
 
     for (const [name, service] of Object.entries(stats)) {
       if (maxAppliedPerKey(service) > 1) violations.push(`${name}: an idempotency key was applied ${maxAppliedPerKey(service)} times`);
