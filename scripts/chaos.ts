@@ -521,7 +521,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const credits = new Map(creditRows.map((r) => [r.event_id, r.n]));
     if (receiverProcess.exitCode !== null) {
       // Why it died, in one line (its last words: the stack's first line).
-      const last = receiverOutput.trim().split('\n').find((line) => /Error|error/.test(line)) ?? receiverOutput.trim().split('\n').at(-1) ?? '';
+      const lines = receiverOutput.trim().split('\n');
+      const last = lines.find((line) => /Error|error/.test(line)) ?? lines.at(-1) ?? '';
       violations.push(`the destination's receiver exited (${receiverProcess.exitCode}): ${last.slice(0, 300)}`);
     }
 
