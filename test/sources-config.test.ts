@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect, it } from 'vitest';
 import { ConfigError } from '@oncehook/sdk';
-import { loadIngestConfig, sourcesFromConfig } from '@oncehook/shared';
+import { createSource, loadIngestConfig, signedDelivery, sourcesFromConfig } from '@oncehook/shared';
 
 const MAIN = 'whsec_main_0123456789abcdef';
 
@@ -135,4 +135,20 @@ it("a table sender's variables enable it; a missing URL, verify token or a key o
     expect(() => sourcesFromConfig(loadIngestConfig(full), full)).toThrow(ConfigError);
     expect(() => sourcesFromConfig(loadIngestConfig(full), full)).toThrow(message);
   }
+});
+
+it("a provider's option variable is parsed by its descriptor and reaches its source; a bad one is named at start", () => {
+  expect(() => loadIngestConfig({ STRIPE_WEBHOOK_SECRET: MAIN, STRIPE_TOLERANCE_SECONDS: 'soon' })).toThrow(/STRIPE_TOLERANCE_SECONDS/);
+  const env = { STRIPE_WEBHOOK_SECRET: MAIN, STRIPE_TOLERANCE_SECONDS: '5' };
+  const stripe = sourcesFromConfig(loadIngestConfig(env), env).get('stripe')!;
+  const delivery = signedDelivery('stripe', { type: 'charge.refunded' }, MAIN, { timestamp: Math.floor(Date.now() / 1000) - 60 });
+  const request = { rawBody: Buffer.from(delivery.body), header: (name: string) => delivery.headers[name.toLowerCase()] ?? null, now: new Date() };
+  // 60 s old: inside Stripe's default 300 s, outside the configured 5 s.
+  expect(() => stripe.verify(request)).toThrow(/timestamp.*tolerance 5s/);
+});
+
+it('a declaration built in code is checked like a sources-file entry: an option its kind does not have is refused by name', () => {
+  expect(() => createSource({ name: 'gh2', kind: 'github', secrets: [GH], toleranceSeconds: 5 }, {})).toThrow(ConfigError);
+  expect(() => createSource({ name: 'gh2', kind: 'github', secrets: [GH], toleranceSeconds: 5 }, {})).toThrow(/source gh2 is invalid/);
+  expect(createSource({ name: 'gh2', kind: 'github', secrets: [GH], bodyDedupe: false }, {}).kind).toBe('github');
 });
