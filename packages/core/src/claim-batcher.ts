@@ -1,5 +1,6 @@
 /**
- * Group commit for claims: deliveries that arrive while earlier batches are in flight are
+ * Group commit for claims (the scheduling of batches and the backpressure; one batch's steps
+ * are claim-batch.ts's, the circuit breaker claim-circuit.ts's): deliveries that arrive while earlier batches are in flight are
  * claimed together, in ONE statement (queries.claimEvents), and their new events handed to
  * the enqueue relay (enqueue-relay.ts), which adds them to the queue after the answers. Under light load a batch is a single
  * delivery and adds no wait; under load batches grow by themselves, because a new batch only
@@ -28,25 +29,11 @@
  *   circuit opens for `breakerOpenMs`: every waiting and new claim fails at once (503) instead
  *   of waiting out a timeout. Then one batch goes through (half-open): success closes it.
  */
-import {
-  eventKey,
-  isClaimConflictError,
-  isDatabaseUnavailableError,
-  OverloadedError,
-  type EventJobData,
-  type Faults,
-  type Logger,
-  type Pool,
-  type VerifiedEvent,
-} from '@oncehook/shared';
-import type { ClaimResult, Queries } from './store/queries.js';
+import { OverloadedError, type Faults, type Logger, type Pool, type VerifiedEvent } from '@oncehook/shared';
+import { claimAndAnswer, type BatchDeps, type Waiting } from './claim-batch.js';
+import { createClaimCircuit, type CircuitState } from './claim-circuit.js';
 import type { EnqueueRelay } from './enqueue-relay.js';
-
-/**
- * Runs of one claim statement that lost a race before it fails: with every batch taking its
- * locks in one order (queries.claimEvents), a conflict is rare, and two in a row rarer still.
- */
-const CLAIM_CONFLICT_ATTEMPTS = 3;
+import type { ClaimResult, Queries } from './store/queries.js';
 
 export interface ClaimBatcherOptions {
   pool: Pool;
@@ -78,35 +65,29 @@ export interface ClaimBatcher {
   /** Claims the event (a new one's job goes to the relay); resolves after the claim committed. */
   claim(event: VerifiedEvent): Promise<ClaimResult>;
   /** The circuit: closed (normal), open (failing fast) or half-open (one batch probing). */
-  readonly circuit: 'closed' | 'open' | 'half-open';
+  readonly circuit: CircuitState;
 }
 
-interface Waiting {
-  event: VerifiedEvent;
-  resolve(result: ClaimResult): void;
-  reject(error: unknown): void;
+function batchDeps(options: ClaimBatcherOptions): BatchDeps {
+  const { pool, queries, log, relay, faults } = options;
+  return { pool, queries, log, relay, faults, claimTimeoutMs: options.claimTimeoutMs ?? 750, logDeliveries: options.logDeliveries !== false };
 }
 
 export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
   const maxBatch = options.maxBatch ?? 200;
   const maxConcurrent = options.maxConcurrentBatches ?? 4;
   const maxWaiting = options.maxWaiting ?? 2_000;
-  const breakerFailures = options.breakerFailures ?? 2;
-  const breakerOpenMs = options.breakerOpenMs ?? 2_000;
-  const claimTimeoutMs = options.claimTimeoutMs ?? 750;
   const now = options.now ?? Date.now;
+  const breaker = createClaimCircuit({ failures: options.breakerFailures ?? 2, openMs: options.breakerOpenMs ?? 2_000, now, log: options.log });
+  const deps = batchDeps(options);
   let waiting: Waiting[] = [];
   let inFlight = 0;
   let scheduled = false;
-  let failures = 0;
-  let openUntil = 0;
   let probing = false;
-
-  const circuit = (): ClaimBatcher['circuit'] => (openUntil === 0 ? 'closed' : now() < openUntil ? 'open' : 'half-open');
-  const overloaded = (why: string) => new OverloadedError(`ingest cannot record deliveries right now: ${why}; nothing was stored, retry later`);
-
   /** Batches whose statement is running: answered at once when the circuit opens. */
   const running = new Set<Waiting[]>();
+
+  const overloaded = (why: string) => new OverloadedError(`ingest cannot record deliveries right now: ${why}; nothing was stored, retry later`);
 
   function failAllWaiting(error: unknown): void {
     const dropped = waiting;
@@ -118,26 +99,17 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
   }
 
   function recordOutcome(unavailable: boolean): void {
-    if (!unavailable) {
-      failures = 0;
-      openUntil = 0;
-      return;
-    }
-    failures += 1;
-    if (failures >= breakerFailures || circuit() === 'half-open') {
-      if (circuit() !== 'open') options.log.warn({ failures, openMs: breakerOpenMs }, 'database unavailable: circuit open, answering 503 at once');
-      openUntil = now() + breakerOpenMs;
-      failAllWaiting(overloaded('the database is unavailable'));
-    }
+    if (breaker.record(unavailable)) failAllWaiting(overloaded('the database is unavailable'));
   }
 
+  /** Starts batches while deliveries wait and fewer than maxConcurrent are in flight. */
   function schedule(): void {
     if (scheduled) return;
     scheduled = true;
     setImmediate(() => {
       scheduled = false;
       while (waiting.length > 0 && inFlight < maxConcurrent) {
-        const state = circuit();
+        const state = breaker.state();
         if (state === 'open') {
           failAllWaiting(overloaded('the database is unavailable (circuit open)'));
           return;
@@ -159,157 +131,19 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
     });
   }
 
-  type Claimed = (ClaimResult | { error: unknown })[];
-
-  async function claimAll(events: VerifiedEvent[], copies: number[]): Promise<{ results: Claimed; unavailable: boolean }> {
-    const limit = { timeoutMs: claimTimeoutMs, logDeliveries: options.logDeliveries !== false };
-    try {
-      return { results: await claimConflictsRetried(() => options.queries.claimEvents(options.pool, events, { ...limit, copies })), unavailable: false };
-    } catch (error) {
-      const unavailable = isDatabaseUnavailableError(error);
-      if (unavailable || events.length === 1) return { results: events.map(() => ({ error })), unavailable };
-      // Something in the batch poisoned the statement: claim one by one, so only it fails.
-      options.log.warn({ err: error, events: events.length }, 'a batch of claims failed; claiming its deliveries one by one');
-      const results = await Promise.all(
-        events.map((event) => claimConflictsRetried(() => options.queries.claimEvent(options.pool, event, limit)).catch((e: unknown) => ({ error: e }))),
-      );
-      return { results, unavailable: false };
-    }
-  }
-
-  /**
-   * A claim statement that lost a race (a deadlock, a serialization failure, a delivery-log row
-   * whose event retention just deleted: isClaimConflictError) rolled back whole: it stored
-   * nothing, so running it again is safe, and answers what the database holds now. Never
-   * answered as a failure while another transaction committed the rows. Bounded: a statement
-   * that keeps losing fails like any other (one by one, then 500 for the one that fails).
-   */
-  async function claimConflictsRetried<T>(claim: () => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await claim();
-      } catch (error) {
-        if (!isClaimConflictError(error) || attempt >= CLAIM_CONFLICT_ATTEMPTS) throw error;
-        options.log.info({ err: error, attempt }, 'a claim statement lost a race with another transaction; running it again');
-      }
-    }
-  }
-
-  /** Resolves with the claim, or with 'timeout' after claimTimeoutMs, whichever comes first. */
-  async function deadline<T>(work: Promise<T>): Promise<T | 'timeout'> {
-    let timer: NodeJS.Timeout | undefined;
-    const expired = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), claimTimeoutMs);
-    });
-    try {
-      return await Promise.race([work, expired]);
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  /** Hands the events a claim created to the relay (which leaves a failure to the reconciler). */
-  function relayCreated(unique: VerifiedEvent[], results: Claimed): void {
-    const fresh: EventJobData[] = [];
-    results.forEach((result, i) => {
-      // A dispatch job: the worker creates the event's handler runs.
-      if ('outcome' in result && result.outcome === 'new') {
-        const event = unique[i]!;
-        fresh.push({
-          rowId: result.rowId,
-          provider: event.provider,
-          eventId: event.eventId,
-          kind: event.kind,
-          type: event.type,
-          attempt: 0,
-          ...(event.traceparent ? { trace: event.traceparent } : {}),
-        });
-      }
-    });
-    options.relay.push(fresh);
-  }
-
   async function run(batch: Waiting[]): Promise<void> {
-    // Fold repeats of a key inside the batch onto its first occurrence.
-    const firstIndex = new Map<string, number>();
-    const unique: VerifiedEvent[] = [];
-    const copies: number[] = [];
-    const slot = batch.map((w) => {
-      const key = eventKey(w.event.provider, w.event.eventId);
-      let index = firstIndex.get(key);
-      if (index === undefined) {
-        index = unique.length;
-        firstIndex.set(key, index);
-        unique.push(w.event);
-        copies.push(1);
-        return { index, repeat: false };
-      }
-      copies[index] = (copies[index] ?? 1) + 1;
-      return { index, repeat: true };
-    });
-
     options.onBatch?.(batch.length);
     running.add(batch);
     try {
-      await claimAndAnswer(batch, unique, copies, slot);
+      await claimAndAnswer(deps, batch, recordOutcome);
     } finally {
       running.delete(batch);
     }
   }
 
-  async function claimAndAnswer(batch: Waiting[], unique: VerifiedEvent[], copies: number[], slot: { index: number; repeat: boolean }[]): Promise<void> {
-    const claiming = claimAll(unique, copies);
-    const claimed = await deadline(claiming);
-    if (claimed === 'timeout') {
-      // The database did not answer in time: answer 503 now (the provider retries). The
-      // statement is cut by its query_timeout; if it commits anyway, its new events are still
-      // enqueued and the retry is a duplicate.
-      recordOutcome(true);
-      const error = new OverloadedError(
-        `ingest cannot record deliveries right now: the database did not answer within ${claimTimeoutMs} ms; retry later (if this delivery was recorded after all, the retry is answered as a duplicate)`,
-      );
-      for (const waiter of batch) waiter.reject(error);
-      const late = await claiming;
-      relayCreated(unique, late.results);
-      return;
-    }
-    recordOutcome(claimed.unavailable);
-    const { results } = claimed;
-
-    // Committed: the rows are durable, the answers can go. The new events' jobs go to the
-    // relay, which adds them after the answers, in bulk (Redis is not on the answer's path).
-    await options.faults.hit('ingest.after-claim');
-    relayCreated(unique, results);
-
-    batch.forEach((waiter, i) => {
-      const { index, repeat } = slot[i]!;
-      const result = results[index]!;
-      if ('error' in result) waiter.reject(result.error);
-      else if (repeat) waiter.resolve({ outcome: 'duplicate-concurrent' });
-      else waiter.resolve(result);
-    });
-
-    // Duplicates of a row committed after the statement's snapshot were not in its delivery
-    // log; record them now (after the answers: the log is for operators, never on the path).
-    const concurrent = unique.flatMap((event, i) => {
-      const result = results[i];
-      return result && 'outcome' in result && result.outcome === 'duplicate-concurrent' ? [{ event, copies: copies[i] ?? 1 }] : [];
-    });
-    if (concurrent.length > 0 && options.logDeliveries !== false) {
-      options.queries
-        .logDeliveries(
-          options.pool,
-          concurrent.map((c) => ({ provider: c.event.provider, eventId: c.event.eventId, bodyHash: c.event.bodyHash ?? null, copies: c.copies })),
-        )
-        .catch((error: unknown) => {
-          options.log.debug({ err: error }, 'could not log concurrent duplicate deliveries');
-        });
-    }
-  }
-
   return {
     claim(event) {
-      if (circuit() === 'open') return Promise.reject(overloaded('the database is unavailable (circuit open)'));
+      if (breaker.state() === 'open') return Promise.reject(overloaded('the database is unavailable (circuit open)'));
       if (waiting.length >= maxWaiting) return Promise.reject(overloaded(`${waiting.length} deliveries are already waiting for the database`));
       return new Promise<ClaimResult>((resolve, reject) => {
         waiting.push({ event, resolve, reject });
@@ -317,7 +151,7 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
       });
     },
     get circuit() {
-      return circuit();
+      return breaker.state();
     },
   };
 }
