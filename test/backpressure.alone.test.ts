@@ -127,10 +127,22 @@ it('Postgres blackholed: 1000 verified 200 KB deliveries each get 503, cut by th
   blackhole.forward();
   await waitFor(async () => ((await timed(url, bigPayment('evt_probe'))).status === 202 ? true : null), { timeoutMs: 20_000, intervalMs: 250, what: 'ingest accepting again' });
   // The provider's retries, 40 at a time (more at once would meet the in-flight body budget,
-  // which answers 503 too: correctly).
+  // which answers 503 too: correctly). A 503 is retried as a provider would: on a busy machine
+  // a batch of 40 x 200 KB can outlast the 750 ms claim deadline right after the heal (seen
+  // in a run beside two CPU hogs and a whole suite), and the answer is then correctly a 503.
+  // What is asserted is the behaviour: every delivery is accepted within a few retries, and
+  // nothing but 202 and 503 is answered (and 200 to a retry whose earlier attempt was cut by
+  // the deadline but committed after all: it is a duplicate then).
   for (let i = 0; i < 200; i += 40) {
-    const retried = await Promise.all(deliveries.slice(i, i + 40).map((d) => timed(url, d)));
-    expect(retried.map((a) => a.status)).toEqual(Array(retried.length).fill(202));
+    let pending = deliveries.slice(i, i + 40);
+    for (let round = 1; pending.length > 0; round += 1) {
+      const answers = await Promise.all(pending.map((d) => timed(url, d)));
+      const allowed = round === 1 ? [202, 503] : [200, 202, 503];
+      expect(answers.filter((a) => !allowed.includes(a.status))).toEqual([]);
+      pending = pending.filter((_, j) => answers[j]!.status === 503);
+      if (pending.length > 0 && round >= 10) throw new Error(`${pending.length} deliveries still answered 503 after ${round} rounds once Postgres healed`);
+      if (pending.length > 0) await new Promise((resolve) => setTimeout(resolve, 500));
+    }
   }
   expect(await rows()).toBe(5 + 1 + 200);
   await ingest.stop();

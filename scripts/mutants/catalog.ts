@@ -33,7 +33,10 @@ const RECOVERY_SQL = 'packages/core/src/store/sql/recovery.ts';
 const OPERATOR_SQL = 'packages/core/src/store/sql/operators.ts';
 const RUN_QUERIES = 'packages/core/src/store/runs.ts';
 const RETRY = 'packages/core/src/retry-policy.ts';
-const CONTEXT = 'packages/core/src/handler-context.ts';
+const FENCE = 'packages/core/src/steps/run-fence.ts';
+const LOCAL_STEP = 'packages/core/src/steps/local-step.ts';
+const EXTERNAL_STEP = 'packages/core/src/steps/external-step.ts';
+const STEP_RULES = 'packages/core/src/steps/step-rules.ts';
 const PROCESS = 'packages/core/src/process-event.ts';
 
 export const MUTANTS: Mutant[] = [
@@ -173,9 +176,9 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'step-lease-not-renewed',
     guarantee: 'a local step that held the run row past a third of the lease renews it before COMMIT',
-    file: CONTEXT,
-    search: '    if (Date.now() - fencedAt <= run.leaseMs / 3) return null;',
-    replace: '    return null;',
+    file: FENCE,
+    search: '  if (Date.now() - fencedAt <= run.leaseMs / 3) return null;',
+    replace: '  return null;',
     tests: ['test/core-races.test.ts'],
   },
   {
@@ -189,10 +192,10 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'external-call-without-lease',
     guarantee: 'a worker that lost its lease makes no external call',
-    file: CONTEXT,
-    search: `    const renewed = await queries.renewLeaseAtStep(deps.pool, run.runId, run.token, run.leaseMs);
-    if (!renewed) throw new LeaseLostError(run.runId);`,
-    replace: '    const renewed = { stop: false };',
+    file: EXTERNAL_STEP,
+    search: `  const renewed = await deps.queries.renewLeaseAtStep(deps.pool, run.runId, run.token, run.leaseMs);
+  if (!renewed) throw new LeaseLostError(run.runId);`,
+    replace: '  const renewed = { stop: false };',
     tests: ['test/lease-guards.test.ts'],
   },
   {
@@ -207,10 +210,10 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'key-includes-attempt',
     guarantee: 'every attempt of an external step sends the same idempotency key',
-    file: CONTEXT,
-    search: '      step: name,\n      generation: run.generation,',
+    file: EXTERNAL_STEP,
+    search: '    step: name,\n    generation: run.generation,',
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the replacement is source code containing a template literal
-    replace: '      step: `${name}#${run.attempt}`,\n      generation: run.generation,',
+    replace: '    step: `${name}#${run.attempt}`,\n    generation: run.generation,',
     tests: ['test/lease-guards.test.ts', 'test/effects.test.ts', 'test/effects-crash.test.ts'],
   },
   {
@@ -240,29 +243,29 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'skip-local-step',
     guarantee: 'a committed local step is not run again',
-    file: CONTEXT,
-    search: `    if (record) {
-      // Committed by an earlier attempt`,
-    replace: `    if (record && false) {
-      // Committed by an earlier attempt`,
+    file: LOCAL_STEP,
+    search: `  if (record) {
+    // Committed by an earlier attempt`,
+    replace: `  if (record && false) {
+    // Committed by an earlier attempt`,
     tests: ['test/state-machine.test.ts', 'test/operations.test.ts'],
   },
   {
     id: 'skip-external-step',
     guarantee: 'a recorded external step is not called again',
-    file: CONTEXT,
-    search: `    if (record) {
-      log.info({ step: name, kind: 'external' }`,
-    replace: `    if (record && false) {
-      log.info({ step: name, kind: 'external' }`,
+    file: EXTERNAL_STEP,
+    search: `  if (record) {
+    scope.log.info({ step: name, kind: 'external' }`,
+    replace: `  if (record && false) {
+    scope.log.info({ step: name, kind: 'external' }`,
     tests: ['test/lease-guards.test.ts', 'test/operations.test.ts'],
   },
   {
     id: 'step-name-reuse',
     guarantee: 'a step name used twice in one run fails loudly (never one call for two)',
-    file: CONTEXT,
-    search: '    if (used.has(name)) {',
-    replace: '    if (false) {',
+    file: STEP_RULES,
+    search: '  if (used.has(name)) {',
+    replace: '  if (false) {',
     tests: ['test/sdk.test.ts'],
   },
   {
@@ -1197,17 +1200,17 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'stop-now-ignored-external',
     guarantee: 'pause --now stops a run in progress before its next external call',
-    file: 'packages/core/src/handler-context.ts',
-    search: '    if (renewed.stop) throw new RunStoppedError(run.runId);',
-    replace: '    void renewed.stop;',
+    file: EXTERNAL_STEP,
+    search: '  if (renewed.stop) throw new RunStoppedError(run.runId);',
+    replace: '  void renewed.stop;',
     tests: ['test/flow-control-engine.test.ts'],
   },
   {
     id: 'stop-now-ignored-local',
     guarantee: 'pause --now stops a run in progress before its next local step',
-    file: 'packages/core/src/handler-context.ts',
-    search: '        if (fence.stop) throw new RunStoppedError(run.runId);',
-    replace: '        void fence.stop;',
+    file: FENCE,
+    search: '      if (fence.stop) throw new RunStoppedError(run.runId);',
+    replace: '      void fence.stop;',
     tests: ['test/flow-control-engine.test.ts'],
   },
   // ---- operator actions -----------------------------------------------------------------

@@ -2,7 +2,7 @@
  * @oncehook/core: the engine, everything the exactly-once guarantee rests on.
  *
  *   the edge's half     claim-batcher.ts (group commit of claims), enqueue-relay.ts (the outbox)
- *   the worker's half   process-event.ts (the state machine), handler-context.ts (fenced,
+ *   the worker's half   process-event.ts (the state machine), handler-context.ts + steps/ (fenced,
  *                       recorded steps), registry.ts, load-handlers.ts, event-worker.ts (the
  *                       queue consumer), retry-policy.ts (attempts, verdicts, delays),
  *                       flow-control.ts (concurrency, rate limits, priority, pauses),

@@ -1,0 +1,65 @@
+/**
+ * External steps (`ctx.step`):
+ *
+ *   [recorded? return the record]  renew the lease (proves we still hold it and gives the call
+ *   a full lease); fn({ idempotencyKey }) outside any transaction (no lock held over the
+ *   network); check JSON; BEGIN; fence; record; COMMIT
+ *
+ * A crash between the call and the record re-runs the call on the next attempt with the SAME
+ * key (idempotency-key.ts), and the downstream API applies nothing new.
+ */
+import type { Span } from '@opentelemetry/api';
+import { inSpan } from '@oncehook/shared';
+import { LeaseLostError, type StepInput, type StepOptions } from '@oncehook/sdk';
+import { toRecordedJson } from '@oncehook/sdk/internal';
+import { idempotencyKeyFor } from '../idempotency-key.js';
+import { checkLease, withFence } from './run-fence.js';
+import { currentStepStorage, RunStoppedError, type CurrentStep, type RunScope } from './run-scope.js';
+import { checkSubject, claimName } from './step-rules.js';
+
+export async function runExternalStep<T>(scope: RunScope, name: string, fn: (input: StepInput) => Promise<T>, options: StepOptions = {}): Promise<T> {
+  const subject = checkSubject(scope, name, options);
+  const record = claimName(scope, name, 'external');
+  if (record) {
+    scope.log.info({ step: name, kind: 'external' }, 'step already recorded; skipped');
+    return record.result as T;
+  }
+  return inSpan('oncehook.step', { attributes: { 'oncehook.step': name, 'oncehook.step.kind': 'external' } }, (span) => callAndRecord(scope, name, fn, subject, span));
+}
+
+/** An external step not recorded yet: prove the lease, call with the step's key, record. */
+async function callAndRecord<T>(scope: RunScope, name: string, fn: (input: StepInput) => Promise<T>, subject: string | null, span: Span): Promise<T> {
+  const { deps, run, log, signal } = scope;
+  // A worker that stalled past its lease must not call out at all (the run may have been
+  // finished and even replayed meanwhile, and an API forgets keys after a while): prove
+  // the lease, and renew it so the call has all of it.
+  checkLease(scope);
+  const sentAt = performance.now();
+  const renewed = await deps.queries.renewLeaseAtStep(deps.pool, run.runId, run.token, run.leaseMs);
+  if (!renewed) throw new LeaseLostError(run.runId);
+  run.onLeaseRenewed?.(sentAt);
+  if (renewed.stop) throw new RunStoppedError(run.runId);
+  const idempotencyKey = idempotencyKeyFor({
+    provider: run.provider,
+    eventId: run.eventId,
+    handler: run.handler,
+    step: name,
+    generation: run.generation,
+    keyScheme: run.keyScheme,
+    subject,
+  });
+  const info: CurrentStep = { runId: run.runId, handler: run.handler, step: name, kind: 'external', attempt: run.attempt, idempotencyKey };
+  span.setAttribute('oncehook.idempotency_key', idempotencyKey);
+  log.info({ step: name, kind: 'external', idempotencyKey }, 'calling external step');
+  deps.hooks?.externalCall?.(info);
+  const returned = await currentStepStorage.run(info, () => fn({ idempotencyKey, signal, attempt: run.attempt }));
+  await deps.faults.hit('worker.after-external-call', { step: name });
+  const value = toRecordedJson(returned, name);
+  await withFence(scope, async (tx, generation) => {
+    if (generation !== run.generation) throw new LeaseLostError(run.runId); // replayed meanwhile
+    await deps.queries.recordStep(tx, { runId: run.runId, generation, name, kind: 'external', result: value, idempotencyKey, keySubject: subject });
+  });
+  deps.hooks?.stepCommitted?.(info);
+  log.info({ step: name, kind: 'external', idempotencyKey }, 'external step recorded');
+  return value as T;
+}
