@@ -184,8 +184,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'keeper-renews-during-step',
     guarantee: "the lease keeper does not queue renewals behind a local step's row lock",
-    file: PROCESS,
-    search: '      if (ctx?.holdsRunRow) return;',
+    file: 'packages/core/src/lease-keeper.ts',
+    search: '      if (holdsRunRow()) return;',
     replace: '',
     tests: ['test/core-races.test.ts'],
   },
@@ -360,8 +360,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'renewal-off',
     guarantee: 'a long handler keeps its lease (renewal)',
-    file: PROCESS,
-    search: '        .then(() => queries.renewLease(pool, run.id, token, settings.leaseMs))',
+    file: 'packages/core/src/lease-keeper.ts',
+    search: '        .then(() => queries.renewLease(pool, runId, token, leaseMs))',
     replace: '        .then(() => true)',
     tests: ['test/lease-guards.test.ts'],
   },

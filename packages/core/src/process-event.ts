@@ -33,7 +33,7 @@ import { isLeaseLostError, LeaseLostError, type Handler, type HandlerEvent } fro
 import type { LeasedRun, Queries } from './store/queries.js';
 import { attemptsExhausted, policyFor, retryDelayMs, type RetryPolicy, verdictFor, verdictForProblem } from './retry-policy.js';
 import { createRunContext, RunStoppedError, type EngineHooks, type RunContext } from './handler-context.js';
-import { leaseMarginMs, startLeaseClock } from './lease-clock.js';
+import { keepLease } from './lease-keeper.js';
 import type { HandlerRegistry } from './registry.js';
 import { gateRequest, isGated, needsEvent, priorityLevel, rateWaitMs } from './flow-control.js';
 import type { GateRequest } from './store/queries.js';
@@ -374,8 +374,83 @@ export async function runLeased(deps: ProcessDeps, leased: LeasedRun, token: str
   );
 }
 
+/** How an attempt ends, each fenced by the run's token: failed (a dead letter), retried later, or lost. */
+interface AttemptEndings {
+  outcome(kind: 'done' | 'lease-lost'): RunOutcome;
+  fail(error: string): Promise<RunOutcome>;
+  retry(error: string, logged: unknown): Promise<RunOutcome>;
+}
+
+function attemptEndings(deps: ProcessDeps, leased: LeasedRun, token: string, log: Logger, policy: RetryPolicy): AttemptEndings {
+  const { pool, queries } = deps;
+  const { run, event } = leased;
+  const outcome = (kind: 'done' | 'lease-lost') => ({ kind, handler: run.handler, type: event.type });
+  return {
+    outcome,
+    async fail(error) {
+      if (!(await queries.markRunFailed(pool, run.id, token, error))) return outcome('lease-lost');
+      log.error({ error }, 'run failed (dead letter)');
+      return { kind: 'failed', handler: run.handler, type: event.type, error };
+    },
+    async retry(error, logged) {
+      if (!(await queries.releaseRunForRetry(pool, run.id, token, error))) return outcome('lease-lost');
+      log.warn({ err: logged }, 'run failed; will retry');
+      const own = run.handler === '' ? undefined : deps.registry.byName(run.handler);
+      return {
+        kind: 'retry',
+        handler: run.handler,
+        type: event.type,
+        error,
+        attempt: run.attempts,
+        generation: run.generation,
+        delayMs: retryDelayMs(policy, run.attempts, logged),
+        priority: jobPriority(own),
+      };
+    },
+  };
+}
+
+/**
+ * What must hold before the handler runs: attempts left, a payload that can be read, the
+ * handler loaded here, a payload its schema accepts. Returns the handler with its parsed
+ * payload, or how the attempt ended without running it.
+ */
+async function prepareAttempt(
+  deps: ProcessDeps,
+  leased: LeasedRun,
+  token: string,
+  policy: RetryPolicy,
+  end: AttemptEndings,
+): Promise<{ handler: Handler; payload: unknown } | RunOutcome> {
+  const { run, event } = leased;
+  if (attemptsExhausted(policy, run.attempts)) {
+    // The previous attempts ended without a verdict (crashes or hangs): give up.
+    return end.fail(`gave up after ${run.attempts - 1} attempts; last error: ${run.lastError ?? 'none recorded'}`);
+  }
+  if (event.payloadUnreadable) {
+    // Stored before the payload limits, with a number no JavaScript number can hold: the
+    // database did not even send it (queries.ts, UNREADABLE_PAYLOAD). No attempt can succeed.
+    return end.fail(
+      'PermanentError: the stored payload cannot be read safely: it holds a number outside the range of a JavaScript number (stored before the payload limits; printed in full it can take hundreds of MB), so no handler could use it. The edge now refuses such payloads (docs/security.md, "Payload limits")',
+    );
+  }
+  let handler: Handler | string;
+  try {
+    handler = await resolveHandler(deps, leased, token);
+  } catch (error) {
+    if (isLeaseLostError(error)) return end.outcome('lease-lost');
+    throw error;
+  }
+  if (typeof handler === 'string') {
+    const verdict = verdictForProblem(policy, run.attempts, handler);
+    return verdict.retry ? end.retry(handler, handler) : end.fail(verdict.reason);
+  }
+  const problem = payloadProblem(handler, event.payload);
+  if (problem) return end.fail(`PermanentError: ${problem}`);
+  return { handler, payload: handler.payloadSchema ? handler.payloadSchema.parse(event.payload) : event.payload };
+}
+
 async function runLeasedAttempt(deps: ProcessDeps, leased: LeasedRun, token: string): Promise<RunOutcome> {
-  const { pool, queries, settings } = deps;
   const { run, event } = leased;
   const log = deps.log.child({
     rowId: event.id,
@@ -386,140 +461,61 @@ async function runLeasedAttempt(deps: ProcessDeps, leased: LeasedRun, token: str
     handler: run.handler || '(unbound)',
     attempt: run.attempts,
   });
-  const outcome = (kind: 'done' | 'lease-lost') => ({ kind, handler: run.handler, type: event.type });
-  const fail = async (error: string): Promise<RunOutcome> => {
-    if (!(await queries.markRunFailed(pool, run.id, token, error))) return outcome('lease-lost');
-    log.error({ error }, 'run failed (dead letter)');
-    return { kind: 'failed', handler: run.handler, type: event.type, error };
-  };
   // This handler's policy: its own `retries` over the worker's (retry-policy.ts owns the merge).
-  const policy = policyFor(settings.retry, run.handler === '' ? undefined : deps.registry.byName(run.handler));
-  const retry = async (error: string, logged: unknown): Promise<RunOutcome> => {
-    if (!(await queries.releaseRunForRetry(pool, run.id, token, error))) return outcome('lease-lost');
-    log.warn({ err: logged }, 'run failed; will retry');
-    const own = run.handler === '' ? undefined : deps.registry.byName(run.handler);
-    return {
-      kind: 'retry',
-      handler: run.handler,
-      type: event.type,
-      error,
-      attempt: run.attempts,
-      generation: run.generation,
-      delayMs: retryDelayMs(policy, run.attempts, logged),
-      priority: jobPriority(own),
-    };
-  };
+  const policy = policyFor(deps.settings.retry, run.handler === '' ? undefined : deps.registry.byName(run.handler));
+  const end = attemptEndings(deps, leased, token, log, policy);
+  const ready = await prepareAttempt(deps, leased, token, policy, end);
+  if ('kind' in ready) return ready;
+  return runHandler(deps, leased, token, log, ready, { policy, end });
+}
 
-  if (attemptsExhausted(policy, run.attempts)) {
-    // The previous attempts ended without a verdict (crashes or hangs): give up.
-    return fail(`gave up after ${run.attempts - 1} attempts; last error: ${run.lastError ?? 'none recorded'}`);
-  }
-  if (event.payloadUnreadable) {
-    // Stored before the payload limits, with a number no JavaScript number can hold: the
-    // database did not even send it (queries.ts, UNREADABLE_PAYLOAD). No attempt can succeed.
-    return fail(
-      'PermanentError: the stored payload cannot be read safely: it holds a number outside the range of a JavaScript number (stored before the payload limits; printed in full it can take hundreds of MB), so no handler could use it. The edge now refuses such payloads (docs/security.md, "Payload limits")',
-    );
-  }
-
-  let handler: Handler | string;
-  try {
-    handler = await resolveHandler(deps, leased, token);
-  } catch (error) {
-    if (isLeaseLostError(error)) return outcome('lease-lost');
-    throw error;
-  }
-  if (typeof handler === 'string') {
-    const verdict = verdictForProblem(policy, run.attempts, handler);
-    return verdict.retry ? retry(handler, handler) : fail(verdict.reason);
-  }
-
-  const problem = payloadProblem(handler, event.payload);
-  if (problem) return fail(`PermanentError: ${problem}`);
-  const payload = handler.payloadSchema ? handler.payloadSchema.parse(event.payload) : event.payload;
-
-  // Keep the lease alive while the handler runs; losing it aborts the handler's signal. Not
-  // while a local step holds the run row: the renewal would wait for its COMMIT on a pool
-  // connection of its own, and the step renews the lease itself (handler-context.ts). The lease
-  // clock aborts the signal too, before the lease can run out unrenewed (lease-clock.ts): a call
-  // never outlives the lease that keeps other workers, and other runs of a limited handler, off.
-  const abort = new AbortController();
+/**
+ * Runs the handler under a kept lease (lease-keeper.ts: losing the lease, or nearing its end
+ * unrenewed, aborts every step's signal), then marks the run done, fenced; an error becomes
+ * the policy's verdict, a lost lease commits nothing more, a pause --now gives the attempt back.
+ */
+async function runHandler(
+  deps: ProcessDeps,
+  leased: LeasedRun,
+  token: string,
+  log: Logger,
+  ready: { handler: Handler; payload: unknown },
+  { policy, end }: { policy: RetryPolicy; end: AttemptEndings },
+): Promise<RunOutcome> {
+  const { pool, queries, settings } = deps;
+  const { run, event } = leased;
   let ctx: RunContext | undefined;
-  const clock = startLeaseClock({
-    leasedAt: leased.leasedAt,
-    leaseMs: settings.leaseMs,
-    holdsRunRow: () => ctx?.holdsRunRow === true,
-    onExpiring: () => {
-      if (abort.signal.aborted) return;
-      log.warn({ leaseMs: settings.leaseMs }, 'lease not renewed in time; abandoning the calls in flight before it runs out');
-      abort.abort(new LeaseLostError(run.id, `not renewed in time: it would run out within ${leaseMarginMs(settings.leaseMs)} ms, so the calls in flight were abandoned`));
-    },
-  });
-  const keeper = setInterval(
-    () => {
-      if (ctx?.holdsRunRow) return;
-      const sentAt = performance.now();
-      // The fault point worker.before-renew: tests stall or fail the renewals (a stalled
-      // connection, a Postgres going away) while a call is in flight.
-      deps.faults
-        .hit('worker.before-renew')
-        .then(() => queries.renewLease(pool, run.id, token, settings.leaseMs))
-        .then(
-          (held) => {
-            if (held) clock.renewed(sentAt);
-            else if (!abort.signal.aborted) {
-              log.warn('lease lost while the handler was running; aborting');
-              abort.abort(new LeaseLostError(run.id));
-            }
-          },
-          (error: unknown) => log.warn({ err: error }, 'lease renewal failed; will retry'),
-        );
-    },
-    Math.max(100, Math.floor(settings.leaseMs / 3)),
-  );
-
+  const lease = keepLease(deps, { runId: run.id, token, leaseMs: settings.leaseMs, leasedAt: leased.leasedAt, holdsRunRow: () => ctx?.holdsRunRow === true });
+  const handle = { runId: run.id, token, provider: event.provider, eventId: event.eventId, handler: run.handler, attempt: run.attempts };
   ctx = createRunContext(
     deps,
-    {
-      runId: run.id,
-      token,
-      provider: event.provider,
-      eventId: event.eventId,
-      handler: run.handler,
-      attempt: run.attempts,
-      generation: run.generation,
-      keyScheme: run.keyScheme,
-      leaseMs: settings.leaseMs,
-      onLeaseRenewed: clock.renewed,
-    },
+    { ...handle, generation: run.generation, keyScheme: run.keyScheme, leaseMs: settings.leaseMs, onLeaseRenewed: lease.renewed },
     leased.steps,
     log,
-    abort.signal,
+    lease.signal,
   );
-
   try {
     await deps.faults.hit('worker.in-handler');
-    await handler.handle(handlerEvent(event, leased, payload), ctx);
+    await ready.handler.handle(handlerEvent(event, leased, ready.payload), ctx);
     await deps.faults.hit('worker.before-done');
     if (!ctx.completed && !(await queries.markRunDone(pool, run.id, token))) throw new LeaseLostError(run.id);
     log.info('run done');
-    return outcome('done');
+    return end.outcome('done');
   } catch (error) {
-    if (isLeaseLostError(error) || isLeaseLostError(abort.signal.reason)) {
+    if (isLeaseLostError(error) || isLeaseLostError(lease.signal.reason)) {
       log.warn({ err: error }, 'lease lost; stopping without committing (the new owner finishes the run)');
-      return outcome('lease-lost');
+      return end.outcome('lease-lost');
     }
     if (error instanceof RunStoppedError) {
       // pause --now: stopped at a step boundary; waits for the resume, its attempt given back.
-      if (!(await queries.releaseRunPaused(pool, run.id, token))) return outcome('lease-lost');
+      if (!(await queries.releaseRunPaused(pool, run.id, token))) return end.outcome('lease-lost');
       log.info('run stopped at a step boundary (paused with --now); it waits for the resume');
       return { kind: 'waiting', handler: run.handler, reason: 'paused' };
     }
     const message = describeError(error);
     const verdict = verdictFor(policy, run.attempts, error, message);
-    return verdict.retry ? retry(message, error) : fail(verdict.reason);
+    return verdict.retry ? end.retry(message, error) : end.fail(verdict.reason);
   } finally {
-    clearInterval(keeper);
-    clock.stop();
+    lease.stop();
   }
 }
