@@ -660,8 +660,8 @@ export const MUTANTS: Mutant[] = [
     id: 'pruned-event-replayed',
     guarantee: 'an event whose payload retention deleted cannot run again',
     file: 'packages/core/src/operations.ts',
-    search: '      if (event.prunedAt) return { ok: false, rowId, reason: prunedReason(event.prunedAt) };\n      const run = await pickRun(',
-    replace: '      const run = await pickRun(',
+    search: '  if (event.prunedAt) return { ok: false, rowId, reason: prunedReason(event.prunedAt) };\n  const run = await pickRun(',
+    replace: '  const run = await pickRun(',
     tests: ['test/key-horizon.test.ts'],
   },
   // ---- queue shards (config) ------------------------------------------------------------
@@ -753,8 +753,8 @@ export const MUTANTS: Mutant[] = [
     id: 'reconciler-waits-on-silent-redis',
     guarantee: 'a Redis that stops answering (no reset) cannot stop the reconciler: each add is bounded, a later pass retries',
     file: 'packages/core/src/reconciler.ts',
-    search: "          await withTimeout(enqueueEvent(queue, job, { replaceFinished: true }), redisTimeoutMs, 're-enqueue');",
-    replace: '          await enqueueEvent(queue, job, { replaceFinished: true });',
+    search: "        await withTimeout(enqueueEvent(queue, job, { replaceFinished: true }), redisTimeoutMs, 're-enqueue');",
+    replace: '        await enqueueEvent(queue, job, { replaceFinished: true });',
     tests: ['test/reconciler.test.ts'],
   },
   {

@@ -60,58 +60,9 @@ export function countUnhandled(metrics: WorkerMetrics | undefined): NonNullable<
 }
 
 export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: boolean } = {}): EventWorker {
-  const { settings, log, metrics, engine } = deps;
-  const { leaseMs } = engine.settings;
-
-  const processor = async (job: { data: EventJobData }): Promise<JobOutcome['kind']> => {
-    const started = process.hrtime.bigint();
-    const outcome = await engine.processJob(job.data);
-    if (outcome.kind === 'unhandled' && outcome.state === 'failed') {
-      throw new UnrecoverableError(`dead letter: no handler for ${outcome.provider} ${outcome.type} (UNHANDLED_EVENTS=fail)`);
-    }
-    if (outcome.kind !== 'runs') return outcome.kind;
-    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    for (const run of outcome.runs) {
-      if (run.kind === 'skipped' || run.kind === 'deferred') continue;
-      if (run.kind === 'waiting') {
-        metrics?.runsDelayedTotal.inc({ handler: run.handler, reason: run.reason });
-        continue;
-      }
-      const labels = { provider: outcome.provider, type: run.type, handler: run.handler, outcome: run.kind };
-      metrics?.processingDuration.observe(labels, seconds);
-      metrics?.processedTotal.inc(labels);
-      if (run.kind === 'retry') {
-        // The failure is recorded on the run (state received). The next attempt is a job of
-        // its own, delayed by the backoff. If this add is lost, the reconciler re-enqueues
-        // the run after REQUEUE_AFTER_MS.
-        const next: EventJobData = {
-          rowId: job.data.rowId,
-          provider: job.data.provider,
-          eventId: job.data.eventId,
-          handler: run.handler,
-          generation: run.generation,
-          attempt: run.attempt,
-        };
-        await enqueueEvent(deps.queue, next, { delayMs: run.delayMs, priority: run.priority }).catch((error: unknown) =>
-          log.warn({ err: error, rowId: next.rowId, handler: run.handler }, 'could not schedule the retry; the reconciler will re-enqueue it'),
-        );
-      }
-    }
-    // Flow control's jobs: a waiting run's next look, a wake-up, a lower-priority run. Each
-    // carries its run's fence; a lost one is found again by the reconciler.
-    for (const next of outcome.follow) {
-      await enqueueEvent(deps.queue, next.job, { delayMs: next.delayMs, priority: next.priority, lifo: next.lifo }).catch((error: unknown) =>
-        log.warn({ err: error, rowId: next.job.rowId, handler: next.job.handler }, 'could not schedule a flow-control job; the reconciler will re-enqueue the run'),
-      );
-    }
-    // A dead letter: the job fails too (no BullMQ retry: UnrecoverableError), so Bull Board
-    // lists it under FAILED with the handler's error. The run row is the truth; a re-drive
-    // replaces the failed job.
-    const dead = outcome.runs.filter((run) => run.kind === 'failed');
-    if (dead.length > 0) throw new UnrecoverableError(dead.map((run) => `dead letter: handler "${run.handler}" failed: ${run.error}`).join('; '));
-    return outcome.kind;
-  };
-
+  const { settings, log } = deps;
+  const { leaseMs } = deps.engine.settings;
+  const processor = jobProcessor(deps);
   const names = eventQueueNames(settings.queueShards);
   const consumed = settings.consumeShards.length > 0 ? settings.consumeShards : names.map((_, i) => i);
   const workers = consumed.map((shard) =>
@@ -131,14 +82,89 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
   // A job that errors is already logged with its event; connection errors are retried by
   // ioredis. Listening keeps either from becoming an unhandled 'error' event.
   for (const worker of workers) worker.on('error', (error) => log.warn({ err: error }, 'queue worker error'));
+  const reconciler = workerReconciler(deps);
+  return {
+    workers,
+    reconciler,
+    async close() {
+      await reconciler.stop();
+      await Promise.all(workers.map((worker) => worker.close()));
+    },
+  };
+}
 
+/**
+ * One job: the engine's state machine (process-event.ts), then what the job's outcome asks of
+ * the queue: each run's metrics, a retry's delayed job, flow control's follow-up jobs, and a
+ * failed BullMQ job for a dead letter.
+ */
+function jobProcessor(deps: EventWorkerDeps): (job: { data: EventJobData }) => Promise<JobOutcome['kind']> {
+  const { engine } = deps;
+  return async (job) => {
+    const started = process.hrtime.bigint();
+    const outcome = await engine.processJob(job.data);
+    if (outcome.kind === 'unhandled' && outcome.state === 'failed') {
+      throw new UnrecoverableError(`dead letter: no handler for ${outcome.provider} ${outcome.type} (UNHANDLED_EVENTS=fail)`);
+    }
+    if (outcome.kind !== 'runs') return outcome.kind;
+    await afterRuns(deps, job.data, outcome, Number(process.hrtime.bigint() - started) / 1e9);
+    // Flow control's jobs: a waiting run's next look, a wake-up, a lower-priority run. Each
+    // carries its run's fence; a lost one is found again by the reconciler.
+    for (const next of outcome.follow) {
+      await enqueueEvent(deps.queue, next.job, { delayMs: next.delayMs, priority: next.priority, lifo: next.lifo }).catch((error: unknown) =>
+        deps.log.warn({ err: error, rowId: next.job.rowId, handler: next.job.handler }, 'could not schedule a flow-control job; the reconciler will re-enqueue the run'),
+      );
+    }
+    // A dead letter: the job fails too (no BullMQ retry: UnrecoverableError), so Bull Board
+    // lists it under FAILED with the handler's error. The run row is the truth; a re-drive
+    // replaces the failed job.
+    const dead = outcome.runs.filter((run) => run.kind === 'failed');
+    if (dead.length > 0) throw new UnrecoverableError(dead.map((run) => `dead letter: handler "${run.handler}" failed: ${run.error}`).join('; '));
+    return outcome.kind;
+  };
+}
+
+/** Each run's metrics, and a retry's next attempt as a delayed job of its own. */
+async function afterRuns(deps: EventWorkerDeps, data: EventJobData, outcome: Extract<JobOutcome, { kind: 'runs' }>, seconds: number): Promise<void> {
+  const { metrics, log } = deps;
+  for (const run of outcome.runs) {
+    if (run.kind === 'skipped' || run.kind === 'deferred') continue;
+    if (run.kind === 'waiting') {
+      metrics?.runsDelayedTotal.inc({ handler: run.handler, reason: run.reason });
+      continue;
+    }
+    const labels = { provider: outcome.provider, type: run.type, handler: run.handler, outcome: run.kind };
+    metrics?.processingDuration.observe(labels, seconds);
+    metrics?.processedTotal.inc(labels);
+    if (run.kind === 'retry') {
+      // The failure is recorded on the run (state received). The next attempt is a job of
+      // its own, delayed by the backoff. If this add is lost, the reconciler re-enqueues
+      // the run after REQUEUE_AFTER_MS.
+      const next: EventJobData = {
+        rowId: data.rowId,
+        provider: data.provider,
+        eventId: data.eventId,
+        handler: run.handler,
+        generation: run.generation,
+        attempt: run.attempt,
+      };
+      await enqueueEvent(deps.queue, next, { delayMs: run.delayMs, priority: run.priority }).catch((error: unknown) =>
+        log.warn({ err: error, rowId: next.rowId, handler: run.handler }, 'could not schedule the retry; the reconciler will re-enqueue it'),
+      );
+    }
+  }
+}
+
+/** The worker's reconciler, with retention after its passes and the lower-priority handlers' aging. */
+function workerReconciler(deps: EventWorkerDeps): Reconciler {
+  const { settings, log, metrics, engine } = deps;
   const retention = settings.retention
     ? {
         ...createRetention({ pool: engine.pool, queries: engine.queries, log: log.child({ component: 'retention' }), settings: settings.retention }),
         intervalMs: settings.retention.intervalMs,
       }
     : undefined;
-  const reconciler = createReconciler({
+  return createReconciler({
     pool: engine.pool,
     queries: engine.queries,
     queue: deps.queue,
@@ -154,13 +180,4 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
       agingMs: PRIORITY_AGING_MS,
     },
   });
-
-  return {
-    workers,
-    reconciler,
-    async close() {
-      await reconciler.stop();
-      await Promise.all(workers.map((worker) => worker.close()));
-    },
-  };
 }

@@ -136,178 +136,192 @@ function prunedReason(prunedAt: Date): string {
   return `retention deleted this event's payload, runs and steps on ${prunedAt.toISOString()} (RETENTION_DAYS); only its key is kept (KEY_RETENTION_DAYS), so it cannot run again`;
 }
 
-export function createOperations(deps: { pool: Pool; queries: Queries; queue: JobTarget }): Operations {
-  const { pool, queries, queue } = deps;
+type OperationsDeps = { pool: Pool; queries: Queries; queue: JobTarget };
 
-  async function enqueueMoved(moved: MovedRun[]): Promise<void> {
-    for (const m of moved) await enqueueEvent(queue, m.job, { replaceFinished: true });
-  }
-
-  async function pickRun(rowId: number, handler: string | undefined): Promise<RunRow | string> {
-    const runs = await queries.getRuns(pool, rowId);
-    if (runs.length === 0) return `event ${rowId} has no handler runs (it was not dispatched, or no handler was registered for it)`;
-    if (handler !== undefined)
-      return runs.find((r) => r.handler === handler) ?? `event ${rowId} has no run of handler "${handler}" (it has: ${runs.map((r) => r.handler).join(', ')})`;
-    if (runs.length > 1) return `event ${rowId} has runs of ${runs.length} handlers (${runs.map((r) => r.handler).join(', ')}); say which one (--handler / "handler")`;
-    return runs[0]!;
-  }
-
+export function createOperations(deps: OperationsDeps): Operations {
+  const { pool, queries } = deps;
   const operations: Operations = {
-    async pause(target, actor, reason, options = {}) {
-      const problem = targetProblem(target);
-      if (problem) return { ok: false, reason: problem };
-      const pause = await queries.pause(pool, target.scope, target.name, actor, reason, options.now === true);
-      if (pause) {
-        const { created, ...row } = pause;
-        return { ok: true, pause: row, alreadyPaused: !created };
-      }
-      const existing = (await queries.listPauses(pool)).find((p) => p.scope === target.scope && p.name === target.name);
-      return existing ? { ok: true, pause: existing, alreadyPaused: true } : { ok: false, reason: `${target.scope} "${target.name}" changed meanwhile; look again` };
-    },
-
-    async resume(target, actor, reason) {
-      const problem = targetProblem(target);
-      if (problem) return { ok: false, reason: problem };
-      // The pause goes and every run no pause covers any longer is released, in ONE transaction
-      // (a reconciler pass cannot release them in between, so the count is this resume's); their
-      // jobs are enqueued after the commit. If this process dies before that, the runs are
-      // `received` with no job: the reconciler re-enqueues them after REQUEUE_AFTER_MS.
-      const done = await withTransaction(pool, async (tx) => {
-        const resumed = await queries.resume(tx, target.scope, target.name, actor, reason);
-        if (!resumed) return null;
-        const jobs: EventJobData[] = [];
-        for (;;) {
-          const batch = await queries.releasePaused(tx, RESUME_BATCH);
-          jobs.push(...batch);
-          if (batch.length < RESUME_BATCH) break;
-        }
-        return { resumed, jobs };
-      });
-      if (!done) return { ok: false, reason: `${target.scope} "${target.name}" is not paused (oncehook paused lists what is)` };
-      let enqueueFailed = 0;
-      for (let i = 0; i < done.jobs.length; i += RESUME_BATCH) {
-        const results = await Promise.allSettled(done.jobs.slice(i, i + RESUME_BATCH).map((job) => enqueueEvent(queue, job, { replaceFinished: true })));
-        enqueueFailed += results.filter((r) => r.status === 'rejected').length;
-      }
-      return { ok: true, resumed: done.resumed, released: done.jobs.length, enqueueFailed };
-    },
-
+    pause: (target, actor, reason, options = {}) => pauseTarget(deps, target, actor, reason, options.now === true),
+    resume: (target, actor, reason) => resumeTarget(deps, target, actor, reason),
     pauses: () => queries.listPauses(pool),
-
     handlerStates: (names) => queries.handlerStates(pool, names),
-
     list: (filter) => queries.listEvents(pool, filter),
-
-    async show(ref) {
-      const rowId = await resolveEventRef(pool, queries, ref);
-      const detail = rowId === null ? null : await queries.showEvent(pool, rowId);
-      if (!detail) return null;
-      // Bounded, whatever is stored (payload-view.ts): the payload itself only when any printer
-      // can take it, and its text for people.
-      const view = detail.event.payloadUnreadable
-        ? {
-            text: '(not shown: stored before the payload limits, it holds a number outside the range of a JavaScript number; printed in full it can take hundreds of MB)',
-            truncated: true,
-            value: undefined,
-          }
-        : viewPayload(detail.event.payload);
-      return { ...detail, event: { ...detail.event, payload: view.value ?? null }, payloadView: { text: view.text, truncated: view.truncated } };
-    },
-
-    async redrive(rowId, options, actor, reason) {
-      const event = await queries.getEvent(pool, rowId);
-      if (!event) return { ok: false, rowId, reason: `no event with row id ${rowId}` };
-      if (event.prunedAt) return { ok: false, rowId, reason: prunedReason(event.prunedAt) };
-      if (event.state === 'received') {
-        // Never dispatched: nothing to move, just make sure its dispatch is queued.
-        await enqueueEvent(queue, { rowId, provider: event.provider, eventId: event.eventId, kind: event.kind, type: event.type, attempt: 0 }, { replaceFinished: true });
-        return { ok: true, rowId, runs: [], dispatch: true };
-      }
-      const moved = await queries.redriveRuns(pool, rowId, options.handler ?? null, actor, reason);
-      if (moved.length === 0) {
-        const runs = await queries.getRuns(pool, rowId);
-        const relevant = options.handler ? runs.filter((r) => r.handler === options.handler) : runs;
-        if (relevant.length === 0)
-          return { ok: false, rowId, reason: options.handler ? `event ${rowId} has no run of handler "${options.handler}"` : `event ${rowId} has no handler runs` };
-        return { ok: false, rowId, reason: `nothing to re-drive: ${relevant.map(describeRun).join('; ')}; re-drive applies to failed, received or stuck (lease expired) runs` };
-      }
-      await enqueueMoved(moved);
-      return { ok: true, rowId, runs: moved.map((m) => ({ handler: m.handler, fromState: m.fromState, generation: m.generation })) };
-    },
-
-    async replay(rowId, options, actor, reason) {
-      const event = await queries.getEvent(pool, rowId);
-      if (!event) return { ok: false, rowId, reason: `no event with row id ${rowId}` };
-      if (event.prunedAt) return { ok: false, rowId, reason: prunedReason(event.prunedAt) };
-      const run = await pickRun(rowId, options.handler);
-      if (typeof run === 'string') return { ok: false, rowId, reason: run };
-      if (run.state !== 'done' && run.state !== 'failed') {
-        return { ok: false, rowId, reason: `${describeRun(run)}; replay applies to done or failed runs (use re-drive to finish one)` };
-      }
-      const recorded: RecordedStep[] = await queries.getSteps(pool, run.id, run.generation);
-      const names = recorded.map((s) => s.name);
-      const chosen = options.steps?.map((s) => s.trim()).filter(Boolean) ?? [];
-      if (options.allSteps && chosen.length > 0) return { ok: false, rowId, reason: 'give either steps or allSteps, not both' };
-      if (!options.allSteps && chosen.length === 0) {
-        return {
-          ok: false,
-          rowId,
-          reason: `say which steps to run again: steps (recorded: ${names.join(', ') || 'none'}), or allSteps to run every step again, local writes included`,
-        };
-      }
-      const unknown = chosen.filter((name) => !names.includes(name));
-      if (unknown.length > 0)
-        return {
-          ok: false,
-          rowId,
-          reason: `no recorded step named ${unknown.map((n) => `"${n}"`).join(', ')} in generation ${run.generation} of handler "${run.handler}" (recorded: ${names.join(', ') || 'none'})`,
-        };
-
-      const rerunNames = options.allSteps ? names : chosen;
-      const nextGeneration = run.generation + 1;
-      const keyOf = (step: RecordedStep) =>
-        step.kind === 'local'
-          ? null
-          : idempotencyKeyFor({
-              provider: event.provider,
-              eventId: event.eventId,
-              handler: run.handler,
-              step: step.name,
-              generation: nextGeneration,
-              keyScheme: run.keyScheme,
-              subject: step.keySubject,
-            });
-      const plan: ReplayPlan = {
-        rowId,
-        handler: run.handler,
-        fromState: run.state,
-        generation: run.generation,
-        nextGeneration,
-        rerun: recorded.filter((s) => rerunNames.includes(s.name)).map((s) => ({ name: s.name, kind: s.kind, idempotencyKey: keyOf(s) })),
-        reuse: recorded.filter((s) => !rerunNames.includes(s.name)).map((s) => ({ name: s.name, kind: s.kind })),
-        localRerun: recorded.filter((s) => rerunNames.includes(s.name) && s.kind !== 'external').map((s) => s.name),
-      };
-      if (options.dryRun) return { ok: true, dryRun: true, plan };
-      const moved = await queries.replayRun(pool, {
-        rowId,
-        handler: run.handler,
-        reuse: plan.reuse.map((s) => s.name),
-        actor,
-        reason,
-        detail: { rerun: plan.rerun.map((s) => s.name), reuse: plan.reuse.map((s) => s.name), allSteps: options.allSteps === true },
-      });
-      if (!moved) return { ok: false, rowId, reason: `handler "${run.handler}" changed state meanwhile; look again` };
-      await enqueueMoved([moved]);
-      return { ok: true, dryRun: false, plan };
-    },
-
+    show: (ref) => showEvent(deps, ref),
+    redrive: (rowId, options, actor, reason) => redriveEvent(deps, rowId, options.handler, actor, reason),
+    replay: (rowId, options, actor, reason) => replayEvent(deps, rowId, options, actor, reason),
     async bulkRedrive(filter, options) {
       const matching = await queries.listEvents(pool, { ...filter, state: filter.state ?? 'failed', limit: filter.limit ?? 1000 });
       if (options.dryRun) return { dryRun: true, matched: matching.length, results: matching.map((e) => ({ ok: true as const, rowId: e.id, dryRun: true as const })) };
       const results: (RedriveResult | Refusal)[] = [];
-      for (const event of matching) results.push(await operations.redrive(event.id, { handler: filter.handler }, options.actor, options.reason));
+      for (const event of matching) results.push(await redriveEvent(deps, event.id, filter.handler, options.actor, options.reason));
       return { dryRun: false, matched: matching.length, results };
     },
   };
   return operations;
+}
+
+async function enqueueMoved(queue: JobTarget, moved: MovedRun[]): Promise<void> {
+  for (const m of moved) await enqueueEvent(queue, m.job, { replaceFinished: true });
+}
+
+/** The run an operator's action on `rowId` is about: the handler's, or the only one. */
+async function pickRun({ pool, queries }: OperationsDeps, rowId: number, handler: string | undefined): Promise<RunRow | string> {
+  const runs = await queries.getRuns(pool, rowId);
+  if (runs.length === 0) return `event ${rowId} has no handler runs (it was not dispatched, or no handler was registered for it)`;
+  if (handler !== undefined)
+    return runs.find((r) => r.handler === handler) ?? `event ${rowId} has no run of handler "${handler}" (it has: ${runs.map((r) => r.handler).join(', ')})`;
+  if (runs.length > 1) return `event ${rowId} has runs of ${runs.length} handlers (${runs.map((r) => r.handler).join(', ')}); say which one (--handler / "handler")`;
+  return runs[0]!;
+}
+
+async function pauseTarget({ pool, queries }: OperationsDeps, target: PauseTarget, actor: string, reason: string, now: boolean): Promise<PauseResult> {
+  const problem = targetProblem(target);
+  if (problem) return { ok: false, reason: problem };
+  const pause = await queries.pause(pool, target.scope, target.name, actor, reason, now);
+  if (pause) {
+    const { created, ...row } = pause;
+    return { ok: true, pause: row, alreadyPaused: !created };
+  }
+  const existing = (await queries.listPauses(pool)).find((p) => p.scope === target.scope && p.name === target.name);
+  return existing ? { ok: true, pause: existing, alreadyPaused: true } : { ok: false, reason: `${target.scope} "${target.name}" changed meanwhile; look again` };
+}
+
+async function resumeTarget({ pool, queries, queue }: OperationsDeps, target: PauseTarget, actor: string, reason: string): Promise<ResumeResult> {
+  const problem = targetProblem(target);
+  if (problem) return { ok: false, reason: problem };
+  // The pause goes and every run no pause covers any longer is released, in ONE transaction
+  // (a reconciler pass cannot release them in between, so the count is this resume's); their
+  // jobs are enqueued after the commit. If this process dies before that, the runs are
+  // `received` with no job: the reconciler re-enqueues them after REQUEUE_AFTER_MS.
+  const done = await withTransaction(pool, async (tx) => {
+    const resumed = await queries.resume(tx, target.scope, target.name, actor, reason);
+    if (!resumed) return null;
+    const jobs: EventJobData[] = [];
+    for (;;) {
+      const batch = await queries.releasePaused(tx, RESUME_BATCH);
+      jobs.push(...batch);
+      if (batch.length < RESUME_BATCH) break;
+    }
+    return { resumed, jobs };
+  });
+  if (!done) return { ok: false, reason: `${target.scope} "${target.name}" is not paused (oncehook paused lists what is)` };
+  let enqueueFailed = 0;
+  for (let i = 0; i < done.jobs.length; i += RESUME_BATCH) {
+    const results = await Promise.allSettled(done.jobs.slice(i, i + RESUME_BATCH).map((job) => enqueueEvent(queue, job, { replaceFinished: true })));
+    enqueueFailed += results.filter((r) => r.status === 'rejected').length;
+  }
+  return { ok: true, resumed: done.resumed, released: done.jobs.length, enqueueFailed };
+}
+
+async function showEvent({ pool, queries }: OperationsDeps, ref: string | number): Promise<EventView | null> {
+  const rowId = await resolveEventRef(pool, queries, ref);
+  const detail = rowId === null ? null : await queries.showEvent(pool, rowId);
+  if (!detail) return null;
+  // Bounded, whatever is stored (payload-view.ts): the payload itself only when any printer
+  // can take it, and its text for people.
+  const view = detail.event.payloadUnreadable
+    ? {
+        text: '(not shown: stored before the payload limits, it holds a number outside the range of a JavaScript number; printed in full it can take hundreds of MB)',
+        truncated: true,
+        value: undefined,
+      }
+    : viewPayload(detail.event.payload);
+  return { ...detail, event: { ...detail.event, payload: view.value ?? null }, payloadView: { text: view.text, truncated: view.truncated } };
+}
+
+async function redriveEvent(deps: OperationsDeps, rowId: number, handler: string | undefined, actor: string, reason: string): Promise<RedriveResult | Refusal> {
+  const { pool, queries, queue } = deps;
+  const event = await queries.getEvent(pool, rowId);
+  if (!event) return { ok: false, rowId, reason: `no event with row id ${rowId}` };
+  if (event.prunedAt) return { ok: false, rowId, reason: prunedReason(event.prunedAt) };
+  if (event.state === 'received') {
+    // Never dispatched: nothing to move, just make sure its dispatch is queued.
+    await enqueueEvent(queue, { rowId, provider: event.provider, eventId: event.eventId, kind: event.kind, type: event.type, attempt: 0 }, { replaceFinished: true });
+    return { ok: true, rowId, runs: [], dispatch: true };
+  }
+  const moved = await queries.redriveRuns(pool, rowId, handler ?? null, actor, reason);
+  if (moved.length === 0) {
+    const runs = await queries.getRuns(pool, rowId);
+    const relevant = handler ? runs.filter((r) => r.handler === handler) : runs;
+    if (relevant.length === 0) return { ok: false, rowId, reason: handler ? `event ${rowId} has no run of handler "${handler}"` : `event ${rowId} has no handler runs` };
+    return { ok: false, rowId, reason: `nothing to re-drive: ${relevant.map(describeRun).join('; ')}; re-drive applies to failed, received or stuck (lease expired) runs` };
+  }
+  await enqueueMoved(queue, moved);
+  return { ok: true, rowId, runs: moved.map((m) => ({ handler: m.handler, fromState: m.fromState, generation: m.generation })) };
+}
+
+/**
+ * Replay: a finished run runs again as a new generation; the chosen steps run again (external
+ * ones under new keys, since the downstream would answer the old key with the old result), the
+ * others' records are reused. Checked first (the event kept its payload, the run is finished,
+ * the steps named exist), planned (replayPlan), and with dryRun only shown.
+ */
+async function replayEvent(deps: OperationsDeps, rowId: number, options: ReplayOptions, actor: string, reason: string): Promise<ReplayResult> {
+  const { pool, queries } = deps;
+  const event = await queries.getEvent(pool, rowId);
+  if (!event) return { ok: false, rowId, reason: `no event with row id ${rowId}` };
+  if (event.prunedAt) return { ok: false, rowId, reason: prunedReason(event.prunedAt) };
+  const run = await pickRun(deps, rowId, options.handler);
+  if (typeof run === 'string') return { ok: false, rowId, reason: run };
+  if (run.state !== 'done' && run.state !== 'failed') {
+    return { ok: false, rowId, reason: `${describeRun(run)}; replay applies to done or failed runs (use re-drive to finish one)` };
+  }
+  const recorded: RecordedStep[] = await queries.getSteps(pool, run.id, run.generation);
+  const rerunNames = chooseRerun(recorded, options, run);
+  if (typeof rerunNames === 'string') return { ok: false, rowId, reason: rerunNames };
+  const plan = replayPlan(rowId, event, run, recorded, rerunNames);
+  if (options.dryRun) return { ok: true, dryRun: true, plan };
+  const moved = await queries.replayRun(pool, {
+    rowId,
+    handler: run.handler,
+    reuse: plan.reuse.map((s) => s.name),
+    actor,
+    reason,
+    detail: { rerun: plan.rerun.map((s) => s.name), reuse: plan.reuse.map((s) => s.name), allSteps: options.allSteps === true },
+  });
+  if (!moved) return { ok: false, rowId, reason: `handler "${run.handler}" changed state meanwhile; look again` };
+  await enqueueMoved(deps.queue, [moved]);
+  return { ok: true, dryRun: false, plan };
+}
+
+/** The names of the steps to run again (the operator's choice, checked), or why it cannot be. */
+function chooseRerun(recorded: RecordedStep[], options: ReplayOptions, run: RunRow): string[] | string {
+  const names = recorded.map((s) => s.name);
+  const chosen = options.steps?.map((s) => s.trim()).filter(Boolean) ?? [];
+  if (options.allSteps && chosen.length > 0) return 'give either steps or allSteps, not both';
+  if (!options.allSteps && chosen.length === 0) {
+    return `say which steps to run again: steps (recorded: ${names.join(', ') || 'none'}), or allSteps to run every step again, local writes included`;
+  }
+  const unknown = chosen.filter((name) => !names.includes(name));
+  if (unknown.length > 0) {
+    return `no recorded step named ${unknown.map((n) => `"${n}"`).join(', ')} in generation ${run.generation} of handler "${run.handler}" (recorded: ${names.join(', ') || 'none'})`;
+  }
+  return options.allSteps ? names : chosen;
+}
+
+/** What a replay will do: which steps run again (with the keys their external calls will carry) and which records are reused. */
+function replayPlan(rowId: number, event: { provider: string; eventId: string }, run: RunRow, recorded: RecordedStep[], rerunNames: string[]): ReplayPlan {
+  const nextGeneration = run.generation + 1;
+  const keyOf = (step: RecordedStep) =>
+    step.kind === 'local'
+      ? null
+      : idempotencyKeyFor({
+          provider: event.provider,
+          eventId: event.eventId,
+          handler: run.handler,
+          step: step.name,
+          generation: nextGeneration,
+          keyScheme: run.keyScheme,
+          subject: step.keySubject,
+        });
+  return {
+    rowId,
+    handler: run.handler,
+    fromState: run.state,
+    generation: run.generation,
+    nextGeneration,
+    rerun: recorded.filter((s) => rerunNames.includes(s.name)).map((s) => ({ name: s.name, kind: s.kind, idempotencyKey: keyOf(s) })),
+    reuse: recorded.filter((s) => !rerunNames.includes(s.name)).map((s) => ({ name: s.name, kind: s.kind })),
+    localRerun: recorded.filter((s) => rerunNames.includes(s.name) && s.kind !== 'external').map((s) => s.name),
+  };
 }

@@ -59,7 +59,7 @@ export interface Reconciler {
   stop(): Promise<void>;
 }
 
-export function createReconciler(deps: {
+export interface ReconcilerDeps {
   pool: Pool;
   queries: Queries;
   queue: JobTarget;
@@ -72,97 +72,33 @@ export function createReconciler(deps: {
   redisTimeoutMs?: number;
   /** The loaded handlers below the best priority (their runs age to the front after agingMs). */
   lowerPriority?: { handlers: string[]; agingMs: number };
-}): Reconciler {
-  const { pool, queries, queue, log, settings, metrics, retention } = deps;
-  const redisTimeoutMs = deps.redisTimeoutMs ?? RECONCILER_REDIS_TIMEOUT_MS;
-  const lockKey = advisoryLockKey(queries.schema, 'reconciler');
-  let retentionDueAt = 0;
+}
 
-  /** The gauges (webhook_events_by_state, _stuck, dead letters, queue depth and age), for this process's /metrics. */
-  async function refreshGauges(): Promise<void> {
-    if (!metrics) return;
-    const counts = await queries.pendingCounts(pool, settings.requeueAfterMs);
-    metrics.eventsByState.set({ state: 'received' }, counts.eventsReceived);
-    metrics.eventsByState.set({ state: 'processing' }, counts.runsProcessing);
-    metrics.eventsByState.set({ state: 'failed' }, counts.runsFailed);
-    metrics.stuck.set({ kind: 'processing_lease_expired' }, counts.runsProcessingExpired);
-    metrics.stuck.set({ kind: 'received_not_picked_up' }, counts.eventsReceivedStale + counts.runsReceivedStale);
-    metrics.deadLetters.set(counts.runsFailed);
-    // Flow control: what is paused and for how long, what waits and why (reset first: a
-    // resumed handler's series goes away instead of staying at its last value).
-    const [pauses, waiting] = await Promise.all([queries.listPauses(pool), queries.waitingCounts(pool)]);
-    metrics.paused.reset();
-    metrics.pausedSeconds.reset();
-    for (const p of pauses) {
-      metrics.paused.set({ scope: p.scope, name: p.name, by: p.actor === 'circuit-breaker' ? 'circuit-breaker' : 'operator' }, 1);
-      metrics.pausedSeconds.set({ scope: p.scope, name: p.name }, Math.max(0, (Date.now() - new Date(p.pausedAt).getTime()) / 1000));
-    }
-    metrics.runsWaiting.reset();
-    for (const w of waiting) metrics.runsWaiting.set({ handler: w.handler, reason: w.waiting }, w.n);
-    // Summed over the shards; the oldest waiting job of any shard.
-    const totals: Record<string, number> = { waiting: 0, active: 0, delayed: 0, failed: 0, completed: 0 };
-    let oldestAt = Number.POSITIVE_INFINITY;
-    for (const shard of queuesOf(queue)) {
-      const jobs = await withTimeout(shard.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed'), redisTimeoutMs, 'queue counts');
-      for (const [state, n] of Object.entries(jobs)) totals[state] = (totals[state] ?? 0) + n;
-      const [oldest] = await withTimeout(shard.getJobs(['waiting'], 0, 0, true), redisTimeoutMs, 'oldest waiting job');
-      if (oldest) oldestAt = Math.min(oldestAt, oldest.timestamp);
-    }
-    for (const [state, n] of Object.entries(totals)) metrics.queueJobs.set({ state }, n);
-    metrics.oldestWaitingSeconds.set(Number.isFinite(oldestAt) ? Math.max(0, (Date.now() - oldestAt) / 1000) : 0);
-  }
+export function createReconciler(deps: ReconcilerDeps): Reconciler {
+  const { log, settings, metrics, retention } = deps;
+  const lockKey = advisoryLockKey(deps.queries.schema, 'reconciler');
+  let retentionDueAt = 0;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<unknown> | undefined;
   let stopped = false;
 
   async function runOnce(): Promise<ReconcileCounts> {
-    const taken = await withTransaction(pool, async (tx) => {
-      const { rows } = await tx.query<{ leader: boolean }>('SELECT pg_try_advisory_xact_lock($1::bigint) AS leader', [lockKey]);
-      if (!rows[0]?.leader) return null;
-      const reclaimed = await queries.releaseExpiredLeases(tx, settings.batchSize);
-      const requeued = [
-        ...(await queries.takeStaleReceivedRuns(tx, settings.requeueAfterMs, settings.batchSize)),
-        ...(await queries.takeStaleReceivedEvents(tx, settings.requeueAfterMs, settings.batchSize)),
-        ...(await queries.releasePaused(tx, settings.batchSize)),
-        ...(await queries.wakeStalled(tx, settings.requeueAfterMs, settings.batchSize)),
-      ];
-      const aged = deps.lowerPriority ? await queries.agedRuns(tx, deps.lowerPriority.handlers, deps.lowerPriority.agingMs, settings.batchSize) : [];
-      return { reclaimed, requeued, aged };
-    });
+    const taken = await takeRecoverable(deps, lockKey);
     metrics?.reconcilerLeader.set(taken ? 1 : 0);
     if (!taken) {
-      await refreshGauges().catch((error: unknown) => log.warn({ err: error }, 'queue gauges not refreshed'));
+      await refreshGauges(deps).catch((error: unknown) => log.warn({ err: error }, 'queue gauges not refreshed'));
       return { leader: false, reclaimed: 0, requeued: 0, enqueueFailed: 0 };
     }
     metrics?.recoveriesTotal.inc({ kind: 'reclaimed' }, taken.reclaimed.length);
     metrics?.recoveriesTotal.inc({ kind: 'requeued' }, taken.requeued.length);
-
-    let enqueueFailed = 0;
-    // After an add that timed out, Redis is not answering: the rest of this pass's adds are
-    // not tried (each would wait as long); the rows were taken, so a later pass takes them again.
-    let redisSilent = false;
-    const enqueueAll = async (jobs: EventJobData[], why: string) => {
-      for (const job of jobs) {
-        if (redisSilent) {
-          enqueueFailed += 1;
-          continue;
-        }
-        try {
-          await withTimeout(enqueueEvent(queue, job, { replaceFinished: true }), redisTimeoutMs, 're-enqueue');
-          log.info({ rowId: job.rowId, provider: job.provider, eventId: job.eventId, handler: job.handler }, `re-enqueued (${why})`);
-        } catch (error) {
-          enqueueFailed += 1;
-          if (error instanceof TimeoutError) redisSilent = true;
-          log.warn({ err: error, rowId: job.rowId, provider: job.provider, eventId: job.eventId, handler: job.handler }, 're-enqueue failed; a later pass retries');
-        }
-      }
-    };
-    await enqueueAll(taken.reclaimed, 'lease expired');
-    await enqueueAll(taken.requeued, 'received but not picked up');
-    await enqueueAll(taken.aged, 'lower priority, queued past PRIORITY_AGING_MS');
+    const enqueueFailed = await reenqueue(deps, [
+      [taken.reclaimed, 'lease expired'],
+      [taken.requeued, 'received but not picked up'],
+      [taken.aged, 'lower priority, queued past PRIORITY_AGING_MS'],
+    ]);
     const counts = { leader: true, reclaimed: taken.reclaimed.length, requeued: taken.requeued.length, enqueueFailed };
     if (counts.reclaimed || counts.requeued || counts.enqueueFailed) log.info(counts, 'reconciler pass');
-    await refreshGauges().catch((error: unknown) => log.warn({ err: error }, 'queue gauges not refreshed'));
+    await refreshGauges(deps).catch((error: unknown) => log.warn({ err: error }, 'queue gauges not refreshed'));
     if (retention && Date.now() >= retentionDueAt) {
       retentionDueAt = Date.now() + retention.intervalMs;
       await retention.runOnce().catch((error: unknown) => log.error({ err: error }, 'retention run failed; retrying next interval'));
@@ -188,4 +124,91 @@ export function createReconciler(deps: {
       await running;
     },
   };
+}
+
+/**
+ * One leader at a time (a transaction-scoped advisory lock; null when another process leads):
+ * takes, in one transaction, the runs whose lease expired, the runs and events received but not
+ * picked up, the runs no pause covers any more, the stalled waits, and the lower-priority runs
+ * that aged to the front. Their jobs are added after the commit (reenqueue).
+ */
+async function takeRecoverable({ pool, queries, settings, lowerPriority }: ReconcilerDeps, lockKey: string) {
+  return withTransaction(pool, async (tx) => {
+    const { rows } = await tx.query<{ leader: boolean }>('SELECT pg_try_advisory_xact_lock($1::bigint) AS leader', [lockKey]);
+    if (!rows[0]?.leader) return null;
+    const reclaimed = await queries.releaseExpiredLeases(tx, settings.batchSize);
+    const requeued = [
+      ...(await queries.takeStaleReceivedRuns(tx, settings.requeueAfterMs, settings.batchSize)),
+      ...(await queries.takeStaleReceivedEvents(tx, settings.requeueAfterMs, settings.batchSize)),
+      ...(await queries.releasePaused(tx, settings.batchSize)),
+      ...(await queries.wakeStalled(tx, settings.requeueAfterMs, settings.batchSize)),
+    ];
+    const aged = lowerPriority ? await queries.agedRuns(tx, lowerPriority.handlers, lowerPriority.agingMs, settings.batchSize) : [];
+    return { reclaimed, requeued, aged };
+  });
+}
+
+/**
+ * Adds the taken rows' jobs; returns how many could not be added (a later pass takes them
+ * again). After an add that timed out, Redis is not answering: the rest of this pass's adds are
+ * not tried (each would wait as long).
+ */
+async function reenqueue(deps: ReconcilerDeps, groups: [EventJobData[], string][]): Promise<number> {
+  const { queue, log } = deps;
+  const redisTimeoutMs = deps.redisTimeoutMs ?? RECONCILER_REDIS_TIMEOUT_MS;
+  let enqueueFailed = 0;
+  let redisSilent = false;
+  for (const [jobs, why] of groups) {
+    for (const job of jobs) {
+      if (redisSilent) {
+        enqueueFailed += 1;
+        continue;
+      }
+      try {
+        await withTimeout(enqueueEvent(queue, job, { replaceFinished: true }), redisTimeoutMs, 're-enqueue');
+        log.info({ rowId: job.rowId, provider: job.provider, eventId: job.eventId, handler: job.handler }, `re-enqueued (${why})`);
+      } catch (error) {
+        enqueueFailed += 1;
+        if (error instanceof TimeoutError) redisSilent = true;
+        log.warn({ err: error, rowId: job.rowId, provider: job.provider, eventId: job.eventId, handler: job.handler }, 're-enqueue failed; a later pass retries');
+      }
+    }
+  }
+  return enqueueFailed;
+}
+
+/** The gauges (webhook_events_by_state, _stuck, dead letters, queue depth and age), for this process's /metrics. */
+async function refreshGauges(deps: ReconcilerDeps): Promise<void> {
+  const { pool, queries, queue, settings, metrics } = deps;
+  if (!metrics) return;
+  const redisTimeoutMs = deps.redisTimeoutMs ?? RECONCILER_REDIS_TIMEOUT_MS;
+  const counts = await queries.pendingCounts(pool, settings.requeueAfterMs);
+  metrics.eventsByState.set({ state: 'received' }, counts.eventsReceived);
+  metrics.eventsByState.set({ state: 'processing' }, counts.runsProcessing);
+  metrics.eventsByState.set({ state: 'failed' }, counts.runsFailed);
+  metrics.stuck.set({ kind: 'processing_lease_expired' }, counts.runsProcessingExpired);
+  metrics.stuck.set({ kind: 'received_not_picked_up' }, counts.eventsReceivedStale + counts.runsReceivedStale);
+  metrics.deadLetters.set(counts.runsFailed);
+  // Flow control: what is paused and for how long, what waits and why (reset first: a
+  // resumed handler's series goes away instead of staying at its last value).
+  const [pauses, waiting] = await Promise.all([queries.listPauses(pool), queries.waitingCounts(pool)]);
+  metrics.paused.reset();
+  metrics.pausedSeconds.reset();
+  for (const p of pauses) {
+    metrics.paused.set({ scope: p.scope, name: p.name, by: p.actor === 'circuit-breaker' ? 'circuit-breaker' : 'operator' }, 1);
+    metrics.pausedSeconds.set({ scope: p.scope, name: p.name }, Math.max(0, (Date.now() - new Date(p.pausedAt).getTime()) / 1000));
+  }
+  metrics.runsWaiting.reset();
+  for (const w of waiting) metrics.runsWaiting.set({ handler: w.handler, reason: w.waiting }, w.n);
+  // Summed over the shards; the oldest waiting job of any shard.
+  const totals: Record<string, number> = { waiting: 0, active: 0, delayed: 0, failed: 0, completed: 0 };
+  let oldestAt = Number.POSITIVE_INFINITY;
+  for (const shard of queuesOf(queue)) {
+    const jobs = await withTimeout(shard.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed'), redisTimeoutMs, 'queue counts');
+    for (const [state, n] of Object.entries(jobs)) totals[state] = (totals[state] ?? 0) + n;
+    const [oldest] = await withTimeout(shard.getJobs(['waiting'], 0, 0, true), redisTimeoutMs, 'oldest waiting job');
+    if (oldest) oldestAt = Math.min(oldestAt, oldest.timestamp);
+  }
+  for (const [state, n] of Object.entries(totals)) metrics.queueJobs.set({ state }, n);
+  metrics.oldestWaitingSeconds.set(Number.isFinite(oldestAt) ? Math.max(0, (Date.now() - oldestAt) / 1000) : 0);
 }
