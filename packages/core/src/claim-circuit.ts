@@ -31,7 +31,9 @@ export function createClaimCircuit(options: { failures: number; openMs: number; 
         return false;
       }
       failures += 1;
-      if (failures < options.failures && state() !== 'half-open') return false;
+      // The count resets only on a success, so a half-open probe that fails is still at or over
+      // the threshold: it re-opens the circuit at once (claim-circuit.test.ts).
+      if (failures < options.failures) return false;
       if (state() !== 'open') options.log.warn({ failures, openMs: options.openMs }, 'database unavailable: circuit open, answering 503 at once');
       openUntil = options.now() + options.openMs;
       return true;
