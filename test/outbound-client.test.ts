@@ -31,8 +31,11 @@ afterEach(async () => {
   }
 });
 
+// A per-try timeout far above any answer here: only the timeout test sets a short one. (At
+// 300 ms for every test, a busy machine timed out a scripted 503, which used up a step of the
+// script, and the retry test ended on the 409: a timing, not the behaviour under test.)
 const client = (url: string, extra: Partial<Parameters<typeof createOutboundClient>[0]> = {}) =>
-  createOutboundClient({ name: 'payment', baseUrl: url, timeoutMs: 300, maxTries: 4, baseDelayMs: 10, maxDelayMs: 2_000, ...extra });
+  createOutboundClient({ name: 'payment', baseUrl: url, timeoutMs: 10_000, maxTries: 4, baseDelayMs: 10, maxDelayMs: 2_000, ...extra });
 
 it('retries 5xx, 429 and 409 with the same idempotency key, then succeeds', async () => {
   const server = await scripted([{ status: 503 }, { status: 429 }, { status: 409 }, { status: 200, body: { id: 'ch_1' } }]);
@@ -49,7 +52,7 @@ it('never retries another 4xx: PermanentError after one request', async () => {
 
 it('retries a timeout, and gives up with OutboundUnavailableError when tries run out', async () => {
   const server = await scripted([{ status: 200, delayMs: 1_000 }]);
-  const error = await client(server.url, { maxTries: 2 })
+  const error = await client(server.url, { maxTries: 2, timeoutMs: 300 })
     .request({ method: 'POST', path: '/x', idempotencyKey: 'k' })
     .catch((e: unknown) => e);
   expect(error).toBeInstanceOf(OutboundUnavailableError);
