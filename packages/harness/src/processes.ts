@@ -29,7 +29,14 @@ export type ServiceKind = keyof typeof ENTRIES;
  * it, to the compiled dist/ a published package carries). tsx by its file (its package's "."
  * export), so that a process started in another directory (a project of a test's own) finds it.
  */
-export const SOURCE_NODE_ARGS = ['--conditions=oncehook-source', '--import', pathToFileURL(path.join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href] as const;
+export const SOURCE_NODE_ARGS = [
+  '--conditions=oncehook-source',
+  '--import',
+  pathToFileURL(path.join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href,
+  // Stops the process when it is orphaned (its starter was killed): exit-with-parent.mjs.
+  '--import',
+  pathToFileURL(path.join(ROOT, 'packages/harness/src/exit-with-parent.mjs')).href,
+] as const;
 
 export interface Service {
   readonly kind: ServiceKind;
