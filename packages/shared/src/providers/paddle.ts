@@ -15,7 +15,7 @@ import { PADDLE_PAYLOADS } from '../signing/adapter-fixtures.js';
 import { JSON_CONTENT, bodyId, bodyText, hmacParts, nowSeconds, objectPayload } from '../signing/sign-helpers.js';
 import { defineAdapter, secretsVariable, toleranceOption, toleranceVariable, type SignedDelivery, type SignedDeliveryOptions } from './descriptor.js';
 import { timestampedHmacVerifier, type TimestampedHmacFormat } from './timestamped-hmac.js';
-import { checkEventId, checkSecrets, checkEventType, compactMeta, parseJsonObject, signedTime, type DeliveryRequest, type Verified, type WebhookSource } from './types.js';
+import { checkSecrets, topLevelEvent, type DeliveryRequest, type TopLevelFields, type Verified, type WebhookSource } from './types.js';
 
 export interface PaddleSourceOptions {
   name?: string;
@@ -24,6 +24,15 @@ export interface PaddleSourceOptions {
 }
 
 const PADDLE_SIGNATURE: TimestampedHmacFormat = { header: 'Paddle-Signature', separator: ';', timestampKey: 'ts', signatureKey: 'h1', signedSeparator: ':' };
+
+const PADDLE_FIELDS: TopLevelFields = {
+  body: 'Paddle event',
+  field: 'Paddle',
+  id: 'event_id',
+  type: 'event_type',
+  signedAt: 'occurred_at',
+  meta: { notificationId: 'notification_id' },
+};
 
 export function createPaddleSource(options: PaddleSourceOptions): WebhookSource {
   const name = options.name ?? 'paddle';
@@ -35,21 +44,7 @@ export function createPaddleSource(options: PaddleSourceOptions): WebhookSource 
     precheck: signature.precheck,
     verify(request: DeliveryRequest): Verified {
       signature.verify(request);
-      const { text, json } = parseJsonObject(request.rawBody, 'Paddle event');
-      const eventId = checkEventId(json.event_id, 'Paddle "event_id"');
-      const type = checkEventType(json.event_type, 'Paddle "event_type"');
-      return {
-        event: {
-          provider: name,
-          kind: 'paddle',
-          eventId,
-          type,
-          signedAt: signedTime(json.occurred_at, 'Paddle "occurred_at"'),
-          rawBody: text,
-          payload: json,
-          meta: compactMeta({ notificationId: typeof json.notification_id === 'string' ? json.notification_id : null }),
-        },
-      };
+      return { event: topLevelEvent(request.rawBody, { name, kind: 'paddle' }, PADDLE_FIELDS) };
     },
   };
 }

@@ -12,7 +12,7 @@ import { STRIPE_PAYLOADS } from '../signing/adapter-fixtures.js';
 import { JSON_CONTENT, bodyId, bodyText, hmacParts, nowSeconds, objectPayload } from '../signing/sign-helpers.js';
 import { defineAdapter, secretsVariable, toleranceOption, toleranceVariable, type SignedDelivery, type SignedDeliveryOptions } from './descriptor.js';
 import { timestampedHmacVerifier, type TimestampedHmacFormat } from './timestamped-hmac.js';
-import { checkEventId, checkSecrets, checkEventType, compactMeta, parseJsonObject, signedTime, type DeliveryRequest, type Verified, type WebhookSource } from './types.js';
+import { checkSecrets, topLevelEvent, type DeliveryRequest, type TopLevelFields, type Verified, type WebhookSource } from './types.js';
 
 export interface StripeSourceOptions {
   name?: string;
@@ -31,6 +31,8 @@ const STRIPE_SIGNATURE: TimestampedHmacFormat = {
   note: ' (v0 is not accepted)',
 };
 
+const STRIPE_FIELDS: TopLevelFields = { body: 'Stripe event', field: 'Stripe event', id: 'id', type: 'type', signedAt: 'created', meta: { account: 'account' } };
+
 export function createStripeSource(options: StripeSourceOptions): WebhookSource {
   const name = options.name ?? 'stripe';
   checkSecrets(name, 'Stripe signing', options.secrets, (secret) =>
@@ -43,21 +45,7 @@ export function createStripeSource(options: StripeSourceOptions): WebhookSource 
     precheck: signature.precheck,
     verify(request: DeliveryRequest): Verified {
       signature.verify(request);
-      const { text, json } = parseJsonObject(request.rawBody, 'Stripe event');
-      const eventId = checkEventId(json.id, 'Stripe event "id"');
-      const type = checkEventType(json.type, 'Stripe event "type"');
-      return {
-        event: {
-          provider: name,
-          kind: 'stripe',
-          eventId,
-          type,
-          signedAt: signedTime(json.created, 'Stripe event "created"'),
-          rawBody: text,
-          payload: json,
-          meta: compactMeta({ account: typeof json.account === 'string' ? json.account : null }),
-        },
-      };
+      return { event: topLevelEvent(request.rawBody, { name, kind: 'stripe' }, STRIPE_FIELDS) };
     },
   };
 }

@@ -208,6 +208,43 @@ export function signedTime(value: unknown, where: string): Date | null {
   return date;
 }
 
+/**
+ * Where a JSON object body keeps its event: the id, the type and the signed time as top-level
+ * fields (Stripe, Paddle), and the words its errors use.
+ */
+export interface TopLevelFields {
+  /** How an error names the body (`Stripe event body must be a JSON object`). */
+  body: string;
+  /** How an error names a field of it (`Stripe event "id"`, `Paddle "event_id"`). */
+  field: string;
+  id: string;
+  type: string;
+  signedAt: string;
+  /** Meta entries: each key's value is the top-level field of that name, when it is a string. */
+  meta: Record<string, string>;
+}
+
+/** The event of a verified JSON object body whose id, type and time are top-level fields. */
+export function topLevelEvent(rawBody: Buffer, source: { name: string; kind: string }, fields: TopLevelFields): VerifiedEvent {
+  const { text, json } = parseJsonObject(rawBody, fields.body);
+  const named = (field: string) => `${fields.field} "${field}"`;
+  const meta: Record<string, string | null> = {};
+  for (const [key, field] of Object.entries(fields.meta)) {
+    const value = json[field];
+    meta[key] = typeof value === 'string' ? value : null;
+  }
+  return {
+    provider: source.name,
+    kind: source.kind,
+    eventId: checkEventId(json[fields.id], named(fields.id)),
+    type: checkEventType(json[fields.type], named(fields.type)),
+    signedAt: signedTime(json[fields.signedAt], named(fields.signedAt)),
+    rawBody: text,
+    payload: json,
+    meta: compactMeta(meta),
+  };
+}
+
 /** Shortest secret accepted where a provider's secrets have no known shape. */
 export const MIN_SECRET_LENGTH = 16;
 
