@@ -14,8 +14,8 @@ import { randomUUID } from 'node:crypto';
 import { PADDLE_PAYLOADS } from '../signing/adapter-fixtures.js';
 import { JSON_CONTENT, bodyId, bodyText, hmacParts, nowSeconds, objectPayload } from '../signing/sign-helpers.js';
 import { defineAdapter, secretsVariable, toleranceOption, toleranceVariable, type SignedDelivery, type SignedDeliveryOptions } from './descriptor.js';
-import { timestampedHmacVerifier, type TimestampedHmacFormat } from './timestamped-hmac.js';
-import { checkSecrets, topLevelEvent, type DeliveryRequest, type TopLevelFields, type Verified, type WebhookSource } from './types.js';
+import { createTimestampedHmacJsonSource, type TimestampedHmacFormat } from './timestamped-hmac.js';
+import type { TopLevelFields, WebhookSource } from './types.js';
 
 export interface PaddleSourceOptions {
   name?: string;
@@ -35,18 +35,7 @@ const PADDLE_FIELDS: TopLevelFields = {
 };
 
 export function createPaddleSource(options: PaddleSourceOptions): WebhookSource {
-  const name = options.name ?? 'paddle';
-  checkSecrets(name, 'Paddle webhook', options.secrets);
-  const signature = timestampedHmacVerifier(PADDLE_SIGNATURE, options.secrets, options.toleranceSeconds ?? 60);
-  return {
-    name,
-    kind: 'paddle',
-    precheck: signature.precheck,
-    verify(request: DeliveryRequest): Verified {
-      signature.verify(request);
-      return { event: topLevelEvent(request.rawBody, { name, kind: 'paddle' }, PADDLE_FIELDS) };
-    },
-  };
+  return createTimestampedHmacJsonSource({ kind: 'paddle', format: PADDLE_SIGNATURE, fields: PADDLE_FIELDS, secretsLabel: 'Paddle webhook', defaultToleranceSeconds: 60 }, options);
 }
 
 /** Signs as Paddle does: `ts=<unix>;h1=<hex>` over `<ts>:<body>`; `event_id`, `occurred_at`, `notification_id` in the body. */

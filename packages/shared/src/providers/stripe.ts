@@ -11,8 +11,8 @@ import { randomUUID } from 'node:crypto';
 import { STRIPE_PAYLOADS } from '../signing/adapter-fixtures.js';
 import { JSON_CONTENT, bodyId, bodyText, hmacParts, nowSeconds, objectPayload } from '../signing/sign-helpers.js';
 import { defineAdapter, secretsVariable, toleranceOption, toleranceVariable, type SignedDelivery, type SignedDeliveryOptions } from './descriptor.js';
-import { timestampedHmacVerifier, type TimestampedHmacFormat } from './timestamped-hmac.js';
-import { checkSecrets, topLevelEvent, type DeliveryRequest, type TopLevelFields, type Verified, type WebhookSource } from './types.js';
+import { createTimestampedHmacJsonSource, type TimestampedHmacFormat } from './timestamped-hmac.js';
+import type { TopLevelFields, WebhookSource } from './types.js';
 
 export interface StripeSourceOptions {
   name?: string;
@@ -34,20 +34,12 @@ const STRIPE_SIGNATURE: TimestampedHmacFormat = {
 const STRIPE_FIELDS: TopLevelFields = { body: 'Stripe event', field: 'Stripe event', id: 'id', type: 'type', signedAt: 'created', meta: { account: 'account' } };
 
 export function createStripeSource(options: StripeSourceOptions): WebhookSource {
-  const name = options.name ?? 'stripe';
-  checkSecrets(name, 'Stripe signing', options.secrets, (secret) =>
-    /^whsec_\S{16,}$/.test(secret) ? null : 'is not a Stripe signing secret: it starts with whsec_ (copy it from the endpoint in the dashboard, or from `stripe listen`)',
+  const checkSecret = (secret: string) =>
+    /^whsec_\S{16,}$/.test(secret) ? null : 'is not a Stripe signing secret: it starts with whsec_ (copy it from the endpoint in the dashboard, or from `stripe listen`)';
+  return createTimestampedHmacJsonSource(
+    { kind: 'stripe', format: STRIPE_SIGNATURE, fields: STRIPE_FIELDS, secretsLabel: 'Stripe signing', checkSecret, defaultToleranceSeconds: 300 },
+    options,
   );
-  const signature = timestampedHmacVerifier(STRIPE_SIGNATURE, options.secrets, options.toleranceSeconds ?? 300);
-  return {
-    name,
-    kind: 'stripe',
-    precheck: signature.precheck,
-    verify(request: DeliveryRequest): Verified {
-      signature.verify(request);
-      return { event: topLevelEvent(request.rawBody, { name, kind: 'stripe' }, STRIPE_FIELDS) };
-    },
-  };
 }
 
 /** Signs as Stripe does: `t=<unix>,v1=<hex>` over `<t>.<body>`, the event id and `created` in the body. */

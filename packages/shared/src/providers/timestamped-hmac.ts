@@ -6,7 +6,7 @@
  */
 import { VerificationError } from '../errors.js';
 import { hmacSha256, signaturesEqual } from './hmac.js';
-import { checkTimestamp, parseTimestampedSignatures, requireHeader, type DeliveryRequest } from './types.js';
+import { checkSecrets, checkTimestamp, parseTimestampedSignatures, requireHeader, topLevelEvent, type DeliveryRequest, type TopLevelFields, type WebhookSource } from './types.js';
 
 export interface TimestampedHmacFormat {
   /** The header (`Stripe-Signature`). */
@@ -42,6 +42,33 @@ export function timestampedHmacVerifier(format: TimestampedHmacFormat, secrets: 
       });
       if (!valid) throw new VerificationError(401, 'bad_signature', `no ${format.header} ${format.signatureKey} signature matches the body with any configured secret`);
       checkTimestamp(timestamp, request.now, toleranceSeconds, where);
+    },
+  };
+}
+
+/** A provider that signs `<timestamp><sep><body>` in a list header and carries its event as top-level JSON fields (Stripe, Paddle). */
+export interface TimestampedHmacJsonSender {
+  kind: string;
+  format: TimestampedHmacFormat;
+  fields: TopLevelFields;
+  /** How errors name its secrets (`Stripe signing secret`). */
+  secretsLabel: string;
+  /** A check of one secret's shape (null: fine), beyond being present and long enough. */
+  checkSecret?: (secret: string) => string | null;
+  defaultToleranceSeconds: number;
+}
+
+export function createTimestampedHmacJsonSource(sender: TimestampedHmacJsonSender, options: { name?: string; secrets: string[]; toleranceSeconds?: number }): WebhookSource {
+  const name = options.name ?? sender.kind;
+  checkSecrets(name, sender.secretsLabel, options.secrets, sender.checkSecret);
+  const signature = timestampedHmacVerifier(sender.format, options.secrets, options.toleranceSeconds ?? sender.defaultToleranceSeconds);
+  return {
+    name,
+    kind: sender.kind,
+    precheck: signature.precheck,
+    verify(request) {
+      signature.verify(request);
+      return { event: topLevelEvent(request.rawBody, { name, kind: sender.kind }, sender.fields) };
     },
   };
 }
