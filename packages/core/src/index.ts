@@ -1,12 +1,13 @@
 /**
  * @oncehook/core: the engine, everything the exactly-once guarantee rests on.
  *
- *   the edge's half     claim-batcher.ts (group commit of claims), enqueue-relay.ts (the outbox)
+ *   the edge's half     claim-batcher.ts (group commit of claims; one batch in claim-batch.ts,
+ *                       the breaker in claim-circuit.ts), enqueue-relay.ts (the outbox)
  *   the worker's half   process-event.ts (the state machine), handler-context.ts + steps/ (fenced,
  *                       recorded steps), registry.ts, load-handlers.ts, event-worker.ts (the
  *                       queue consumer), retry-policy.ts (attempts, verdicts, delays),
  *                       flow-control.ts (concurrency, rate limits, priority, pauses),
- *                       lease-clock.ts (a call never outlives its lease)
+ *                       lease-clock.ts + lease-keeper.ts (a call never outlives its lease)
  *   destinations        destinations/ (a destination is a handler whose one step is a
  *                       signed call to the team's service: forward.ts, destination-handler.ts)
  *   recovery            reconciler.ts (lost jobs, expired leases), retention-sweep.ts
