@@ -16,7 +16,7 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createSource } from '@oncehook/shared';
-import { allSources, killAllServices, PROVIDER_CASES, SECRETS, send, spawnService, startSandbox, waitFor, type SandboxHandle, type SignedDelivery } from '@oncehook/harness';
+import { allSources, killAllServices, PROVIDER_CASES, SECRETS, send, spawnService, startSandbox, waitFor, type SandboxHandle, type Delivery } from '@oncehook/harness';
 import type { OncehookWorker } from 'oncehook';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
@@ -49,7 +49,7 @@ beforeEach(async () => {
 afterEach(killAllServices);
 
 /** The same signed delivery with some headers changed (what an attacker can do to a capture). */
-function withHeaders(delivery: SignedDelivery, headers: Record<string, string>): SignedDelivery {
+function withHeaders(delivery: Delivery, headers: Record<string, string>): Delivery {
   return { body: delivery.body, headers: { ...delivery.headers, ...headers } };
 }
 
@@ -180,7 +180,7 @@ describe('generic HMAC with the id in a header', () => {
     type: { field: 'type' },
   };
 
-  function sign(body: string, id: string, signedId: boolean): SignedDelivery {
+  function sign(body: string, id: string, signedId: boolean): Delivery {
     const timestamp = String(Math.floor(Date.now() / 1000));
     const mac = createHmac('sha256', SECRET).update(`${timestamp}.`);
     if (signedId) mac.update(`${id}.`);

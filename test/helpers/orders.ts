@@ -1,10 +1,10 @@
 /** Signed deliveries for the example domain's flows. */
-import { PROVIDER_CASES, signStripe, type SignedDelivery } from '@oncehook/harness';
+import { PROVIDER_CASES, signStripe, type Delivery } from '@oncehook/harness';
 
 const shopify = PROVIDER_CASES.find((c) => c.source === 'shopify')!;
 const standard = PROVIDER_CASES.find((c) => c.source === 'standard-webhooks')!;
 
-export async function shopifyOrder(n: number, totalCents = 1250): Promise<SignedDelivery> {
+export async function shopifyOrder(n: number, totalCents = 1250): Promise<Delivery> {
   const body = JSON.stringify({
     id: 5_000_000 + n,
     email: `buyer${n}@example.com`,
@@ -38,7 +38,7 @@ export function stripeOrderPayment(opts: { eventId: string; orderId: string; amo
   });
 }
 
-export async function renewal(n: number, amount = 2000): Promise<SignedDelivery> {
+export async function renewal(n: number, amount = 2000): Promise<Delivery> {
   const body = JSON.stringify({
     type: 'subscription.renewed',
     timestamp: new Date().toISOString(),

@@ -27,7 +27,17 @@ function connectionReset(error: unknown): boolean {
  * was acknowledged; a provider retries such a delivery too (and a delivery that did reach the
  * server would come back as a duplicate, which the test would see).
  */
-export async function postDelivery(url: string, init: { body: string | Buffer; headers: Record<string, string> }): Promise<Response> {
+/**
+ * One webhook request as the test support sends it: the raw body and its headers (signed or
+ * not). The one request shape of the harness; a provider's signer adds the stored id
+ * (@oncehook/shared's SignedDelivery).
+ */
+export interface Delivery {
+  body: string | Buffer;
+  headers: Record<string, string>;
+}
+
+export async function postDelivery(url: string, init: Delivery): Promise<Response> {
   try {
     return await fetch(url, { method: 'POST', ...init });
   } catch (error) {

@@ -3,6 +3,8 @@
  * provider's documentation (independent of Oncehook's own signers), the id Oncehook must store.
  * providers.ts holds the adapters' cases, sender-cases.ts the table senders'.
  */
+import type { Delivery } from './net.js';
+
 export interface SignOptions {
   /** The stable id (body id or header, as the provider puts it). */
   id: string;
@@ -13,16 +15,11 @@ export interface SignOptions {
   attempt?: number;
 }
 
-export interface SignedDelivery {
-  body: string | Buffer;
-  headers: Record<string, string>;
-}
-
 export interface ProviderCase {
   source: string;
   /** A realistic payload for this id. */
   body(id: string): string;
-  sign(body: string | Buffer, options: SignOptions): Promise<SignedDelivery>;
+  sign(body: string | Buffer, options: SignOptions): Promise<Delivery>;
   /** The event id Oncehook stores for this delivery. */
   storedId(id: string): string;
   type: string;

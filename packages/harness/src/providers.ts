@@ -52,9 +52,10 @@ export function allSources(): Map<string, WebhookSource> {
   return new Map([...SOURCE_DECLARATIONS, ...SENDER_DECLARATIONS].map((declaration) => [declaration.name, createSource(declaration, {})]));
 }
 
-import type { ProviderCase, SignedDelivery } from './provider-case.js';
+import type { Delivery } from './net.js';
+import type { ProviderCase } from './provider-case.js';
 
-export type { ProviderCase, SignOptions, SignedDelivery } from './provider-case.js';
+export type { ProviderCase, SignOptions } from './provider-case.js';
 
 const now = () => Math.floor(Date.now() / 1000);
 const hex = (secret: string, ...parts: (string | Buffer)[]) => {
@@ -204,7 +205,7 @@ const ADAPTER_CASES: ProviderCase[] = [
 /** Every built-in sender's case: the adapters', then the table senders' (sender-cases.ts). */
 export const PROVIDER_CASES: SenderCase[] = [...ADAPTER_CASES, ...SENDER_CASES];
 
-export async function send(baseUrl: string, source: string, delivery: SignedDelivery): Promise<{ status: number; json: Record<string, unknown> }> {
+export async function send(baseUrl: string, source: string, delivery: Delivery): Promise<{ status: number; json: Record<string, unknown> }> {
   const response = await postDelivery(`${baseUrl}/webhooks/${source}`, { body: delivery.body, headers: delivery.headers });
   const text = await response.text();
   try {

@@ -22,7 +22,8 @@ const discordLib = load(() => import('discord-interactions'));
 const squareLib = load(() => import('square'));
 const twilioLib = load(async () => (await import('twilio')).default);
 import type { SourceDeclaration } from '@oncehook/shared';
-import type { ProviderCase, SignOptions, SignedDelivery } from './provider-case.js';
+import type { Delivery } from './net.js';
+import type { ProviderCase, SignOptions } from './provider-case.js';
 
 const now = () => Math.floor(Date.now() / 1000);
 const mac = (algorithm: string, key: string, data: string, encoding: 'hex' | 'base64') => createHmac(algorithm, key).update(data).digest(encoding);
@@ -93,7 +94,7 @@ export interface SenderCase extends ProviderCase {
   batch?: boolean;
 }
 
-type Sign = (body: string, o: SignOptions) => Promise<SignedDelivery>;
+type Sign = (body: string, o: SignOptions) => Promise<Delivery>;
 const wrong = (o: SignOptions) => o.secret !== undefined;
 
 function hmacCase(

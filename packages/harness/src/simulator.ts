@@ -11,7 +11,8 @@
  * - Mixes in deliveries with invalid signatures (expected: 4xx, never stored), and can send
  *   events that are ONLY ever forged (never acknowledged: they must leave no trace).
  */
-import { PROVIDER_CASES, SECRETS, type ProviderCase, type SignedDelivery } from './providers.js';
+import type { Delivery } from './net.js';
+import { PROVIDER_CASES, SECRETS, type ProviderCase } from './providers.js';
 
 export type SimSource = 'stripe' | 'github' | 'standard-webhooks';
 
@@ -104,13 +105,13 @@ export class ProviderSimulator {
     this.options = { timeoutMs: 5_000, maxTries: 30, retryBaseMs: 100, retryMaxMs: 3_000, invalidShare: 0.05, ...options };
   }
 
-  private async sign(event: SimEvent, valid: boolean): Promise<SignedDelivery> {
+  private async sign(event: SimEvent, valid: boolean): Promise<Delivery> {
     const c = CASES.get(event.source)!;
     const secret = valid ? undefined : event.source === 'standard-webhooks' ? `whsec_${Buffer.from('forged-key-forged-key-32-bytes!!').toString('base64')}` : 'forged-secret';
     return c.sign(event.body, { id: event.id, secret });
   }
 
-  private async post(event: SimEvent, delivery: SignedDelivery): Promise<DeliveryAnswer> {
+  private async post(event: SimEvent, delivery: Delivery): Promise<DeliveryAnswer> {
     try {
       const res = await fetch(`${this.options.baseUrl}/webhooks/${event.source}`, {
         method: 'POST',

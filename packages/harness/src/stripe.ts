@@ -3,16 +3,11 @@
  * verify with ours).
  */
 import Stripe from 'stripe';
-import { postDelivery } from './net.js';
+import { postDelivery, type Delivery } from './net.js';
 
 export const STRIPE_SECRET = 'whsec_test_oncehook_secret';
 
 const stripe = new Stripe('sk_test_oncehook');
-
-export interface Delivery {
-  body: string;
-  headers: Record<string, string>;
-}
 
 export function paymentSucceeded(eventId: string, opts: { account?: string; amount?: number; created?: number } = {}) {
   return {
@@ -34,7 +29,7 @@ export function paymentSucceeded(eventId: string, opts: { account?: string; amou
   };
 }
 
-export function signStripe(event: unknown, opts: { secret?: string; timestamp?: number } = {}): Delivery {
+export function signStripe(event: unknown, opts: { secret?: string; timestamp?: number } = {}): Delivery & { body: string } {
   const body = typeof event === 'string' ? event : JSON.stringify(event);
   const header = stripe.webhooks.generateTestHeaderString({
     payload: body,
