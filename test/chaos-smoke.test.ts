@@ -51,7 +51,12 @@ it('survives the chaos run with zero violations', { timeout: 240_000 }, async ()
       .slice(-9)
       .join('\n')}`,
   );
-  const report = JSON.parse(await readFile(reportFile, 'utf8'));
+  // A run that ended without its report (the script itself failed) says why: its exit code and
+  // the end of its output, stack included (a busy run once lost exactly that: only the last
+  // line of a crash was shown).
+  const reportText = await readFile(reportFile, 'utf8').catch(() => null);
+  if (reportText === null) throw new Error(`the chaos run exited ${code} without writing its report; its output ends:\n${output.slice(-4000)}`);
+  const report = JSON.parse(reportText);
   await rm(reportFile, { force: true });
   expect(report.violations, output.slice(-3000)).toEqual([]);
   expect(code, output.slice(-3000)).toBe(0);
