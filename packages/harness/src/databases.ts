@@ -2,22 +2,18 @@
  * Databases of the tests' and scripts' own, on the shared server or on one of their own: the
  * one place they are created and dropped (the test files' clones of the migrated template, the
  * template itself, the chaos run's, the bench's, the attack scenarios', the schema dump's).
- * The published test kit keeps its own (@oncehook/testkit scratch-databases.ts): it may not
- * depend on this private package.
+ * The published test kit keeps its own naming and leftover rules (@oncehook/testkit
+ * scratch-databases.ts: it may not depend on this private package); both open their admin
+ * connection with @oncehook/shared's withAdminConnection.
  */
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
+import { withAdminConnection } from '@oncehook/shared';
+import type pg from 'pg';
 import { ADMIN_URL, urlFor } from './db-urls.js';
 
 /** Runs fn on a connection to the server's `postgres` database. */
-export async function withAdmin<T>(fn: (client: pg.Client) => Promise<T>, adminUrl = ADMIN_URL): Promise<T> {
-  const client = new pg.Client({ connectionString: adminUrl });
-  await client.connect();
-  try {
-    return await fn(client);
-  } finally {
-    await client.end();
-  }
+export function withAdmin<T>(fn: (client: pg.Client) => Promise<T>, adminUrl = ADMIN_URL): Promise<T> {
+  return withAdminConnection(adminUrl, fn);
 }
 
 export interface ScratchDatabase {

@@ -16,6 +16,7 @@ export * from './logger.js';
 export * from './schema-name.js';
 export * from './queue-names.js';
 export * from './db/pool.js';
+export * from './db/admin-connection.js';
 export * from './db/pg-errors.js';
 export * from './providers/types.js';
 export * from './providers/descriptor.js';

@@ -11,7 +11,8 @@
  * those older than STALE_AFTER_SECONDS, which no check lasts, unless they were kept on purpose
  * (`keepDatabases` marks them with a comment).
  */
-import pg from 'pg';
+import { withAdminConnection } from '@oncehook/shared';
+import type pg from 'pg';
 
 export const DEFAULT_DATABASE_PREFIX = 'oncehook_check_';
 
@@ -42,15 +43,8 @@ export function serverUrl(given: string | undefined): string {
 }
 
 /** One short connection to the server's `postgres` database, for CREATE and DROP DATABASE. */
-export async function withAdmin<T>(server: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: `${server}/postgres` });
-  client.on('error', () => {}); // a lost connection fails the next statement instead of the process
-  await client.connect();
-  try {
-    return await fn(client);
-  } finally {
-    await client.end();
-  }
+export function withAdmin<T>(server: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  return withAdminConnection(`${server}/postgres`, fn);
 }
 
 /** The scratch databases of one check: the stem of every name, and what it created. */
