@@ -16,16 +16,14 @@ export {
   type StandInRequest,
 } from './stand-in-api.js';
 export { checkHandler, SimulatedCrash, type CheckEvent, type CheckOptions, type CheckReport, type ScenarioReport } from './check-handler.js';
-// The signers and fixtures live beside the verifiers (@oncehook/shared), where `oncehook send`
-// finds them too: the command carries no test support.
+// The signer and fixtures live beside the verifiers (@oncehook/shared), where `oncehook send`
+// finds them too: the command carries no test support. One signer: signedDelivery signs as any
+// provider does, a table sender through its scheme (the scheme signer is not exported here).
 export {
   fixture,
   fixtureTypes,
   signedDelivery,
-  signSchemeDelivery,
   type DeliveryKind,
-  type SchemeDelivery,
-  type SchemeSignOptions,
   type SignedDelivery,
   type SignedDeliveryOptions,
 } from '@oncehook/shared';
