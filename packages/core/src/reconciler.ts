@@ -74,7 +74,8 @@ export interface ReconcilerDeps {
   lowerPriority?: { handlers: string[]; agingMs: number };
 }
 
-export function createReconciler(deps: ReconcilerDeps): Reconciler {
+export function createReconciler(given: ReconcilerDeps): Reconciler {
+  const deps = { ...given, redisTimeoutMs: given.redisTimeoutMs ?? RECONCILER_REDIS_TIMEOUT_MS };
   const { log, settings, metrics, retention } = deps;
   const lockKey = advisoryLockKey(deps.queries.schema, 'reconciler');
   let retentionDueAt = 0;
@@ -153,9 +154,8 @@ async function takeRecoverable({ pool, queries, settings, lowerPriority }: Recon
  * again). After an add that timed out, Redis is not answering: the rest of this pass's adds are
  * not tried (each would wait as long).
  */
-async function reenqueue(deps: ReconcilerDeps, groups: [EventJobData[], string][]): Promise<number> {
-  const { queue, log } = deps;
-  const redisTimeoutMs = deps.redisTimeoutMs ?? RECONCILER_REDIS_TIMEOUT_MS;
+async function reenqueue(deps: ReconcilerDeps & { redisTimeoutMs: number }, groups: [EventJobData[], string][]): Promise<number> {
+  const { queue, log, redisTimeoutMs } = deps;
   let enqueueFailed = 0;
   let redisSilent = false;
   for (const [jobs, why] of groups) {
@@ -178,10 +178,9 @@ async function reenqueue(deps: ReconcilerDeps, groups: [EventJobData[], string][
 }
 
 /** The gauges (webhook_events_by_state, _stuck, dead letters, queue depth and age), for this process's /metrics. */
-async function refreshGauges(deps: ReconcilerDeps): Promise<void> {
-  const { pool, queries, queue, settings, metrics } = deps;
+async function refreshGauges(deps: ReconcilerDeps & { redisTimeoutMs: number }): Promise<void> {
+  const { pool, queries, queue, settings, metrics, redisTimeoutMs } = deps;
   if (!metrics) return;
-  const redisTimeoutMs = deps.redisTimeoutMs ?? RECONCILER_REDIS_TIMEOUT_MS;
   const counts = await queries.pendingCounts(pool, settings.requeueAfterMs);
   metrics.eventsByState.set({ state: 'received' }, counts.eventsReceived);
   metrics.eventsByState.set({ state: 'processing' }, counts.runsProcessing);
