@@ -29,7 +29,11 @@ export async function startOwnPostgres(): Promise<OwnPostgres> {
   const name = `oncehook_${randomBytes(4).toString('hex')}`;
   const port = await freePort();
   const version = pgVersion();
-  await run('pg_createcluster', [version, name, '--port', String(port), '--', '--auth-local=trust', '--auth-host=trust']);
+  // max_connections above the default 100: a chaos run at full load holds about 100 (two workers
+  // on QUEUE_BACKEND=postgres with WORKER_CONCURRENCY=16 hold 37 each, ingest 15, the run's own
+  // pools and the receiver the rest; docs/operating.md#postgres-connections), and a test must
+  // fail on what the processes do, not on a default the server was never sized for.
+  await run('pg_createcluster', [version, name, '--port', String(port), '-o', 'max_connections=300', '--', '--auth-local=trust', '--auth-host=trust']);
   const cluster = {
     name,
     port,
