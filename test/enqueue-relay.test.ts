@@ -4,9 +4,9 @@
  * nothing and the backlog stays bounded (the reconciler enqueues what the relay drops: see
  * crash-recovery's "killed after the answer, before the enqueue").
  */
-import { createEventQueue, createRedis, jobIdFor } from '@oncehook/core';
-import { noFaults, type EventJobData } from '@oncehook/shared';
-import { createEnqueueRelay } from '@oncehook/core';
+import { createEventQueue, createRedis, jobIdFor, createEnqueueRelay } from '@oncehook/core';
+import { noFaults } from '@oncehook/shared';
+import type { EventJobData } from '@oncehook/core';
 import { REDIS_URL } from '@oncehook/harness';
 import { afterAll, expect, it } from 'vitest';
 import { testLog, testPrefix } from './helpers/stack.js';

@@ -10,12 +10,9 @@
  * - a resumed attempt skips recorded steps and hands the same key to the rest.
  */
 import { deliver, paymentSucceeded, signStripe, waitFor } from '@oncehook/harness';
-import { defineHandler } from '@oncehook/sdk';
-import { jobIdFor } from '@oncehook/core';
-import { LeaseLostError } from '@oncehook/sdk';
-import type { RunRow } from '@oncehook/shared';
-import { retryDelayMs } from '@oncehook/core';
-import { processJob } from '@oncehook/core';
+import { defineHandler, LeaseLostError } from '@oncehook/sdk';
+import { jobIdFor, retryDelayMs, processJob } from '@oncehook/core';
+import type { RunRow } from '@oncehook/core';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';

@@ -4,13 +4,12 @@
  * the worker's gauges (served on the worker's own /metrics by a real worker process).
  */
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
-import { advisoryLockKey, DEFAULT_SCHEMA } from '@oncehook/shared';
+import { DEFAULT_SCHEMA } from '@oncehook/shared';
+import { advisoryLockKey } from '@oncehook/core';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { createMetricsProbe } from './helpers/metrics.js';
-import { killAllServices, spawnService } from '@oncehook/harness';
+import { killAllServices, spawnService, deliver, paymentSucceeded, signStripe, waitFor } from '@oncehook/harness';
 import { type IngestHandle, q, testEnv, startIngest, testPrefix, seedRun } from './helpers/stack.js';
-import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
-import { waitFor } from '@oncehook/harness';
 
 let db: TestDatabase;
 let ingest: IngestHandle;

@@ -2,9 +2,9 @@
  * The reconciler's pass, called directly (runOnce) and asserted on its counts.
  */
 import { REDIS_URL, startOwnRedis } from '@oncehook/harness';
-import { advisoryLockKey, createWorkerMetrics, DEFAULT_SCHEMA, type EventJobData } from '@oncehook/shared';
-import { createEventQueue, createRedis, jobIdFor } from '@oncehook/core';
-import { createReconciler } from '@oncehook/core';
+import { createWorkerMetrics, DEFAULT_SCHEMA } from '@oncehook/shared';
+import { advisoryLockKey, createEventQueue, createRedis, jobIdFor, createReconciler } from '@oncehook/core';
+import type { EventJobData } from '@oncehook/core';
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';

@@ -6,8 +6,8 @@
  * after the payload went); one past it is answered `expired` and not processed.
  */
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
-import { advisoryLockKey, DEFAULT_SCHEMA } from '@oncehook/shared';
-import { createRetention } from '@oncehook/core';
+import { DEFAULT_SCHEMA } from '@oncehook/shared';
+import { advisoryLockKey, createRetention } from '@oncehook/core';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { createMetricsProbe } from './helpers/metrics.js';
 import { type IngestHandle, q, startIngest, testLog, testPrefix, T } from './helpers/stack.js';

@@ -3,7 +3,7 @@
  */
 import { deliver, paymentSucceeded, signStripe, waitFor } from '@oncehook/harness';
 import { defineHandler, PermanentError } from '@oncehook/sdk';
-import type { EventRow, RunRow } from '@oncehook/shared';
+import type { EventRow, RunRow } from '@oncehook/core';
 import { processJob } from '@oncehook/core';
 import { fixture } from '@oncehook/testkit';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';

@@ -10,17 +10,9 @@
  * - answerBatch: each delivery's answer, after the commit; the new events to the relay;
  * - logConcurrentDuplicates: the delivery log of repeats a concurrent claim committed.
  */
-import {
-  eventKey,
-  isClaimConflictError,
-  isDatabaseUnavailableError,
-  OverloadedError,
-  type EventJobData,
-  type Faults,
-  type Logger,
-  type Pool,
-  type VerifiedEvent,
-} from '@oncehook/shared';
+import { isClaimConflictError, isDatabaseUnavailableError, OverloadedError, type Faults, type Logger, type Pool, type VerifiedEvent } from '@oncehook/shared';
+import { eventKey } from './event-key.js';
+import type { EventJobData } from './vocabulary.js';
 import type { EnqueueRelay } from './enqueue-relay.js';
 import type { ClaimResult, Queries } from './store/queries.js';
 

@@ -10,7 +10,8 @@
  * is the same call.
  */
 import type { Handler } from '@oncehook/sdk';
-import { noFaults, WORKER_ENGINE_DEFAULTS, type EventJobData, type Faults, type Logger, type Pool } from '@oncehook/shared';
+import { noFaults, WORKER_ENGINE_DEFAULTS, type Faults, type Logger, type Pool } from '@oncehook/shared';
+import type { EventJobData } from './vocabulary.js';
 import type { EngineHooks } from './handler-context.js';
 import { processJob, type JobOutcome, type ProcessDeps, type ProcessSettings } from './process-event.js';
 import { HandlerRegistry } from './registry.js';

@@ -20,7 +20,8 @@
  * is pending before the queue closes.
  */
 import { enqueueNewEvents, type JobTarget } from './queue.js';
-import { withTimeout, type EventJobData, type Faults, type Logger } from '@oncehook/shared';
+import { withTimeout, type Faults, type Logger } from '@oncehook/shared';
+import type { EventJobData } from './vocabulary.js';
 
 export interface EnqueueRelayOptions {
   queue: JobTarget;

@@ -6,7 +6,8 @@
  */
 import { UnrecoverableError, type Worker } from 'bullmq';
 import { createEventQueueWorker, enqueueEvent, eventQueueNames, type QueueConnection, type JobTarget } from './queue.js';
-import type { EventJobData, Logger, WorkerMetrics } from '@oncehook/shared';
+import type { Logger, WorkerMetrics } from '@oncehook/shared';
+import type { EventJobData } from './vocabulary.js';
 import type { Engine } from './engine.js';
 import type { JobOutcome, ProcessDeps } from './process-event.js';
 import { createReconciler, type Reconciler, type ReconcilerSettings } from './reconciler.js';

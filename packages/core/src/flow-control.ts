@@ -33,7 +33,8 @@
  * reconciler (never starved).
  */
 import { randomUUID } from 'node:crypto';
-import { describeError, type EventJobData, type EventRow } from '@oncehook/shared';
+import { describeError } from '@oncehook/shared';
+import type { EventJobData, EventRow } from './vocabulary.js';
 import type { Handler, HandlerEvent, HandlerPriority } from '@oncehook/sdk';
 import type { GateRequest } from './store/queries.js';
 

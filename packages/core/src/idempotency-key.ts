@@ -1,4 +1,4 @@
-import { eventKeyDigest } from '@oncehook/shared';
+import { eventKeyDigest } from './event-key.js';
 
 /**
  * The outbound idempotency key of one external step: deterministic in (source, event id,

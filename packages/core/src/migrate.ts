@@ -21,9 +21,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { ConfigError } from '@oncehook/sdk';
-import { advisoryLockKey } from '@oncehook/shared';
-import { DEFAULT_SCHEMA, schemaIdentifier } from '@oncehook/shared';
-import { PG_DUPLICATE_DATABASE } from '@oncehook/shared';
+import { advisoryLockKey } from './lock-keys.js';
+import { DEFAULT_SCHEMA, schemaIdentifier, PG_DUPLICATE_DATABASE } from '@oncehook/shared';
 import type { Pool, PoolClient } from '@oncehook/shared';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));

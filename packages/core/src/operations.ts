@@ -12,11 +12,11 @@
  * Neither ever touches a run a worker holds a live lease on (guarded UPDATEs).
  * - pause / resume: a handler or a source (flow-control.ts); recorded as operator actions.
  */
-import { withTransaction, type EventJobData, type Pool } from '@oncehook/shared';
+import { withTransaction, type Pool } from '@oncehook/shared';
+import type { EventJobData, RunRow, StepKind } from './vocabulary.js';
 import type { EventDetail, EventFilter, EventSummary, HandlerState, MovedRun, PauseRow, Queries, RecordedStep } from './store/queries.js';
 import { idempotencyKeyFor } from './idempotency-key.js';
 import { viewPayload } from './payload-view.js';
-import type { RunRow, StepKind } from '@oncehook/shared';
 import { enqueueEvent, type JobTarget } from './queue.js';
 
 export interface RedriveResult {

@@ -28,15 +28,15 @@
  */
 import { randomUUID } from 'node:crypto';
 import { SpanStatusCode } from '@opentelemetry/api';
-import { contextFrom, describeError, inSpan, tracer, type EventJobData, type EventRow, type Faults, type Logger, type Pool, type RunWaiting } from '@oncehook/shared';
+import { contextFrom, describeError, inSpan, tracer, type Faults, type Logger, type Pool } from '@oncehook/shared';
+import type { EventJobData, EventRow, RunWaiting } from './vocabulary.js';
 import { isLeaseLostError, LeaseLostError, type Handler, type HandlerEvent } from '@oncehook/sdk';
-import type { LeasedRun, Queries } from './store/queries.js';
+import type { LeasedRun, Queries, GateRequest } from './store/queries.js';
 import { attemptsExhausted, policyFor, retryDelayMs, type RetryPolicy, verdictFor, verdictForProblem } from './retry-policy.js';
 import { createRunContext, RunStoppedError, type EngineHooks, type RunContext } from './handler-context.js';
 import { keepLease } from './lease-keeper.js';
 import type { HandlerRegistry } from './registry.js';
 import { gateRequest, isGated, needsEvent, priorityLevel, rateWaitMs } from './flow-control.js';
-import type { GateRequest } from './store/queries.js';
 
 export interface ProcessSettings {
   leaseMs: number;

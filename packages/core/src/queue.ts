@@ -10,8 +10,9 @@
 import { createPostgresBackend, Queue, Worker, type PostgresPoolConfig, type Processor, type WorkerOptions } from 'bullmq';
 import { Cluster, Redis } from 'ioredis';
 import pg from 'pg';
-import { EVENT_QUEUE_NAME, eventKeyDigest, eventQueueNames, queueKey, StartupError, TimeoutError, type ClusterSeeds } from '@oncehook/shared';
-import type { EventJobData } from '@oncehook/shared';
+import { EVENT_QUEUE_NAME, eventQueueNames, queueKey, StartupError, TimeoutError, type ClusterSeeds } from '@oncehook/shared';
+import { eventKeyDigest } from './event-key.js';
+import type { EventJobData } from './vocabulary.js';
 
 export { EVENT_QUEUE_NAME, eventQueueNames };
 

@@ -23,7 +23,9 @@
  *
  * `runOnce()` for tests (returns the counts), `run()` for the loop, `stop()` to end it.
  */
-import { advisoryLockKey, TimeoutError, withTimeout, withTransaction, type EventJobData, type Logger, type Pool, type WorkerMetrics } from '@oncehook/shared';
+import { TimeoutError, withTimeout, withTransaction, type Logger, type Pool, type WorkerMetrics } from '@oncehook/shared';
+import { advisoryLockKey } from './lock-keys.js';
+import type { EventJobData } from './vocabulary.js';
 import { enqueueEvent, queuesOf, type JobTarget } from './queue.js';
 import type { Queries } from './store/queries.js';
 

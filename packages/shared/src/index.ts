@@ -2,16 +2,15 @@
  * @oncehook/shared: what Oncehook's engine (@oncehook/core) and its processes (the `oncehook`
  * package: ingest, worker, the command) share, below the engine: configuration from the
  * environment, logging, metrics, tracing, fault points, Postgres connections and error codes,
- * the providers' verification, payload limits, liveness. Nothing here knows the state machine.
+ * the providers' verification, payload limits, liveness. Nothing here knows the state machine
+ * (its vocabulary, event keys and lock keys live in @oncehook/core).
  */
 export * from './config.js';
 export * from './errors.js';
-export * from './event-key.js';
 export * from './faults.js';
-export * from './interfaces.js';
+export * from './verified-event.js';
 export * from './payload-limits.js';
 export * from './liveness.js';
-export * from './lock-keys.js';
 export * from './logger.js';
 export * from './schema-name.js';
 export * from './queue-names.js';

@@ -4,7 +4,8 @@
  * async-local stores that tell code which step it runs inside.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { Faults, Logger, Pool, PoolClient, StepKind } from '@oncehook/shared';
+import type { Faults, Logger, Pool, PoolClient } from '@oncehook/shared';
+import type { StepKind } from '../vocabulary.js';
 import type { Queries, RecordedStep } from '../store/queries.js';
 
 export interface RunHandle {

@@ -5,7 +5,8 @@
  * step's key and an object key are a line of text, ctx.ordered and ctx.lock run inside a
  * local step of this run.
  */
-import type { StepKind, PoolClient } from '@oncehook/shared';
+import type { PoolClient } from '@oncehook/shared';
+import type { StepKind } from '../vocabulary.js';
 import { StepUsageError, type StepOptions } from '@oncehook/sdk';
 import type { RecordedStep } from '../store/queries.js';
 import { localTransactionStorage, type RunScope } from './run-scope.js';

@@ -2,7 +2,9 @@
  * Execution of the edge's statements (sql/claim.ts): the claim of one delivery or a batch, and
  * the late delivery log of concurrent duplicates.
  */
-import { advisoryLockKey, type EventState, type Pool, type VerifiedEvent } from '@oncehook/shared';
+import type { Pool, VerifiedEvent } from '@oncehook/shared';
+import { advisoryLockKey } from '../lock-keys.js';
+import type { EventState } from '../vocabulary.js';
 import { readTimeout, type ClaimOptions, type ClaimResult, type Queryable } from './rows.js';
 import { CLAIM_BODY_STRIPES, claimStatements } from './sql/claim.js';
 import type { Tables } from './tables.js';

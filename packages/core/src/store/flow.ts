@@ -2,7 +2,9 @@
  * Execution of flow control's statements (sql/flow.ts). `gateAcquire` is the one place a
  * limited handler's run takes a slot and a start: its transaction is the atomic unit.
  */
-import { advisoryLockKey, withTransaction, type EventJobData, type Pool, type RunWaiting } from '@oncehook/shared';
+import { withTransaction, type Pool } from '@oncehook/shared';
+import { advisoryLockKey } from '../lock-keys.js';
+import type { EventJobData, RunWaiting } from '../vocabulary.js';
 import type { LeasedRun, Queryable } from './rows.js';
 import type { createRunQueries } from './runs.js';
 import { flowStatements } from './sql/flow.js';

@@ -2,7 +2,7 @@
  * Execution of the operators' statements (sql/operators.ts): re-drive and replay, the reads
  * behind the events view, the API and the CLI, the gauges, the handlers registry.
  */
-import type { EventRow, RunRow, RunState } from '@oncehook/shared';
+import type { EventRow, RunRow, RunState } from '../vocabulary.js';
 import { prepared } from './prepared.js';
 import type {
   AttemptRecord,

@@ -2,7 +2,7 @@
  * Execution of the reconciler's and retention's statements (sql/recovery.ts). The statement
  * texts are returned too (EXPIRED_LEASES_SQL, ...), so tests can EXPLAIN them.
  */
-import type { EventJobData } from '@oncehook/shared';
+import type { EventJobData } from '../vocabulary.js';
 import type { Queryable } from './rows.js';
 import { recoveryStatements } from './sql/recovery.js';
 import type { Tables } from './tables.js';

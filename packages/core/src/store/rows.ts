@@ -2,7 +2,7 @@
  * The shapes the store's statements return, and their decoding (timestamps that json_agg and
  * row_to_json hand back as strings).
  */
-import type { EventJobData, EventRow, EventState, RunRow, RunState, RunWaiting, StepKind } from '@oncehook/shared';
+import type { EventJobData, EventRow, EventState, RunRow, RunState, RunWaiting, StepKind } from '../vocabulary.js';
 
 /** A pool or a client inside a transaction. */
 export interface Queryable {

@@ -3,7 +3,8 @@
  * transitions, recorded steps, per-object ordering and locks. The hot statements are named
  * prepared statements (prepared.ts); each function says what false or null means.
  */
-import { advisoryLockKey, type EventRow, type RunRow, type StepKind } from '@oncehook/shared';
+import { advisoryLockKey } from '../lock-keys.js';
+import type { EventRow, RunRow, StepKind } from '../vocabulary.js';
 import { prepared } from './prepared.js';
 import { reviveEvent, reviveRun, type LeasedRun, type Queryable, type RecordedStep } from './rows.js';
 import { runStatements } from './sql/runs.js';

@@ -5,7 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import type { EventFilter, EventSummary, ReplayPlan } from '@oncehook/core';
-import { EVENT_STATES, type EventState } from '@oncehook/shared';
+import { EVENT_STATES, type EventState } from '@oncehook/core';
 import { type Command, UsageError } from './command.js';
 import { withOperations } from './connections.js';
 

@@ -10,7 +10,17 @@
  */
 import type { Server } from 'node:http';
 import { serve } from '@hono/node-server';
-import { createEventQueues, eventQueueNames, type EventQueues, createQueries, openQueueConnection, pingQueue, closeQueueConnection, type Queries } from '@oncehook/core';
+import {
+  createEventQueues,
+  eventQueueNames,
+  type EventQueues,
+  createQueries,
+  openQueueConnection,
+  pingQueue,
+  closeQueueConnection,
+  type Queries,
+  createEnqueueRelay,
+} from '@oncehook/core';
 import {
   listenFailure,
   createFaults,
@@ -18,7 +28,6 @@ import {
   createLogger,
   createPool,
   sourcesFromConfig,
-  type EventJobData,
   type Faults,
   type IngestConfig,
   type IngestMetrics,
@@ -27,10 +36,10 @@ import {
   type WebhookSource,
   type Destination,
 } from '@oncehook/shared';
+import type { EventJobData } from '@oncehook/core';
 import type { Queue } from 'bullmq';
 import type { Hono } from 'hono';
 import { createApp, type IngestSettings } from './app.js';
-import { createEnqueueRelay } from '@oncehook/core';
 import { createTypeLabels } from './type-labels.js';
 import { RecentDuplicates } from './recent-duplicates.js';
 

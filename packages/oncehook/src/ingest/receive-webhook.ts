@@ -39,7 +39,6 @@ import {
   withTimeout,
   currentTraceparent,
   type EdgeResult,
-  type EventJobData,
   type Reply,
   type Verified,
   type VerifiedEvent,
@@ -47,9 +46,9 @@ import {
   type Logger,
   type WebhookSource,
 } from '@oncehook/shared';
+import type { EventJobData, ClaimBatcher, JobTarget } from '@oncehook/core';
 import { trace } from '@opentelemetry/api';
 import type { Context } from 'hono';
-import type { ClaimBatcher, JobTarget } from '@oncehook/core';
 import type { EdgeGuards } from './edge-guards.js';
 import type { IngestSettings } from './ingest-settings.js';
 import type { RecentDuplicates } from './recent-duplicates.js';

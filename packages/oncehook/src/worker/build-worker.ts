@@ -33,7 +33,6 @@ import {
   createLogger,
   createPool,
   createWorkerMetrics,
-  type EventJobData,
   type Faults,
   type Logger,
   type Destination,
@@ -41,6 +40,7 @@ import {
   type WorkerConfig,
   type WorkerMetrics,
 } from '@oncehook/shared';
+import type { EventJobData } from '@oncehook/core';
 import type { Queue } from 'bullmq';
 import { startMetricsServer } from './metrics-server.js';
 

@@ -4,7 +4,7 @@
  * hash that is its second dedupe key where the signature does not cover the id.
  */
 import { VerificationError } from '../errors.js';
-import type { VerifiedEvent } from '../interfaces.js';
+import type { VerifiedEvent } from '../verified-event.js';
 import { describe, fieldAt, omit, timeOf, type BatchSpec, type IdSpec, type SenderScheme, type ValueSpec } from './scheme-spec.js';
 import { bodyHash, checkEventId, checkEventType, isRecord, type DeliveryRequest } from './types.js';
 

@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { VerificationError } from '../errors.js';
 import { checkPayloadLimits } from '../payload-limits.js';
-import type { VerifiedEvent } from '../interfaces.js';
+import type { VerifiedEvent } from '../verified-event.js';
 
 /** What the edge hands a provider: exactly the bytes that arrived, and the headers. */
 export interface DeliveryRequest {

@@ -11,8 +11,7 @@
  *   POST /admin/api/pauses                 {"scope": "handler"|"source", "name", "reason", "now"?}   pause
  *   POST /admin/api/pauses/resume          {"scope", "name", "reason"}                       resume
  */
-import { EVENT_STATES } from '@oncehook/shared';
-import { destinationStates, type EventFilter, type Operations } from '@oncehook/core';
+import { EVENT_STATES, destinationStates, type EventFilter, type Operations } from '@oncehook/core';
 import type { Context, Hono } from 'hono';
 import { z } from 'zod';
 import type { AdminEnv, AdminSettings } from './auth.js';

@@ -14,7 +14,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { destinationStates, type EventDetail, type EventSummary, type Operations, type Queries } from '@oncehook/core';
-import type { RunRow } from '@oncehook/shared';
+import type { RunRow } from '@oncehook/core';
 import type { Pool } from '@oncehook/shared';
 import type { Hono } from 'hono';
 import { html } from 'hono/html';

@@ -1,5 +1,6 @@
 /**
- * Public types, and the words the code uses for things.
+ * The engine's vocabulary: the states of events and runs, their rows, the queue's job, and the
+ * words the code uses for things.
  *
  * Glossary
  * - delivery:   one HTTP request from a provider. A provider may deliver one event many times
@@ -32,33 +33,6 @@
  * - replay:     an operator re-running chosen steps of a finished run on purpose: new
  *               generation, new keys for those steps, recorded results reused for the rest.
  */
-
-/** What a provider adapter returns once a delivery's signature has been verified. */
-export interface VerifiedEvent {
-  /** Source name (dedupe namespace). */
-  provider: string;
-  /** Signature scheme / provider family. */
-  kind: string;
-  /** The provider's stable event id. */
-  eventId: string;
-  type: string;
-  /** Creation time the provider signed, when the scheme signs one. */
-  signedAt: Date | null;
-  /** The raw body, verified; stored as jsonb. */
-  rawBody: string;
-  /** The parsed body. */
-  payload: unknown;
-  /** Provider-specific facts about the delivery worth keeping (stored as jsonb). */
-  meta: Record<string, string>;
-  /**
-   * sha256 of the raw body, for sources whose event id (or type) travels outside the signature
-   * (GitHub, Shopify, generic HMAC with a header id): a captured body replayed under a new id
-   * is then a duplicate too. Null for sources that sign their ids.
-   */
-  bodyHash?: Buffer | null;
-  /** The W3C traceparent of the delivery's span (tracing.ts); absent when tracing is off. */
-  traceparent?: string;
-}
 
 export type EventState = 'received' | 'processing' | 'done' | 'failed';
 export const EVENT_STATES: readonly EventState[] = ['received', 'processing', 'done', 'failed'];
