@@ -53,8 +53,8 @@ import {
   type SimEvent,
   type SimSource,
 } from '@oncehook/harness';
-import { createPool, eventQueueNames, type Pool } from '@oncehook/shared';
-import { migrate, shardOf, type QueueBackend } from '@oncehook/core';
+import { createPool, type Pool } from '@oncehook/shared';
+import { eventQueueNames, migrate, shardOf, type QueueBackend } from '@oncehook/core';
 
 export interface ChaosOptions {
   events: number;

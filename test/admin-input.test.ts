@@ -6,7 +6,7 @@
  */
 import { spawn } from 'node:child_process';
 import { deliver, paymentSucceeded, REDIS_URL, ROOT, signStripe, SOURCE_NODE_ARGS } from '@oncehook/harness';
-import { loadIngestConfig } from '@oncehook/shared';
+import { loadIngestConfig } from 'oncehook';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { type IngestHandle, q, seedRun, startIngest, T, TEST_QUEUE_BACKEND, testPrefix } from './helpers/stack.js';

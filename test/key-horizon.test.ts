@@ -6,9 +6,8 @@
  * Redis.
  */
 import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
-import { createOperations } from '@oncehook/core';
-import { loadWorkerConfig } from '@oncehook/shared';
-import { createRetention } from '@oncehook/core';
+import { createOperations, createRetention } from '@oncehook/core';
+import { loadWorkerConfig } from 'oncehook';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { q, startIngest, T, testLog, testPrefix, type IngestHandle } from './helpers/stack.js';

@@ -3,8 +3,8 @@
  * worker's metrics server answer 401 without `Authorization: Bearer <token>`; /healthz stays
  * open. The worker's server listens on loopback unless told otherwise.
  */
-import { createWorkerMetrics, loadWorkerConfig } from '@oncehook/shared';
-import { startMetricsServer } from 'oncehook';
+import { createWorkerMetrics } from '@oncehook/shared';
+import { loadWorkerConfig, startMetricsServer } from 'oncehook';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { startIngest, testPrefix } from './helpers/stack.js';

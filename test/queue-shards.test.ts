@@ -8,7 +8,7 @@
 import { deliver, paymentSucceeded, signStripe, waitFor } from '@oncehook/harness';
 import { ConfigError } from '@oncehook/sdk';
 import { eventQueueNames, shardOf } from '@oncehook/core';
-import { loadWorkerConfig } from '@oncehook/shared';
+import { loadWorkerConfig } from 'oncehook';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { ledgerSummary, startIngest, startWorker, T, testPrefix } from './helpers/stack.js';

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ROOT } from '@oncehook/harness';
-import { CONFIG_VARIABLES } from '@oncehook/shared';
+import { CONFIG_VARIABLES } from 'oncehook';
 import { lexer, type Tokens } from 'marked';
 import { expect, it } from 'vitest';
 

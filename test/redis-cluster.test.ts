@@ -22,10 +22,10 @@ import {
   type OwnRedisCluster,
 } from '@oncehook/harness';
 import { ConfigError } from '@oncehook/sdk';
-import { eventQueueNames, queueKey, loadIngestConfig, loadWorkerConfig, parseClusterNodes } from '@oncehook/shared';
+import { eventQueueNames, queueKey } from '@oncehook/core';
+import { loadIngestConfig, loadWorkerConfig, parseClusterNodes, buildWorker } from 'oncehook';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
-import { buildWorker } from 'oncehook';
 import { ledgerSummary, startIngest, startWorker, stateCounts, testEnv, testLog, testPrefix } from './helpers/stack.js';
 
 const SEEDS = 'redis://10.0.0.1:6379,redis://10.0.0.2:6379';

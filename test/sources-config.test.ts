@@ -7,7 +7,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect, it } from 'vitest';
 import { ConfigError } from '@oncehook/sdk';
-import { createSource, loadIngestConfig, signedDelivery, sourcesFromConfig } from '@oncehook/shared';
+import { createSource, signedDelivery, sourcesFromConfig } from '@oncehook/shared';
+import { loadIngestConfig } from 'oncehook';
 
 const MAIN = 'whsec_main_0123456789abcdef';
 

@@ -635,7 +635,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'key-horizon-unchecked',
     guarantee: 'a key horizon shorter than a payload horizon is refused at start',
-    file: 'packages/shared/src/config.ts',
+    file: 'packages/oncehook/src/config.ts',
     search: '  if (config.KEY_RETENTION_DAYS < longest) {',
     replace: '  if (config.KEY_RETENTION_DAYS < 0) {',
     tests: ['test/key-horizon.test.ts'],
@@ -660,7 +660,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'missing-shard-accepted',
     guarantee: 'a worker asked for a shard that does not exist refuses to start',
-    file: 'packages/shared/src/config.ts',
+    file: 'packages/oncehook/src/config.ts',
     search: '    if (outside.length > 0) {',
     replace: '    if (outside.length < 0) {',
     tests: ['test/queue-shards.test.ts'],
@@ -736,7 +736,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'cluster-prefix-unchecked',
     guarantee: 'a queue prefix whose keys would cross cluster slots (CROSSSLOT) is refused by the configuration',
-    file: 'packages/shared/src/config.ts',
+    file: 'packages/oncehook/src/config.ts',
     search: "  if (!config.REDIS_CLUSTER_NODES || config.QUEUE_BACKEND !== 'redis') return;",
     replace: '  return;',
     tests: ['test/redis-cluster.test.ts'],

@@ -5,7 +5,7 @@
  * environment for crash tests.
  */
 import { randomUUID } from 'node:crypto';
-import { buildIngest, type OncehookIngest } from 'oncehook';
+import { buildIngest, type OncehookIngest, loadIngestConfig, loadWorkerConfig, parseClusterNodes, buildWorker, type OncehookWorker } from 'oncehook';
 import { createShopClients, shopSettings } from '@oncehook/example-shop/src/clients';
 import { shopHandlers } from '@oncehook/example-shop/src/handlers';
 import { REDIS_URL, STRIPE_SECRET } from '@oncehook/harness';
@@ -17,10 +17,7 @@ import {
   createStripeSource,
   createWorkerMetrics,
   DEFAULT_SCHEMA,
-  loadIngestConfig,
-  loadWorkerConfig,
   noFaults,
-  parseClusterNodes,
   type Destination,
   type Faults,
   type IngestMetrics,
@@ -41,7 +38,6 @@ import {
   type QueueBackend,
   type QueueConnection,
 } from '@oncehook/core';
-import { buildWorker, type OncehookWorker } from 'oncehook';
 
 export const testLog = createLogger('test', process.env.TEST_SHOW_LOGS ? 'debug' : 'silent');
 

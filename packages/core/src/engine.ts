@@ -10,7 +10,7 @@
  * is the same call.
  */
 import type { Handler } from '@oncehook/sdk';
-import { noFaults, WORKER_ENGINE_DEFAULTS, type Faults, type Logger, type Pool } from '@oncehook/shared';
+import { noFaults, type Faults, type Logger, type Pool } from '@oncehook/shared';
 import type { EventJobData } from './vocabulary.js';
 import type { EngineHooks } from './handler-context.js';
 import { processJob, type JobOutcome, type ProcessDeps, type ProcessSettings } from './process-event.js';
@@ -18,14 +18,23 @@ import { HandlerRegistry } from './registry.js';
 import { createQueries } from './store/queries.js';
 
 /**
- * The engine's defaults: the worker's configuration defaults (@oncehook/shared config.ts,
- * LEASE_MS, MAX_ATTEMPTS, RETRY_BACKOFF_MS, UNHANDLED_EVENTS), read from there.
+ * The engine's defaults, the one place each is decided: the worker's configuration
+ * (LEASE_MS, MAX_ATTEMPTS, RETRY_BACKOFF_MS, UNHANDLED_EVENTS in the `oncehook` package's
+ * config.ts) takes them from here.
+ * - leaseMs 30 s: a running handler renews its lease every third of it, so it only expires
+ *   when the worker died or hung; it bounds how long a crashed worker's run waits before
+ *   another worker takes it over.
+ * - maxAttempts 10, backoffMs 2 s (doubling, jittered, capped at 10 minutes): 10 attempts span
+ *   roughly 9-17 minutes, long enough to ride out a downstream outage of a few minutes, short
+ *   enough that a real bug reaches a human within the hour.
+ * - unhandled `done`: an event type no handler is registered for is recorded with a note, so
+ *   one you do not care about never piles up as a dead letter (`fail` makes it one).
  */
-export const DEFAULT_ENGINE_SETTINGS: ProcessSettings = {
-  leaseMs: WORKER_ENGINE_DEFAULTS.LEASE_MS,
-  retry: { maxAttempts: WORKER_ENGINE_DEFAULTS.MAX_ATTEMPTS, backoffMs: WORKER_ENGINE_DEFAULTS.RETRY_BACKOFF_MS },
-  unhandled: WORKER_ENGINE_DEFAULTS.UNHANDLED_EVENTS,
-};
+export const DEFAULT_ENGINE_SETTINGS = {
+  leaseMs: 30_000,
+  retry: { maxAttempts: 10, backoffMs: 2_000 },
+  unhandled: 'done',
+} as const satisfies ProcessSettings;
 
 export interface EngineOptions {
   pool: Pool;

@@ -15,12 +15,13 @@
  *   the queue           queue.ts (BullMQ on Redis or on Postgres, job ids, shards)
  *   operators           operations.ts (list, show, re-drive, replay, pause, resume), payload-view.ts
  *   vocabulary          vocabulary.ts (states, rows, the queue's job, the glossary),
- *                       event-key.ts, lock-keys.ts
+ *                       event-key.ts, lock-keys.ts, queue-names.ts
  *   assembly            engine.ts (createEngine: the one place the parts are put together)
  */
 export * from './vocabulary.js';
 export * from './event-key.js';
 export * from './lock-keys.js';
+export * from './queue-names.js';
 export * from './claim-batcher.js';
 export * from './enqueue-relay.js';
 export * from './event-worker.js';

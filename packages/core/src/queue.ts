@@ -10,7 +10,8 @@
 import { createPostgresBackend, Queue, Worker, type PostgresPoolConfig, type Processor, type WorkerOptions } from 'bullmq';
 import { Cluster, Redis } from 'ioredis';
 import pg from 'pg';
-import { EVENT_QUEUE_NAME, eventQueueNames, queueKey, StartupError, TimeoutError, type ClusterSeeds } from '@oncehook/shared';
+import { StartupError, TimeoutError } from '@oncehook/shared';
+import { EVENT_QUEUE_NAME, eventQueueNames, queueKey } from './queue-names.js';
 import { eventKeyDigest } from './event-key.js';
 import type { EventJobData } from './vocabulary.js';
 
@@ -95,6 +96,14 @@ export function createRedis(url: string, role: RedisRole): Redis {
   // 'error' event would crash the process.
   redis.on('error', () => {});
   return redis;
+}
+
+/** The seed nodes of a Redis Cluster and how to reach them (REDIS_CLUSTER_NODES, parsed by the command's config). */
+export interface ClusterSeeds {
+  nodes: { host: string; port: number }[];
+  tls: boolean;
+  username?: string;
+  password?: string;
 }
 
 /**

@@ -3,6 +3,7 @@
  * the admin), the worker (the engine's queue consumer, its metrics server), and `oncehook`,
  * the command that runs them from a team's own project.
  */
+export * from './config.js';
 export * from './ingest/app.js';
 export * from './ingest/build-ingest.js';
 export * from './ingest/admin/index.js';

@@ -16,7 +16,7 @@
 import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { ConfigError } from '@oncehook/sdk';
-import { withoutEmpty } from './config.js';
+import { withoutEmpty, type Env } from './env.js';
 import { z } from 'zod';
 
 /** A destination's name: the id of its runs (like a handler's name), its metrics and its pause. */
@@ -113,8 +113,6 @@ export interface Destination {
   allowLinkLocal: boolean;
   description?: string;
 }
-
-type Env = Record<string, string | undefined>;
 
 /** Headers a destination may not set: Oncehook's own (the signature, the key, the content type). */
 const RESERVED_HEADERS = [

@@ -1,11 +1,11 @@
 /**
  * @oncehook/shared: what Oncehook's engine (@oncehook/core) and its processes (the `oncehook`
- * package: ingest, worker, the command) share, below the engine: configuration from the
- * environment, logging, metrics, tracing, fault points, Postgres connections and error codes,
+ * package: ingest, worker, the command) share, below the engine: reading the environment, logging, metrics, tracing, fault points, Postgres connections and error codes,
  * the providers' verification, payload limits, liveness. Nothing here knows the state machine
- * (its vocabulary, event keys and lock keys live in @oncehook/core).
+ * (its vocabulary, event keys, lock keys and queue names live in @oncehook/core; the processes'
+ * configuration in the `oncehook` package).
  */
-export * from './config.js';
+export * from './env.js';
 export * from './errors.js';
 export * from './faults.js';
 export * from './verified-event.js';
@@ -13,7 +13,6 @@ export * from './payload-limits.js';
 export * from './liveness.js';
 export * from './logger.js';
 export * from './schema-name.js';
-export * from './queue-names.js';
 export * from './db/pool.js';
 export * from './db/admin-connection.js';
 export * from './db/pg-errors.js';

@@ -4,7 +4,8 @@
  * instead of a driver's stack trace; and the connections an operator command works through.
  */
 import { closeQueueConnection, createEventQueues, createOperations, createQueries, openQueueConnection, type Operations, type Queries } from '@oncehook/core';
-import { createPool, loadCommonConfig, StartupError, type CommonConfig, type Pool } from '@oncehook/shared';
+import { createPool, StartupError, type Pool } from '@oncehook/shared';
+import { loadCommonConfig, type CommonConfig } from '../config.js';
 
 /** `host:port` of a URL, with its database (`/oncehook`, Redis's `/2`) when it names one; never credentials. */
 export function where(url: string): string {

@@ -4,7 +4,8 @@
  * each tracked under its name. Prints what it applied.
  */
 import { ensureDatabase, migrate, type MigrationSet } from '@oncehook/core';
-import { announce, createLogger, createPool, loadCommonConfig } from '@oncehook/shared';
+import { announce, createLogger, createPool } from '@oncehook/shared';
+import { loadCommonConfig } from '../config.js';
 import { parseArgs } from 'node:util';
 import { type Command, UsageError } from './command.js';
 

@@ -29,13 +29,13 @@ import {
   createPool,
   sourcesFromConfig,
   type Faults,
-  type IngestConfig,
   type IngestMetrics,
   type Logger,
   type Pool,
   type WebhookSource,
   type Destination,
 } from '@oncehook/shared';
+import type { IngestConfig } from '../config.js';
 import type { EventJobData } from '@oncehook/core';
 import type { Queue } from 'bullmq';
 import type { Hono } from 'hono';

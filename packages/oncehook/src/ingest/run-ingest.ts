@@ -5,7 +5,8 @@
  * and the pool. `oncehook ingest` and apps/ingest run this.
  */
 import { checkRedisMode } from '@oncehook/core';
-import { announce, loadDestinations, loadIngestConfig, onShutdownSignal, startLiveness, startTracing, type Destination, type Env } from '@oncehook/shared';
+import { announce, loadDestinations, onShutdownSignal, startLiveness, startTracing, type Destination, type Env } from '@oncehook/shared';
+import { loadIngestConfig } from '../config.js';
 import { buildIngest } from './build-ingest.js';
 
 export async function runIngest(env: Env = process.env): Promise<void> {

@@ -28,18 +28,8 @@ import {
   type WorkerSettings,
 } from '@oncehook/core';
 import { observeOutbound, type Handler } from '@oncehook/sdk';
-import {
-  createFaults,
-  createLogger,
-  createPool,
-  createWorkerMetrics,
-  type Faults,
-  type Logger,
-  type Destination,
-  type Pool,
-  type WorkerConfig,
-  type WorkerMetrics,
-} from '@oncehook/shared';
+import { createFaults, createLogger, createPool, createWorkerMetrics, type Faults, type Logger, type Destination, type Pool, type WorkerMetrics } from '@oncehook/shared';
+import type { WorkerConfig } from '../config.js';
 import type { EventJobData } from '@oncehook/core';
 import type { Queue } from 'bullmq';
 import { startMetricsServer } from './metrics-server.js';

@@ -5,7 +5,8 @@
  * close connections. `oncehook worker` and apps/worker run this.
  */
 import { checkRedisMode, handlerModuleList, linkLocalProblem, loadHandlerModules } from '@oncehook/core';
-import { announce, createLogger, loadDestinations, loadWorkerConfig, onShutdownSignal, StartupError, startTracing, type Env } from '@oncehook/shared';
+import { announce, createLogger, loadDestinations, onShutdownSignal, StartupError, startTracing, type Env } from '@oncehook/shared';
+import { loadWorkerConfig } from '../config.js';
 import { buildWorker } from './build-worker.js';
 
 export async function runWorker(env: Env = process.env): Promise<void> {

@@ -10,8 +10,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import type { IngestConfig } from '../config.js';
 import { ConfigError, type ProviderKind } from '@oncehook/sdk';
+import type { Env } from '../env.js';
 import { retentionProblems } from '../retention.js';
 import { PROVIDERS, providerOf } from './providers.js';
 import { isSenderKind } from './senders.js';
@@ -51,8 +51,6 @@ export interface SourceDeclaration {
   secretsEnv?: string;
   [option: string]: unknown;
 }
-
-type Env = Record<string, string | undefined>;
 
 /** A declaration's secrets (inline, or from its secretsEnv variable). */
 export function secretsOf(declaration: SourceDeclaration, env: Env = process.env): string[] {
@@ -100,11 +98,24 @@ export function parseSourcesFile(text: string, where: string): SourceDeclaration
 }
 
 /**
+ * What the sources are read from: the ingest configuration's part that declares them (the
+ * `oncehook` package's IngestConfig has it all).
+ */
+export interface SourceSettings {
+  /** Every provider's variables, parsed by its descriptor (providers.ts); unset ones absent. */
+  readonly providerVariables: Readonly<Record<string, unknown>>;
+  ONCEHOOK_SOURCES_FILE?: string | undefined;
+  RETENTION_DAYS: number;
+  RETENTION_OVERRIDES: Record<string, number>;
+  KEY_RETENTION_DAYS: number;
+}
+
+/**
  * Sources declared by the provider-named environment variables (docs/providers.md): each
  * provider's secrets variable, set, declares a source named after its kind, with the options
- * its other variables set (a tolerance, a URL, a verify token), as config.ts parsed them.
+ * its other variables set (a tolerance, a URL, a verify token), as the ingest configuration parsed them.
  */
-function envDeclarations(config: IngestConfig): SourceDeclaration[] {
+function envDeclarations(config: SourceSettings): SourceDeclaration[] {
   const declarations: SourceDeclaration[] = [];
   for (const provider of PROVIDERS) {
     if (!provider.env) continue;
@@ -123,7 +134,7 @@ function envDeclarations(config: IngestConfig): SourceDeclaration[] {
  * Every source the configuration declares (the provider-named variables, then
  * ONCEHOOK_SOURCES_FILE), names unique. `npm run send` reads them to sign as ingest verifies.
  */
-export function sourceDeclarations(config: IngestConfig): SourceDeclaration[] {
+export function sourceDeclarations(config: SourceSettings): SourceDeclaration[] {
   const declarations = envDeclarations(config);
   if (config.ONCEHOOK_SOURCES_FILE) {
     let text: string;
@@ -144,7 +155,7 @@ export function sourceDeclarations(config: IngestConfig): SourceDeclaration[] {
   return declarations;
 }
 
-export function sourcesFromConfig(config: IngestConfig, env: Env = process.env): Map<string, WebhookSource> {
+export function sourcesFromConfig(config: SourceSettings, env: Env = process.env): Map<string, WebhookSource> {
   const sources = new Map<string, WebhookSource>();
   for (const declaration of sourceDeclarations(config)) sources.set(declaration.name, createSource(declaration, env));
   const tooShort = retentionProblems({ defaultDays: config.RETENTION_DAYS, overrides: config.RETENTION_OVERRIDES, keyDays: config.KEY_RETENTION_DAYS }, [...sources.values()]);

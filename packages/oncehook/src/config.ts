@@ -1,5 +1,6 @@
 /**
- * Configuration, parsed once at start from the environment.
+ * The processes' configuration (ingest, worker, the command), parsed once at start from the
+ * environment.
  *
  * Every tuning constant carries the reason for its default. A bad or missing variable stops
  * the process with one message naming each offending variable (see `ConfigError`), instead
@@ -9,9 +10,8 @@
  */
 import { z } from 'zod';
 import { ConfigError } from '@oncehook/sdk';
-import { clusterSlotProblem } from './queue-names.js';
-import { PROVIDER_VARIABLES } from './providers/providers.js';
-import { DEFAULT_SCHEMA, SCHEMA_NAME_PATTERN } from './schema-name.js';
+import { clusterSlotProblem, DEFAULT_ENGINE_SETTINGS, type ClusterSeeds } from '@oncehook/core';
+import { DEFAULT_SCHEMA, PROVIDER_VARIABLES, SCHEMA_NAME_PATTERN, withoutEmpty, type Env } from '@oncehook/shared';
 
 const integer = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
 
@@ -282,21 +282,14 @@ const workerSchema = z.object({
       }
       return list.map(Number);
     }),
-  /**
-   * How long a claim on a handler run lasts without renewal. A running handler renews it
-   * every third of this, so it only expires when the worker died or hung: it bounds how long a
-   * crashed worker's run waits before another worker takes it over.
-   */
-  LEASE_MS: integer(500, 24 * 3600 * 1000).default(30_000),
-  /**
-   * Attempts before a handler run goes to `failed` (the dead letter state). With the backoff
-   * below (2 s doubling, jitter), 10 attempts span roughly 9-17 minutes: long enough to ride
-   * out a downstream outage of a few minutes, short enough that a real bug reaches a human
-   * within the hour.
-   */
-  MAX_ATTEMPTS: integer(1, 1000).default(10),
+  // The engine's settings: their defaults, and the reason for each, are @oncehook/core's
+  // (DEFAULT_ENGINE_SETTINGS in engine.ts), so the engine used alone and the worker agree.
+  /** How long a claim on a handler run lasts without renewal (renewed every third of it). */
+  LEASE_MS: integer(500, 24 * 3600 * 1000).default(DEFAULT_ENGINE_SETTINGS.leaseMs),
+  /** Attempts before a handler run goes to `failed` (the dead letter state). */
+  MAX_ATTEMPTS: integer(1, 1000).default(DEFAULT_ENGINE_SETTINGS.retry.maxAttempts),
   /** First retry delay of a run; doubles per attempt, jittered, capped at 10 minutes (backoff.ts). */
-  RETRY_BACKOFF_MS: integer(0).default(2_000),
+  RETRY_BACKOFF_MS: integer(0).default(DEFAULT_ENGINE_SETTINGS.retry.backoffMs),
   /** How often the reconciler runs a pass (only the leader does work). */
   RECONCILE_INTERVAL_MS: integer(50).default(5_000),
   /**
@@ -328,7 +321,7 @@ const workerSchema = z.object({
    * letter) or `fail` (a dead letter, so a misspelled type or a forgotten module is noticed).
    * Either way it is counted in webhook_events_unhandled_total.
    */
-  UNHANDLED_EVENTS: z.enum(['done', 'fail']).default('done'),
+  UNHANDLED_EVENTS: z.enum(['done', 'fail']).default(DEFAULT_ENGINE_SETTINGS.unhandled),
   /** Port of this worker's GET /metrics and /healthz (0 = any free port, announced on stdout). */
   METRICS_PORT: integer(0, 65535).default(9464),
   /**
@@ -337,13 +330,6 @@ const workerSchema = z.object({
    */
   METRICS_HOST: z.string().default('127.0.0.1'),
 });
-
-/**
- * The worker's defaults of what the engine takes (LEASE_MS, MAX_ATTEMPTS, RETRY_BACKOFF_MS,
- * UNHANDLED_EVENTS), read from the schema above: @oncehook/core's DEFAULT_ENGINE_SETTINGS is
- * built from them, so a default changed here is the engine's too.
- */
-export const WORKER_ENGINE_DEFAULTS = workerSchema.pick({ LEASE_MS: true, MAX_ATTEMPTS: true, RETRY_BACKOFF_MS: true, UNHANDLED_EVENTS: true }).parse({});
 
 /** Every variable each process kind reads (the README documents each one; a test checks). */
 export const CONFIG_VARIABLES = {
@@ -360,14 +346,6 @@ export type IngestConfig = CommonConfig &
   };
 export type WorkerConfig = CommonConfig & z.infer<typeof workerSchema>;
 
-/** An environment to read the configuration from (process.env by default). */
-export type Env = Record<string, string | undefined>;
-
-/** The environment without its empty values: empty means "unset" (docker-compose passes `FOO=` for undefined variables). */
-export function withoutEmpty(env: Env): Record<string, string> {
-  return Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined && entry[1] !== ''));
-}
-
 function parse<T extends z.ZodType>(schema: T, env: Env): z.infer<T> {
   const result = schema.safeParse(withoutEmpty(env));
   if (result.success) return result.data;
@@ -377,14 +355,6 @@ function parse<T extends z.ZodType>(schema: T, env: Env): z.infer<T> {
 
 export function loadCommonConfig(env: Env = process.env): CommonConfig {
   return parse(commonSchema.superRefine(checkClusterSlots), env);
-}
-
-/** The seed nodes of a Redis Cluster and how to reach them (REDIS_CLUSTER_NODES). */
-export interface ClusterSeeds {
-  nodes: { host: string; port: number }[];
-  tls: boolean;
-  username?: string;
-  password?: string;
 }
 
 /** REDIS_CLUSTER_NODES parsed, or what is wrong with it. */
