@@ -4,12 +4,12 @@
  * REDIS_URL, QUEUE_PREFIX and ONCEHOOK_SCHEMA like the worker.
  */
 import { parseArgs } from 'node:util';
-import type { EventFilter, EventSummary, ReplayPlan } from '@oncehook/core';
+import type { EventFilter, EventSummary, Operations, ReplayPlan } from '@oncehook/core';
 import { EVENT_STATES, type EventState } from '@oncehook/core';
 import { type Command, UsageError } from './command.js';
 import { withOperations } from './connections.js';
 
-const COMMANDS: Record<string, { summary: string; usage: string; help: string }> = {
+const COMMANDS = {
   list: {
     summary: "list events, newest activity first, with each run's state",
     usage: 'list [--state S] [--provider P] [--type T] [--handler H | --destination NAME] [--older-than 30m|2h|3d] [--limit N] [--json]',
@@ -69,7 +69,7 @@ breaker's count of failures. Recorded as an operator action.`,
     usage: 'redrive-all [--state failed] [--provider P] [--type T] [--handler H | --destination NAME] [--older-than D] [--limit N] --reason "why" [--dry-run]',
     help: 'Re-drives every matching event (default: the failed ones), each as `redrive` would. --dry-run lists them and changes nothing.',
   },
-};
+} satisfies Record<string, { summary: string; usage: string; help: string }>;
 
 function usage(message: string): never {
   throw new UsageError(message);
@@ -115,200 +115,234 @@ function formatPlan(plan: ReplayPlan, dryRun: boolean): string {
   return lines.join('\n');
 }
 
-async function operate(command: string, args: string[], env: Record<string, string>): Promise<number> {
-  let parsed: ReturnType<typeof parseArgs<{ allowPositionals: true; options: Record<string, { type: 'string' | 'boolean' }> }>>;
+/**
+ * One operator command as typed, parsed and checked before any connection opens: a usage
+ * mistake exits 2 without touching Postgres or the queue.
+ */
+interface Invocation {
+  command: string;
+  /** The row id or provider/event_id (show, redrive, replay). */
+  target: string | undefined;
+  /** pause/resume: what is paused; `word` is what the operator said (a destination pauses its handler). */
+  paused: { scope: 'handler' | 'source'; name: string; word: string } | undefined;
+  filter: EventFilter;
+  actor: string;
+  flag(name: string): boolean;
+  text(name: string): string | undefined;
+  /** --reason, required: a usage error without it. */
+  needReason(): string;
+  /** The target, checked: a usage error without it. */
+  needTarget(): string;
+}
+
+const OPTIONS = {
+  state: { type: 'string' },
+  provider: { type: 'string' },
+  type: { type: 'string' },
+  handler: { type: 'string' },
+  destination: { type: 'string' },
+  'older-than': { type: 'string' },
+  limit: { type: 'string' },
+  reason: { type: 'string' },
+  actor: { type: 'string' },
+  steps: { type: 'string' },
+  'all-steps': { type: 'boolean' },
+  'dry-run': { type: 'boolean' },
+  now: { type: 'boolean' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+/** pause/resume's positionals: `handler|destination|source <name>`. */
+function pauseTarget(command: string, positionals: string[]): Invocation['paused'] {
+  if (positionals.length !== 2 || !['handler', 'source', 'destination'].includes(positionals[0]!)) {
+    usage(`${command} takes what to ${command}: handler <name>, destination <name> or source <name> (got "${positionals.join(' ').slice(0, 80)}")`);
+  }
+  const [word, name] = positionals as [string, string];
+  // A destination's runs are a handler's (its name): pausing one pauses that handler.
+  const scope = word === 'destination' ? 'handler' : (word as 'handler' | 'source');
+  if (!/^[a-z0-9][a-z0-9._-]{0,62}$/.test(name)) usage(`"${name.slice(0, 80)}" is not a ${scope} name (1-63 characters of a-z 0-9 . _ -)`);
+  return { scope, name, word };
+}
+
+function parseInvocation(command: string, args: string[]): Invocation {
+  let parsed: ReturnType<typeof parseArgs<{ allowPositionals: true; options: typeof OPTIONS }>>;
   try {
-    parsed = parseArgs({
-      args,
-      allowPositionals: true,
-      options: {
-        state: { type: 'string' },
-        provider: { type: 'string' },
-        type: { type: 'string' },
-        handler: { type: 'string' },
-        destination: { type: 'string' },
-        'older-than': { type: 'string' },
-        limit: { type: 'string' },
-        reason: { type: 'string' },
-        actor: { type: 'string' },
-        steps: { type: 'string' },
-        'all-steps': { type: 'boolean' },
-        'dry-run': { type: 'boolean' },
-        now: { type: 'boolean' },
-        json: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    });
+    parsed = parseArgs({ args, allowPositionals: true, options: OPTIONS });
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
-  const { positionals, values } = parsed;
+  const { positionals } = parsed;
+  const values: Record<string, string | boolean | undefined> = { ...parsed.values };
   const pausing = command === 'pause' || command === 'resume';
+  const paused = pausing ? pauseTarget(command, positionals) : undefined;
   const [target, extra] = pausing ? [undefined, undefined] : positionals;
-  if (extra !== undefined) throw new UsageError(`unexpected argument "${extra.slice(0, 40)}"`);
-  if (pausing && (positionals.length !== 2 || !['handler', 'source', 'destination'].includes(positionals[0]!))) {
-    throw new UsageError(`${command} takes what to ${command}: handler <name>, destination <name> or source <name> (got "${positionals.join(' ').slice(0, 80)}")`);
-  }
-  // A destination's runs are a handler's (its name): pausing one pauses that handler.
-  const said = positionals[0];
-  if (pausing && said === 'destination') positionals[0] = 'handler';
-  if (pausing && !/^[a-z0-9][a-z0-9._-]{0,62}$/.test(positionals[1]!)) {
-    throw new UsageError(`"${positionals[1]!.slice(0, 80)}" is not a ${positionals[0]} name (1-63 characters of a-z 0-9 . _ -)`);
-  }
-  if (command === 'paused' && positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]!.slice(0, 40)}"`);
+  if (extra !== undefined) usage(`unexpected argument "${extra.slice(0, 40)}"`);
+  if (command === 'paused' && positionals.length > 0) usage(`unexpected argument "${positionals[0]!.slice(0, 40)}"`);
   const flag = (name: string) => values[name] === true;
-  const text = (name: string) => (typeof values[name] === 'string' ? (values[name] as string) : undefined);
+  const text = (name: string) => (typeof values[name] === 'string' ? values[name] : undefined);
   // --destination NAME: a destination's runs are the runs of the handler of that name.
   if (text('destination') !== undefined) {
     if (pausing || command === 'show' || command === 'paused') usage(`${command} takes no --destination${pausing ? ` (write: ${command} destination <name>)` : ''}`);
     if (text('handler') !== undefined) usage('--handler and --destination name the same thing (a destination runs as the handler of its name): give one');
     values.handler = values.destination;
   }
-  let exitCode = 0;
-  const out = (value: unknown) => process.stdout.write(`${typeof value === 'string' ? value : JSON.stringify(value, null, 2)}\n`);
-  {
-    const state = text('state');
-    if (state && !EVENT_STATES.includes(state as EventState)) usage(`--state must be one of ${EVENT_STATES.join(', ')}`);
-    for (const name of ['provider', 'type', 'handler', 'reason', 'actor', 'steps']) {
-      if (text(name)?.includes('\0')) usage(`--${name} must not contain a NUL character`);
-    }
-    const filter: EventFilter = {
+  const state = text('state');
+  if (state && !EVENT_STATES.includes(state as EventState)) usage(`--state must be one of ${EVENT_STATES.join(', ')}`);
+  for (const name of ['provider', 'type', 'handler', 'reason', 'actor', 'steps']) {
+    if (text(name)?.includes('\0')) usage(`--${name} must not contain a NUL character`);
+  }
+  const olderThan = text('older-than');
+  return {
+    command,
+    target,
+    paused,
+    filter: {
       state: state as EventState | undefined,
       provider: text('provider'),
       type: text('type'),
       handler: text('handler'),
-      olderThanSeconds: text('older-than') ? parseDuration(text('older-than')!) : undefined,
+      olderThanSeconds: olderThan ? parseDuration(olderThan) : undefined,
       limit: parseLimit(text('limit')),
-    };
-    const actor = text('actor') ?? process.env.USER ?? 'cli';
-    const needReason = () => {
+    },
+    actor: text('actor') ?? process.env.USER ?? 'cli',
+    flag,
+    text,
+    needReason() {
       const reason = text('reason')?.trim();
       if (!reason) usage(`${command} needs --reason "why" (it is recorded${pausing ? '' : ' with the event'})`);
       return reason;
-    };
-    const needTarget = () => {
+    },
+    needTarget() {
       if (target === undefined) return usage(`${command} needs a row id or provider/event_id`);
       if (!/^\d{1,15}$/.test(target) && !/^[^/]{1,63}\/.{1,300}$/.test(target)) {
         return usage(`"${target.slice(0, 40)}" is neither a row id (1 to 15 digits) nor provider/event_id`);
       }
       return target;
-    };
+    },
+  };
+}
 
-    await withOperations(env, async ({ ops }) => {
-      switch (command) {
-        case 'list': {
-          const events = await ops.list(filter);
-          if (flag('json')) out(events);
-          else {
-            out('row id   state       provider/event_id                          type                          updated                   runs');
-            for (const e of events) out(formatEvent(e));
-            out(`${events.length} event(s)`);
-          }
-          break;
-        }
-        case 'show': {
-          const detail = await ops.show(needTarget());
-          if (!detail) {
-            out(`no event ${target}`);
-            exitCode = 1;
-          } else {
-            // The payload as JSON when any printer can take it, its bounded text when not.
-            const { payloadView, ...rest } = detail;
-            out(payloadView.truncated ? detail : rest);
-          }
-          break;
-        }
-        case 'redrive':
-        case 'replay': {
-          const ref = needTarget();
-          const dryRun = flag('dry-run');
-          const reason = command === 'replay' && dryRun ? (text('reason') ?? 'dry run') : needReason();
-          const detail = await ops.show(ref);
-          if (!detail) {
-            out(`no event ${ref}`);
-            exitCode = 1;
-            break;
-          }
-          const rowId = detail.event.id;
-          if (command === 'redrive') {
-            const result = await ops.redrive(rowId, { handler: text('handler') }, actor, reason);
-            if (!result.ok) {
-              out(`redrive refused: ${result.reason}`);
-              exitCode = 1;
-            } else if (result.dispatch) out(`redrive: event ${rowId} was never dispatched; its dispatch is enqueued`);
-            else
-              for (const run of result.runs)
-                out(
-                  `redrive: event ${rowId}, handler "${run.handler}" ${run.fromState} -> received (same generation ${run.generation}: committed steps skipped, same outbound keys); enqueued`,
-                );
-            break;
-          }
-          const steps = text('steps')
-            ?.split(',')
-            .map((s) => s.trim())
-            .filter(Boolean);
-          const result = await ops.replay(rowId, { handler: text('handler'), steps, allSteps: flag('all-steps'), dryRun }, actor, reason);
-          if (!result.ok) {
-            out(`replay refused: ${result.reason}`);
-            exitCode = 1;
-          } else out(flag('json') ? result : formatPlan(result.plan, result.dryRun));
-          break;
-        }
-        case 'pause':
-        case 'resume': {
-          const reason = needReason();
-          const what = { scope: positionals[0] as 'handler' | 'source', name: positionals[1]! };
-          const word = said === 'destination' ? 'destination' : what.scope;
-          if (command === 'pause') {
-            const result = await ops.pause(what, actor, reason, { now: flag('now') });
-            if (!result.ok) {
-              out(`pause refused: ${result.reason}`);
-              exitCode = 1;
-            } else if (result.alreadyPaused)
-              out(`${word} "${what.name}" was already paused by ${result.pause.actor} since ${new Date(result.pause.pausedAt).toISOString()}: ${result.pause.reason}`);
-            else out(`paused ${word} "${what.name}": deliveries are still accepted; no new run starts until: oncehook resume ${word} ${what.name} --reason "..."`);
-          } else {
-            const result = await ops.resume(what, actor, reason);
-            if (!result.ok) {
-              out(`resume refused: ${result.reason}`);
-              exitCode = 1;
-            } else {
-              out(`resumed ${word} "${what.name}" (paused since ${new Date(result.resumed.pausedAt).toISOString()}): ${result.released} waiting run(s) enqueued`);
-              if (result.enqueueFailed > 0) out(`  ${result.enqueueFailed} could not be enqueued now (queue unreachable); the reconciler enqueues them`);
-            }
-          }
-          break;
-        }
-        case 'paused': {
-          const pauses = await ops.pauses();
-          if (flag('json')) out(pauses);
-          else {
-            for (const p of pauses)
-              out(`${p.scope.padEnd(8)} ${p.name.padEnd(30)} since ${new Date(p.pausedAt).toISOString()} by ${p.actor}, ${p.waiting ?? 0} run(s) waiting: ${p.reason}`);
-            out(`${pauses.length} paused`);
-          }
-          break;
-        }
-        case 'redrive-all': {
-          const dryRun = flag('dry-run');
-          const reason = dryRun ? (text('reason') ?? 'dry run') : needReason();
-          const result = await ops.bulkRedrive(filter, { dryRun, actor, reason });
-          if (flag('json')) out(result);
-          else {
-            out(`${result.dryRun ? 'dry run: would re-drive' : 're-drove'} ${result.matched} event(s)${result.dryRun ? ' (nothing changed)' : ''}`);
-            for (const r of result.results) out(r.ok ? `  ${r.rowId}` : `  ${r.rowId} refused: ${r.reason}`);
-          }
-          if (result.results.some((r) => !r.ok)) exitCode = 1;
-          break;
-        }
-      }
-    });
+/** Prints a line, or a value as indented JSON. */
+function out(value: unknown): void {
+  process.stdout.write(`${typeof value === 'string' ? value : JSON.stringify(value, null, 2)}\n`);
+}
+
+/** Prints a last line, returns the exit code. */
+function exitWith(code: 0 | 1, value: unknown): number {
+  out(value);
+  return code;
+}
+
+/** Each command's work once connected; the exit code it returns (0 done, 1 refused or not found). */
+type Runner = (call: Invocation, ops: Operations) => Promise<number>;
+
+const list: Runner = async (call, ops) => {
+  const events = await ops.list(call.filter);
+  if (call.flag('json')) return exitWith(0, events);
+  out('row id   state       provider/event_id                          type                          updated                   runs');
+  for (const e of events) out(formatEvent(e));
+  out(`${events.length} event(s)`);
+  return 0;
+};
+
+const show: Runner = async (call, ops) => {
+  const detail = await ops.show(call.needTarget());
+  if (!detail) return exitWith(1, `no event ${call.target}`);
+  // The payload as JSON when any printer can take it, its bounded text when not.
+  const { payloadView, ...rest } = detail;
+  out(payloadView.truncated ? detail : rest);
+  return 0;
+};
+
+/** redrive and replay: the same event lookup, then the same generation or a new one. */
+const redriveOrReplay: Runner = async (call, ops) => {
+  const ref = call.needTarget();
+  const dryRun = call.flag('dry-run');
+  const reason = call.command === 'replay' && dryRun ? (call.text('reason') ?? 'dry run') : call.needReason();
+  const detail = await ops.show(ref);
+  if (!detail) return exitWith(1, `no event ${ref}`);
+  const rowId = detail.event.id;
+  if (call.command === 'redrive') {
+    const result = await ops.redrive(rowId, { handler: call.text('handler') }, call.actor, reason);
+    if (!result.ok) return exitWith(1, `redrive refused: ${result.reason}`);
+    if (result.dispatch) out(`redrive: event ${rowId} was never dispatched; its dispatch is enqueued`);
+    else
+      for (const run of result.runs)
+        out(
+          `redrive: event ${rowId}, handler "${run.handler}" ${run.fromState} -> received (same generation ${run.generation}: committed steps skipped, same outbound keys); enqueued`,
+        );
+    return 0;
   }
-  return exitCode;
+  const steps = call
+    .text('steps')
+    ?.split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const result = await ops.replay(rowId, { handler: call.text('handler'), steps, allSteps: call.flag('all-steps'), dryRun }, call.actor, reason);
+  if (!result.ok) return exitWith(1, `replay refused: ${result.reason}`);
+  out(call.flag('json') ? result : formatPlan(result.plan, result.dryRun));
+  return 0;
+};
+
+const pause: Runner = async (call, ops) => {
+  const reason = call.needReason();
+  const { scope, name, word } = call.paused!;
+  const result = await ops.pause({ scope, name }, call.actor, reason, { now: call.flag('now') });
+  if (!result.ok) return exitWith(1, `pause refused: ${result.reason}`);
+  if (result.alreadyPaused) out(`${word} "${name}" was already paused by ${result.pause.actor} since ${new Date(result.pause.pausedAt).toISOString()}: ${result.pause.reason}`);
+  else out(`paused ${word} "${name}": deliveries are still accepted; no new run starts until: oncehook resume ${word} ${name} --reason "..."`);
+  return 0;
+};
+
+const resume: Runner = async (call, ops) => {
+  const reason = call.needReason();
+  const { scope, name, word } = call.paused!;
+  const result = await ops.resume({ scope, name }, call.actor, reason);
+  if (!result.ok) return exitWith(1, `resume refused: ${result.reason}`);
+  out(`resumed ${word} "${name}" (paused since ${new Date(result.resumed.pausedAt).toISOString()}): ${result.released} waiting run(s) enqueued`);
+  if (result.enqueueFailed > 0) out(`  ${result.enqueueFailed} could not be enqueued now (queue unreachable); the reconciler enqueues them`);
+  return 0;
+};
+
+const paused: Runner = async (call, ops) => {
+  const pauses = await ops.pauses();
+  if (call.flag('json')) return exitWith(0, pauses);
+  for (const p of pauses) out(`${p.scope.padEnd(8)} ${p.name.padEnd(30)} since ${new Date(p.pausedAt).toISOString()} by ${p.actor}, ${p.waiting ?? 0} run(s) waiting: ${p.reason}`);
+  out(`${pauses.length} paused`);
+  return 0;
+};
+
+const redriveAll: Runner = async (call, ops) => {
+  const dryRun = call.flag('dry-run');
+  const reason = dryRun ? (call.text('reason') ?? 'dry run') : call.needReason();
+  const result = await ops.bulkRedrive(call.filter, { dryRun, actor: call.actor, reason });
+  if (call.flag('json')) out(result);
+  else {
+    out(`${result.dryRun ? 'dry run: would re-drive' : 're-drove'} ${result.matched} event(s)${result.dryRun ? ' (nothing changed)' : ''}`);
+    for (const r of result.results) out(r.ok ? `  ${r.rowId}` : `  ${r.rowId} refused: ${r.reason}`);
+  }
+  return result.results.some((r) => !r.ok) ? 1 : 0;
+};
+
+const RUNNERS: Record<keyof typeof COMMANDS, Runner> = {
+  list,
+  show,
+  redrive: redriveOrReplay,
+  replay: redriveOrReplay,
+  pause,
+  resume,
+  paused,
+  'redrive-all': redriveAll,
+};
+
+async function operate(command: keyof typeof COMMANDS, args: string[], env: Record<string, string>): Promise<number> {
+  const call = parseInvocation(command, args);
+  return withOperations(env, ({ ops }) => RUNNERS[command](call, ops));
 }
 
 /** The operator commands, for the `oncehook` dispatcher. */
-export const operatorCommands: Command[] = Object.entries(COMMANDS).map(([name, spec]) => ({
+export const operatorCommands: Command[] = (Object.entries(COMMANDS) as [keyof typeof COMMANDS, (typeof COMMANDS)[keyof typeof COMMANDS]][]).map(([name, spec]) => ({
   name,
   summary: spec.summary,
   usage: `oncehook ${spec.usage}`,
