@@ -114,7 +114,18 @@ function fingerprint(body: unknown): string {
     .digest('hex');
 }
 
-export function createSandbox(): Sandbox {
+/** A JSON object body, or null (not JSON, or not an object). */
+async function jsonBody(c: Context): Promise<Record<string, unknown> | null> {
+  try {
+    const body: unknown = await c.req.json();
+    return typeof body === 'object' && body !== null && !Array.isArray(body) ? (body as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The three services' memory (idempotency stores, stats, fault rules) and their shared effect. */
+function createEffects() {
   let stores = new Map<Service, Map<string, Stored>>(SERVICES.map((s) => [s, new Map()]));
   let stats = new Map<Service, ServiceStats>(SERVICES.map((s) => [s, emptyStats()]));
   let rules: (FaultRule & { seen: Set<string> })[] = [];
@@ -188,50 +199,22 @@ export function createSandbox(): Sandbox {
     return c.json(body, 200);
   }
 
-  async function jsonBody(c: Context): Promise<Record<string, unknown> | null> {
-    try {
-      const body: unknown = await c.req.json();
-      return typeof body === 'object' && body !== null && !Array.isArray(body) ? (body as Record<string, unknown>) : null;
-    } catch {
-      return null;
-    }
-  }
+  return {
+    effect,
+    stats: () => Object.fromEntries(SERVICES.map((s) => [s, stats.get(s)!])) as Record<Service, ServiceStats>,
+    setFaults(next: FaultRule[]) {
+      rules = next.map((rule) => ({ ...rule, seen: new Set<string>() }));
+    },
+    reset() {
+      stores = new Map(SERVICES.map((s) => [s, new Map()]));
+      stats = new Map(SERVICES.map((s) => [s, emptyStats()]));
+      rules = [];
+    },
+  };
+}
 
-  const app = new Hono();
-
-  app.post('/payment/v1/charges', async (c) => {
-    const body = await jsonBody(c);
-    if (!body || typeof body.customer !== 'string' || !Number.isSafeInteger(body.amount) || (body.amount as number) <= 0 || typeof body.currency !== 'string') {
-      return c.json({ error: { type: 'invalid_request_error', message: 'customer, a positive integer amount and currency are required' } }, 400);
-    }
-    return effect(c, 'payment', c.req.header('idempotency-key') ?? null, body, () => ({
-      id: `ch_${randomUUID().replace(/-/g, '').slice(0, 24)}`,
-      object: 'charge',
-      amount: body.amount,
-      currency: body.currency,
-      customer: body.customer,
-      description: body.description ?? null,
-    }));
-  });
-
-  app.post('/email/emails', async (c) => {
-    const body = await jsonBody(c);
-    if (!body || typeof body.to !== 'string' || typeof body.subject !== 'string') {
-      return c.json({ error: { type: 'validation_error', message: 'to and subject are required' } }, 422);
-    }
-    const key = typeof body.dedupe_key === 'string' ? body.dedupe_key : null;
-    return effect(c, 'email', key, body, () => ({ id: `em_${randomUUID()}`, to: body.to, subject: body.subject }));
-  });
-
-  app.post('/fulfilment/shipments', async (c) => {
-    const body = await jsonBody(c);
-    if (!body || typeof body.order_id !== 'string' || !Array.isArray(body.items)) {
-      return c.json({ error: { type: 'invalid_request', message: 'order_id and items are required' } }, 400);
-    }
-    return effect(c, 'fulfilment', c.req.header('idempotency-key') ?? null, body, () => ({ id: `shp_${randomUUID()}`, order_id: body.order_id, status: 'requested' }));
-  });
-
-  // The work API: calls held open, in-flight measured by the server itself.
+/** The work API: calls held open, in-flight measured by the server itself. */
+function createWorkApi() {
   let work = new Map<string, WorkStats & { inFlightByKey: Map<string, number>; inFlight: number }>();
   const workOf = (task: string) => {
     let w = work.get(task);
@@ -254,7 +237,9 @@ export function createSandbox(): Sandbox {
     return w;
   };
   const workDone = new Map<string, unknown>();
-  app.post('/work/tasks', async (c) => {
+
+  /** POST /work/tasks: held for `ms` (or until the client goes away), measured, deduplicated. */
+  async function call(c: Context): Promise<Response> {
     const body = await jsonBody(c);
     if (!body || typeof body.task !== 'string' || !Number.isSafeInteger(body.ms) || (body.ms as number) < 0 || (body.ms as number) > 60_000) {
       return c.json({ error: 'task (string) and ms (0-60000) are required' }, 400);
@@ -306,26 +291,70 @@ export function createSandbox(): Sandbox {
     w.appliedByKey[applyKey] = (w.appliedByKey[applyKey] ?? 0) + 1;
     if (idem) workDone.set(`${body.task}\0${idem}`, result);
     return c.json(result, 200);
-  });
+  }
   const workStats = (): Record<string, WorkStats> =>
     Object.fromEntries(
       [...work].map(([task, { inFlightByKey: _k, inFlight: _n, ...rest }]) => [task, { ...rest, starts: [...rest.starts], appliedByKey: { ...rest.appliedByKey } }]),
     );
-  app.get('/work/stats', (c) => c.json(workStats()));
-
-  const sandbox: Sandbox = {
-    workStats,
-    app,
-    stats: () => Object.fromEntries(SERVICES.map((s) => [s, stats.get(s)!])) as Record<Service, ServiceStats>,
-    setFaults(next) {
-      rules = next.map((rule) => ({ ...rule, seen: new Set<string>() }));
-    },
+  return {
+    call,
+    stats: workStats,
     reset() {
-      stores = new Map(SERVICES.map((s) => [s, new Map()]));
-      stats = new Map(SERVICES.map((s) => [s, emptyStats()]));
-      rules = [];
       work = new Map();
       workDone.clear();
+    },
+  };
+}
+
+export function createSandbox(): Sandbox {
+  const effects = createEffects();
+  const workApi = createWorkApi();
+  const { effect } = effects;
+  const app = new Hono();
+
+  app.post('/payment/v1/charges', async (c) => {
+    const body = await jsonBody(c);
+    if (!body || typeof body.customer !== 'string' || !Number.isSafeInteger(body.amount) || (body.amount as number) <= 0 || typeof body.currency !== 'string') {
+      return c.json({ error: { type: 'invalid_request_error', message: 'customer, a positive integer amount and currency are required' } }, 400);
+    }
+    return effect(c, 'payment', c.req.header('idempotency-key') ?? null, body, () => ({
+      id: `ch_${randomUUID().replace(/-/g, '').slice(0, 24)}`,
+      object: 'charge',
+      amount: body.amount,
+      currency: body.currency,
+      customer: body.customer,
+      description: body.description ?? null,
+    }));
+  });
+
+  app.post('/email/emails', async (c) => {
+    const body = await jsonBody(c);
+    if (!body || typeof body.to !== 'string' || typeof body.subject !== 'string') {
+      return c.json({ error: { type: 'validation_error', message: 'to and subject are required' } }, 422);
+    }
+    const key = typeof body.dedupe_key === 'string' ? body.dedupe_key : null;
+    return effect(c, 'email', key, body, () => ({ id: `em_${randomUUID()}`, to: body.to, subject: body.subject }));
+  });
+
+  app.post('/fulfilment/shipments', async (c) => {
+    const body = await jsonBody(c);
+    if (!body || typeof body.order_id !== 'string' || !Array.isArray(body.items)) {
+      return c.json({ error: { type: 'invalid_request', message: 'order_id and items are required' } }, 400);
+    }
+    return effect(c, 'fulfilment', c.req.header('idempotency-key') ?? null, body, () => ({ id: `shp_${randomUUID()}`, order_id: body.order_id, status: 'requested' }));
+  });
+
+  app.post('/work/tasks', (c) => workApi.call(c));
+  app.get('/work/stats', (c) => c.json(workApi.stats()));
+
+  const sandbox: Sandbox = {
+    workStats: workApi.stats,
+    app,
+    stats: effects.stats,
+    setFaults: effects.setFaults,
+    reset() {
+      effects.reset();
+      workApi.reset();
     },
   };
 

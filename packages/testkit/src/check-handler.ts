@@ -29,10 +29,10 @@
  * (the way the real ones do), not at production.
  */
 import { randomBytes } from 'node:crypto';
-import { createLogger, createPool, DEFAULT_SCHEMA, type Faults, type Pool, type VerifiedEvent } from '@oncehook/shared';
+import { createLogger, createPool, DEFAULT_SCHEMA, type Faults, type Logger, type Pool, type VerifiedEvent } from '@oncehook/shared';
 import { createEngine, createQueries, currentStep, HandlerRegistry, migrate, processJob, type CurrentStep, type EngineHooks, type Queries } from '@oncehook/core';
 import type { Handler } from '@oncehook/sdk';
-import { databasePrefix, openScratchDatabases, serverUrl } from './scratch-databases.js';
+import { databasePrefix, openScratchDatabases, type ScratchDatabases, serverUrl } from './scratch-databases.js';
 
 export interface CheckEvent {
   type: string;
@@ -148,14 +148,34 @@ export function checkHandler(handler: Handler, event: CheckEvent, options: Check
   return result;
 }
 
-async function runCheck(handler: Handler, event: CheckEvent, options: CheckOptions): Promise<CheckReport> {
-  const server = serverUrl(options.databaseUrl);
-  const schema = options.schema ?? DEFAULT_SCHEMA;
-  const queries: Queries = createQueries(schema);
-  const registry = new HandlerRegistry([handler]);
-  const log = createLogger('checkHandler', process.env.ONCEHOOK_CHECK_LOG ?? 'silent');
+/** What every scenario of one check shares. */
+interface CheckRun {
+  server: string;
+  schema: string;
+  queries: Queries;
+  registry: HandlerRegistry;
+  log: Logger;
+  verified: VerifiedEvent;
+  /** Every request of the check, in order (captureRequests). */
+  requests: Request[];
+  scratch: ScratchDatabases;
+  /** The database every scenario is cloned from: Oncehook's schema plus the handler's setup. */
+  template: string;
+  options: CheckOptions;
+  scenarios: number;
+}
+
+interface ScenarioResult {
+  report: ScenarioReport;
+  state: unknown;
+  /** The keys each external step was given. */
+  keys: Map<string, Set<string>>;
+}
+
+/** The event as the claim would store it: the same id in every scenario, as redeliveries are. */
+function verifiedEventOf(handler: Handler, event: CheckEvent): VerifiedEvent {
   const source = event.source ?? handler.source;
-  const verified: VerifiedEvent = {
+  return {
     provider: source,
     kind: event.kind ?? handler.kind ?? source,
     eventId: event.eventId ?? `evt_check_${handler.name.replace(/[^A-Za-z0-9._-]/g, '_')}`,
@@ -165,9 +185,13 @@ async function runCheck(handler: Handler, event: CheckEvent, options: CheckOptio
     payload: event.payload,
     meta: event.meta ?? {},
   };
+}
+
+async function runCheck(handler: Handler, event: CheckEvent, options: CheckOptions): Promise<CheckReport> {
+  const server = serverUrl(options.databaseUrl);
+  const schema = options.schema ?? DEFAULT_SCHEMA;
   const requests: Request[] = [];
-  const prefix = databasePrefix(options.databasePrefix);
-  const { scratch, removedLeftovers } = await openScratchDatabases(server, prefix, randomBytes(4).toString('hex'));
+  const { scratch, removedLeftovers } = await openScratchDatabases(server, databasePrefix(options.databasePrefix), randomBytes(4).toString('hex'));
   const uninstall = captureRequests(requests);
   try {
     const template = await scratch.create('tpl');
@@ -178,166 +202,193 @@ async function runCheck(handler: Handler, event: CheckEvent, options: CheckOptio
     } finally {
       await templatePool.end();
     }
-
-    let scenarioCount = 0;
-    async function scenario(name: string, crashAt: Boundary | null, duplicates = 1): Promise<{ report: ScenarioReport; state: unknown; keys: Map<string, Set<string>> }> {
-      scenarioCount += 1;
-      const database = await scratch.create(String(scenarioCount), template);
-      const pool = createPool(`${server}/${database}`, { max: duplicates + 4 });
-      const problems: string[] = [];
-      const committed: string[] = [];
-      const commits = new Map<string, number>();
-      const keysGiven = new Map<string, Set<string>>();
-      let crashed = false;
-      let crashedAttemptStillRunning = false;
-      const first = requests.length;
-      const hooks: EngineHooks = {
-        externalCall(info) {
-          if (crashedAttemptStillRunning)
-            problems.push(`the handler caught the simulated crash and went on: step "${info.step}" ran after it in the same attempt; let step errors propagate`);
-          const set = keysGiven.get(info.step) ?? new Set<string>();
-          if (info.idempotencyKey) set.add(info.idempotencyKey);
-          keysGiven.set(info.step, set);
-        },
-        stepCommitted(info) {
-          if (crashedAttemptStillRunning)
-            problems.push(`the handler caught the simulated crash and went on: step "${info.step}" committed after it in the same attempt; let step errors propagate`);
-          commits.set(info.step, (commits.get(info.step) ?? 0) + 1);
-          committed.push(info.step);
-        },
-      };
-      const faults: Faults = {
-        async hit(point, detail) {
-          if (crashAt && !crashed && point === crashAt.point && detail?.step === crashAt.step) {
-            crashed = true;
-            crashedAttemptStillRunning = true;
-            throw new SimulatedCrash(`simulated crash ${crashAt.label}`);
-          }
-        },
-      };
-      // The engine as a worker runs it (createEngine), an event without a handler a failure.
-      const deps = createEngine({ pool, schema, handlers: registry, log, faults, hooks, settings: { unhandled: 'fail' } });
-      let attempts = 0;
-      try {
-        const claims = await Promise.all(Array.from({ length: duplicates }, () => queries.claimEvent(pool, verified)));
-        const rowId = claims.find((c) => c.outcome === 'new')?.rowId;
-        if (rowId === undefined) throw new Error('no claim created the event');
-        const job = { rowId, provider: verified.provider, eventId: verified.eventId, attempt: 0 };
-        await Promise.all(Array.from({ length: duplicates }, () => processJob(deps, job)));
-        crashedAttemptStillRunning = false;
-        // Resume as the next worker would: each unfinished run, attempt after attempt.
-        for (let round = 0; round < 10; round += 1) {
-          const runs = await queries.getRuns(pool, rowId);
-          const pending = runs.filter((r) => r.state === 'received' || r.state === 'processing');
-          if (pending.length === 0) break;
-          // A crash leaves the lease to expire; the check expires it at once instead of waiting.
-          await pool.query(`UPDATE ${schema}.handler_runs SET lease_until = now() - interval '1 second' WHERE event_row_id = $1 AND state = 'processing'`, [rowId]);
-          for (const run of pending) await processJob(deps, { ...job, handler: run.handler, attempt: run.attempts });
-          crashedAttemptStillRunning = false;
-        }
-        const eventRow = await queries.getEvent(pool, rowId);
-        const runs = await queries.getRuns(pool, rowId);
-        attempts = Math.max(0, ...runs.map((r) => r.attempts));
-        const count = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${schema}.events`);
-        if (count.rows[0]?.n !== 1) problems.push(`${count.rows[0]?.n} event rows for one event key`);
-        if (eventRow?.state !== 'done') {
-          const why = runs.map((r) => `${r.handler}: ${r.state}${r.lastError ? ` (${r.lastError})` : ''}`).join('; ');
-          problems.push(`the event ended ${eventRow?.state ?? 'missing'}, not done: ${why || eventRow?.note || 'no run'}`);
-        }
-        for (const [step, n] of commits) if (n > 1) problems.push(`step "${step}" committed ${n} times`);
-        const state = options.state ? await options.state(pool) : undefined;
-        // Scenarios run one after the other: this one's requests are the ones since it began.
-        const mine = requests.slice(first);
-        return {
-          report: {
-            name,
-            database,
-            attempts,
-            eventState: eventRow?.state ?? 'missing',
-            committed,
-            requests: mine.map((r) => ({ step: r.step.step, attempt: r.step.attempt, method: r.method, url: r.url, given: r.step.idempotencyKey, sent: sentKey(r) })),
-            problems,
-          },
-          state,
-          keys: keysGiven,
-        };
-      } finally {
-        await pool.end();
-      }
-    }
-
-    /** The key a request actually carried: its Idempotency-Key header, else the given key if the body holds it. */
-    function sentKey(request: Request): string | null {
-      if (request.header) return request.header;
-      return request.step.idempotencyKey && request.body.includes(request.step.idempotencyKey) ? request.step.idempotencyKey : null;
-    }
-
-    const keyless = new Set(options.keylessSteps ?? []);
-    /** Key problems of one scenario's requests, compared with the clean run's. */
-    function keyProblems(report: ScenarioReport, reference: ScenarioReport | null): string[] {
-      const out: string[] = [];
-      const byStep = new Map<string, ScenarioReport['requests']>();
-      for (const r of report.requests) byStep.set(r.step, [...(byStep.get(r.step) ?? []), r]);
-      for (const [step, list] of byStep) {
-        if (keyless.has(step)) continue;
-        const missing = list.find((r) => r.sent === null);
-        if (missing) {
-          out.push(
-            `external step "${step}" sent ${missing.method} ${missing.url} without an idempotency key (neither the Idempotency-Key header nor the key it was given in the body): the API cannot deduplicate a retry`,
-          );
-          continue;
-        }
-        const wrong = list.find((r) => r.given !== null && r.sent !== r.given && !reference);
-        if (wrong) out.push(`external step "${step}" sent Idempotency-Key "${wrong.sent}", not the key it was given ("${wrong.given}"); pass ctx's key to the API unchanged`);
-        const sent = [...new Set([...(reference?.requests.filter((r) => r.step === step).map((r) => r.sent) ?? []), ...list.map((r) => r.sent)])];
-        if (sent.length > 1) out.push(`external step "${step}" was called again with a DIFFERENT key: ${sent.map((k) => `"${k}"`).join(' then ')}; the API will apply it again`);
-      }
-      return out;
-    }
-
-    const reference = await scenario('clean run', null);
-    reference.report.problems.push(...keyProblems(reference.report, null));
-    const scenarios = [reference.report];
-    const boundaries: Boundary[] = [];
-    if (reference.report.eventState === 'done') {
-      const externals = new Set(reference.keys.keys());
-      for (const step of reference.report.committed) {
-        boundaries.push(
-          externals.has(step)
-            ? { label: `after "${step}" returned, before its record`, point: 'worker.after-external-call', step }
-            : { label: `before "${step}" commits`, point: 'worker.step-before-commit', step },
-        );
-      }
-      for (const boundary of boundaries) {
-        const run = await scenario(`crash ${boundary.label}`, boundary);
-        run.report.problems.push(...keyProblems(run.report, reference.report));
-        for (const step of reference.report.committed) {
-          if (!run.report.committed.includes(step))
-            run.report.problems.push(`step "${step}" committed in the clean run but not after the crash: the resumed run took another path (decide with recorded step results)`);
-        }
-        if (options.state && JSON.stringify(run.state) !== JSON.stringify(reference.state)) {
-          run.report.problems.push(
-            `the state differs from the clean run's: ${JSON.stringify(run.state).slice(0, 300)} instead of ${JSON.stringify(reference.state).slice(0, 300)}`,
-          );
-        }
-        scenarios.push(run.report);
-      }
-      const duplicates = options.duplicates ?? 5;
-      if (duplicates > 0) {
-        const run = await scenario(`${duplicates} concurrent duplicate deliveries`, null, duplicates);
-        run.report.problems.push(...keyProblems(run.report, reference.report));
-        if (options.state && JSON.stringify(run.state) !== JSON.stringify(reference.state)) {
-          run.report.problems.push(
-            `the state differs from the clean run's: ${JSON.stringify(run.state).slice(0, 300)} instead of ${JSON.stringify(reference.state).slice(0, 300)}`,
-          );
-        }
-        scenarios.push(run.report);
-      }
-    }
+    const check: CheckRun = {
+      server,
+      schema,
+      queries: createQueries(schema),
+      registry: new HandlerRegistry([handler]),
+      log: createLogger('checkHandler', process.env.ONCEHOOK_CHECK_LOG ?? 'silent'),
+      verified: verifiedEventOf(handler, event),
+      requests,
+      scratch,
+      template,
+      options,
+      scenarios: 0,
+    };
+    const { scenarios, boundaries } = await runScenarios(check);
     const problems = scenarios.flatMap((s) => [...new Set(s.problems)].map((p) => `${s.name}: ${p}`));
     return { ok: problems.length === 0, problems, boundaries: boundaries.map((b) => b.label), scenarios, databases: [...scratch.names], removedLeftovers };
   } finally {
     uninstall();
     await scratch.finish(options.keepDatabases === true);
   }
+}
+
+/**
+ * The clean run, then a crash at each of its step boundaries, then concurrent duplicates,
+ * each compared with the clean run (its keys, its steps, its final state).
+ */
+async function runScenarios(check: CheckRun): Promise<{ scenarios: ScenarioReport[]; boundaries: Boundary[] }> {
+  const { options } = check;
+  const keyless = new Set(options.keylessSteps ?? []);
+  const reference = await runScenario(check, 'clean run', null);
+  reference.report.problems.push(...keyProblems(reference.report, null, keyless));
+  const scenarios = [reference.report];
+  const boundaries: Boundary[] = [];
+  if (reference.report.eventState !== 'done') return { scenarios, boundaries };
+  /** Compared with the clean run: the same final state. */
+  const compared = (run: ScenarioResult) => {
+    if (options.state && JSON.stringify(run.state) !== JSON.stringify(reference.state)) {
+      run.report.problems.push(`the state differs from the clean run's: ${JSON.stringify(run.state).slice(0, 300)} instead of ${JSON.stringify(reference.state).slice(0, 300)}`);
+    }
+    scenarios.push(run.report);
+  };
+  const externals = new Set(reference.keys.keys());
+  for (const step of reference.report.committed) {
+    boundaries.push(
+      externals.has(step)
+        ? { label: `after "${step}" returned, before its record`, point: 'worker.after-external-call', step }
+        : { label: `before "${step}" commits`, point: 'worker.step-before-commit', step },
+    );
+  }
+  for (const boundary of boundaries) {
+    const run = await runScenario(check, `crash ${boundary.label}`, boundary);
+    run.report.problems.push(...keyProblems(run.report, reference.report, keyless));
+    for (const step of reference.report.committed) {
+      if (!run.report.committed.includes(step))
+        run.report.problems.push(`step "${step}" committed in the clean run but not after the crash: the resumed run took another path (decide with recorded step results)`);
+    }
+    compared(run);
+  }
+  const duplicates = options.duplicates ?? 5;
+  if (duplicates > 0) {
+    const run = await runScenario(check, `${duplicates} concurrent duplicate deliveries`, null, duplicates);
+    run.report.problems.push(...keyProblems(run.report, reference.report, keyless));
+    compared(run);
+  }
+  return { scenarios, boundaries };
+}
+
+/** What one scenario watches: the keys given, the commits, and a handler that swallows the crash. */
+function watchScenario(crashAt: Boundary | null) {
+  const watch = {
+    problems: [] as string[],
+    committed: [] as string[],
+    commits: new Map<string, number>(),
+    keysGiven: new Map<string, Set<string>>(),
+    crashed: false,
+    /** Between the simulated crash and the end of its attempt: no step may run or commit then. */
+    crashedAttemptStillRunning: false,
+  };
+  const hooks: EngineHooks = {
+    externalCall(info) {
+      if (watch.crashedAttemptStillRunning)
+        watch.problems.push(`the handler caught the simulated crash and went on: step "${info.step}" ran after it in the same attempt; let step errors propagate`);
+      const set = watch.keysGiven.get(info.step) ?? new Set<string>();
+      if (info.idempotencyKey) set.add(info.idempotencyKey);
+      watch.keysGiven.set(info.step, set);
+    },
+    stepCommitted(info) {
+      if (watch.crashedAttemptStillRunning)
+        watch.problems.push(`the handler caught the simulated crash and went on: step "${info.step}" committed after it in the same attempt; let step errors propagate`);
+      watch.commits.set(info.step, (watch.commits.get(info.step) ?? 0) + 1);
+      watch.committed.push(info.step);
+    },
+  };
+  const faults: Faults = {
+    async hit(point, detail) {
+      if (crashAt && !watch.crashed && point === crashAt.point && detail?.step === crashAt.step) {
+        watch.crashed = true;
+        watch.crashedAttemptStillRunning = true;
+        throw new SimulatedCrash(`simulated crash ${crashAt.label}`);
+      }
+    },
+  };
+  return { watch, hooks, faults };
+}
+
+/** One scenario on a fresh clone of the template: claim, run, resume until settled, judge. */
+async function runScenario(check: CheckRun, name: string, crashAt: Boundary | null, duplicates = 1): Promise<ScenarioResult> {
+  const { queries, schema, verified, options } = check;
+  check.scenarios += 1;
+  const database = await check.scratch.create(String(check.scenarios), check.template);
+  const pool = createPool(`${check.server}/${database}`, { max: duplicates + 4 });
+  const { watch, hooks, faults } = watchScenario(crashAt);
+  const { problems } = watch;
+  const first = check.requests.length;
+  // The engine as a worker runs it (createEngine), an event without a handler a failure.
+  const deps = createEngine({ pool, schema, handlers: check.registry, log: check.log, faults, hooks, settings: { unhandled: 'fail' } });
+  try {
+    const claims = await Promise.all(Array.from({ length: duplicates }, () => queries.claimEvent(pool, verified)));
+    const rowId = claims.find((c) => c.outcome === 'new')?.rowId;
+    if (rowId === undefined) throw new Error('no claim created the event');
+    const job = { rowId, provider: verified.provider, eventId: verified.eventId, attempt: 0 };
+    await Promise.all(Array.from({ length: duplicates }, () => processJob(deps, job)));
+    watch.crashedAttemptStillRunning = false;
+    // Resume as the next worker would: each unfinished run, attempt after attempt.
+    for (let round = 0; round < 10; round += 1) {
+      const runs = await queries.getRuns(pool, rowId);
+      const pending = runs.filter((r) => r.state === 'received' || r.state === 'processing');
+      if (pending.length === 0) break;
+      // A crash leaves the lease to expire; the check expires it at once instead of waiting.
+      await pool.query(`UPDATE ${schema}.handler_runs SET lease_until = now() - interval '1 second' WHERE event_row_id = $1 AND state = 'processing'`, [rowId]);
+      for (const run of pending) await processJob(deps, { ...job, handler: run.handler, attempt: run.attempts });
+      watch.crashedAttemptStillRunning = false;
+    }
+    const eventRow = await queries.getEvent(pool, rowId);
+    const runs = await queries.getRuns(pool, rowId);
+    const count = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${schema}.events`);
+    if (count.rows[0]?.n !== 1) problems.push(`${count.rows[0]?.n} event rows for one event key`);
+    if (eventRow?.state !== 'done') {
+      const why = runs.map((r) => `${r.handler}: ${r.state}${r.lastError ? ` (${r.lastError})` : ''}`).join('; ');
+      problems.push(`the event ended ${eventRow?.state ?? 'missing'}, not done: ${why || eventRow?.note || 'no run'}`);
+    }
+    for (const [step, n] of watch.commits) if (n > 1) problems.push(`step "${step}" committed ${n} times`);
+    const state = options.state ? await options.state(pool) : undefined;
+    // Scenarios run one after the other: this one's requests are the ones since it began.
+    const mine = check.requests.slice(first);
+    return {
+      report: {
+        name,
+        database,
+        attempts: Math.max(0, ...runs.map((r) => r.attempts)),
+        eventState: eventRow?.state ?? 'missing',
+        committed: watch.committed,
+        requests: mine.map((r) => ({ step: r.step.step, attempt: r.step.attempt, method: r.method, url: r.url, given: r.step.idempotencyKey, sent: sentKey(r) })),
+        problems,
+      },
+      state,
+      keys: watch.keysGiven,
+    };
+  } finally {
+    await pool.end();
+  }
+}
+
+/** The key a request actually carried: its Idempotency-Key header, else the given key if the body holds it. */
+function sentKey(request: Request): string | null {
+  if (request.header) return request.header;
+  return request.step.idempotencyKey && request.body.includes(request.step.idempotencyKey) ? request.step.idempotencyKey : null;
+}
+
+/** Key problems of one scenario's requests, compared with the clean run's. */
+function keyProblems(report: ScenarioReport, reference: ScenarioReport | null, keyless: ReadonlySet<string>): string[] {
+  const out: string[] = [];
+  const byStep = new Map<string, ScenarioReport['requests']>();
+  for (const r of report.requests) byStep.set(r.step, [...(byStep.get(r.step) ?? []), r]);
+  for (const [step, list] of byStep) {
+    if (keyless.has(step)) continue;
+    const missing = list.find((r) => r.sent === null);
+    if (missing) {
+      out.push(
+        `external step "${step}" sent ${missing.method} ${missing.url} without an idempotency key (neither the Idempotency-Key header nor the key it was given in the body): the API cannot deduplicate a retry`,
+      );
+      continue;
+    }
+    const wrong = list.find((r) => r.given !== null && r.sent !== r.given && !reference);
+    if (wrong) out.push(`external step "${step}" sent Idempotency-Key "${wrong.sent}", not the key it was given ("${wrong.given}"); pass ctx's key to the API unchanged`);
+    const sent = [...new Set([...(reference?.requests.filter((r) => r.step === step).map((r) => r.sent) ?? []), ...list.map((r) => r.sent)])];
+    if (sent.length > 1) out.push(`external step "${step}" was called again with a DIFFERENT key: ${sent.map((k) => `"${k}"`).join(' then ')}; the API will apply it again`);
+  }
+  return out;
 }
