@@ -13,6 +13,13 @@ import { ConfigError } from '@oncehook/sdk';
 import { clusterSlotProblem, DEFAULT_ENGINE_SETTINGS, type ClusterSeeds } from '@oncehook/core';
 import { DEFAULT_SCHEMA, PROVIDER_VARIABLES, SCHEMA_NAME_PATTERN, withoutEmpty, type Env } from '@oncehook/shared';
 
+/** A comma-separated variable's entries, trimmed, empty ones dropped. */
+const commaList = (value: string): string[] =>
+  value
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean);
+
 const integer = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
 
 /** Settings both apps need. */
@@ -104,10 +111,7 @@ const commonSchema = z.object({
     .default('')
     .transform((value, ctx) => {
       const overrides: Record<string, number> = {};
-      for (const entry of value
-        .split(',')
-        .map((e) => e.trim())
-        .filter(Boolean)) {
+      for (const entry of commaList(value)) {
         const match = /^([a-z0-9][a-z0-9_-]{0,62})=(\d{1,4})$/.exec(entry);
         if (!match) {
           ctx.addIssue({ code: 'custom', message: `"${entry}" is not name=days` });
@@ -210,10 +214,7 @@ const ingestSchema = z.object({
     .default('')
     .transform((value, ctx) => {
       const tokens: { label: string; token: string }[] = [];
-      for (const entry of value
-        .split(',')
-        .map((e) => e.trim())
-        .filter(Boolean)) {
+      for (const entry of commaList(value)) {
         const eq = entry.indexOf('=');
         const label = entry.slice(0, eq);
         const token = entry.slice(eq + 1);
@@ -240,10 +241,7 @@ const ingestSchema = z.object({
     .string()
     .default('')
     .transform((value, ctx) => {
-      const origins = value
-        .split(',')
-        .map((o) => o.trim())
-        .filter(Boolean);
+      const origins = commaList(value);
       for (const origin of origins) {
         if (!/^https?:\/\/[^/\s]+$/.test(origin)) {
           ctx.addIssue({ code: 'custom', message: `"${origin}" is not an origin (scheme://host[:port], no path)` });
@@ -272,10 +270,7 @@ const workerSchema = z.object({
     .string()
     .default('')
     .transform((value, ctx) => {
-      const list = value
-        .split(',')
-        .map((part) => part.trim())
-        .filter(Boolean);
+      const list = commaList(value);
       if (!list.every((part) => /^\d{1,3}$/.test(part))) {
         ctx.addIssue({ code: 'custom', message: `WORKER_QUEUE_SHARDS must be comma-separated shard indexes like "0,2" (got "${value}")` });
         return z.NEVER;
@@ -359,10 +354,7 @@ export function loadCommonConfig(env: Env = process.env): CommonConfig {
 
 /** REDIS_CLUSTER_NODES parsed, or what is wrong with it. */
 export function parseClusterNodes(value: string): ClusterSeeds | string {
-  const entries = value
-    .split(',')
-    .map((entry) => entry.trim())
-    .filter((entry) => entry !== '');
+  const entries = commaList(value);
   const nodes: ClusterSeeds['nodes'] = [];
   let shared: { scheme: string; username: string; password: string } | undefined;
   for (const entry of entries) {
