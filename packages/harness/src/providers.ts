@@ -10,7 +10,8 @@ import { getHmac as shopifyHmac } from '@shopify/shopify-api/test-helpers';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { Webhook as SvixWebhook } from 'svix';
 import { createSource, type SourceDeclaration, type WebhookSource } from '@oncehook/shared';
-import { postDelivery } from './net.js';
+import { type Delivery, postDelivery } from './net.js';
+import type { ProviderCase, SignOptions } from './provider-case.js';
 import { signStripe, STRIPE_SECRET } from './stripe.js';
 import { SENDER_CASES, SENDER_DECLARATIONS, type SenderCase } from './sender-cases.js';
 
@@ -52,9 +53,6 @@ export function allSources(): Map<string, WebhookSource> {
   return new Map([...SOURCE_DECLARATIONS, ...SENDER_DECLARATIONS].map((declaration) => [declaration.name, createSource(declaration, {})]));
 }
 
-import type { Delivery } from './net.js';
-import type { ProviderCase } from './provider-case.js';
-
 export type { ProviderCase, SignOptions } from './provider-case.js';
 
 const now = () => Math.floor(Date.now() / 1000);
@@ -63,6 +61,15 @@ const hex = (secret: string, ...parts: (string | Buffer)[]) => {
   for (const part of parts) mac.update(part);
   return mac.digest('hex');
 };
+const JSON_TYPE = { 'content-type': 'application/json' };
+
+/** The signer of a scheme that signs a timestamp: the case's own (for tolerance cases) or now. */
+const signedAt =
+  (headers: (timestamp: number, body: string | Buffer, o: SignOptions) => Record<string, string>): ProviderCase['sign'] =>
+  async (body, o) => {
+    const timestamp = o.timestamp ?? now();
+    return { body, headers: { ...JSON_TYPE, ...headers(timestamp, body, o) } };
+  };
 
 const ADAPTER_CASES: ProviderCase[] = [
   {
@@ -79,7 +86,7 @@ const ADAPTER_CASES: ProviderCase[] = [
     sign: async (body, o) => ({
       body,
       headers: {
-        'content-type': 'application/json',
+        ...JSON_TYPE,
         'x-hub-signature-256': await githubSign(o.secret ?? SECRETS.github, body.toString()),
         'x-github-delivery': o.id,
         'x-github-hook-id': '424242',
@@ -98,7 +105,7 @@ const ADAPTER_CASES: ProviderCase[] = [
     sign: async (body, o) => ({
       body,
       headers: {
-        'content-type': 'application/json',
+        ...JSON_TYPE,
         'x-shopify-hmac-sha256': shopifyHmac(body.toString(), o.secret ?? SECRETS.shopify),
         'x-shopify-webhook-id': o.id,
         'x-shopify-event-id': `event-${o.id}`,
@@ -114,18 +121,11 @@ const ADAPTER_CASES: ProviderCase[] = [
   {
     source: 'standard-webhooks',
     body: () => JSON.stringify({ type: 'invoice.created', timestamp: new Date().toISOString(), data: { id: 'inv_1' } }),
-    sign: async (body, o) => {
-      const timestamp = o.timestamp ?? now();
-      return {
-        body,
-        headers: {
-          'content-type': 'application/json',
-          'webhook-id': o.id,
-          'webhook-timestamp': String(timestamp),
-          'webhook-signature': new StandardWebhook(o.secret ?? SECRETS.standard).sign(o.id, new Date(timestamp * 1000), body.toString()),
-        },
-      };
-    },
+    sign: signedAt((timestamp, body, o) => ({
+      'webhook-id': o.id,
+      'webhook-timestamp': String(timestamp),
+      'webhook-signature': new StandardWebhook(o.secret ?? SECRETS.standard).sign(o.id, new Date(timestamp * 1000), body.toString()),
+    })),
     storedId: (id) => id,
     type: 'invoice.created',
     timestamped: true,
@@ -133,18 +133,11 @@ const ADAPTER_CASES: ProviderCase[] = [
   {
     source: 'svix',
     body: () => JSON.stringify({ type: 'user.created', data: { id: 'user_1' } }),
-    sign: async (body, o) => {
-      const timestamp = o.timestamp ?? now();
-      return {
-        body,
-        headers: {
-          'content-type': 'application/json',
-          'svix-id': o.id,
-          'svix-timestamp': String(timestamp),
-          'svix-signature': new SvixWebhook(o.secret ?? SECRETS.svix).sign(o.id, new Date(timestamp * 1000), body.toString()),
-        },
-      };
-    },
+    sign: signedAt((timestamp, body, o) => ({
+      'svix-id': o.id,
+      'svix-timestamp': String(timestamp),
+      'svix-signature': new SvixWebhook(o.secret ?? SECRETS.svix).sign(o.id, new Date(timestamp * 1000), body.toString()),
+    })),
     storedId: (id) => id,
     type: 'user.created',
     timestamped: true,
@@ -152,18 +145,11 @@ const ADAPTER_CASES: ProviderCase[] = [
   {
     source: 'slack',
     body: (id) => JSON.stringify({ type: 'event_callback', event_id: id, event_time: now(), team_id: 'T1', api_app_id: 'A1', event: { type: 'app_mention', text: 'hi' } }),
-    sign: async (body, o) => {
-      const timestamp = o.timestamp ?? now();
-      return {
-        body,
-        headers: {
-          'content-type': 'application/json',
-          'x-slack-request-timestamp': String(timestamp),
-          'x-slack-signature': `v0=${hex(o.secret ?? SECRETS.slack, `v0:${timestamp}:`, body)}`,
-          ...(o.attempt ? { 'x-slack-retry-num': String(o.attempt), 'x-slack-retry-reason': 'http_timeout' } : {}),
-        },
-      };
-    },
+    sign: signedAt((timestamp, body, o) => ({
+      'x-slack-request-timestamp': String(timestamp),
+      'x-slack-signature': `v0=${hex(o.secret ?? SECRETS.slack, `v0:${timestamp}:`, body)}`,
+      ...(o.attempt ? { 'x-slack-retry-num': String(o.attempt), 'x-slack-retry-reason': 'http_timeout' } : {}),
+    })),
     storedId: (id) => id,
     type: 'app_mention',
     timestamped: true,
@@ -171,13 +157,7 @@ const ADAPTER_CASES: ProviderCase[] = [
   {
     source: 'paddle',
     body: (id) => JSON.stringify({ event_id: id, event_type: 'subscription.renewed', occurred_at: new Date().toISOString(), notification_id: 'ntf_1', data: { id: 'sub_1' } }),
-    sign: async (body, o) => {
-      const timestamp = o.timestamp ?? now();
-      return {
-        body,
-        headers: { 'content-type': 'application/json', 'paddle-signature': `ts=${timestamp};h1=${hex(o.secret ?? SECRETS.paddle, `${timestamp}:`, body)}` },
-      };
-    },
+    sign: signedAt((timestamp, body, o) => ({ 'paddle-signature': `ts=${timestamp};h1=${hex(o.secret ?? SECRETS.paddle, `${timestamp}:`, body)}` })),
     storedId: (id) => id,
     type: 'subscription.renewed',
     timestamped: true,
@@ -185,17 +165,10 @@ const ADAPTER_CASES: ProviderCase[] = [
   {
     source: 'internal',
     body: (id) => JSON.stringify({ event: { id, kind: 'order.paid' }, order: { id: 'o_1' } }),
-    sign: async (body, o) => {
-      const timestamp = o.timestamp ?? now();
-      return {
-        body,
-        headers: {
-          'content-type': 'application/json',
-          'x-internal-timestamp': String(timestamp),
-          'x-internal-signature': `sha256=${hex(o.secret ?? SECRETS.hmac, `${timestamp}.`, body)}`,
-        },
-      };
-    },
+    sign: signedAt((timestamp, body, o) => ({
+      'x-internal-timestamp': String(timestamp),
+      'x-internal-signature': `sha256=${hex(o.secret ?? SECRETS.hmac, `${timestamp}.`, body)}`,
+    })),
     storedId: (id) => id,
     type: 'order.paid',
     timestamped: true,

@@ -27,19 +27,8 @@ import { GITHUB_PAYLOADS } from '../signing/adapter-fixtures.js';
 import { JSON_CONTENT, bodyText, hmacParts } from '../signing/sign-helpers.js';
 import { defineAdapter, secretsVariable, type SignedDelivery, type SignedDeliveryOptions } from './descriptor.js';
 import { VerificationError } from '../errors.js';
-import { hmacSha256, signaturesEqual } from './hmac.js';
-import {
-  bodyHash,
-  checkEventId,
-  checkEventType,
-  checkSecrets,
-  compactMeta,
-  parseJsonObject,
-  requireHeader,
-  type DeliveryRequest,
-  type Verified,
-  type WebhookSource,
-} from './types.js';
+import { requireBodySignature } from './hmac.js';
+import { bodyHash, checkEventId, checkEventType, headerSignedSource, compactMeta, parseJsonObject, requireHeader, type DeliveryRequest, type WebhookSource } from './types.js';
 
 export interface GitHubSourceOptions {
   name?: string;
@@ -124,42 +113,31 @@ function githubJson(request: DeliveryRequest): Buffer {
 }
 
 export function createGitHubSource(options: GitHubSourceOptions): WebhookSource {
-  const name = options.name ?? 'github';
   const dedupeOnBody = options.bodyDedupe ?? true;
-  checkSecrets(name, 'GitHub webhook', options.secrets);
-  return {
-    name,
-    kind: 'github',
-    precheck(header) {
-      parseHeaders(header);
-    },
-    verify(request: DeliveryRequest): Verified {
-      const { signature, delivery, hookId, eventName } = parseHeaders(request.header);
-      const valid = options.secrets.some((secret) => signaturesEqual(hmacSha256(secret, request.rawBody).toString('hex'), signature));
-      if (!valid) throw new VerificationError(401, 'bad_signature', 'X-Hub-Signature-256 does not match the body with any configured secret');
+  return headerSignedSource('github', options, 'GitHub webhook', parseHeaders, (request, { signature, delivery, hookId, eventName }, name) => {
+    requireBodySignature(options.secrets, request.rawBody, 'hex', signature, 'X-Hub-Signature-256');
 
-      const eventId = checkEventId(`${hookId}:${delivery}`, 'X-GitHub-Hook-ID:X-GitHub-Delivery');
-      const { text, json } = parseJsonObject(githubJson(request), 'GitHub event');
-      const field = GITHUB_EVENT_FIELDS[eventName];
-      if (field !== undefined && !(field in json)) {
-        throw new VerificationError(400, 'malformed_payload', `X-GitHub-Event is "${eventName}" but the body has no "${field}": the header does not belong to this body`);
-      }
-      const type = checkEventType(typeof json.action === 'string' ? `${eventName}.${json.action}` : eventName, 'X-GitHub-Event');
-      return {
-        event: {
-          provider: name,
-          kind: 'github',
-          eventId,
-          type,
-          signedAt: null,
-          rawBody: text,
-          payload: json,
-          meta: compactMeta({ hookId, delivery, event: eventName, targetType: request.header('X-GitHub-Hook-Installation-Target-Type') }),
-          bodyHash: dedupeOnBody ? bodyHash(request.rawBody) : null,
-        },
-      };
-    },
-  };
+    const eventId = checkEventId(`${hookId}:${delivery}`, 'X-GitHub-Hook-ID:X-GitHub-Delivery');
+    const { text, json } = parseJsonObject(githubJson(request), 'GitHub event');
+    const field = GITHUB_EVENT_FIELDS[eventName];
+    if (field !== undefined && !(field in json)) {
+      throw new VerificationError(400, 'malformed_payload', `X-GitHub-Event is "${eventName}" but the body has no "${field}": the header does not belong to this body`);
+    }
+    const type = checkEventType(typeof json.action === 'string' ? `${eventName}.${json.action}` : eventName, 'X-GitHub-Event');
+    return {
+      event: {
+        provider: name,
+        kind: 'github',
+        eventId,
+        type,
+        signedAt: null,
+        rawBody: text,
+        payload: json,
+        meta: compactMeta({ hookId, delivery, event: eventName, targetType: request.header('X-GitHub-Hook-Installation-Target-Type') }),
+        bodyHash: dedupeOnBody ? bodyHash(request.rawBody) : null,
+      },
+    };
+  });
 }
 
 /**

@@ -1,4 +1,5 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { VerificationError } from '../errors.js';
 
 export function hmacSha256(key: string | Buffer, ...parts: (string | Buffer)[]): Buffer {
   const mac = createHmac('sha256', key);
@@ -15,6 +16,16 @@ export function signaturesEqual(expected: string, received: string): boolean {
   const a = Buffer.from(expected, 'utf8');
   const b = Buffer.from(received, 'utf8');
   return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/**
+ * The check of senders that sign the raw body alone (GitHub hex, Shopify base64): the signature
+ * must be the body's HMAC-SHA256 under one of the configured secrets (several while rotating),
+ * else a 401 that names the header.
+ */
+export function requireBodySignature(secrets: readonly string[], rawBody: Buffer, encoding: 'hex' | 'base64', signature: string, header: string): void {
+  if (secrets.some((secret) => signaturesEqual(hmacSha256(secret, rawBody).toString(encoding), signature))) return;
+  throw new VerificationError(401, 'bad_signature', `${header} does not match the body with any configured secret`);
 }
 
 /** How a sender writes its signature: hex, standard base64 (padded), or base64url (unpadded: JWT-style in-house senders). */

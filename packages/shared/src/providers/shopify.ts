@@ -39,8 +39,8 @@ import { SHOPIFY_PAYLOADS } from '../signing/adapter-fixtures.js';
 import { JSON_CONTENT, bodyText, hmacParts, nowSeconds } from '../signing/sign-helpers.js';
 import { defineAdapter, secretsVariable, type SignedDelivery, type SignedDeliveryOptions } from './descriptor.js';
 import { VerificationError } from '../errors.js';
-import { hmacSha256, signaturesEqual } from './hmac.js';
-import { bodyHash, checkEventId, checkEventType, checkSecrets, compactMeta, parseJsonBody, toDate, type DeliveryRequest, type Verified, type WebhookSource } from './types.js';
+import { requireBodySignature } from './hmac.js';
+import { bodyHash, checkEventId, checkEventType, compactMeta, parseJsonBody, toDate, type DeliveryRequest, headerSignedSource, type WebhookSource } from './types.js';
 
 export type ShopifyBodyDedupe = 'any-topic' | 'per-topic' | 'off';
 
@@ -91,46 +91,35 @@ function parseHeaders(header: DeliveryRequest['header']) {
 }
 
 export function createShopifySource(options: ShopifySourceOptions): WebhookSource {
-  const name = options.name ?? 'shopify';
   const dedupe = options.bodyDedupe ?? 'any-topic';
-  checkSecrets(name, 'Shopify client', options.secrets);
-  return {
-    name,
-    kind: 'shopify',
-    precheck(header) {
-      parseHeaders(header);
-    },
-    verify(request: DeliveryRequest): Verified {
-      const { signature, webhookId, topic, get, header } = parseHeaders(request.header);
-      const valid = options.secrets.some((secret) => signaturesEqual(hmacSha256(secret, request.rawBody).toString('base64'), signature));
-      if (!valid) throw new VerificationError(401, 'bad_signature', 'X-Shopify-Hmac-Sha256 does not match the body with any configured secret');
+  return headerSignedSource('shopify', options, 'Shopify client', parseHeaders, (request, { signature, webhookId, topic, get, header }, name) => {
+    requireBodySignature(options.secrets, request.rawBody, 'base64', signature, 'X-Shopify-Hmac-Sha256');
 
-      const eventId = checkEventId(webhookId, 'X-Shopify-Webhook-Id');
-      const type = checkEventType(topic, 'X-Shopify-Topic');
-      const { text, json } = parseJsonBody(request.rawBody);
-      return {
-        event: {
-          provider: name,
-          kind: 'shopify',
-          eventId,
-          type,
-          signedAt: null,
-          rawBody: text,
-          payload: json,
-          meta: compactMeta({
-            eventId: get('Event-Id'),
-            shopDomain: get('Shop-Domain'),
-            apiVersion: get('API-Version'),
-            triggeredAt: toDate(get('Triggered-At'))?.toISOString(),
-            action: header('shopify-action'),
-            handle: header('shopify-handle'),
-            resourceId: header('shopify-resource-id'),
-          }),
-          bodyHash: dedupe === 'off' ? null : bodyHash(dedupe === 'per-topic' ? Buffer.concat([Buffer.from(`${type}\0`), request.rawBody]) : request.rawBody),
-        },
-      };
-    },
-  };
+    const eventId = checkEventId(webhookId, 'X-Shopify-Webhook-Id');
+    const type = checkEventType(topic, 'X-Shopify-Topic');
+    const { text, json } = parseJsonBody(request.rawBody);
+    return {
+      event: {
+        provider: name,
+        kind: 'shopify',
+        eventId,
+        type,
+        signedAt: null,
+        rawBody: text,
+        payload: json,
+        meta: compactMeta({
+          eventId: get('Event-Id'),
+          shopDomain: get('Shop-Domain'),
+          apiVersion: get('API-Version'),
+          triggeredAt: toDate(get('Triggered-At'))?.toISOString(),
+          action: header('shopify-action'),
+          handle: header('shopify-handle'),
+          resourceId: header('shopify-resource-id'),
+        }),
+        bodyHash: dedupe === 'off' ? null : bodyHash(dedupe === 'per-topic' ? Buffer.concat([Buffer.from(`${type}\0`), request.rawBody]) : request.rawBody),
+      },
+    };
+  });
 }
 
 /** Signs as Shopify does: base64 HMAC-SHA256 of the body; webhook id, topic (the type) and shop in the classic headers. */

@@ -253,6 +253,31 @@ export const MIN_SECRET_LENGTH = 16;
  * can be (a typo or a placeholder such as `x` would otherwise be an HMAC key anyone can guess).
  * Throws an Error naming the source; sources.ts turns it into a ConfigError.
  */
+/**
+ * The head of an adapter whose headers carry the signature and nothing time-bound (GitHub,
+ * Shopify): the source's name (its kind unless declared), its secrets checked at start, a
+ * precheck that parses the headers before the body is read, and `verify` given the parsed
+ * headers with the request.
+ */
+export function headerSignedSource<Headers>(
+  kind: string,
+  options: { name?: string; secrets: string[] },
+  secretsLabel: string,
+  parseHeaders: (header: DeliveryRequest['header']) => Headers,
+  verify: (request: DeliveryRequest, headers: Headers, name: string) => Verified,
+): WebhookSource {
+  const name = options.name ?? kind;
+  checkSecrets(name, secretsLabel, options.secrets);
+  return {
+    name,
+    kind,
+    precheck(header) {
+      parseHeaders(header);
+    },
+    verify: (request) => verify(request, parseHeaders(request.header), name),
+  };
+}
+
 export function checkSecrets(source: string, provider: string, secrets: string[], check: (secret: string) => string | null = defaultSecretCheck): void {
   if (secrets.length === 0) throw new Error(`source ${source}: at least one ${provider} secret is required`);
   secrets.forEach((secret, i) => {
