@@ -20,6 +20,32 @@ const commaList = (value: string): string[] =>
     .map((entry) => entry.trim())
     .filter(Boolean);
 
+/** What is wrong with one entry of a comma-separated variable. */
+class Problem {
+  constructor(readonly message: string) {}
+}
+
+/**
+ * A comma-separated variable read entry by entry: `entry` gives the parsed entry, or a
+ * Problem saying what is wrong with it (the variable is refused with that message).
+ */
+const commaSeparated = <T>(entry: (text: string) => T | Problem) =>
+  z
+    .string()
+    .default('')
+    .transform((value, ctx) => {
+      const entries: T[] = [];
+      for (const text of commaList(value)) {
+        const parsed = entry(text);
+        if (parsed instanceof Problem) {
+          ctx.addIssue({ code: 'custom', message: parsed.message });
+          return z.NEVER;
+        }
+        entries.push(parsed);
+      }
+      return entries;
+    });
+
 const integer = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
 
 /** Settings both apps need. */
@@ -106,21 +132,10 @@ const commonSchema = z.object({
    */
   KEY_RETENTION_DAYS: integer(1, 36500).default(400),
   /** Per-source overrides, `name=days,name=days` (e.g. `shopify=2,slack=1`). */
-  RETENTION_OVERRIDES: z
-    .string()
-    .default('')
-    .transform((value, ctx) => {
-      const overrides: Record<string, number> = {};
-      for (const entry of commaList(value)) {
-        const match = /^([a-z0-9][a-z0-9_-]{0,62})=(\d{1,4})$/.exec(entry);
-        if (!match) {
-          ctx.addIssue({ code: 'custom', message: `"${entry}" is not name=days` });
-          return z.NEVER;
-        }
-        overrides[match[1]!] = Number(match[2]);
-      }
-      return overrides;
-    }),
+  RETENTION_OVERRIDES: commaSeparated((entry) => {
+    const match = /^([a-z0-9][a-z0-9_-]{0,62})=(\d{1,4})$/.exec(entry);
+    return match ? ([match[1]!, Number(match[2])] as const) : new Problem(`"${entry}" is not name=days`);
+  }).transform((pairs): Record<string, number> => Object.fromEntries(pairs)),
 });
 
 const ingestSchema = z.object({
@@ -209,27 +224,14 @@ const ingestSchema = z.object({
    * Named bearer tokens, `name=token,name=token` (`alice=...,deploy-bot=...`): the name is
    * recorded as the actor of every operator action taken with the token (`token:alice`).
    */
-  ADMIN_TOKENS: z
-    .string()
-    .default('')
-    .transform((value, ctx) => {
-      const tokens: { label: string; token: string }[] = [];
-      for (const entry of commaList(value)) {
-        const eq = entry.indexOf('=');
-        const label = entry.slice(0, eq);
-        const token = entry.slice(eq + 1);
-        if (eq <= 0 || !/^[A-Za-z0-9._-]{1,63}$/.test(label)) {
-          ctx.addIssue({ code: 'custom', message: `each entry is name=token with a name of A-Z a-z 0-9 . _ - (got "${entry.slice(0, 20)}...")` });
-          return z.NEVER;
-        }
-        if (token.length < 16) {
-          ctx.addIssue({ code: 'custom', message: `the token of "${label}" must be at least 16 characters` });
-          return z.NEVER;
-        }
-        tokens.push({ label, token });
-      }
-      return tokens;
-    }),
+  ADMIN_TOKENS: commaSeparated((entry) => {
+    const eq = entry.indexOf('=');
+    const label = entry.slice(0, eq);
+    const token = entry.slice(eq + 1);
+    if (eq <= 0 || !/^[A-Za-z0-9._-]{1,63}$/.test(label)) return new Problem(`each entry is name=token with a name of A-Z a-z 0-9 . _ - (got "${entry.slice(0, 20)}...")`);
+    if (token.length < 16) return new Problem(`the token of "${label}" must be at least 16 characters`);
+    return { label, token };
+  }),
   ADMIN_USERNAME: z.string().optional(),
   ADMIN_PASSWORD: z.string().min(12, 'ADMIN_PASSWORD must be at least 12 characters').optional(),
   /**
@@ -237,19 +239,7 @@ const ingestSchema = z.object({
    * a proxy rewrites the Host header; admin actions from any other origin are refused (CSRF).
    * Default: the request's own host.
    */
-  ADMIN_ORIGINS: z
-    .string()
-    .default('')
-    .transform((value, ctx) => {
-      const origins = commaList(value);
-      for (const origin of origins) {
-        if (!/^https?:\/\/[^/\s]+$/.test(origin)) {
-          ctx.addIssue({ code: 'custom', message: `"${origin}" is not an origin (scheme://host[:port], no path)` });
-          return z.NEVER;
-        }
-      }
-      return origins;
-    }),
+  ADMIN_ORIGINS: commaSeparated((origin) => (/^https?:\/\/[^/\s]+$/.test(origin) ? origin : new Problem(`"${origin}" is not an origin (scheme://host[:port], no path)`))),
   /** Read-only admin: views work, re-drive/replay and Bull Board actions are refused. */
   ADMIN_READ_ONLY: z
     .enum(['true', 'false'])
@@ -266,17 +256,9 @@ const workerSchema = z.object({
    * The shards this worker consumes, as comma-separated indexes (`0,1`); empty = all of them.
    * WORKER_CONCURRENCY applies to each consumed shard.
    */
-  WORKER_QUEUE_SHARDS: z
-    .string()
-    .default('')
-    .transform((value, ctx) => {
-      const list = commaList(value);
-      if (!list.every((part) => /^\d{1,3}$/.test(part))) {
-        ctx.addIssue({ code: 'custom', message: `WORKER_QUEUE_SHARDS must be comma-separated shard indexes like "0,2" (got "${value}")` });
-        return z.NEVER;
-      }
-      return list.map(Number);
-    }),
+  WORKER_QUEUE_SHARDS: commaSeparated((part) =>
+    /^\d{1,3}$/.test(part) ? Number(part) : new Problem(`WORKER_QUEUE_SHARDS must be comma-separated shard indexes like "0,2" (got "${part}")`),
+  ),
   // The engine's settings: their defaults, and the reason for each, are @oncehook/core's
   // (DEFAULT_ENGINE_SETTINGS in engine.ts), so the engine used alone and the worker agree.
   /** How long a claim on a handler run lasts without renewal (renewed every third of it). */
