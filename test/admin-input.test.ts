@@ -40,6 +40,8 @@ async function unchanged(): Promise<void> {
   const actions = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${T.actions}`);
   expect(actions.rows[0]?.n).toBe(0);
   expect(await q.listPauses(db.pool)).toEqual([]);
+  const resolutions = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${T.events.replace('events', 'failure_resolutions')}`);
+  expect(resolutions.rows[0]?.n).toBe(0);
 }
 
 async function get(path: string): Promise<{ status: number; body: Record<string, unknown> }> {
@@ -63,6 +65,18 @@ describe('the admin API', () => {
     ['limit 1.5', '/admin/api/events?limit=1.5', 400],
     ['limit 1e12', '/admin/api/events?limit=1e12', 400],
     ['an unknown state', '/admin/api/events?state=bogus', 400],
+    ['an unknown filter (a typo must not list everything)', '/admin/api/events?stat=failed', 400],
+    ['a payload filter without = or ~', '/admin/api/events?payload=data.object.id', 400],
+    ['a payload path with a space', '/admin/api/events?payload=data.ob%20ject%3Dx', 400],
+    ['a payload value of 501 characters', `/admin/api/events?payload=a%3D${'x'.repeat(501)}`, 400],
+    ['since that is not a time', '/admin/api/events?since=last%20week', 400],
+    ['until before since', '/admin/api/events?since=2026-12-02&until=2026-12-01', 400],
+    ['a group that is not 12 hex digits', '/admin/api/events?group=ABC', 400],
+    ['before that is not a row id', '/admin/api/events?before=-1', 400],
+    ['a waiting reason that does not exist', '/admin/api/events?waiting=later', 400],
+    ['handler and destination both', '/admin/api/events?handler=a&destination=b', 400],
+    ['failure groups of a bad handler name', '/admin/api/failure-groups?handler=Bad%20Name', 400],
+    ['failure groups with an unknown filter', '/admin/api/failure-groups?everything=1', 400],
   ])('GET with %s: a clear answer, never a 500', async (_what, path, status) => {
     const answer = await get(path);
     expect(answer.status).toBe(status);
@@ -83,6 +97,11 @@ describe('the admin API', () => {
     ['bulk with older_than beyond 10 years', '/admin/api/redrive', '{"state":"failed","older_than":99999999999,"reason":"x","dry_run":false}', /bad_body/],
     ['bulk with a null body', '/admin/api/redrive', 'null', /bad_body/],
     ['bulk with an unknown field', '/admin/api/redrive', '{"state":"failed","everything":true}', /bad_body/],
+    ['bulk with a bad payload filter', '/admin/api/redrive', '{"payload":"no-operator","reason":"x","dry_run":false}', /bad_body/],
+    ['bulk with a group of the wrong shape', '/admin/api/redrive', '{"group":"nothex!","reason":"x","dry_run":false}', /bad_body/],
+    ['bulk with a filter as an object', '/admin/api/redrive', '{"state":{"$ne":"done"},"reason":"x","dry_run":false}', /bad_body/],
+    ['resolve of a group id of the wrong shape', '/admin/api/failure-groups/xyz/resolve', '{"reason":"x"}', /bad_id/],
+    ['resolve without a reason', '/admin/api/failure-groups/0123456789ab/resolve', '{}', /reason_required/],
     ['pause without a reason', '/admin/api/pauses', '{"scope":"handler","name":"mailer"}', /reason_required/],
     ['pause of an unknown scope', '/admin/api/pauses', '{"scope":"queue","name":"mailer","reason":"x"}', /bad_body/],
     ['pause of a name no handler can have', '/admin/api/pauses', '{"scope":"handler","name":"Bad Name","reason":"x"}', /bad_body/],
@@ -125,11 +144,20 @@ describe('the CLI', () => {
   }
 
   it.each([
-    [['list', '--limit=-1'], /--limit must be a whole number from 1 to 10000/],
-    [['list', '--limit', '1e12'], /--limit must be a whole number from 1 to 10000/],
-    [['redrive-all', '--state', 'failed', '--limit', '10001', '--reason', 'x'], /--limit must be a whole number from 1 to 10000/],
+    [['list', '--limit=-1'], /--limit: a whole number from 1 to 10000/],
+    [['list', '--limit', '1e12'], /--limit: a whole number from 1 to 10000/],
+    [['redrive-all', '--state', 'failed', '--limit', '10001', '--reason', 'x'], /--limit: a whole number from 1 to 10000/],
     [['list', '--older-than', '99999999999'], /--older-than: "99999999999" is not a duration/],
-    [['list', '--older-than', '4000d'], /--older-than: "4000d" is more than 10 years/],
+    [['list', '--older-than', '4000d'], /--older-than: "4000d" is not a duration \(90, 30m, 2h, 3d; at most 10 years\)/],
+    [['list', '--payload', 'data.object.customer'], /--payload: "data.object.customer" has no = or ~: write field.path=value/],
+    [['list', '--payload', 'a..b=1'], /--payload: "a..b" is not a field path/],
+    [['redrive-all', '--payload', '=x', '--reason', 'x'], /--payload: equals needs a field path/],
+    [['list', '--since', 'yesterday'], /--since: "yesterday" is neither a time/],
+    [['list', '--since', '1h', '--until', '2h'], /--until: until must be later than since/],
+    [['list', '--waiting', 'soon'], /--waiting: one of paused, concurrency, rate-limit/],
+    [['list', '--group', 'zz'], /--group: a failure group id is 12 hex digits/],
+    [['list', '--source', 'Stripe!'], /--source: "Stripe!" is not a source name/],
+    [['show', '1', '--state', 'failed'], /show takes no --state/],
     [['list', '--state', 'bogus'], /state/],
     [['redrive', '99999999999999999999999', '--reason', 'x'], /is neither a row id \(1 to 15 digits\) nor provider\/event_id/],
     [['show', 'no-slash-here'], /is neither a row id/],

@@ -12,9 +12,9 @@
  * Neither ever touches a run a worker holds a live lease on (guarded UPDATEs).
  * - pause / resume: a handler or a source (flow-control.ts); recorded as operator actions.
  */
-import { withTransaction, type Pool } from '@oncehook/shared';
+import { PG_QUERY_CANCELED, withTransaction, type Pool } from '@oncehook/shared';
 import type { EventJobData, RunRow, StepKind } from './vocabulary.js';
-import type { EventDetail, EventFilter, EventSummary, HandlerState, MovedRun, PauseRow, Queries, RecordedStep } from './store/queries.js';
+import type { EventDetail, EventFilter, EventSummary, FailureGroup, HandlerState, MovedRun, PauseRow, Queries, RecordedStep } from './store/queries.js';
 import { idempotencyKeyFor } from './idempotency-key.js';
 import { viewPayload } from './payload-view.js';
 import { enqueueEvent, type JobTarget } from './queue.js';
@@ -88,7 +88,16 @@ export interface Operations {
   pauses(): Promise<PauseRow[]>;
   /** How each named handler or destination is doing now (in flight, waiting, dead letters, paused, last error). */
   handlerStates(names: string[]): Promise<HandlerState[]>;
+  /**
+   * The events matching the filter, newest first (EventFilter), within SEARCH_TIMEOUT_MS:
+   * a search that would take longer (a rare payload value over millions of events) throws
+   * SearchTooSlowError instead of holding a connection.
+   */
   list(filter: EventFilter): Promise<EventSummary[]>;
+  /** Failed and retrying runs grouped by handler and error shape, newest failure first. */
+  failureGroups(options?: { handler?: string; limit?: number; includeResolved?: boolean }): Promise<FailureGroup[]>;
+  /** Marks a failure group resolved (hidden until a run of it fails again); refused when no run is in it. */
+  resolveFailureGroup(id: string, actor: string, reason: string): Promise<{ ok: true; handler: string; shape: string; resolvedAt: Date } | { ok: false; reason: string }>;
   /** The event and its history; its payload bounded for display (EventView). */
   show(ref: string | number): Promise<EventView | null>;
   redrive(rowId: number, options: { handler?: string }, actor: string, reason: string): Promise<RedriveResult | Refusal>;
@@ -145,7 +154,14 @@ export function createOperations(deps: OperationsDeps): Operations {
     resume: (target, actor, reason) => resumeTarget(deps, target, actor, reason),
     pauses: () => queries.listPauses(pool),
     handlerStates: (names) => queries.handlerStates(pool, names),
-    list: (filter) => queries.listEvents(pool, filter),
+    list: (filter) => searchEvents(deps, filter),
+    failureGroups: (options) => queries.failureGroups(pool, options),
+    async resolveFailureGroup(id, actor, reason) {
+      const resolved = await queries.resolveFailureGroup(pool, id, actor, reason);
+      return resolved
+        ? { ok: true, ...resolved }
+        : { ok: false, reason: `no failed or retrying run is in failure group ${id} (its runs were re-driven and succeeded, or the id is wrong)` };
+    },
     show: (ref) => showEvent(deps, ref),
     redrive: (rowId, options, actor, reason) => redriveEvent(deps, rowId, options.handler, actor, reason),
     replay: (rowId, options, actor, reason) => replayEvent(deps, rowId, options, actor, reason),
@@ -158,6 +174,32 @@ export function createOperations(deps: OperationsDeps): Operations {
     },
   };
   return operations;
+}
+
+/** How long one search may run before it is refused as too slow (a statement timeout of its own transaction). */
+export const SEARCH_TIMEOUT_MS = 10_000;
+
+/** A search that would have taken longer than SEARCH_TIMEOUT_MS: narrow it. */
+export class SearchTooSlowError extends Error {
+  override name = 'SearchTooSlowError';
+  constructor() {
+    super(
+      `the search took longer than ${SEARCH_TIMEOUT_MS / 1000} s and was stopped: narrow it with a time range (since/until), a source, a type or a handler (a payload search reads every event the other filters leave, newest first)`,
+    );
+  }
+}
+
+async function searchEvents({ pool, queries }: OperationsDeps, filter: EventFilter): Promise<EventSummary[]> {
+  try {
+    return await withTransaction(pool, async (tx) => {
+      // SET LOCAL: the timeout ends with this transaction, the pooled connection keeps its own.
+      await tx.query(`SET LOCAL statement_timeout = ${SEARCH_TIMEOUT_MS}`);
+      return queries.listEvents(tx, filter);
+    });
+  } catch (error) {
+    if ((error as { code?: string }).code === PG_QUERY_CANCELED) throw new SearchTooSlowError();
+    throw error;
+  }
 }
 
 async function enqueueMoved(queue: JobTarget, moved: MovedRun[]): Promise<void> {

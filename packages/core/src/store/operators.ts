@@ -10,6 +10,7 @@ import type {
   EventDetail,
   EventFilter,
   EventSummary,
+  FailureGroup,
   HandlerState,
   MovedRun,
   OperatorAction,
@@ -63,16 +64,40 @@ export function createOperatorQueries(t: Tables) {
       return rows[0] ? moved(input.rowId, rows[0]) : null;
     },
 
+    /** The search (EventFilter). An event id without a provider is looked up under every provider stored (events_key answers each). */
     async listEvents(db: Queryable, filter: EventFilter): Promise<EventSummary[]> {
+      let providers = filter.provider === undefined ? null : [filter.provider];
+      if (providers === null && filter.eventId !== undefined) providers = (await db.query<{ provider: string }>(sql.PROVIDERS)).rows.map((r) => r.provider);
       const { rows } = await db.query<SummaryRow>(sql.LIST_EVENTS, [
         filter.state ?? null,
-        filter.provider ?? null,
+        providers,
         filter.type ?? null,
         filter.olderThanSeconds ?? null,
         filter.handler ?? null,
         filter.limit ?? 50,
+        filter.waiting ?? null,
+        filter.eventId ?? null,
+        filter.since ?? null,
+        filter.until ?? null,
+        filter.payload?.path ?? null,
+        filter.payload?.op ?? null,
+        filter.payload?.value ?? null,
+        filter.group ?? null,
+        filter.before ?? null,
       ]);
       return rows.map(summary);
+    },
+
+    /** Failure groups, newest failure first; resolved ones only with `includeResolved`. */
+    async failureGroups(db: Queryable, options: { handler?: string; limit?: number; includeResolved?: boolean } = {}): Promise<FailureGroup[]> {
+      const { rows } = await db.query<FailureGroup>(sql.FAILURE_GROUPS, [options.handler ?? null, options.limit ?? 100, options.includeResolved === true]);
+      return rows;
+    },
+
+    /** Marks a failure group resolved; null = no failed or retrying run is in such a group. */
+    async resolveFailureGroup(db: Queryable, id: string, actor: string, reason: string): Promise<{ handler: string; shape: string; resolvedAt: Date } | null> {
+      const { rows } = await db.query<{ handler: string; shape: string; resolvedAt: Date }>(sql.RESOLVE_GROUP, [id, actor, reason]);
+      return rows[0] ?? null;
     },
 
     /** Runs that look stuck: processing past their lease, or received untouched for `receivedOlderThanMs`. */

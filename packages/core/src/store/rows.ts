@@ -70,15 +70,68 @@ export interface LeasedRun {
 
 export type OperatorMode = 'redrive' | 'replay';
 
+/** A condition on one field of the payload (the console's and `oncehook list --payload`'s search). */
+export interface PayloadMatch {
+  /** Keys from the payload's root (`["data", "object", "customer"]`; an array index is its number); empty = the whole payload's text. */
+  path: string[];
+  /** `equals`: the field's text is the value (a number matches its digits); `contains`: the text contains it, any case. */
+  op: 'equals' | 'contains';
+  value: string;
+}
+
+/**
+ * Which events to list (every field optional; all given must hold). Newest first by arrival
+ * (row id), `before` continues after the last row of a page (keyset: a page never shifts when
+ * events arrive meanwhile).
+ */
 export interface EventFilter {
   state?: EventState;
+  /** Events with a run waiting for this (flow control): paused, concurrency, rate-limit. */
+  waiting?: RunWaiting;
   provider?: string;
   type?: string;
-  /** Events with a run of this handler. */
+  /** Events with a run of this handler (or destination). */
   handler?: string;
+  /** The provider's event id, exactly as stored (`evt_...`; GitHub: `<hook id>:<delivery>`). */
+  eventId?: string;
+  /** Received at or after this. */
+  since?: Date;
+  /** Received before this. */
+  until?: Date;
   /** Only events received at least this many seconds ago. */
   olderThanSeconds?: number;
+  payload?: PayloadMatch;
+  /** Events with a failed or retrying run in this failure group (FailureGroup.id). */
+  group?: string;
+  /** Rows with a smaller id than this: the next page after a page ending at this row. */
+  before?: number;
   limit?: number;
+}
+
+/**
+ * Failed and retrying runs of one handler whose last errors have one shape (the message with
+ * ids, uuids and numbers other than a status code replaced: migrations/0012).
+ */
+export interface FailureGroup {
+  /** 12 hex digits of the handler and the shape: stable while they are. */
+  id: string;
+  handler: string;
+  shape: string;
+  /** Runs in it that failed for good (dead letters). */
+  failed: number;
+  /** Runs in it that will be tried again. */
+  retrying: number;
+  /** The earliest and latest last failure of its runs. */
+  firstSeen: Date;
+  lastSeen: Date;
+  /** The event of its latest failure, and that failure's message as recorded. */
+  sampleEvent: number;
+  sampleError: string;
+  /** Set when an operator marked it resolved; `resolved` while no run has failed since. */
+  resolvedAt: Date | null;
+  resolvedBy: string | null;
+  resolution: string | null;
+  resolved: boolean;
 }
 
 export interface RunSummary {

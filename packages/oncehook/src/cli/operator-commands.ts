@@ -5,14 +5,15 @@
  */
 import { parseArgs } from 'node:util';
 import type { EventFilter, EventSummary, Operations, ReplayPlan } from '@oncehook/core';
-import { EVENT_STATES, type EventState } from '@oncehook/core';
+import { parseEventSearch, SEARCH_FIELDS } from '../event-search.js';
 import { type Command, UsageError } from './command.js';
 import { withOperations } from './connections.js';
 
 const COMMANDS = {
   list: {
     summary: "list events, newest activity first, with each run's state",
-    usage: 'list [--state S] [--provider P] [--type T] [--handler H | --destination NAME] [--older-than 30m|2h|3d] [--limit N] [--json]',
+    usage:
+      'list [--state S] [--waiting W] [--source S] [--type T] [--handler H | --destination NAME] [--event-id ID] [--since T] [--until T] [--older-than D] [--payload PATH=VALUE | PATH~TEXT] [--group G] [--before ROW] [--limit N] [--json]',
     help: `Lists events, newest activity first, with each handler run's state. --state is the
 event's: received (not dispatched yet), processing, done, failed (a run failed: a dead letter).`,
   },
@@ -66,29 +67,13 @@ breaker's count of failures. Recorded as an operator action.`,
   },
   'redrive-all': {
     summary: 're-drive every matching event (default: the dead letters)',
-    usage: 'redrive-all [--state failed] [--provider P] [--type T] [--handler H | --destination NAME] [--older-than D] [--limit N] --reason "why" [--dry-run]',
+    usage: 'redrive-all [the filters of list; default --state failed] --reason "why" [--dry-run]',
     help: 'Re-drives every matching event (default: the failed ones), each as `redrive` would. --dry-run lists them and changes nothing.',
   },
 } satisfies Record<string, { summary: string; usage: string; help: string }>;
 
 function usage(message: string): never {
   throw new UsageError(message);
-}
-
-/** "90" (seconds), "30m", "2h", "3d" -> seconds. */
-export function parseDuration(value: string): number {
-  const match = /^(\d{1,9})([smhd]?)$/.exec(value.trim());
-  if (!match) usage(`--older-than: "${value}" is not a duration (e.g. 90, 30m, 2h, 3d)`);
-  const factor = { '': 1, s: 1, m: 60, h: 3600, d: 86_400 }[match[2] as '' | 's' | 'm' | 'h' | 'd'];
-  const seconds = Number(match[1]) * factor;
-  if (seconds > 10 * 365 * 86_400) usage(`--older-than: "${value}" is more than 10 years`);
-  return seconds;
-}
-
-function parseLimit(value: string | undefined): number | undefined {
-  if (value === undefined) return undefined;
-  if (!/^\d{1,5}$/.test(value) || Number(value) < 1 || Number(value) > 10_000) usage(`--limit must be a whole number from 1 to 10000 (got "${value}")`);
-  return Number(value);
 }
 
 function formatEvent(e: EventSummary): string {
@@ -135,14 +120,11 @@ interface Invocation {
   needTarget(): string;
 }
 
+/** The search's flags: SEARCH_FIELDS with dashes (`--event-id`, `--older-than`). */
+const SEARCH_OPTIONS = Object.fromEntries(SEARCH_FIELDS.map((field) => [field.replace(/_/g, '-'), { type: 'string' }])) as Record<string, { type: 'string' }>;
+
 const OPTIONS = {
-  state: { type: 'string' },
-  provider: { type: 'string' },
-  type: { type: 'string' },
-  handler: { type: 'string' },
-  destination: { type: 'string' },
-  'older-than': { type: 'string' },
-  limit: { type: 'string' },
+  ...SEARCH_OPTIONS,
   reason: { type: 'string' },
   actor: { type: 'string' },
   steps: { type: 'string' },
@@ -186,25 +168,23 @@ function parseInvocation(command: string, args: string[]): Invocation {
     if (pausing || command === 'show' || command === 'paused') usage(`${command} takes no --destination${pausing ? ` (write: ${command} destination <name>)` : ''}`);
     if (text('handler') !== undefined) usage('--handler and --destination name the same thing (a destination runs as the handler of its name): give one');
     values.handler = values.destination;
+    values.destination = undefined;
   }
-  const state = text('state');
-  if (state && !EVENT_STATES.includes(state as EventState)) usage(`--state must be one of ${EVENT_STATES.join(', ')}`);
-  for (const name of ['provider', 'type', 'handler', 'reason', 'actor', 'steps']) {
+  for (const name of ['reason', 'actor', 'steps']) {
     if (text(name)?.includes('\0')) usage(`--${name} must not contain a NUL character`);
   }
-  const olderThan = text('older-than');
+  const given = Object.fromEntries(SEARCH_FIELDS.map((field) => [field, text(field.replace(/_/g, '-'))]));
+  if (!['list', 'redrive-all'].includes(command)) {
+    const extra = SEARCH_FIELDS.find((field) => given[field] !== undefined && field !== 'handler' && field !== 'destination');
+    if (extra) usage(`${command} takes no --${extra.replace(/_/g, '-')} (the filters are list's and redrive-all's)`);
+  }
+  const search = parseEventSearch(given, { maxLimit: 10_000 });
+  if (!search.ok) usage(`--${search.message.replace(/_/g, '-')}`);
   return {
     command,
     target,
     paused,
-    filter: {
-      state: state as EventState | undefined,
-      provider: text('provider'),
-      type: text('type'),
-      handler: text('handler'),
-      olderThanSeconds: olderThan ? parseDuration(olderThan) : undefined,
-      limit: parseLimit(text('limit')),
-    },
+    filter: search.filter,
     actor: text('actor') ?? process.env.USER ?? 'cli',
     flag,
     text,

@@ -9,7 +9,7 @@ import { eventColumns, runColumns } from '../columns.js';
 import type { Tables } from '../tables.js';
 
 export function operatorStatements(t: Tables) {
-  const { EVENTS, RUNS, STEPS, ACTIONS, DELIVERIES, DELIVERY_COUNTS, ATTEMPTS, S } = t;
+  const { EVENTS, RUNS, STEPS, ACTIONS, DELIVERIES, DELIVERY_COUNTS, ATTEMPTS, RESOLUTIONS, S } = t;
 
   /** Deliveries of event `e`: its first (logged) and every duplicate (counted). */
   const DELIVERY_TOTAL = `((SELECT count(*) FROM ${DELIVERIES} d WHERE d.event_row_id = e.id AND NOT d.duplicate)
@@ -18,6 +18,11 @@ export function operatorStatements(t: Tables) {
   const RUNS_SUMMARY = `(SELECT coalesce(json_agg(json_build_object('id', r.id, 'handler', r.handler, 'state', r.state, 'attempts', r.attempts,
         'generation', r.generation, 'lastError', r.last_error, 'updatedAt', r.updated_at, 'waiting', r.waiting) ORDER BY r.handler), '[]')
       FROM ${RUNS} r WHERE r.event_row_id = e.id) AS runs`;
+
+  /** Run `r` is in a failure group: failed (a dead letter), or received again after a failed attempt (retrying). */
+  const FAILING = `r.last_error IS NOT NULL AND (r.state = 'failed' OR (r.state = 'received' AND r.attempts > 0))`;
+  /** Run `r`'s failure group: its handler and the shape of its last error (migrations/0012), as 12 hex digits. */
+  const GROUP_ID = `left(md5(r.handler || chr(10) || ${S}.error_shape(r.last_error)), 12)`;
 
   return {
     /**
@@ -89,16 +94,72 @@ export function operatorStatements(t: Tables) {
          FROM moved m, event ev`,
 
     /** Events by state, provider, type, age and handler, newest first ($1-$6). */
+    /**
+     * The console's search (EventFilter; every condition given must hold, a null one is no
+     * condition): $1 state, $2 providers (any of), $3 type, $4 received at least $4 s ago, $5
+     * handler, $6 limit, $7 a run waiting for $7, $8 provider event id, $9 received since,
+     * $10 received before, $11-$13 payload path, equals|contains, value, $14 failure group, $15
+     * rows below this id (the next page). Newest first by row id: the primary key answers the
+     * order and the page, so a page costs the rows it reads, not the table's size. Sent unnamed,
+     * so each search is planned with its values: a null condition is folded away and the planner
+     * picks the index of the conditions given (docs/operating.md, "Searching events").
+     */
     LIST_EVENTS: `SELECT e.id, e.provider, e.event_id AS "eventId", e.type, e.state, e.note,
               e.received_at AS "receivedAt", e.updated_at AS "updatedAt", ${RUNS_SUMMARY}, ${DELIVERY_COUNT}
          FROM ${EVENTS} e
         WHERE ($1::text IS NULL OR e.state = $1::text)
-          AND ($2::text IS NULL OR e.provider = $2::text)
+          AND ($1::text IS DISTINCT FROM 'failed' OR e.id IN (SELECT r.event_row_id FROM ${RUNS} r WHERE r.state = 'failed'))
+          AND ($2::text[] IS NULL OR e.provider = ANY($2::text[]))
           AND ($3::text IS NULL OR e.type = $3::text)
           AND ($4::int IS NULL OR e.received_at < now() - $4::int * interval '1 second')
           AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM ${RUNS} r WHERE r.event_row_id = e.id AND r.handler = $5::text))
-        ORDER BY e.updated_at DESC
+          AND ($7::text IS NULL OR e.id IN (SELECT r.event_row_id FROM ${RUNS} r WHERE r.waiting = $7::text AND ($5::text IS NULL OR r.handler = $5::text)))
+          AND ($8::text IS NULL OR e.event_id = $8::text)
+          AND ($9::timestamptz IS NULL OR e.received_at >= $9::timestamptz)
+          AND ($10::timestamptz IS NULL OR e.received_at < $10::timestamptz)
+          AND ($11::text[] IS NULL OR CASE WHEN $12::text = 'equals' THEN e.payload #>> $11::text[] = $13::text
+                ELSE strpos(lower(CASE WHEN cardinality($11::text[]) = 0 THEN e.payload::text ELSE e.payload #>> $11::text[] END), lower($13::text)) > 0 END)
+          AND ($14::text IS NULL OR e.id IN (SELECT r.event_row_id FROM ${RUNS} r WHERE ${FAILING} AND ${GROUP_ID} = $14::text
+                AND ($5::text IS NULL OR r.handler = $5::text)))
+          AND ($15::bigint IS NULL OR e.id < $15::bigint)
+        ORDER BY e.id DESC
         LIMIT $6::int`,
+    /** The providers events were stored under (a loose index scan of events_key: one probe per provider, not a scan of the events). */
+    PROVIDERS: `WITH RECURSIVE p AS (
+         (SELECT provider FROM ${EVENTS} ORDER BY provider LIMIT 1)
+         UNION ALL
+         SELECT (SELECT e.provider FROM ${EVENTS} e WHERE e.provider > p.provider ORDER BY e.provider LIMIT 1) FROM p WHERE p.provider IS NOT NULL
+       ) SELECT provider FROM p WHERE provider IS NOT NULL`,
+    /**
+     * Failure groups ($1 handler or null, $2 limit, $3 true: resolved groups too): the failed and
+     * retrying runs grouped by handler and error shape, newest failure first, with how many of
+     * each, when the group was first and last seen (its runs' last failures), a sample event and
+     * message, and the resolution an operator recorded (a group whose runs all failed before it
+     * is resolved; a later failure opens it again).
+     */
+    FAILURE_GROUPS: `WITH failing AS (
+         SELECT r.event_row_id, r.handler, r.state, r.updated_at, r.last_error, ${S}.error_shape(r.last_error) AS shape
+           FROM ${RUNS} r WHERE ${FAILING} AND ($1::text IS NULL OR r.handler = $1::text)
+       ), groups AS (
+         SELECT handler, shape, count(*) FILTER (WHERE state = 'failed')::int AS failed, count(*) FILTER (WHERE state = 'received')::int AS retrying,
+                min(updated_at) AS first_seen, max(updated_at) AS last_seen,
+                (array_agg(event_row_id ORDER BY updated_at DESC))[1] AS sample_event, (array_agg(last_error ORDER BY updated_at DESC))[1] AS sample_error
+           FROM failing GROUP BY handler, shape
+       )
+       SELECT left(md5(g.handler || chr(10) || g.shape), 12) AS id, g.handler, g.shape, g.failed, g.retrying,
+              g.first_seen AS "firstSeen", g.last_seen AS "lastSeen", g.sample_event AS "sampleEvent", g.sample_error AS "sampleError",
+              res.resolved_at AS "resolvedAt", res.actor AS "resolvedBy", res.reason AS "resolution",
+              (res.resolved_at IS NOT NULL AND g.last_seen <= res.resolved_at) AS resolved
+         FROM groups g LEFT JOIN ${RESOLUTIONS} res ON res.handler = g.handler AND res.shape = g.shape
+        WHERE $3::boolean OR res.resolved_at IS NULL OR g.last_seen > res.resolved_at
+        ORDER BY g.last_seen DESC
+        LIMIT $2::int`,
+    /** Marks group $1 resolved (by $2, because $3): 0 rows = no failed or retrying run is in such a group. */
+    RESOLVE_GROUP: `INSERT INTO ${RESOLUTIONS} AS res (handler, shape, actor, reason)
+       SELECT r.handler, ${S}.error_shape(r.last_error), $2::text, $3::text FROM ${RUNS} r
+        WHERE ${FAILING} AND ${GROUP_ID} = $1::text LIMIT 1
+       ON CONFLICT (handler, shape) DO UPDATE SET resolved_at = now(), actor = EXCLUDED.actor, reason = EXCLUDED.reason
+       RETURNING res.handler, res.shape, res.resolved_at AS "resolvedAt"`,
     /**
      * The events of runs that look stuck: processing past their lease, or received untouched for
      * $1 ms ($2 limit). A run waiting for a pause or a slot waits on purpose (no job touches it

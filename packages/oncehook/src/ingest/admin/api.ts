@@ -2,18 +2,22 @@
  * The admin JSON API (under /admin/api, behind adminAuth). Every input is validated with zod:
  * a bad id, filter or body is a 400 naming the field, never a 500.
  *
- *   GET  /admin/api/events                 list (?state=&provider=&type=&handler=&older_than=&limit=)
+ *   GET  /admin/api/events                 search (event-search.ts: ?state=&waiting=&source=&type=&handler=&event_id=
+ *                                          &since=&until=&older_than=&payload=&group=&before=&limit=), {events, next}
  *   GET  /admin/api/events/:ref            one event (row id or provider/event_id)
  *   POST /admin/api/events/:id/redrive     {"reason", "handler"?}   same generation, same keys
  *   POST /admin/api/events/:id/replay      {"reason", "handler"?, "steps"?: [...], "all_steps"?: true, "dry_run"?: true}
- *   POST /admin/api/redrive                {"state","provider","type","handler","older_than","limit","dry_run","reason"}
+ *   POST /admin/api/redrive                {the search's fields, "dry_run", "reason"}: every matching event (default: failed)
+ *   GET  /admin/api/failure-groups         failed and retrying runs grouped by handler and error shape (?handler=&resolved=true)
+ *   POST /admin/api/failure-groups/:id/resolve  {"reason"}   hidden until a run of it fails again
  *   GET  /admin/api/pauses                 what is paused (handlers, sources), by whom, why, runs waiting
  *   POST /admin/api/pauses                 {"scope": "handler"|"source", "name", "reason", "now"?}   pause
  *   POST /admin/api/pauses/resume          {"scope", "name", "reason"}                       resume
  */
-import { EVENT_STATES, destinationStates, type EventFilter, type Operations } from '@oncehook/core';
+import { destinationStates, type Operations, SearchTooSlowError } from '@oncehook/core';
 import type { Context, Hono } from 'hono';
 import { z } from 'zod';
+import { parseEventSearch } from '../../event-search.js';
 import type { AdminEnv, AdminSettings } from './auth.js';
 
 /** Text without NUL (Postgres text cannot hold it), of bounded length. */
@@ -29,22 +33,6 @@ const rowId = z
   .transform(Number);
 const MAX_LIMIT = 10_000;
 
-const filterFields = {
-  state: z.enum(EVENT_STATES as [string, ...string[]]).optional(),
-  provider: text(63).optional(),
-  type: text(255).optional(),
-  handler: text(63).optional(),
-};
-const listQuery = z.object({
-  ...filterFields,
-  older_than: z.coerce
-    .number()
-    .int()
-    .min(0)
-    .max(10 * 365 * 86_400, 'older_than is at most 10 years, in seconds')
-    .optional(),
-  limit: z.coerce.number().int().min(1).max(1_000, 'limit is 1 to 1000').optional(),
-});
 const redriveBody = z.object({ reason: text(1_000), handler: text(63).optional() }).strict();
 const replayBody = z
   .object({
@@ -56,21 +44,17 @@ const replayBody = z
   })
   .strict()
   .refine((b) => b.dry_run === true || b.reason !== undefined, { message: 'a replay needs "reason" (recorded with the event); a dry run does not', path: ['reason'] });
-const bulkBody = z
+const bulkBody = z.object({ dry_run: z.boolean().optional(), reason: text(1_000).optional() }).passthrough();
+const groupId = z.string().regex(/^[0-9a-f]{12}$/, 'a failure group id is 12 hex digits');
+const groupsQuery = z
   .object({
-    ...filterFields,
-    older_than: z
-      .number()
-      .int()
-      .min(0)
-      .max(10 * 365 * 86_400)
+    handler: z
+      .string()
+      .regex(/^[a-z0-9][a-z0-9._-]{0,62}$/, 'a handler name')
       .optional(),
-    limit: z.number().int().min(1).max(MAX_LIMIT, `limit is 1 to ${MAX_LIMIT}`).optional(),
-    dry_run: z.boolean().optional(),
-    reason: text(1_000).optional(),
+    resolved: z.enum(['true', 'false']).optional(),
   })
   .strict();
-
 const pauseBody = z
   .object({
     scope: z.enum(['handler', 'source']),
@@ -100,11 +84,37 @@ export function mountAdminApi(admin: Hono<AdminEnv>, ops: Operations, settings: 
   const readOnly = (c: Context) => c.json({ error: 'read_only', message: 'admin is read-only (ADMIN_READ_ONLY=true)' }, 403);
 
   admin.get('/api/events', async (c) => {
-    const parsed = listQuery.safeParse(c.req.query());
+    const search = parseEventSearch(c.req.query(), { maxLimit: 1_000 });
+    if (!search.ok) return bad(c, 'bad_filter', search.message);
+    try {
+      const events = await ops.list(search.filter);
+      const limit = search.filter.limit ?? 50;
+      return c.json({ events, next: events.length === limit ? events[events.length - 1]!.id : null });
+    } catch (error) {
+      if (error instanceof SearchTooSlowError) return c.json({ error: 'search_too_slow', message: error.message }, 422);
+      throw error;
+    }
+  });
+
+  admin.get('/api/failure-groups', async (c) => {
+    const parsed = groupsQuery.safeParse(c.req.query());
     if (!parsed.success) return bad(c, 'bad_filter', problem(parsed.error));
-    const q = parsed.data;
-    const filter: EventFilter = { state: q.state as EventFilter['state'], provider: q.provider, type: q.type, handler: q.handler, olderThanSeconds: q.older_than, limit: q.limit };
-    return c.json({ events: await ops.list(filter) });
+    return c.json({ groups: await ops.failureGroups({ handler: parsed.data.handler, includeResolved: parsed.data.resolved === 'true' }) });
+  });
+
+  admin.post('/api/failure-groups/:id/resolve', async (c) => {
+    if (settings.readOnly) return readOnly(c);
+    const id = groupId.safeParse(c.req.param('id'));
+    if (!id.success) return bad(c, 'bad_id', problem(id.error));
+    const body = await jsonBody(c);
+    if (!body.ok) return bad(c, 'bad_body', body.message);
+    const parsed = z
+      .object({ reason: text(1_000) })
+      .strict()
+      .safeParse(body.value);
+    if (!parsed.success) return bad(c, 'reason_required', `resolve needs {"reason": "..."}: ${problem(parsed.error)}`);
+    const result = await ops.resolveFailureGroup(id.data, c.get('actor'), parsed.data.reason);
+    return c.json(result, result.ok ? 200 : 409);
   });
 
   admin.get('/api/events/:ref{.+}', async (c) => {
@@ -174,11 +184,18 @@ export function mountAdminApi(admin: Hono<AdminEnv>, ops: Operations, settings: 
     if (!body.ok) return bad(c, 'bad_body', body.message);
     const parsed = bulkBody.safeParse(body.value);
     if (!parsed.success) return bad(c, 'bad_body', problem(parsed.error));
-    const b = parsed.data;
-    const dryRun = b.dry_run !== false;
+    const { dry_run, reason, ...fields } = parsed.data;
+    // The search's fields, as the URL gives them (numbers written as numbers are accepted).
+    const raw: Record<string, string> = {};
+    for (const [key, value] of Object.entries(fields)) {
+      if (typeof value !== 'string' && typeof value !== 'number') return bad(c, 'bad_body', `${key}: a string (or a number)`);
+      raw[key] = String(value);
+    }
+    const search = parseEventSearch(raw, { maxLimit: MAX_LIMIT });
+    if (!search.ok) return bad(c, 'bad_body', search.message);
+    const dryRun = dry_run !== false;
     if (!dryRun && settings.readOnly) return c.json({ error: 'read_only', message: 'admin is read-only (ADMIN_READ_ONLY=true); only dry runs are allowed' }, 403);
-    if (!dryRun && !b.reason) return bad(c, 'reason_required', 'a bulk re-drive needs {"reason": "..."}');
-    const filter: EventFilter = { state: b.state as EventFilter['state'], provider: b.provider, type: b.type, handler: b.handler, olderThanSeconds: b.older_than, limit: b.limit };
-    return c.json(await ops.bulkRedrive(filter, { dryRun, actor: c.get('actor'), reason: b.reason ?? 'dry run' }));
+    if (!dryRun && !reason) return bad(c, 'reason_required', 'a bulk re-drive needs {"reason": "..."}');
+    return c.json(await ops.bulkRedrive(search.filter, { dryRun, actor: c.get('actor'), reason: reason ?? 'dry run' }));
   });
 }

@@ -36,6 +36,8 @@ export function mountAdmin(app: Hono, deps: AdminDeps, settings: AdminSettings):
   admin.use('*', securityHeaders());
   admin.use('*', csrfGuard(settings.origins ?? []));
   admin.use('*', adminAuth(settings));
+  // `/admin/` as `/admin` (behind the same guards: registered after them).
+  app.get('/admin/', (c) => c.redirect('/admin/events', 302));
 
   // Bull Board: the queue's jobs.
   const board = new HonoAdapter(serveStatic);

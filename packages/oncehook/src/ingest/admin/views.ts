@@ -1,8 +1,12 @@
 /**
  * The admin's HTML pages (under /admin, behind adminAuth):
  *
- *   GET /admin               -> /admin/events
- *   GET /admin/events        stuck runs, dead letters, recent duplicates, recent events
+ *   GET /admin, /admin/      -> /admin/events
+ *   GET /admin/events        the search (event-search.ts; the URL is the search, shareable), its
+ *                            results a page at a time, re-drive all matching (after a preview);
+ *                            without a search also the stuck runs and the recent duplicates
+ *   GET /admin/failures      failure groups: failed and retrying runs by handler and error
+ *                            shape, each with its events, re-drive all, resolve, pause
  *   GET /admin/pauses        what is paused (a resume button each, with a reason) and a form to pause
  *   GET /admin/destinations  the destinations events are forwarded to, and how each is doing
  *   GET /admin/events/:id    one event: its actions (re-drive, replay with a preview first), its
@@ -13,11 +17,12 @@
  * script are served from /admin/assets. The actions post JSON to the admin API (api.ts).
  */
 import { readFileSync } from 'node:fs';
-import { destinationStates, type EventDetail, type EventSummary, type Operations, type Queries } from '@oncehook/core';
+import { destinationStates, EVENT_STATES, type EventDetail, type EventSummary, type FailureGroup, type Operations, type Queries, SearchTooSlowError } from '@oncehook/core';
 import type { RunRow } from '@oncehook/core';
 import type { Pool } from '@oncehook/shared';
 import type { Hono } from 'hono';
 import { html } from 'hono/html';
+import { parseEventSearch, type SearchInput, searchQuery } from '../../event-search.js';
 import type { RecentDuplicate, RecentDuplicates } from '../recent-duplicates.js';
 import type { AdminEnv, AdminSettings } from './auth.js';
 
@@ -31,11 +36,13 @@ code{font-size:12px}nav a{margin-right:16px}.muted{color:#667}
 form.action{border:1px solid #e3e6ee;border-radius:6px;padding:12px;margin:12px 0;max-width:900px}form.action h3{font-size:14px;margin:0 0 8px}
 form.action label{display:inline-block;margin:2px 12px 2px 0}form.action input[name=reason]{width:420px;padding:4px}
 form.action button{margin:8px 8px 0 0;padding:4px 12px}.result{white-space:pre-wrap;margin:8px 0 0;font:12px monospace}
-table.timeline td:first-child{white-space:nowrap}.result.ok{color:#1a7f37}.result.refused{color:#b3261e}.kind{display:inline-block;min-width:86px;color:#667}`;
+table.timeline td:first-child{white-space:nowrap}form.search{display:flex;flex-wrap:wrap;gap:6px 12px;align-items:end;margin:8px 0 16px}
+form.search label{display:flex;flex-direction:column;font-size:12px;color:#445}form.search input,form.search select{padding:3px;font-size:13px}
+form.search input[name=payload]{width:260px}.refused{color:#b3261e}.pager{margin:12px 0}.result.ok{color:#1a7f37}.result.refused{color:#b3261e}.kind{display:inline-block;min-width:86px;color:#667}`;
 
 export function page(title: string, body: ReturnType<typeof html>, scripts: string[] = []) {
   return html`<!doctype html><html><head><meta charset="utf-8"><title>${title} - Oncehook</title><link rel="stylesheet" href="/admin/assets/admin.css"></head>
-<body><nav><a href="/admin/events">Events</a><a href="/admin/pauses">Pauses</a><a href="/admin/destinations">Destinations</a><a href="/admin/queues">Jobs (Bull Board)</a></nav><h1>${title}</h1>${body}${scripts.map((src) => html`<script src="${src}" defer></script>`)}</body></html>`;
+<body><nav><a href="/admin/events">Events</a><a href="/admin/failures">Failures</a><a href="/admin/pauses">Pauses</a><a href="/admin/destinations">Destinations</a><a href="/admin/queues">Jobs (Bull Board)</a></nav><h1>${title}</h1>${body}${scripts.map((src) => html`<script src="${src}" defer></script>`)}</body></html>`;
 }
 
 function runsCell(e: EventSummary) {
@@ -50,6 +57,53 @@ ${events.map(
   (e) => html`<tr><td><a href="/admin/events/${e.id}">${e.id}</a></td><td><code>${e.provider}/${e.eventId}</code></td><td>${e.type}</td>
 <td class="state-${e.state}">${e.state}</td><td>${runsCell(e)}</td><td>${e.deliveries}</td><td>${e.updatedAt.toISOString()}</td></tr>`,
 )}</table>`;
+}
+
+const STATE_OPTIONS = ['', ...EVENT_STATES];
+const WAITING_OPTIONS = ['', 'paused', 'concurrency', 'rate-limit'];
+
+function select(name: string, options: string[], value: string | undefined) {
+  return html`<select name="${name}">${options.map((o) => html`<option value="${o}"${o === (value ?? '') ? ' selected' : ''}>${o === '' ? 'any' : o}</option>`)}</select>`;
+}
+
+/** The search form: a GET of this page, so the URL is the search (bookmark it, share it). */
+function searchForm(input: SearchInput) {
+  const box = (name: keyof SearchInput, label: string, placeholder: string) =>
+    html`<label>${label}<input name="${name}" value="${input[name] ?? ''}" placeholder="${placeholder}"></label>`;
+  return html`<form class="search" method="get" action="/admin/events">
+<label>State${select('state', STATE_OPTIONS, input.state)}</label><label>Waiting${select('waiting', WAITING_OPTIONS, input.waiting)}</label>
+${box('source', 'Source', 'stripe')}${box('type', 'Type', 'invoice.paid')}${box('handler', 'Handler / destination', 'shop.payments')}${box('event_id', 'Event id', 'evt_...')}
+${box('since', 'Since', '2h or 2026-12-02T02:51Z')}${box('until', 'Until', '')}${box('payload', 'Payload', 'data.object.customer=cus_42')}
+${input.group ? html`<input type="hidden" name="group" value="${input.group}">` : ''}${box('limit', 'Per page', '50')}
+<button type="submit">Search</button> <a href="/admin/events">Clear</a></form>
+${input.group ? html`<p class="muted">Only the events of failure group <code>${input.group}</code> (<a href="/admin/failures">failures</a>).</p>` : ''}`;
+}
+
+/** Re-drive every event the search matches: a preview (how many, which) first, then the action. */
+function bulkRedriveForm(input: SearchInput) {
+  const { before: _page, limit: _perPage, ...search } = input;
+  return html`<form class="action bulk" data-url="/admin/api/redrive" data-search="${JSON.stringify(search)}">
+<h3>Re-drive all matching events${input.state ? '' : ' (their failed runs: state failed unless chosen)'}</h3>
+<p class="muted">Each as a single re-drive: same generation, committed steps skipped, the same idempotency keys. Up to 10,000 events; preview first.</p>
+<label>Reason <input name="reason" placeholder="what was fixed"></label><br>
+<button type="submit" value="preview">Preview (dry run)</button><button type="submit" value="redrive" disabled>Re-drive all</button><div class="result"></div></form>`;
+}
+
+function failureGroup(g: FailureGroup, readOnly: boolean) {
+  const events = `/admin/events?${searchQuery({ group: g.id, handler: g.handler })}`;
+  return html`<section class="group" data-group="${g.id}"><h2><code>${g.handler}</code>: ${g.failed + g.retrying} run(s) <span class="muted">(${g.failed} failed, ${g.retrying} retrying)</span>${g.resolved ? ' - resolved' : ''}</h2>
+<p><code class="shape">${g.shape}</code></p>
+<p class="muted">First seen ${g.firstSeen.toISOString()}, last ${g.lastSeen.toISOString()}. Latest: <a href="/admin/events/${g.sampleEvent}">event ${g.sampleEvent}</a> <code>${g.sampleError}</code>
+${g.resolvedAt ? html`<br>Resolved ${g.resolvedAt.toISOString()} by ${g.resolvedBy}: ${g.resolution}${g.resolved ? '' : ' (failed again since)'}` : ''}</p>
+<p><a href="${events}">Its events</a> (group <code>${g.id}</code>)</p>
+${
+  readOnly
+    ? ''
+    : html`<form class="action bulk" data-url="/admin/api/redrive" data-search="${JSON.stringify({ group: g.id, handler: g.handler })}"><h3>Re-drive the group's failed runs</h3>
+<label>Reason <input name="reason" placeholder="what was fixed"></label><br><button type="submit" value="preview">Preview (dry run)</button><button type="submit" value="redrive" disabled>Re-drive all</button><div class="result"></div></form>
+<form class="action resolve" data-url="/admin/api/failure-groups/${g.id}/resolve"><h3>Mark resolved</h3><label>Reason <input name="reason" placeholder="fixed in 1.4.2"></label><button type="submit">Resolve</button><div class="result"></div></form>
+<form class="action pause-action" data-url="/admin/api/pauses" data-scope="handler" data-name="${g.handler}"><h3>Pause ${g.handler}</h3><label>Reason <input name="reason" placeholder="the API is down"></label><button type="submit">Pause</button><div class="result"></div></form>`
+}</section>`;
 }
 
 function duplicatesTable(items: RecentDuplicate[]) {
@@ -171,15 +225,47 @@ export function mountAdminViews(admin: Hono<AdminEnv>, deps: { pool: Pool; queri
   admin.get('/assets/event-actions.js', (c) => c.body(EVENT_ACTIONS_JS, 200, { 'Content-Type': 'text/javascript; charset=utf-8', 'Cache-Control': 'max-age=3600' }));
   admin.get('/', (c) => c.redirect('/admin/events', 302));
   admin.get('/events', async (c) => {
-    const [stuck, failed, recent] = await Promise.all([queries.listStuckRuns(pool, 60_000, 50), ops.list({ state: 'failed', limit: 50 }), ops.list({ limit: 25 })]);
+    const raw = c.req.query();
+    const search = parseEventSearch(raw, { maxLimit: 1_000 });
+    const input = raw as SearchInput;
+    const form = searchForm(input);
+    if (!search.ok) return c.html(page('Events', html`${form}<p class="refused">${search.message}</p>`), 400);
+    const searching = Object.values(raw).some((value) => value !== '' && value !== undefined);
+    let events: EventSummary[];
+    try {
+      events = await ops.list(search.filter);
+    } catch (error) {
+      if (!(error instanceof SearchTooSlowError)) throw error;
+      return c.html(page('Events', html`${form}<p class="refused">${error.message}</p>`), 422);
+    }
+    const limit = search.filter.limit ?? 50;
+    const next = events.length === limit ? `/admin/events?${searchQuery({ ...input, before: String(events[events.length - 1]!.id) })}` : null;
+    const [stuck, failed] = searching ? [[], []] : await Promise.all([queries.listStuckRuns(pool, 60_000, 50), ops.list({ state: 'failed', limit: 50 })]);
     return c.html(
       page(
         'Events',
-        html`<p class="muted">Stuck = a handler run processing past its lease, or received for over a minute. Dead letters = a handler run failed: open one to re-drive or replay it (or use the CLI, <code>npm run oncehook</code>, or the admin API).${settings.readOnly ? ' Read-only mode.' : ''}</p>
-<h2>Stuck (${stuck.length})</h2>${eventTable(stuck)}
-<h2>Dead letters (${failed.length})</h2>${eventTable(failed)}
-<h2>Recent duplicates (seen by this ingest instance)</h2>${duplicatesTable(deps.recentDuplicates.list(25))}
-<h2>Recent</h2>${eventTable(recent)}`,
+        html`${form}
+${stuck.length > 0 ? html`<h2>Stuck (${stuck.length})</h2><p class="muted">A handler run processing past its lease, or received for over a minute.</p>${eventTable(stuck)}` : ''}
+${failed.length > 0 ? html`<h2>Dead letters (${failed.length}${failed.length === 50 ? '+' : ''})</h2><p class="muted">A handler run failed for good: open one to re-drive or replay it, see them <a href="/admin/failures">grouped by cause</a>, or <a href="/admin/events?state=failed">search them</a>.</p>${eventTable(failed)}` : ''}
+<h2>${searching ? 'Matching events' : 'Recent events'} <span class="muted">(${events.length}${next ? '+' : ''}, newest first)</span></h2>${eventTable(events)}
+${next ? html`<p class="pager"><a rel="next" href="${next}">Next page</a></p>` : ''}
+${searching && !settings.readOnly ? bulkRedriveForm(input) : ''}
+${searching ? '' : html`<h2>Recent duplicates (seen by this ingest instance)</h2>${duplicatesTable(deps.recentDuplicates.list(25))}`}`,
+        settings.readOnly ? [] : ['/admin/assets/event-actions.js'],
+      ),
+    );
+  });
+
+  admin.get('/failures', async (c) => {
+    const showResolved = c.req.query('resolved') === 'true';
+    const groups = await ops.failureGroups({ includeResolved: showResolved });
+    return c.html(
+      page(
+        'Failures',
+        html`<p class="muted">Failed and retrying handler runs, grouped by handler and the shape of their last error (ids, uuids and numbers other than a status code stripped: docs/operating.md, "Failure groups"). Newest failure first. A resolved group comes back when one of its runs fails again.
+${showResolved ? html`<a href="/admin/failures">Hide resolved</a>` : html`<a href="/admin/failures?resolved=true">Show resolved</a>`}</p>
+${groups.length === 0 ? html`<p class="muted">No failing runs${showResolved ? '' : ' outside resolved groups'}.</p>` : groups.map((g) => failureGroup(g, settings.readOnly))}`,
+        settings.readOnly ? [] : ['/admin/assets/event-actions.js'],
       ),
     );
   });

@@ -1,4 +1,4 @@
-// The event page's actions (re-drive, replay) and the pauses page's (pause, resume), served from the admin itself (the pages' CSP
+// The admin pages' actions: the event page's (re-drive, replay), the pauses page's (pause, resume), the bulk re-drive of a search or a failure group and resolving a group; served from the admin itself (the pages' CSP
 // allows no inline script). Each form posts JSON to the admin API, the same protected routes
 // scripts use (Content-Type: application/json, same origin: the CSRF guard lets it through).
 // A replay is previewed first: its "Replay" button stays disabled until a dry run of the same
@@ -91,6 +91,43 @@ for (const form of document.querySelectorAll('form.pause-action')) {
     const { ok, json } = await post(form.dataset.url, { scope, name, reason, ...(now ? { now: true } : {}) });
     if (!ok) return show(form, `Refused: ${json.reason ?? json.message ?? 'unknown error'}`, false);
     show(form, json.released === undefined ? `Paused ${scope} "${name}". Reloading...` : `Resumed ${scope} "${name}": ${json.released} waiting run(s) enqueued. Reloading...`, true);
+    setTimeout(() => location.reload(), 1200);
+  });
+}
+
+// Re-drive all the events a search (or a failure group) matches: the preview says how many and
+// which, and only then is "Re-drive all" enabled, for exactly that search.
+for (const form of document.querySelectorAll('form.bulk')) {
+  const redriveButton = form.querySelector('button[value="redrive"]');
+  const search = JSON.parse(form.dataset.search);
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const reason = form.querySelector('input[name="reason"]').value.trim();
+    if (event.submitter?.value === 'preview') {
+      const { ok, json } = await post(form.dataset.url, { ...search, dry_run: true });
+      if (!ok) return show(form, `Refused: ${json.message ?? json.reason ?? 'unknown error'}`, false);
+      redriveButton.disabled = json.matched === 0;
+      const rows = json.results.map((r) => r.rowId);
+      return show(form, `${json.matched} event(s) would be re-driven${rows.length ? `: rows ${rows.slice(0, 20).join(', ')}${rows.length > 20 ? ', ...' : ''}` : ''}. Nothing changed yet.`, true);
+    }
+    if (!reason) return show(form, 'Say why (the reason is recorded with each event).', false);
+    const { ok, json } = await post(form.dataset.url, { ...search, dry_run: false, reason });
+    if (!ok) return show(form, `Refused: ${json.message ?? json.reason ?? 'unknown error'}`, false);
+    const done = json.results.filter((r) => r.ok).length;
+    show(form, `Re-driven: ${done} of ${json.matched} event(s) (same generation, same keys)${done < json.matched ? '; the rest changed meanwhile' : ''}. Reloading...`, true);
+    redriveButton.disabled = true;
+    setTimeout(() => location.reload(), 1500);
+  });
+}
+
+for (const form of document.querySelectorAll('form.resolve')) {
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const reason = form.querySelector('input[name="reason"]').value.trim();
+    if (!reason) return show(form, 'Say why (the reason is recorded with the group).', false);
+    const { ok, json } = await post(form.dataset.url, { reason });
+    if (!ok) return show(form, `Refused: ${json.reason ?? json.message ?? 'unknown error'}`, false);
+    show(form, 'Resolved: hidden until one of its runs fails again. Reloading...', true);
     setTimeout(() => location.reload(), 1200);
   });
 }
