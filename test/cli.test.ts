@@ -162,6 +162,8 @@ describe('the environment: the shell over .env.local over .env', () => {
       'resume',
       'paused',
       'redrive-all',
+      'failures',
+      'resolve',
       'destinations',
       'send',
     ]);

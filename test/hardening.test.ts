@@ -179,7 +179,7 @@ describe('F1/F4 payloads stored before the limits', () => {
     const api = await fetch(`${ingest.url}/admin/api/events/${rowId}`, { headers: auth });
     expect(api.status).toBe(200);
     expect(await api.json()).toMatchObject({ event: { payload: null, payloadUnreadable: true }, payloadView: { truncated: true } });
-    const show = await cli(['show', String(rowId)]);
+    const show = await cli(['show', String(rowId), '--json']);
     expect(show.code, show.output).toBe(0);
     expect(show.output).toMatch(/"payloadUnreadable": true/);
     await worker.stop();

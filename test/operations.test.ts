@@ -205,9 +205,25 @@ it('the CLI lists dead letters, shows one, re-drives it, and replays with a prin
   expect(list.output).toContain('shop.shopify-orders:failed');
   expect(list.output).toContain('1 event(s)');
 
-  const show = await cli(['show', 'shopify/wh-order-20']);
+  const show = await cli(['show', 'shopify/wh-order-20', '--json']);
   expect(show.code).toBe(0);
   expect(JSON.parse(show.output).event).toMatchObject({ id: failed.id, state: 'failed' });
+  // Without --json: a summary first (state, each run with its last error, deliveries), then the payload.
+  const readable = await cli(['show', 'shopify/wh-order-20']);
+  expect(readable.code).toBe(0);
+  expect(readable.output).toMatch(new RegExp(`^event ${failed.id}  shopify/wh-order-20  orders/create\\n  state failed`));
+  expect(readable.output).toMatch(/\n {2}shop\.shopify-orders: failed, attempt 1, generation 0\n {4}last error: PermanentError: /);
+  expect(readable.output).toMatch(/\npayload:\n\{/);
+
+  // The failure groups: this dead letter's, and its re-drive by group after a dry run.
+  const groups = await cli(['failures']);
+  expect(groups.code, groups.output).toBe(0);
+  const groupId = /^([0-9a-f]{12}) {2}shop\.shopify-orders: 1 failed, 0 retrying/m.exec(groups.output)?.[1];
+  expect(groupId, groups.output).toBeDefined();
+  const byGroup = await cli(['list', '--group', groupId!]);
+  expect(byGroup.output).toContain('1 event(s)');
+  expect((await cli(['resolve', groupId!])).code).toBe(2); // --reason is required
+  expect((await cli(['resolve', 'nothex', '--reason', 'x'])).code).toBe(2);
 
   expect((await cli(['redrive', String(failed.id)])).code).toBe(2); // --reason is required
   const redrive = await cli(['redrive', String(failed.id), '--reason', 'retry after fix', '--actor', 'erin']);

@@ -1,5 +1,6 @@
 export * from './attacks.js';
 export * from './databases.js';
+export * from './event-fill.js';
 export * from './db-urls.js';
 export * from './net.js';
 export * from './own-postgres.js';

@@ -64,10 +64,16 @@ export function createOperatorQueries(t: Tables) {
       return rows[0] ? moved(input.rowId, rows[0]) : null;
     },
 
-    /** The search (EventFilter). An event id without a provider is looked up under every provider stored (events_key answers each). */
+    /**
+     * The search (EventFilter). An event id or a time range without a provider is looked up
+     * under every provider stored, so the indexes that lead with the provider (events_key,
+     * events_provider_received_idx) can answer it.
+     */
     async listEvents(db: Queryable, filter: EventFilter): Promise<EventSummary[]> {
       let providers = filter.provider === undefined ? null : [filter.provider];
-      if (providers === null && filter.eventId !== undefined) providers = (await db.query<{ provider: string }>(sql.PROVIDERS)).rows.map((r) => r.provider);
+      if (providers === null && (filter.eventId !== undefined || filter.since !== undefined || filter.until !== undefined)) {
+        providers = (await db.query<{ provider: string }>(sql.PROVIDERS)).rows.map((r) => r.provider);
+      }
       const { rows } = await db.query<SummaryRow>(sql.LIST_EVENTS, [
         filter.state ?? null,
         providers,

@@ -4,23 +4,37 @@
  * REDIS_URL, QUEUE_PREFIX and ONCEHOOK_SCHEMA like the worker.
  */
 import { parseArgs } from 'node:util';
-import type { EventFilter, EventSummary, Operations, ReplayPlan } from '@oncehook/core';
+import { type EventFilter, type EventSummary, type EventView, type Operations, type ReplayPlan, SearchTooSlowError } from '@oncehook/core';
 import { parseEventSearch, SEARCH_FIELDS } from '../event-search.js';
 import { type Command, UsageError } from './command.js';
 import { withOperations } from './connections.js';
 
 const COMMANDS = {
   list: {
-    summary: "list events, newest activity first, with each run's state",
+    summary: "search events, newest first, with each run's state",
     usage:
       'list [--state S] [--waiting W] [--source S] [--type T] [--handler H | --destination NAME] [--event-id ID] [--since T] [--until T] [--older-than D] [--payload PATH=VALUE | PATH~TEXT] [--group G] [--before ROW] [--limit N] [--json]',
-    help: `Lists events, newest activity first, with each handler run's state. --state is the
-event's: received (not dispatched yet), processing, done, failed (a run failed: a dead letter).`,
+    help: `Lists the events that match every filter given, newest first (by arrival), with each
+handler run's state; a full page ends with the flag for the next one (--before ROW).
+  --state      the event's: received, processing, done, failed (a run failed: a dead letter)
+  --waiting    a run held back by flow control: paused, concurrency, rate-limit
+  --source     the source (provider) name; --type the event type, exactly
+  --handler    a handler (or --destination) with a run for the event
+  --event-id   the provider's event id, with or without --source
+  --since, --until   received at or after / before: 2026-12-02T02:51Z (no zone = UTC) or 2h, 3d ago
+  --older-than received at least this long ago (30m, 2h, 3d)
+  --payload    data.object.customer=cus_42 (equals), customer.email~acme (contains, any
+               case), ~refund (anywhere in the payload)
+  --group      a failure group's id (oncehook failures)
+The admin's events page and GET /admin/api/events take the same filters (docs/operating.md).`,
   },
   show: {
     summary: 'print one event: runs, steps and their keys, deliveries, actions',
-    usage: 'show <row id | provider/event_id>',
-    help: 'Prints one event as JSON: the event, its handler runs, their recorded steps (with the idempotency keys external steps sent) and every operator action.',
+    usage: 'show <row id | provider/event_id> [--json]',
+    help: `Prints one event: a summary first (its state, each handler run with its attempts and last
+error, the steps recorded with the keys external steps sent, deliveries, operator actions),
+then its payload. --json prints all of it as JSON instead (the event, runs, steps,
+deliveries, attempts and actions).`,
   },
   redrive: {
     summary: 'finish what was started (same keys: nothing applied twice)',
@@ -69,6 +83,22 @@ breaker's count of failures. Recorded as an operator action.`,
     summary: 're-drive every matching event (default: the dead letters)',
     usage: 'redrive-all [the filters of list; default --state failed] --reason "why" [--dry-run]',
     help: 'Re-drives every matching event (default: the failed ones), each as `redrive` would. --dry-run lists them and changes nothing.',
+  },
+  failures: {
+    summary: 'failed and retrying runs grouped by handler and error shape',
+    usage: 'failures [--handler H | --destination NAME] [--resolved] [--json]',
+    help: `Groups the failed and retrying runs by handler and the shape of their last error (ids,
+uuids and numbers other than a status code stripped), newest failure first: how many
+failed and retry, first and last seen, a sample. Re-drive a group after the fix with
+  oncehook redrive-all --group <id> --reason "why" [--dry-run]
+and hide it until it fails again with
+  oncehook resolve <id> --reason "why"
+--resolved lists the resolved groups too.`,
+  },
+  resolve: {
+    summary: 'mark a failure group resolved (hidden until a run of it fails again)',
+    usage: 'resolve <group id> --reason "why"',
+    help: 'Marks a failure group (oncehook failures) resolved: it is hidden until one of its runs fails again. Nothing about the runs changes; re-drive them with redrive-all --group.',
   },
 } satisfies Record<string, { summary: string; usage: string; help: string }>;
 
@@ -129,6 +159,7 @@ const OPTIONS = {
   actor: { type: 'string' },
   steps: { type: 'string' },
   'all-steps': { type: 'boolean' },
+  resolved: { type: 'boolean' },
   'dry-run': { type: 'boolean' },
   now: { type: 'boolean' },
   json: { type: 'boolean' },
@@ -218,21 +249,75 @@ function exitWith(code: 0 | 1, value: unknown): number {
 type Runner = (call: Invocation, ops: Operations) => Promise<number>;
 
 const list: Runner = async (call, ops) => {
-  const events = await ops.list(call.filter);
+  let events: EventSummary[];
+  try {
+    events = await ops.list(call.filter);
+  } catch (error) {
+    if (error instanceof SearchTooSlowError) return exitWith(1, `list: ${error.message}`);
+    throw error;
+  }
   if (call.flag('json')) return exitWith(0, events);
   out('row id   state       provider/event_id                          type                          updated                   runs');
   for (const e of events) out(formatEvent(e));
-  out(`${events.length} event(s)`);
+  const full = events.length === (call.filter.limit ?? 50);
+  out(`${events.length} event(s)${full ? `; the next page: the same flags and --before ${events[events.length - 1]!.id}` : ''}`);
   return 0;
 };
+
+/** One event, readable: state, runs, steps and their keys, deliveries, operator actions, then the payload. */
+function formatDetail(detail: EventView): string {
+  const e = detail.event;
+  const lines = [
+    `event ${e.id}  ${e.provider}/${e.eventId}  ${e.type}`,
+    `  state ${e.state}${e.note ? ` (${e.note})` : ''}; received ${e.receivedAt.toISOString()}${e.finishedAt ? `, finished ${e.finishedAt.toISOString()}` : ''}`,
+    `  deliveries ${detail.deliveryCount} (${Math.max(0, detail.deliveryCount - 1)} duplicate(s))`,
+    `runs:${detail.runs.length === 0 ? ' none' : ''}`,
+  ];
+  for (const r of detail.runs) {
+    lines.push(
+      `  ${r.handler}: ${r.state}${r.waiting ? ` (waiting: ${r.waiting})` : ''}, attempt ${r.attempts}, generation ${r.generation}${r.lastError ? `\n    last error: ${r.lastError}` : ''}`,
+    );
+    for (const s of detail.steps.filter((step) => step.runId === r.id))
+      lines.push(
+        `    step ${s.name} (${s.kind ?? 'step'}, generation ${s.generation})${s.idempotencyKey ? ` key ${s.idempotencyKey}` : ''}${s.reusedFrom === null ? '' : ` reused from generation ${s.reusedFrom}`}`,
+      );
+  }
+  if (detail.operatorActions.length > 0) lines.push('operator actions:');
+  for (const a of detail.operatorActions) lines.push(`  ${a.createdAt.toISOString()} ${a.mode} of ${a.handler ?? 'the event'} by ${a.actor} from ${a.fromState}: ${a.reason}`);
+  lines.push(e.prunedAt ? `payload: deleted by retention on ${e.prunedAt.toISOString()}` : `payload${detail.payloadView.truncated ? ' (cut)' : ''}:\n${detail.payloadView.text}`);
+  return lines.join('\n');
+}
 
 const show: Runner = async (call, ops) => {
   const detail = await ops.show(call.needTarget());
   if (!detail) return exitWith(1, `no event ${call.target}`);
+  if (!call.flag('json')) return exitWith(0, formatDetail(detail));
   // The payload as JSON when any printer can take it, its bounded text when not.
   const { payloadView, ...rest } = detail;
   out(payloadView.truncated ? detail : rest);
   return 0;
+};
+
+const failures: Runner = async (call, ops) => {
+  const groups = await ops.failureGroups({ handler: call.filter.handler, includeResolved: call.flag('resolved') });
+  if (call.flag('json')) return exitWith(0, groups);
+  for (const g of groups) {
+    out(
+      `${g.id}  ${g.handler}: ${g.failed} failed, ${g.retrying} retrying${g.resolved ? ' (resolved)' : ''}  first ${g.firstSeen.toISOString()}, last ${g.lastSeen.toISOString()}`,
+    );
+    out(`    ${g.shape}`);
+    out(`    latest: event ${g.sampleEvent}: ${g.sampleError}`);
+  }
+  out(`${groups.length} group(s)${groups.length > 0 ? '; re-drive one after the fix: oncehook redrive-all --group <id> --reason "..." [--dry-run]' : ''}`);
+  return 0;
+};
+
+const resolve: Runner = async (call, ops) => {
+  const id = call.target;
+  if (id === undefined || !/^[0-9a-f]{12}$/.test(id)) usage(`resolve needs a failure group id: 12 hex digits, as oncehook failures prints it (got "${(id ?? '').slice(0, 20)}")`);
+  const result = await ops.resolveFailureGroup(id, call.actor, call.needReason());
+  if (!result.ok) return exitWith(1, `resolve refused: ${result.reason}`);
+  return exitWith(0, `resolved failure group ${id} (${result.handler}: ${result.shape}); hidden until one of its runs fails again`);
 };
 
 /** redrive and replay: the same event lookup, then the same generation or a new one. */
@@ -314,6 +399,8 @@ const RUNNERS: Record<keyof typeof COMMANDS, Runner> = {
   resume,
   paused,
   'redrive-all': redriveAll,
+  failures,
+  resolve,
 };
 
 async function operate(command: keyof typeof COMMANDS, args: string[], env: Record<string, string>): Promise<number> {
