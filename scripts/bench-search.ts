@@ -10,8 +10,8 @@
  * (EXPLAIN of the same statement). `--keep` keeps the database and prints its name; `--database
  * NAME` measures a kept one again without filling it.
  */
-import { createOperations, createQueries, SearchTooSlowError, type EventFilter, type JobTarget, type Queryable } from '@oncehook/core';
-import { fillEvents, parseScriptArgs, urlFor } from '@oncehook/harness';
+import { createOperations, createQueries, SearchTooSlowError, type EventFilter, type JobTarget } from '@oncehook/core';
+import { fillEvents, parseScriptArgs, planOfSearch, urlFor } from '@oncehook/harness';
 import { createPool, DEFAULT_SCHEMA } from '@oncehook/shared';
 import { parseEventSearch } from '../packages/oncehook/src/event-search.js';
 import { createTestDatabaseOn, dropDatabase } from './bench/databases.js';
@@ -27,24 +27,11 @@ const queries = createQueries(DEFAULT_SCHEMA);
 const ops = createOperations({ pool, queries, queue: null as unknown as JobTarget });
 const line = (text: string) => process.stdout.write(`${text}\n`);
 
-/** The scans of the statement listEvents sends for `filter` (EXPLAIN, not run). */
+/** The scans of the search statement for `filter`, in plan order. */
 async function scans(filter: EventFilter): Promise<string> {
-  const found: string[] = [];
-  const explaining: Queryable = {
-    query: (async (text: string, params?: unknown[]) => {
-      const { rows } = await pool.query<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(`EXPLAIN (FORMAT JSON) ${text}`, params);
-      const walk = (node: PlanNode) => {
-        if (/Scan/.test(node['Node Type']) && node['Relation Name']) found.push(`${node['Node Type']} ${node['Index Name'] ?? node['Relation Name']}`);
-        for (const child of node.Plans ?? []) walk(child);
-      };
-      walk(rows[0]!['QUERY PLAN'][0]!.Plan);
-      return { rows: [] };
-    }) as never,
-  } as Queryable;
-  await queries.listEvents(explaining, filter);
-  return [...new Set(found)].join(', ');
+  const plan = await planOfSearch(pool, queries, filter);
+  return [...new Set(plan.filter((s) => s.node.includes('Scan') && s.relation).map((s) => `${s.node} ${s.index ?? s.relation}`))].join(', ');
 }
-type PlanNode = { 'Node Type': string; 'Relation Name'?: string; 'Index Name'?: string; Plans?: PlanNode[] };
 
 try {
   if (!values.database) {

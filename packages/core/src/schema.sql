@@ -93,6 +93,7 @@ CREATE TABLE oncehook.handler_runs (
     flow_key text,
     flow_limit integer,
     rate_key text,
+    error_shape text,
     CONSTRAINT handler_runs_key_scheme_check CHECK ((key_scheme = ANY (ARRAY[1, 2]))),
     CONSTRAINT handler_runs_lease_iff_processing CHECK (((state = 'processing'::text) = ((lease_token IS NOT NULL) AND (lease_until IS NOT NULL)))),
     CONSTRAINT handler_runs_state_check CHECK ((state = ANY (ARRAY['received'::text, 'processing'::text, 'done'::text, 'failed'::text]))),
@@ -257,6 +258,8 @@ CREATE INDEX events_prune_idx ON oncehook.events USING btree (provider, received
 CREATE INDEX events_received_idx ON oncehook.events USING btree (updated_at) WHERE (state = 'received'::text);
 
 CREATE INDEX handler_runs_failed_idx ON oncehook.handler_runs USING btree (updated_at) WHERE (state = 'failed'::text);
+
+CREATE INDEX handler_runs_failing_idx ON oncehook.handler_runs USING btree (handler, error_shape) INCLUDE (state, attempts, updated_at, event_row_id) WHERE ((error_shape IS NOT NULL) AND (state = ANY (ARRAY['failed'::text, 'received'::text])));
 
 CREATE INDEX handler_runs_in_flight ON oncehook.handler_runs USING btree (handler, flow_key) WHERE (state = 'processing'::text);
 

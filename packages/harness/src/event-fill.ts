@@ -9,6 +9,7 @@
  *   failed with one of five error shapes (ids and numbers varying), 1% received (half of them
  *   waiting on a pause), 0.5% processing under a lease.
  */
+import type { EventFilter, Queries, Queryable } from '@oncehook/core';
 import type { Pool } from '@oncehook/shared';
 
 export const FILL_SOURCES = ['stripe', 'github', 'shopify', 'linear'] as const;
@@ -29,21 +30,63 @@ export async function fillEvents(pool: Pool, schema: string, range: { from: numb
     [range.from, range.to, range.total],
   );
   await pool.query(
-    `INSERT INTO ${S}.handler_runs (event_row_id, handler, state, attempts, last_error, waiting, waiting_since, lease_token, lease_until, updated_at, finished_at)
-     SELECT e.id, CASE WHEN e.provider = 'stripe' THEN 'shop.payments' ELSE 'send-receipt' END, e.state,
-            CASE WHEN e.state = 'done' THEN 1 WHEN e.state = 'failed' THEN 10 ELSE 0 END,
+    `INSERT INTO ${S}.handler_runs (event_row_id, handler, state, attempts, last_error, error_shape, waiting, waiting_since, lease_token, lease_until, updated_at, finished_at)
+     SELECT id, handler, state, attempts, message, ${S}.error_shape(message), waiting, waiting_since, lease_token, lease_until, updated_at, finished_at FROM (
+     SELECT e.id, CASE WHEN e.provider = 'stripe' THEN 'shop.payments' ELSE 'send-receipt' END AS handler, e.state,
+            CASE WHEN e.state = 'done' THEN 1 WHEN e.state = 'failed' THEN 10 ELSE 0 END AS attempts,
             CASE WHEN e.state = 'failed' THEN (ARRAY[
               'PermanentError: payment api 422: currency ' || (e.payload #>> '{data,object,currency}') || ' not supported for order ' || e.id,
               'PermanentError: customer cus_' || md5(e.id::text) || ' not found',
               'OutboundUnavailableError: email API answered 503 after 3 tries (request ' || gen_random_uuid() || ')',
               'TypeError: Cannot read properties of undefined (reading ''sku'') at line ' || (e.id % 300),
-              'RetryLaterError: rate limited for ' || (e.id % 60) || ' s'])[1 + (e.id / 200) % 5] END,
-            CASE WHEN e.state = 'received' AND e.id % 200 = 1 THEN 'paused' END,
-            CASE WHEN e.state = 'received' AND e.id % 200 = 1 THEN e.received_at END,
-            CASE WHEN e.state = 'processing' THEN gen_random_uuid() END,
-            CASE WHEN e.state = 'processing' THEN now() + interval '1 hour' END,
+              'RetryLaterError: rate limited for ' || (e.id % 60) || ' s'])[1 + (e.id / 200) % 5] END AS message,
+            CASE WHEN e.state = 'received' AND e.id % 200 = 1 THEN 'paused' END AS waiting,
+            CASE WHEN e.state = 'received' AND e.id % 200 = 1 THEN e.received_at END AS waiting_since,
+            CASE WHEN e.state = 'processing' THEN gen_random_uuid() END AS lease_token,
+            CASE WHEN e.state = 'processing' THEN now() + interval '1 hour' END AS lease_until,
             e.updated_at, e.finished_at
-       FROM ${S}.events e WHERE e.id BETWEEN $1::bigint AND $2::bigint`,
+       FROM ${S}.events e WHERE e.id BETWEEN $1::bigint AND $2::bigint) runs`,
     [range.from, range.to],
   );
 }
+
+/** One node of a query plan, flattened. */
+export interface PlanStep {
+  node: string;
+  relation?: string;
+  index?: string;
+  indexCond?: string;
+  filter?: string;
+}
+
+type PlanNode = { 'Node Type': string; 'Relation Name'?: string; 'Index Name'?: string; 'Index Cond'?: string; Filter?: string; Plans?: PlanNode[] };
+
+/**
+ * The plan Postgres chooses for the statement `call` sends that `isTarget` picks (EXPLAIN, not
+ * run; the statements before it run), top-down.
+ */
+export async function planOf(pool: Pool, call: (db: Queryable) => Promise<unknown>, isTarget: (sql: string) => boolean): Promise<PlanStep[]> {
+  const steps: PlanStep[] = [];
+  const explaining = {
+    query: async (text: string, params?: unknown[]) => {
+      if (!isTarget(text)) return pool.query(text, params);
+      const { rows } = await pool.query<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(`EXPLAIN (FORMAT JSON) ${text}`, params);
+      const walk = (node: PlanNode) => {
+        steps.push({ node: node['Node Type'], relation: node['Relation Name'], index: node['Index Name'], indexCond: node['Index Cond'], filter: node.Filter });
+        for (const child of node.Plans ?? []) walk(child);
+      };
+      walk(rows[0]!['QUERY PLAN'][0]!.Plan);
+      return { rows: [] };
+    },
+  } as unknown as Queryable;
+  await call(explaining);
+  return steps;
+}
+
+/** The plan of the search statement listEvents sends for `filter` (not the lookups before it). */
+export const planOfSearch = (pool: Pool, queries: Queries, filter: EventFilter): Promise<PlanStep[]> =>
+  planOf(
+    pool,
+    (db) => queries.listEvents(db, filter),
+    (sql) => sql.includes('ORDER BY e.id DESC'),
+  );

@@ -19,10 +19,14 @@ export function operatorStatements(t: Tables) {
         'generation', r.generation, 'lastError', r.last_error, 'updatedAt', r.updated_at, 'waiting', r.waiting) ORDER BY r.handler), '[]')
       FROM ${RUNS} r WHERE r.event_row_id = e.id) AS runs`;
 
-  /** Run `r` is in a failure group: failed (a dead letter), or received again after a failed attempt (retrying). */
-  const FAILING = `r.last_error IS NOT NULL AND (r.state = 'failed' OR (r.state = 'received' AND r.attempts > 0))`;
+  /**
+   * Run `r` is in a failure group: failed (a dead letter), or received again after a failed
+   * attempt (retrying). Written as handler_runs_failing_idx's predicate and more, so that index
+   * answers it.
+   */
+  const FAILING = `r.error_shape IS NOT NULL AND r.state IN ('failed', 'received') AND (r.state = 'failed' OR r.attempts > 0)`;
   /** Run `r`'s failure group: its handler and the shape of its last error (migrations/0012), as 12 hex digits. */
-  const GROUP_ID = `left(md5(r.handler || chr(10) || ${S}.error_shape(r.last_error)), 12)`;
+  const GROUP_ID = `left(md5(r.handler || chr(10) || r.error_shape), 12)`;
 
   return {
     /**
@@ -70,7 +74,7 @@ export function operatorStatements(t: Tables) {
           FOR UPDATE
        ), moved AS (
          UPDATE ${RUNS} r
-            SET state = 'received', generation = r.generation + 1, attempts = 0, last_error = NULL,
+            SET state = 'received', generation = r.generation + 1, attempts = 0, last_error = NULL, error_shape = NULL,
                 note = NULL, finished_at = NULL, updated_at = now()
            FROM target t WHERE r.id = t.id
          RETURNING r.id, r.handler, r.generation, t.state AS from_state, t.generation AS previous
@@ -99,8 +103,9 @@ export function operatorStatements(t: Tables) {
      * condition): $1 state, $2 providers (any of), $3 type, $4 received at least $4 s ago, $5
      * handler, $6 limit, $7 a run waiting for $7, $8 provider event id, $9 received since,
      * $10 received before, $11-$13 payload path, equals|contains, value, $14 failure group, $15
-     * rows below this id (the next page). Newest first by row id: the primary key answers the
-     * order and the page, so a page costs the rows it reads, not the table's size. Sent unnamed,
+     * rows below this id (the next page), $16-$17 the row ids a time range lies in (ARRIVAL_ID).
+     * Newest first by row id: the primary key answers the order and the page, so a page costs
+     * the rows it reads, not the table's size. Sent unnamed,
      * so each search is planned with its values: a null condition is folded away and the planner
      * picks the index of the conditions given (docs/operating.md, "Searching events").
      */
@@ -122,8 +127,14 @@ export function operatorStatements(t: Tables) {
           AND ($14::text IS NULL OR e.id IN (SELECT r.event_row_id FROM ${RUNS} r WHERE ${FAILING} AND ${GROUP_ID} = $14::text
                 AND ($5::text IS NULL OR r.handler = $5::text)))
           AND ($15::bigint IS NULL OR e.id < $15::bigint)
+          AND ($16::bigint IS NULL OR e.id >= $16::bigint)
+          AND ($17::bigint IS NULL OR e.id < $17::bigint)
         ORDER BY e.id DESC
         LIMIT $6::int`,
+    /** The id range of the events table ($1 ids from, inclusive): the ends of ARRIVAL_ID's search. */
+    ID_RANGE: `SELECT (SELECT id FROM ${EVENTS} ORDER BY id LIMIT 1) AS lo, (SELECT id FROM ${EVENTS} ORDER BY id DESC LIMIT 1) AS hi`,
+    /** The first row at or after id $1, and when it arrived (one probe of the primary key). */
+    ARRIVAL_ID: `SELECT id, received_at AS "receivedAt" FROM ${EVENTS} WHERE id >= $1::bigint ORDER BY id LIMIT 1`,
     /** The providers events were stored under (a loose index scan of events_key: one probe per provider, not a scan of the events). */
     PROVIDERS: `WITH RECURSIVE p AS (
          (SELECT provider FROM ${EVENTS} ORDER BY provider LIMIT 1)
@@ -137,17 +148,16 @@ export function operatorStatements(t: Tables) {
      * message, and the resolution an operator recorded (a group whose runs all failed before it
      * is resolved; a later failure opens it again).
      */
-    FAILURE_GROUPS: `WITH failing AS (
-         SELECT r.event_row_id, r.handler, r.state, r.updated_at, r.last_error, ${S}.error_shape(r.last_error) AS shape
+    FAILURE_GROUPS: `WITH groups AS (
+         SELECT r.handler, r.error_shape AS shape, count(*) FILTER (WHERE r.state = 'failed')::int AS failed,
+                count(*) FILTER (WHERE r.state = 'received')::int AS retrying, min(r.updated_at) AS first_seen, max(r.updated_at) AS last_seen,
+                (array_agg(r.event_row_id ORDER BY r.updated_at DESC))[1] AS sample_event
            FROM ${RUNS} r WHERE ${FAILING} AND ($1::text IS NULL OR r.handler = $1::text)
-       ), groups AS (
-         SELECT handler, shape, count(*) FILTER (WHERE state = 'failed')::int AS failed, count(*) FILTER (WHERE state = 'received')::int AS retrying,
-                min(updated_at) AS first_seen, max(updated_at) AS last_seen,
-                (array_agg(event_row_id ORDER BY updated_at DESC))[1] AS sample_event, (array_agg(last_error ORDER BY updated_at DESC))[1] AS sample_error
-           FROM failing GROUP BY handler, shape
+          GROUP BY r.handler, r.error_shape
        )
        SELECT left(md5(g.handler || chr(10) || g.shape), 12) AS id, g.handler, g.shape, g.failed, g.retrying,
-              g.first_seen AS "firstSeen", g.last_seen AS "lastSeen", g.sample_event AS "sampleEvent", g.sample_error AS "sampleError",
+              g.first_seen AS "firstSeen", g.last_seen AS "lastSeen", g.sample_event AS "sampleEvent",
+              (SELECT s.last_error FROM ${RUNS} s WHERE s.event_row_id = g.sample_event AND s.handler = g.handler) AS "sampleError",
               res.resolved_at AS "resolvedAt", res.actor AS "resolvedBy", res.reason AS "resolution",
               (res.resolved_at IS NOT NULL AND g.last_seen <= res.resolved_at) AS resolved
          FROM groups g LEFT JOIN ${RESOLUTIONS} res ON res.handler = g.handler AND res.shape = g.shape
@@ -156,7 +166,7 @@ export function operatorStatements(t: Tables) {
         LIMIT $2::int`,
     /** Marks group $1 resolved (by $2, because $3): 0 rows = no failed or retrying run is in such a group. */
     RESOLVE_GROUP: `INSERT INTO ${RESOLUTIONS} AS res (handler, shape, actor, reason)
-       SELECT r.handler, ${S}.error_shape(r.last_error), $2::text, $3::text FROM ${RUNS} r
+       SELECT r.handler, r.error_shape, $2::text, $3::text FROM ${RUNS} r
         WHERE ${FAILING} AND ${GROUP_ID} = $1::text LIMIT 1
        ON CONFLICT (handler, shape) DO UPDATE SET resolved_at = now(), actor = EXCLUDED.actor, reason = EXCLUDED.reason
        RETURNING res.handler, res.shape, res.resolved_at AS "resolvedAt"`,

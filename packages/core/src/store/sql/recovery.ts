@@ -7,7 +7,7 @@
 import type { Tables } from '../tables.js';
 
 export function recoveryStatements(t: Tables) {
-  const { EVENTS, RUNS, DELIVERIES, DELIVERY_COUNTS } = t;
+  const { EVENTS, RUNS, DELIVERIES, DELIVERY_COUNTS, S } = t;
   return {
     /**
      * processing -> received for runs whose lease expired ($1 limit): the worker died or hung.
@@ -17,7 +17,8 @@ export function recoveryStatements(t: Tables) {
      */
     EXPIRED_LEASES: `UPDATE ${RUNS} r
         SET state = 'received', lease_token = NULL, lease_until = NULL, updated_at = now(),
-            last_error = 'lease expired during attempt ' || r.attempts || ' (worker crashed or hung)'
+            last_error = 'lease expired during attempt ' || r.attempts || ' (worker crashed or hung)',
+            error_shape = ${S}.error_shape('lease expired during attempt ' || r.attempts || ' (worker crashed or hung)')
        FROM ${EVENTS} e
       WHERE r.id = ANY(ARRAY(
         SELECT id FROM ${RUNS}

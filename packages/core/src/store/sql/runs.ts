@@ -14,7 +14,7 @@ import { EVENT_STATE_AFTER, eventColumns, PAUSED, runColumns, STOP_NOW } from '.
 import type { Tables } from '../tables.js';
 
 export function runStatements(t: Tables) {
-  const { EVENTS, RUNS, STEPS, ATTEMPTS, VERSIONS, PAUSES } = t;
+  const { EVENTS, RUNS, STEPS, ATTEMPTS, VERSIONS, PAUSES, S } = t;
 
   /** The attempt log of a lease just taken (the CTE `leased`): one row per lease token. */
   const ATTEMPT_LOG = `attempt AS (
@@ -182,7 +182,7 @@ export function runStatements(t: Tables) {
     MARK_RUN_FAILED: `WITH run AS (
          UPDATE ${RUNS}
             SET state = 'failed', lease_token = NULL, lease_until = NULL, finished_at = now(),
-                last_error = $3::text, updated_at = now()
+                last_error = $3::text, error_shape = ${S}.error_shape($3::text), updated_at = now()
           WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
          RETURNING id, event_row_id
        ), ${ATTEMPT_VERDICT('failed', '$3::text')}
@@ -212,7 +212,7 @@ export function runStatements(t: Tables) {
     RELEASE_RUN_FOR_RETRY: `WITH run AS (
          UPDATE ${RUNS}
             SET state = 'received', lease_token = NULL, lease_until = NULL,
-                last_error = $3::text, updated_at = now()
+                last_error = $3::text, error_shape = ${S}.error_shape($3::text), updated_at = now()
           WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
          RETURNING id
        ), ${ATTEMPT_VERDICT('retry', '$3::text')}
