@@ -40,7 +40,7 @@ async function unchanged(): Promise<void> {
   const actions = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${T.actions}`);
   expect(actions.rows[0]?.n).toBe(0);
   expect(await q.listPauses(db.pool)).toEqual([]);
-  const resolutions = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${T.events.replace('events', 'failure_resolutions')}`);
+  const resolutions = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${T.events.replace('events', 'failure_groups')} WHERE resolved_at IS NOT NULL`);
   expect(resolutions.rows[0]?.n).toBe(0);
 }
 

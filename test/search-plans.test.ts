@@ -36,8 +36,8 @@ async function plan(raw: Record<string, string>): Promise<PlanStep[]> {
 
 /** The scan that reads the events table (the search's driving scan). */
 const eventsScan = (steps: PlanStep[]) => steps.find((s) => s.relation === 'events');
-/** Whole-table reads of the tables that grow with the events (the resolutions are a few rows). */
-const seqScans = (steps: PlanStep[]) => steps.filter((s) => s.node === 'Seq Scan' && s.relation !== 'failure_resolutions').map((s) => s.relation);
+/** Whole-table reads of the tables that grow with the events (the failure groups are a few rows). */
+const seqScans = (steps: PlanStep[]) => steps.filter((s) => s.node === 'Seq Scan' && s.relation !== 'failure_groups').map((s) => s.relation);
 
 it('a page, with or without filters on the event row, reads the primary key newest first and stops at the page', async () => {
   const searches: Record<string, string>[] = [

@@ -13,6 +13,7 @@ import type { JobOutcome, ProcessDeps } from './process-event.js';
 import { createReconciler, type Reconciler, type ReconcilerSettings } from './reconciler.js';
 import { createRetention, type RetentionSettings } from './retention-sweep.js';
 import { PRIORITY_AGING_MS, priorityLevel } from './flow-control.js';
+import type { FailureNotifySettings } from './failure-groups.js';
 
 export interface WorkerSettings {
   /** Retention of done events; off when absent. */
@@ -24,6 +25,8 @@ export interface WorkerSettings {
   /** The shards this worker consumes (WORKER_QUEUE_SHARDS); empty = all. */
   consumeShards: number[];
   reconciler: ReconcilerSettings;
+  /** FAILURE_NOTIFY_URL and its secret: where the reconciler notifies an opened failure group. */
+  failureNotify?: FailureNotifySettings;
 }
 
 export interface EventWorkerDeps {
@@ -173,6 +176,7 @@ function workerReconciler(deps: EventWorkerDeps): Reconciler {
     settings: settings.reconciler,
     metrics,
     retention,
+    failureNotify: settings.failureNotify,
     lowerPriority: {
       handlers: engine.registry
         .all()

@@ -36,6 +36,7 @@ export * from './process-event.js';
 export * from './readiness.js';
 export * from './queue.js';
 export * from './reconciler.js';
+export * from './failure-groups.js';
 export * from './registry.js';
 export * from './retention-sweep.js';
 export * from './retry-policy.js';

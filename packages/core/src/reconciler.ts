@@ -12,7 +12,9 @@
  *      with a free slot that nobody woke (the wake-up job lost, the finishing worker killed)
  *      -> woken; runs of lower-priority handlers queued longer than PRIORITY_AGING_MS ->
  *      enqueued once more without priority (never starved). Paused runs, and runs waiting for
- *      a slot that is taken, are otherwise left alone: no job, no re-enqueue, no write.
+ *      a slot that is taken, are otherwise left alone: no job, no re-enqueue, no write;
+ *   5. failure groups: closed when no failing run is left, opened when new or failing again
+ *      (counted, logged, notified: failure-groups.ts).
  *
  * Leadership: the pass runs its UPDATEs in one transaction that first takes
  * pg_try_advisory_xact_lock (lock-keys.ts); a process that does not get it skips the pass. No
@@ -28,6 +30,7 @@ import { advisoryLockKey } from './lock-keys.js';
 import type { EventJobData } from './vocabulary.js';
 import { enqueueEvent, queuesOf, type JobTarget } from './queue.js';
 import type { Queries } from './store/queries.js';
+import { type FailureNotifySettings, notifyOpenedGroups, reportOpened } from './failure-groups.js';
 
 /**
  * Longest wait for one Redis step of a pass (an add, the queue gauges). A Redis that stops
@@ -74,6 +77,8 @@ export interface ReconcilerDeps {
   redisTimeoutMs?: number;
   /** The loaded handlers below the best priority (their runs age to the front after agingMs). */
   lowerPriority?: { handlers: string[]; agingMs: number };
+  /** Where an opened failure group is notified (FAILURE_NOTIFY_URL); absent: counted and logged only. */
+  failureNotify?: FailureNotifySettings;
 }
 
 export function createReconciler(given: ReconcilerDeps): Reconciler {
@@ -99,6 +104,12 @@ export function createReconciler(given: ReconcilerDeps): Reconciler {
       [taken.requeued, 'received but not picked up'],
       [taken.aged, 'lower priority, queued past PRIORITY_AGING_MS'],
     ]);
+    reportOpened(taken.opened, log, metrics);
+    if (deps.failureNotify) {
+      await notifyOpenedGroups({ ...deps, notify: deps.failureNotify }).catch((error: unknown) =>
+        log.warn({ err: error }, 'failure group notifications not sent; retrying next pass'),
+      );
+    }
     const counts = { leader: true, reclaimed: taken.reclaimed.length, requeued: taken.requeued.length, enqueueFailed };
     if (counts.reclaimed || counts.requeued || counts.enqueueFailed) log.info(counts, 'reconciler pass');
     await refreshGauges(deps).catch((error: unknown) => log.warn({ err: error }, 'queue gauges not refreshed'));
@@ -147,7 +158,8 @@ async function takeRecoverable({ pool, queries, settings, lowerPriority }: Recon
       ...(await queries.wakeStalled(tx, settings.requeueAfterMs, settings.batchSize)),
     ];
     const aged = lowerPriority ? await queries.agedRuns(tx, lowerPriority.handlers, lowerPriority.agingMs, settings.batchSize) : [];
-    return { reclaimed, requeued, aged };
+    const opened = await queries.openFailureGroups(tx);
+    return { reclaimed, requeued, aged, opened };
   });
 }
 
@@ -192,7 +204,13 @@ async function refreshGauges(deps: ReconcilerDeps & { redisTimeoutMs: number }):
   metrics.deadLetters.set(counts.runsFailed);
   // Flow control: what is paused and for how long, what waits and why (reset first: a
   // resumed handler's series goes away instead of staying at its last value).
-  const [pauses, waiting] = await Promise.all([queries.listPauses(pool), queries.waitingCounts(pool)]);
+  const [pauses, waiting, groups] = await Promise.all([queries.listPauses(pool), queries.waitingCounts(pool), queries.failureGroups(pool, { limit: 10_000 })]);
+  metrics.failureGroups.reset();
+  metrics.failureGroupRuns.reset();
+  for (const g of groups) {
+    metrics.failureGroups.inc({ handler: g.handler });
+    metrics.failureGroupRuns.inc({ handler: g.handler }, g.failed + g.retrying);
+  }
   metrics.paused.reset();
   metrics.pausedSeconds.reset();
   for (const p of pauses) {

@@ -57,12 +57,16 @@ ALTER TABLE oncehook.events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
-CREATE TABLE oncehook.failure_resolutions (
+CREATE TABLE oncehook.failure_groups (
     handler text NOT NULL,
     shape text NOT NULL,
-    resolved_at timestamp with time zone DEFAULT now() NOT NULL,
-    actor text NOT NULL,
-    reason text NOT NULL
+    opened_at timestamp with time zone DEFAULT now() NOT NULL,
+    closed_at timestamp with time zone,
+    notified_at timestamp with time zone,
+    notify_attempts integer DEFAULT 0 NOT NULL,
+    resolved_at timestamp with time zone,
+    actor text,
+    reason text
 );
 
 CREATE TABLE oncehook.handler_health (
@@ -209,8 +213,8 @@ ALTER TABLE ONLY oncehook.events
 ALTER TABLE ONLY oncehook.events
     ADD CONSTRAINT events_pkey PRIMARY KEY (id);
 
-ALTER TABLE ONLY oncehook.failure_resolutions
-    ADD CONSTRAINT failure_resolutions_pkey PRIMARY KEY (handler, shape);
+ALTER TABLE ONLY oncehook.failure_groups
+    ADD CONSTRAINT failure_groups_pkey PRIMARY KEY (handler, shape);
 
 ALTER TABLE ONLY oncehook.handler_health
     ADD CONSTRAINT handler_health_pkey PRIMARY KEY (handler);

@@ -11,7 +11,7 @@
 import { z } from 'zod';
 import { ConfigError } from '@oncehook/sdk';
 import { clusterSlotProblem, DEFAULT_ENGINE_SETTINGS, type ClusterSeeds } from '@oncehook/core';
-import { DEFAULT_SCHEMA, PROVIDER_VARIABLES, SCHEMA_NAME_PATTERN, withoutEmpty, type Env } from '@oncehook/shared';
+import { DEFAULT_SCHEMA, destinationHmacKey, PROVIDER_VARIABLES, SCHEMA_NAME_PATTERN, withoutEmpty, type Env } from '@oncehook/shared';
 
 /** A comma-separated variable's entries, trimmed, empty ones dropped. */
 const commaList = (value: string): string[] =>
@@ -306,6 +306,27 @@ const workerSchema = z.object({
    * Expose it (0.0.0.0) only on a private network your Prometheus scrapes (compose does).
    */
   METRICS_HOST: z.string().default('127.0.0.1'),
+  /**
+   * Where a new failure group is notified (docs/operating.md, "Failure groups"): a Standard
+   * Webhooks POST signed with FAILURE_NOTIFY_SECRET, once per opening, by the reconciler's
+   * leader. Unset: counted (oncehook_failure_groups_opened_total) and logged only.
+   */
+  FAILURE_NOTIFY_URL: z.url({ protocol: /^https?$/, message: 'FAILURE_NOTIFY_URL must be an http(s) URL' }).optional(),
+  /** The notifications' signing secret, `whsec_<base64>` (24 bytes or more): required with FAILURE_NOTIFY_URL. */
+  FAILURE_NOTIFY_SECRET: z
+    .string()
+    .optional()
+    .transform((value, ctx) => {
+      if (value === undefined) return undefined;
+      try {
+        return destinationHmacKey(value);
+      } catch (error) {
+        ctx.addIssue({ code: 'custom', message: `FAILURE_NOTIFY_SECRET ${(error as Error).message}` });
+        return z.NEVER;
+      }
+    }),
+  /** The admin's public URL (`https://ops.example.com`), for the link in a failure group's notification. */
+  ADMIN_PUBLIC_URL: z.url({ protocol: /^https?$/, message: 'ADMIN_PUBLIC_URL must be an http(s) URL' }).optional(),
 });
 
 /** Every variable each process kind reads (the README documents each one; a test checks). */
@@ -416,6 +437,13 @@ export function loadWorkerConfig(env: Env = process.env): WorkerConfig {
   const schema = commonSchema.extend(workerSchema.shape).superRefine((config, ctx) => {
     checkKeyHorizon(config, ctx);
     checkClusterSlots(config, ctx);
+    if ((config.FAILURE_NOTIFY_URL === undefined) !== (config.FAILURE_NOTIFY_SECRET === undefined)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [config.FAILURE_NOTIFY_URL === undefined ? 'FAILURE_NOTIFY_URL' : 'FAILURE_NOTIFY_SECRET'],
+        message: 'FAILURE_NOTIFY_URL and FAILURE_NOTIFY_SECRET go together: set both (the receiver verifies the signature) or neither',
+      });
+    }
     const outside = config.WORKER_QUEUE_SHARDS.filter((shard) => shard >= config.QUEUE_SHARDS);
     if (outside.length > 0) {
       ctx.addIssue({

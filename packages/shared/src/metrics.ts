@@ -93,6 +93,9 @@ export interface WorkerMetrics {
   outboundCalls: Counter<'api' | 'outcome'>;
   dbStatements: Counter;
   runsDelayedTotal: Counter<'handler' | 'reason'>;
+  failureGroupsOpened: Counter<'handler'>;
+  failureGroups: Gauge<'handler'>;
+  failureGroupRuns: Gauge<'handler'>;
   runsWaiting: Gauge<'handler' | 'reason'>;
   paused: Gauge<'scope' | 'name' | 'by'>;
   pausedSeconds: Gauge<'scope' | 'name'>;
@@ -150,6 +153,19 @@ export function createWorkerMetrics(options: { defaultMetrics?: boolean } = {}):
       name: 'oncehook_runs_delayed_total',
       help: 'Runs that did not start when their job came: paused, over their concurrency or their rate limit (each look counts once)',
       labelNames: ['handler', 'reason'],
+      registers,
+    }),
+    failureGroupsOpened: new Counter({
+      name: 'oncehook_failure_groups_opened_total',
+      help: 'Failure groups opened (a new error shape of a handler, or one failing again after it closed or was resolved), counted by the reconciler leader',
+      labelNames: ['handler'],
+      registers,
+    }),
+    failureGroups: new Gauge({ name: 'oncehook_failure_groups', help: 'Failure groups open now (not resolved), per handler', labelNames: ['handler'], registers }),
+    failureGroupRuns: new Gauge({
+      name: 'oncehook_failure_group_runs',
+      help: 'Failed and retrying runs in the open failure groups, per handler',
+      labelNames: ['handler'],
       registers,
     }),
     runsWaiting: new Gauge({ name: 'oncehook_runs_waiting', help: 'Runs waiting now for a pause to end, a slot or the rate', labelNames: ['handler', 'reason'], registers }),

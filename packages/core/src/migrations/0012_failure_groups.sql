@@ -12,15 +12,21 @@ create function :ONCEHOOK_SCHEMA.error_shape(message text) returns text
     '(?![1-5][0-9][0-9]\M)\m[0-9]+(\.[0-9]+)?', '#', 'g'),
     '\s+', ' ', 'g')), 200) $$;
 
--- An operator marked a group resolved (the fix is out): the group is hidden until one of its runs
--- fails again after `resolved_at` (it is then open again, "regressed"). Nothing about the runs
--- changes.
-create table :ONCEHOOK_SCHEMA.failure_resolutions (
+-- What is known of each group beyond its runs: when it opened (the reconciler's leader saw it
+-- appear, or fail again after it closed or was resolved: a new opening is counted in
+-- oncehook_failure_groups_opened_total and notified once, FAILURE_NOTIFY_URL), when it closed
+-- (no failing run left), when its opening was notified, and an operator's resolution (hidden
+-- until a run of it fails again after `resolved_at`; nothing about the runs changes).
+create table :ONCEHOOK_SCHEMA.failure_groups (
   handler text not null,
   shape text not null,
-  resolved_at timestamptz not null default now(),
-  actor text not null,
-  reason text not null,
+  opened_at timestamptz not null default now(),
+  closed_at timestamptz,
+  notified_at timestamptz,
+  notify_attempts integer not null default 0,
+  resolved_at timestamptz,
+  actor text,
+  reason text,
   primary key (handler, shape)
 );
 

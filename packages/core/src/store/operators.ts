@@ -12,6 +12,7 @@ import type {
   EventSummary,
   FailureGroup,
   HandlerState,
+  OpenedGroup,
   MovedRun,
   OperatorAction,
   PendingCounts,
@@ -128,6 +129,21 @@ export function createOperatorQueries(t: Tables) {
     async failureGroups(db: Queryable, options: { handler?: string; limit?: number; includeResolved?: boolean } = {}): Promise<FailureGroup[]> {
       const { rows } = await db.query<FailureGroup>(sql.FAILURE_GROUPS, [options.handler ?? null, options.limit ?? 100, options.includeResolved === true]);
       return rows;
+    },
+
+    /** The reconciler leader's pass (in its transaction): closes the groups without failing runs, opens the new and returning ones. */
+    async openFailureGroups(db: Queryable): Promise<OpenedGroup[]> {
+      return (await db.query<OpenedGroup>(sql.OPEN_FAILURE_GROUPS)).rows;
+    },
+
+    /** Opened groups whose opening is not notified yet. */
+    async unnotifiedFailureGroups(db: Queryable, limit: number, maxAttempts: number): Promise<{ id: string; handler: string; shape: string; openedAt: Date; runs: number }[]> {
+      return (await db.query<{ id: string; handler: string; shape: string; openedAt: Date; runs: number }>(sql.UNNOTIFIED_GROUPS, [limit, maxAttempts])).rows;
+    },
+
+    /** Records one notification try of a group's opening (delivered or not). */
+    async failureGroupNotifyTried(db: Queryable, group: { handler: string; shape: string; openedAt: Date }, delivered: boolean): Promise<void> {
+      await db.query(sql.NOTIFY_TRIED, [group.handler, group.shape, group.openedAt, delivered]);
     },
 
     /** Marks a failure group resolved; null = no failed or retrying run is in such a group. */

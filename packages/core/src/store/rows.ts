@@ -134,6 +134,17 @@ export interface FailureGroup {
   resolved: boolean;
 }
 
+/** A failure group the reconciler leader's pass opened (new, or failing again after it closed or was resolved). */
+export interface OpenedGroup {
+  id: string;
+  handler: string;
+  shape: string;
+  openedAt: Date;
+  runs: number;
+  sampleEvent: number;
+  sampleError: string | null;
+}
+
 export interface RunSummary {
   id: number;
   handler: string;

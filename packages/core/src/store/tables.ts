@@ -19,7 +19,7 @@ export interface Tables {
   PAUSES: string;
   RATE_WINDOWS: string;
   HEALTH: string;
-  RESOLUTIONS: string;
+  FAILURE_GROUPS: string;
 }
 
 export function tablesFor(schemaName: string): Tables {
@@ -38,6 +38,6 @@ export function tablesFor(schemaName: string): Tables {
     PAUSES: `${S}.pauses`,
     RATE_WINDOWS: `${S}.rate_windows`,
     HEALTH: `${S}.handler_health`,
-    RESOLUTIONS: `${S}.failure_resolutions`,
+    FAILURE_GROUPS: `${S}.failure_groups`,
   };
 }

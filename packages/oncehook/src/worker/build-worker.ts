@@ -87,6 +87,10 @@ export function workerSettings(config: WorkerConfig): WorkerSettings {
       intervalMs: config.RETENTION_INTERVAL_MS,
     },
     reconciler: { intervalMs: config.RECONCILE_INTERVAL_MS, requeueAfterMs: config.REQUEUE_AFTER_MS, batchSize: config.RECONCILE_BATCH_SIZE },
+    failureNotify:
+      config.FAILURE_NOTIFY_URL && config.FAILURE_NOTIFY_SECRET
+        ? { url: config.FAILURE_NOTIFY_URL, hmacKey: config.FAILURE_NOTIFY_SECRET, adminUrl: config.ADMIN_PUBLIC_URL }
+        : undefined,
   };
 }
 

@@ -9,7 +9,7 @@ import { eventColumns, runColumns } from '../columns.js';
 import type { Tables } from '../tables.js';
 
 export function operatorStatements(t: Tables) {
-  const { EVENTS, RUNS, STEPS, ACTIONS, DELIVERIES, DELIVERY_COUNTS, ATTEMPTS, RESOLUTIONS, S } = t;
+  const { EVENTS, RUNS, STEPS, ACTIONS, DELIVERIES, DELIVERY_COUNTS, ATTEMPTS, FAILURE_GROUPS, S } = t;
 
   /** Deliveries of event `e`: its first (logged) and every duplicate (counted). */
   const DELIVERY_TOTAL = `((SELECT count(*) FROM ${DELIVERIES} d WHERE d.event_row_id = e.id AND NOT d.duplicate)
@@ -160,16 +160,51 @@ export function operatorStatements(t: Tables) {
               (SELECT s.last_error FROM ${RUNS} s WHERE s.event_row_id = g.sample_event AND s.handler = g.handler) AS "sampleError",
               res.resolved_at AS "resolvedAt", res.actor AS "resolvedBy", res.reason AS "resolution",
               (res.resolved_at IS NOT NULL AND g.last_seen <= res.resolved_at) AS resolved
-         FROM groups g LEFT JOIN ${RESOLUTIONS} res ON res.handler = g.handler AND res.shape = g.shape
+         FROM groups g LEFT JOIN ${FAILURE_GROUPS} res ON res.handler = g.handler AND res.shape = g.shape
         WHERE $3::boolean OR res.resolved_at IS NULL OR g.last_seen > res.resolved_at
         ORDER BY g.last_seen DESC
         LIMIT $2::int`,
     /** Marks group $1 resolved (by $2, because $3): 0 rows = no failed or retrying run is in such a group. */
-    RESOLVE_GROUP: `INSERT INTO ${RESOLUTIONS} AS res (handler, shape, actor, reason)
-       SELECT r.handler, r.error_shape, $2::text, $3::text FROM ${RUNS} r
+    RESOLVE_GROUP: `INSERT INTO ${FAILURE_GROUPS} AS res (handler, shape, resolved_at, actor, reason)
+       SELECT r.handler, r.error_shape, now(), $2::text, $3::text FROM ${RUNS} r
         WHERE ${FAILING} AND ${GROUP_ID} = $1::text LIMIT 1
        ON CONFLICT (handler, shape) DO UPDATE SET resolved_at = now(), actor = EXCLUDED.actor, reason = EXCLUDED.reason
        RETURNING res.handler, res.shape, res.resolved_at AS "resolvedAt"`,
+    /**
+     * The reconciler leader's look at the groups (in its pass's transaction): a group with no
+     * failing run left is closed; a group that is new, or fails again after it closed or after
+     * its resolution, is (re)opened, to be counted and notified once. Returns the opened ones
+     * with how many runs they hold and a sample message.
+     */
+    OPEN_FAILURE_GROUPS: `WITH current AS (
+         SELECT r.handler, r.error_shape AS shape, count(*)::int AS runs, max(r.updated_at) AS last_seen,
+                (array_agg(r.event_row_id ORDER BY r.updated_at DESC))[1] AS sample_event
+           FROM ${RUNS} r WHERE ${FAILING} GROUP BY r.handler, r.error_shape
+       ), closed AS (
+         UPDATE ${FAILURE_GROUPS} g SET closed_at = now()
+          WHERE g.closed_at IS NULL AND NOT EXISTS (SELECT 1 FROM current c WHERE c.handler = g.handler AND c.shape = g.shape)
+       ), opened AS (
+         INSERT INTO ${FAILURE_GROUPS} AS g (handler, shape)
+         SELECT c.handler, c.shape FROM current c
+         ON CONFLICT (handler, shape) DO UPDATE
+            SET opened_at = now(), closed_at = NULL, notified_at = NULL, notify_attempts = 0, resolved_at = NULL, actor = NULL, reason = NULL
+          WHERE g.closed_at IS NOT NULL
+             OR g.resolved_at < (SELECT c.last_seen FROM current c WHERE c.handler = g.handler AND c.shape = g.shape)
+         RETURNING g.handler, g.shape, g.opened_at
+       )
+       SELECT left(md5(o.handler || chr(10) || o.shape), 12) AS id, o.handler, o.shape, o.opened_at AS "openedAt", c.runs, c.sample_event AS "sampleEvent",
+              (SELECT s.last_error FROM ${RUNS} s WHERE s.event_row_id = c.sample_event AND s.handler = c.handler) AS "sampleError"
+         FROM opened o JOIN current c ON c.handler = o.handler AND c.shape = o.shape`,
+    /** Opened groups not notified yet ($1 at most, $2 attempts at most), oldest first. */
+    UNNOTIFIED_GROUPS: `SELECT left(md5(g.handler || chr(10) || g.shape), 12) AS id, g.handler, g.shape, g.opened_at AS "openedAt",
+              (SELECT count(*)::int FROM ${RUNS} r WHERE r.handler = g.handler AND r.error_shape = g.shape AND ${FAILING}) AS runs
+         FROM ${FAILURE_GROUPS} g
+        WHERE g.notified_at IS NULL AND g.closed_at IS NULL AND g.notify_attempts < $2::int
+        ORDER BY g.opened_at LIMIT $1::int`,
+    /** One notification try of group ($1 handler, $2 shape, opened at $3, to the millisecond as JavaScript has it): $4 true = delivered. */
+    NOTIFY_TRIED: `UPDATE ${FAILURE_GROUPS} SET notify_attempts = notify_attempts + 1, notified_at = CASE WHEN $4::boolean THEN now() END
+        WHERE handler = $1::text AND shape = $2::text AND date_trunc('milliseconds', opened_at) = $3::timestamptz AND notified_at IS NULL`,
+
     /**
      * The events of runs that look stuck: processing past their lease, or received untouched for
      * $1 ms ($2 limit). A run waiting for a pause or a slot waits on purpose (no job touches it

@@ -1,0 +1,140 @@
+/**
+ * A new failure group is counted, logged and notified once (issue 33): runs failed through the
+ * engine's real path (MARK_RUN_FAILED writes their error's shape), then reconciler passes with
+ * FAILURE_NOTIFY_URL pointing at a real HTTP receiver that checks the Standard Webhooks
+ * signature with the `standardwebhooks` library. The first try is answered 503: the next pass
+ * tries again under the SAME webhook-id; then no pass notifies it again. Resolved, then failing
+ * again: a second opening, a second notification. The configuration refuses a URL without its
+ * secret.
+ */
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createEventQueue, createOperations, createReconciler, createRedis, type EventJobData, type Reconciler } from '@oncehook/core';
+import { REDIS_URL } from '@oncehook/harness';
+import { defineHandler, PermanentError } from '@oncehook/sdk';
+import { createWorkerMetrics, destinationHmacKey } from '@oncehook/shared';
+import type { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { loadWorkerConfig } from 'oncehook';
+import { Webhook } from 'standardwebhooks';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { claimStripe, dispatchJob, engine, q, testLog, testPrefix } from './helpers/stack.js';
+
+const SECRET = `whsec_${Buffer.from('failure-notify-test-key-32-bytes').toString('base64')}`;
+let db: TestDatabase;
+let redis: Redis;
+let queue: Queue<EventJobData>;
+let receiver: Server;
+let url: string;
+const received: { headers: IncomingHttpHeaders; body: string; status: number }[] = [];
+let answers: number[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  redis = createRedis(REDIS_URL, 'producer');
+  queue = createEventQueue(redis, testPrefix());
+  receiver = createServer((req, res) => {
+    let body = '';
+    req.on('data', (chunk: Buffer) => {
+      body += chunk.toString();
+    });
+    req.on('end', () => {
+      const status = answers.shift() ?? 204;
+      received.push({ headers: req.headers, body, status });
+      res.writeHead(status).end();
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/oncehook-failures`;
+});
+afterAll(async () => {
+  await new Promise((resolve) => receiver.close(resolve));
+  await queue.obliterate({ force: true });
+  await queue.close();
+  redis.disconnect();
+  await db.drop();
+});
+
+const charge = defineHandler({ name: 'charge-card', source: 'stripe', type: 'invoice.paid' }, async (event) => {
+  throw new PermanentError(`card API 422: currency not supported for invoice ${event.eventId} (${Math.floor(Math.random() * 1e6)})`);
+});
+
+async function failRuns(ids: string[]): Promise<void> {
+  const e = engine(db.pool, [charge]);
+  for (const id of ids) {
+    const rowId = await claimStripe(db.pool, id, 'invoice.paid');
+    await e.processJob(dispatchJob(rowId, id));
+    await e.processJob({ rowId, provider: 'stripe', eventId: id, handler: 'charge-card', generation: 0, attempt: 0 });
+  }
+}
+
+function verified(entry: { headers: IncomingHttpHeaders; body: string }): { type: string; data: { id: string; handler: string; shape: string; runs: number; url?: string } } {
+  const headers = Object.fromEntries(Object.entries(entry.headers).map(([k, v]) => [k, String(v)]));
+  return new Webhook(SECRET).verify(entry.body, headers) as never;
+}
+
+it('a new group is counted and notified once, signed; a refused try is tried again under the same id; a group failing again after its resolution is notified again', async () => {
+  await failRuns(['in_a1', 'in_a2', 'in_a3']);
+  expect((await q.failureGroups(db.pool)).map((g) => [g.handler, g.shape, g.failed])).toEqual([
+    ['charge-card', 'PermanentError: card API 422: currency not supported for invoice <id> (#)', 3],
+  ]);
+  const metrics = createWorkerMetrics({ defaultMetrics: false });
+  const settings = { intervalMs: 1_000, requeueAfterMs: 60_000, batchSize: 100 };
+  const reconciler: Reconciler = createReconciler({
+    pool: db.pool,
+    queries: q,
+    queue,
+    log: testLog,
+    settings,
+    metrics,
+    failureNotify: { url, hmacKey: destinationHmacKey(SECRET), adminUrl: 'https://ops.example.com' },
+  });
+  const opened = async () => (await metrics.failureGroupsOpened.get()).values.find((v) => v.labels.handler === 'charge-card')?.value ?? 0;
+
+  answers = [503];
+  await reconciler.runOnce();
+  expect(await opened()).toBe(1);
+  expect(received.map((r) => r.status)).toEqual([503]);
+  await reconciler.runOnce();
+  expect(received.map((r) => r.status)).toEqual([503, 204]);
+  expect(received[1]!.headers['webhook-id']).toBe(received[0]!.headers['webhook-id']);
+  const note = verified(received[1]!);
+  expect(note).toMatchObject({
+    type: 'failure_group.opened',
+    data: { handler: 'charge-card', runs: 3, shape: 'PermanentError: card API 422: currency not supported for invoice <id> (#)' },
+  });
+  expect(note.data.url).toBe(`https://ops.example.com/admin/events?group=${note.data.id}&handler=charge-card`);
+  // A tampered body does not verify (the signature covers it).
+  expect(() => verified({ ...received[1]!, body: received[1]!.body.replace('"runs":3', '"runs":4') })).toThrow();
+  // The gauges: one open group holding 3 runs.
+  expect((await metrics.failureGroups.get()).values).toEqual([expect.objectContaining({ labels: { handler: 'charge-card' }, value: 1 })]);
+  expect((await metrics.failureGroupRuns.get()).values).toEqual([expect.objectContaining({ labels: { handler: 'charge-card' }, value: 3 })]);
+
+  // More runs of the same group: no new opening, no new notification.
+  await failRuns(['in_a4']);
+  await reconciler.runOnce();
+  await reconciler.runOnce();
+  expect(received).toHaveLength(2);
+  expect(await opened()).toBe(1);
+
+  // Resolved by an operator; a run of it fails again later: opened again, notified again.
+  const ops = createOperations({ pool: db.pool, queries: q, queue });
+  expect(await ops.resolveFailureGroup(note.data.id, 'operator', 'card API fixed')).toMatchObject({ ok: true });
+  await reconciler.runOnce();
+  expect(received).toHaveLength(2);
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  await failRuns(['in_a5']);
+  await reconciler.runOnce();
+  expect(await opened()).toBe(2);
+  expect(received).toHaveLength(3);
+  expect(received[2]!.headers['webhook-id']).not.toBe(received[0]!.headers['webhook-id']);
+  expect(verified(received[2]!).data).toMatchObject({ id: note.data.id, runs: 5 });
+});
+
+it('FAILURE_NOTIFY_URL without its secret (or a secret that is not one) stops the worker with a message', () => {
+  expect(() => loadWorkerConfig({ FAILURE_NOTIFY_URL: 'https://hooks.example.com/x' })).toThrow(/FAILURE_NOTIFY_URL and FAILURE_NOTIFY_SECRET go together/);
+  expect(() => loadWorkerConfig({ FAILURE_NOTIFY_URL: 'https://hooks.example.com/x', FAILURE_NOTIFY_SECRET: 'short' })).toThrow(/FAILURE_NOTIFY_SECRET decodes to 3 bytes/);
+  expect(() => loadWorkerConfig({ FAILURE_NOTIFY_URL: 'ftp://hooks.example.com/x', FAILURE_NOTIFY_SECRET: SECRET })).toThrow(/FAILURE_NOTIFY_URL must be an http\(s\) URL/);
+  expect(loadWorkerConfig({ FAILURE_NOTIFY_URL: 'https://hooks.example.com/x', FAILURE_NOTIFY_SECRET: SECRET }).FAILURE_NOTIFY_SECRET).toHaveLength(32);
+});
