@@ -1205,6 +1205,39 @@ export const MUTANTS: Mutant[] = [
     replace: '      void fence.stop;',
     tests: ['test/flow-control-engine.test.ts'],
   },
+  // ---- the operator console (issue 33) -----------------------------------------------------
+  {
+    id: 'failure-shape-not-written',
+    guarantee: 'a run that fails for good joins its failure group (its error shape is written with its error)',
+    file: RUN_SQL,
+    search: "                last_error = $3::text, error_shape = ${S}.error_shape($3::text), updated_at = now()\n          WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'\n         RETURNING id, event_row_id",
+    replace: "                last_error = $3::text, updated_at = now()\n          WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'\n         RETURNING id, event_row_id",
+    tests: ['test/failure-notify.test.ts'],
+  },
+  {
+    id: 'notified-without-delivery',
+    guarantee: "a failure group's opening is notified until a receiver answers 2xx, not marked notified on a refusal",
+    file: OPERATOR_SQL,
+    search: 'notified_at = CASE WHEN $4::boolean THEN now() END',
+    replace: 'notified_at = now()',
+    tests: ['test/failure-notify.test.ts'],
+  },
+  {
+    id: 'time-range-ids-inverted',
+    guarantee: 'a time range finds every event received in it (its row ids found by a binary search)',
+    file: 'packages/core/src/store/operators.ts',
+    search: '      if (row === undefined || row.receivedAt >= at) hi = mid;',
+    replace: '      if (row === undefined || row.receivedAt <= at) hi = mid;',
+    tests: ['test/admin-console.test.ts'],
+  },
+  {
+    id: 'search-page-overlap',
+    guarantee: 'keyset pages of a search neither repeat nor skip an event',
+    file: OPERATOR_SQL,
+    search: '          AND ($15::bigint IS NULL OR e.id < $15::bigint)',
+    replace: '          AND ($15::bigint IS NULL OR e.id <= $15::bigint)',
+    tests: ['test/admin-console.test.ts'],
+  },
   // ---- operator actions -----------------------------------------------------------------
   {
     id: 'redrive-live-lease',
