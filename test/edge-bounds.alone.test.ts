@@ -185,7 +185,7 @@ it('caps open connections at MAX_CONNECTIONS', async () => {
 it('2000 deliveries of made-up types add at most one type label value: other', async () => {
   const metrics = createMetricsProbe();
   // What a worker publishes when it loads its handlers; ingest reads it when it starts listening.
-  await q.registerHandlers(db.pool, [{ name: 'payments', source: 'stripe', kind: 'stripe', type: 'payment_intent.succeeded', description: undefined }]);
+  await q.registerHandlers(db.pool, 'test', [{ name: 'payments', source: 'stripe', kind: 'stripe', type: 'payment_intent.succeeded', description: undefined }]);
   const ingest = await startIngest({ databaseUrl: db.url, prefix: testPrefix(), sources: allSources(), metrics: metrics.metrics });
   try {
     const typeLabels = async () => {

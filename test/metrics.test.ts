@@ -19,7 +19,7 @@ const prefix = testPrefix();
 beforeAll(async () => {
   db = await createTestDatabase();
   // What a worker publishes at start: the types something handles keep their `type` label.
-  await q.registerHandlers(db.pool, [{ name: 'shop.payments', source: 'stripe', kind: 'stripe', type: 'payment_intent.succeeded', description: undefined }]);
+  await q.registerHandlers(db.pool, 'test', [{ name: 'shop.payments', source: 'stripe', kind: 'stripe', type: 'payment_intent.succeeded', description: undefined }]);
   ingest = await startIngest({ databaseUrl: db.url, prefix, metrics: probe.metrics });
 });
 // Processes of a failed test never outlive it (they would work on the next test's events).

@@ -78,12 +78,14 @@ it('without the example named, npm run migrate creates no example table, and eve
   await withPool(database.url, async (pool) => {
     expect(await tablesBySchema(pool)).toEqual({
       oncehook: [
+        'activity',
         'deliveries',
         'delivery_counts',
         'events',
         'failure_groups',
         'handler_health',
         'handler_runs',
+        'handler_workers',
         'handlers',
         'migrations',
         'object_versions',
@@ -178,18 +180,21 @@ it('upgrades a database from before the schema: tables moved, data kept, in-flig
         'oncehook/0010_flow_control.sql',
         'oncehook/0011_flow_handoff.sql',
         'oncehook/0012_failure_groups.sql',
+        'oncehook/0013_activity.sql',
         'shop/0001_shop.sql',
       ],
       upgradedLegacy: true,
     });
     const tables = await tablesBySchema(pool);
     expect(tables.oncehook).toEqual([
+      'activity',
       'deliveries',
       'delivery_counts',
       'events',
       'failure_groups',
       'handler_health',
       'handler_runs',
+      'handler_workers',
       'handlers',
       'migrations',
       'object_versions',

@@ -1210,8 +1210,12 @@ export const MUTANTS: Mutant[] = [
     id: 'failure-shape-not-written',
     guarantee: 'a run that fails for good joins its failure group (its error shape is written with its error)',
     file: RUN_SQL,
-    search: "                last_error = $3::text, error_shape = ${S}.error_shape($3::text), updated_at = now()\n          WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'\n         RETURNING id, event_row_id",
-    replace: "                last_error = $3::text, updated_at = now()\n          WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'\n         RETURNING id, event_row_id",
+    search: `                last_error = $3::text, error_shape = \${S}.error_shape($3::text), updated_at = now()
+          WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
+         RETURNING id, event_row_id`,
+    replace: `                last_error = $3::text, updated_at = now()
+          WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
+         RETURNING id, event_row_id`,
     tests: ['test/failure-notify.test.ts'],
   },
   {

@@ -124,6 +124,9 @@ export function testEnv(opts: { databaseUrl: string; prefix: string; redisUrl?: 
     // longer than the 750 ms default, and tests that deliver and expect 202 would be measuring
     // that. The deadline has its own test (backpressure.alone.test.ts sets it).
     CLAIM_TIMEOUT_MS: '10000',
+    // No activity writes unless a test asks (admin-activity.test.ts): a flush every 10 s would
+    // land in the statement counts the round-trip tests measure.
+    ACTIVITY_FLUSH_MS: '0',
     ...opts.extra,
   };
 }

@@ -27,6 +27,8 @@ export interface WorkerSettings {
   reconciler: ReconcilerSettings;
   /** FAILURE_NOTIFY_URL and its secret: where the reconciler notifies an opened failure group. */
   failureNotify?: FailureNotifySettings;
+  /** This process among the workers: its reconciler passes mark it seen with the handlers it loaded. */
+  workerId?: string;
 }
 
 export interface EventWorkerDeps {
@@ -177,6 +179,7 @@ function workerReconciler(deps: EventWorkerDeps): Reconciler {
     metrics,
     retention,
     failureNotify: settings.failureNotify,
+    workerId: settings.workerId,
     lowerPriority: {
       handlers: engine.registry
         .all()

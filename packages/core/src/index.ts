@@ -37,6 +37,7 @@ export * from './readiness.js';
 export * from './queue.js';
 export * from './reconciler.js';
 export * from './failure-groups.js';
+export * from './activity.js';
 export * from './registry.js';
 export * from './retention-sweep.js';
 export * from './retry-policy.js';

@@ -14,7 +14,7 @@
  */
 import { PG_QUERY_CANCELED, withTransaction, type Pool } from '@oncehook/shared';
 import type { EventJobData, RunRow, StepKind } from './vocabulary.js';
-import type { EventDetail, EventFilter, EventSummary, FailureGroup, HandlerState, MovedRun, PauseRow, Queries, RecordedStep } from './store/queries.js';
+import type { ActivityRow, RegistryEntry, EventDetail, EventFilter, EventSummary, FailureGroup, HandlerState, MovedRun, PauseRow, Queries, RecordedStep } from './store/queries.js';
 import { idempotencyKeyFor } from './idempotency-key.js';
 import { viewPayload } from './payload-view.js';
 import { enqueueEvent, type JobTarget } from './queue.js';
@@ -94,6 +94,10 @@ export interface Operations {
    * SearchTooSlowError instead of holding a connection.
    */
   list(filter: EventFilter): Promise<EventSummary[]>;
+  /** Every registered handler and destination, with its declared settings and the workers seen with it within `seenWithinSeconds`. */
+  handlers(seenWithinSeconds: number): Promise<RegistryEntry[]>;
+  /** The stored activity minutes of the last `seconds` (the Activity page). */
+  activity(seconds: number): Promise<ActivityRow[]>;
   /** Failed and retrying runs grouped by handler and error shape, newest failure first. */
   failureGroups(options?: { handler?: string; limit?: number; includeResolved?: boolean }): Promise<FailureGroup[]>;
   /** Marks a failure group resolved (hidden until a run of it fails again); refused when no run is in it. */
@@ -156,6 +160,8 @@ export function createOperations(deps: OperationsDeps): Operations {
     handlerStates: (names) => queries.handlerStates(pool, names),
     list: (filter) => searchEvents(deps, filter),
     failureGroups: (options) => queries.failureGroups(pool, options),
+    activity: (seconds) => queries.readActivity(pool, seconds),
+    handlers: (seenWithinSeconds) => queries.handlerRegistry(pool, seenWithinSeconds),
     async resolveFailureGroup(id, actor, reason) {
       const resolved = await queries.resolveFailureGroup(pool, id, actor, reason);
       return resolved

@@ -31,6 +31,7 @@ import type { EventJobData } from './vocabulary.js';
 import { enqueueEvent, queuesOf, type JobTarget } from './queue.js';
 import type { Queries } from './store/queries.js';
 import { type FailureNotifySettings, notifyOpenedGroups, reportOpened } from './failure-groups.js';
+import { sampleBacklog } from './activity.js';
 
 /**
  * Longest wait for one Redis step of a pass (an add, the queue gauges). A Redis that stops
@@ -45,6 +46,8 @@ export interface ReconcilerSettings {
   intervalMs: number;
   requeueAfterMs: number;
   batchSize: number;
+  /** The leader samples the backlog for the Activity page at each pass (and prunes old minutes). */
+  sampleActivity?: boolean;
 }
 
 export interface ReconcileCounts {
@@ -79,6 +82,8 @@ export interface ReconcilerDeps {
   lowerPriority?: { handlers: string[]; agingMs: number };
   /** Where an opened failure group is notified (FAILURE_NOTIFY_URL); absent: counted and logged only. */
   failureNotify?: FailureNotifySettings;
+  /** This worker, marked seen at every pass (the admin's handler pages list the workers with each handler). */
+  workerId?: string;
 }
 
 export function createReconciler(given: ReconcilerDeps): Reconciler {
@@ -91,6 +96,7 @@ export function createReconciler(given: ReconcilerDeps): Reconciler {
   let stopped = false;
 
   async function runOnce(): Promise<ReconcileCounts> {
+    if (deps.workerId) await deps.queries.workerSeen(deps.pool, deps.workerId).catch((error: unknown) => log.warn({ err: error }, 'could not mark this worker seen'));
     const taken = await takeRecoverable(deps, lockKey);
     metrics?.reconcilerLeader.set(taken ? 1 : 0);
     if (!taken) {
@@ -113,6 +119,8 @@ export function createReconciler(given: ReconcilerDeps): Reconciler {
     const counts = { leader: true, reclaimed: taken.reclaimed.length, requeued: taken.requeued.length, enqueueFailed };
     if (counts.reclaimed || counts.requeued || counts.enqueueFailed) log.info(counts, 'reconciler pass');
     await refreshGauges(deps).catch((error: unknown) => log.warn({ err: error }, 'queue gauges not refreshed'));
+    await deps.queries.forgetWorkers(deps.pool, null).catch((error: unknown) => log.warn({ err: error }, 'workers unseen for a day not forgotten'));
+    if (settings.sampleActivity) await sampleBacklog(deps.pool, deps.queries).catch((error: unknown) => log.warn({ err: error }, 'backlog not sampled for the activity pictures'));
     if (retention && Date.now() >= retentionDueAt) {
       retentionDueAt = Date.now() + retention.intervalMs;
       await retention.runOnce().catch((error: unknown) => log.error({ err: error }, 'retention run failed; retrying next interval'));

@@ -10,6 +10,15 @@ CREATE FUNCTION oncehook.error_shape(message text) RETURNS text
     '(?![1-5][0-9][0-9]\M)\m[0-9]+(\.[0-9]+)?', '#', 'g'),
     '\s+', ' ', 'g')), 200) $$;
 
+CREATE TABLE oncehook.activity (
+    minute timestamp with time zone NOT NULL,
+    kind text NOT NULL,
+    name text NOT NULL,
+    result text NOT NULL,
+    count bigint NOT NULL,
+    buckets bigint[]
+);
+
 CREATE TABLE oncehook.deliveries (
     event_row_id bigint NOT NULL,
     received_at timestamp with time zone DEFAULT now() NOT NULL,
@@ -113,6 +122,13 @@ ALTER TABLE oncehook.handler_runs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTI
     CACHE 1
 );
 
+CREATE TABLE oncehook.handler_workers (
+    handler text NOT NULL,
+    worker text NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    seen_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
 CREATE TABLE oncehook.handlers (
     name text NOT NULL,
     source text NOT NULL,
@@ -120,7 +136,8 @@ CREATE TABLE oncehook.handlers (
     type text NOT NULL,
     description text,
     first_seen_at timestamp with time zone DEFAULT now() NOT NULL,
-    last_seen_at timestamp with time zone DEFAULT now() NOT NULL
+    last_seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    settings jsonb
 );
 
 CREATE TABLE oncehook.migrations (
@@ -204,6 +221,9 @@ CREATE TABLE oncehook.steps (
     CONSTRAINT steps_kind_check CHECK ((kind = ANY (ARRAY['local'::text, 'external'::text])))
 );
 
+ALTER TABLE ONLY oncehook.activity
+    ADD CONSTRAINT activity_pkey PRIMARY KEY (minute, kind, name, result);
+
 ALTER TABLE ONLY oncehook.delivery_counts
     ADD CONSTRAINT delivery_counts_pkey PRIMARY KEY (event_row_id);
 
@@ -224,6 +244,9 @@ ALTER TABLE ONLY oncehook.handler_runs
 
 ALTER TABLE ONLY oncehook.handler_runs
     ADD CONSTRAINT handler_runs_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY oncehook.handler_workers
+    ADD CONSTRAINT handler_workers_pkey PRIMARY KEY (worker, handler);
 
 ALTER TABLE ONLY oncehook.handlers
     ADD CONSTRAINT handlers_pkey PRIMARY KEY (name);

@@ -100,6 +100,12 @@ const commonSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** `json` (one object per line, ISO times: for log pipelines) or `pretty` (readable; `npm start` and the demo). */
   LOG_FORMAT: z.enum(['json', 'pretty']).default('json'),
+  /**
+   * How often this process writes the minute's activity (its deliveries, or its run attempts and
+   * their latency) for the admin's Activity page, one statement each time; the reconciler's
+   * leader samples the backlog at its passes. 0: off (the page then shows nothing new).
+   */
+  ACTIVITY_FLUSH_MS: integer(0, 600_000).default(10_000),
   /** Connections per process. Ingest holds one per in-flight claim, a worker one per job step. */
   DATABASE_POOL_SIZE: integer(1, 1000).default(10),
   /**

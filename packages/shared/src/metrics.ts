@@ -105,6 +105,9 @@ export interface WorkerMetrics {
   destinationInFlight: Gauge<'destination'>;
 }
 
+/** The latency buckets of a run attempt (webhook_processing_duration_seconds), seconds; the Activity page's percentiles read them. */
+export const RUN_LATENCY_BUCKETS_S = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
 export function createWorkerMetrics(options: { defaultMetrics?: boolean } = {}): WorkerMetrics {
   const registry = new Registry();
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
@@ -115,7 +118,7 @@ export function createWorkerMetrics(options: { defaultMetrics?: boolean } = {}):
       name: 'webhook_processing_duration_seconds',
       help: 'Time one attempt of a handler run takes, from lease to verdict',
       labelNames: ['provider', 'type', 'handler', 'outcome'],
-      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      buckets: RUN_LATENCY_BUCKETS_S,
       registers,
     }),
     processedTotal: new Counter({

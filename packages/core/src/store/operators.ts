@@ -13,6 +13,8 @@ import type {
   FailureGroup,
   HandlerState,
   OpenedGroup,
+  RegisteredHandler,
+  RegistryEntry,
   MovedRun,
   OperatorAction,
   PendingCounts,
@@ -203,7 +205,8 @@ export function createOperatorQueries(t: Tables) {
     },
 
     /** Upserts what a worker loaded, at its start. */
-    async registerHandlers(db: Queryable, handlers: { name: string; source: string; kind: string | undefined; type: string; description: string | undefined }[]): Promise<void> {
+    /** Records what a worker ($worker) loaded: the registry, each handler's declared settings, and that this worker has it. */
+    async registerHandlers(db: Queryable, worker: string, handlers: RegisteredHandler[]): Promise<void> {
       if (handlers.length === 0) return;
       await db.query(sql.REGISTER_HANDLERS, [
         handlers.map((h) => h.name),
@@ -211,7 +214,24 @@ export function createOperatorQueries(t: Tables) {
         handlers.map((h) => h.kind ?? null),
         handlers.map((h) => h.type),
         handlers.map((h) => h.description ?? null),
+        handlers.map((h) => JSON.stringify(h.settings ?? {})),
+        worker,
       ]);
+    },
+
+    /** Every handler and destination ever registered, with its settings and the workers seen with it within `seenWithinSeconds`. */
+    async handlerRegistry(db: Queryable, seenWithinSeconds: number): Promise<RegistryEntry[]> {
+      return (await db.query<RegistryEntry>(sql.HANDLER_REGISTRY, [seenWithinSeconds])).rows;
+    },
+
+    /** A worker's reconciler pass: it is still there. */
+    async workerSeen(db: Queryable, worker: string): Promise<void> {
+      await db.query(sql.WORKER_SEEN, [worker]);
+    },
+
+    /** A worker stopping (its name), or the leader forgetting workers unseen for a day (null). */
+    async forgetWorkers(db: Queryable, worker: string | null): Promise<void> {
+      await db.query(sql.FORGET_WORKERS, [worker]);
     },
 
     /** How each named handler or destination is doing (HANDLER_STATES). */

@@ -6,6 +6,7 @@
  * (claim.ts, runs.ts, recovery.ts, operators.ts; rows.ts). Tables: migrations/0001_schema.sql
  * and the migrations after it; the current shape in schema.sql.
  */
+import { createActivityQueries } from './activity.js';
 import { createClaimQueries } from './claim.js';
 import { createFlowQueries } from './flow.js';
 import { createOperatorQueries } from './operators.js';
@@ -14,6 +15,7 @@ import { createRunQueries } from './runs.js';
 import { tablesFor } from './tables.js';
 
 export * from './rows.js';
+export type { ActivityRow, ActivitySample } from './activity.js';
 export type { GateRequest, GateResult, PauseRow } from './flow.js';
 export { CLAIM_BODY_STRIPES, DELIVERY_LOG_ROWS } from './sql/claim.js';
 
@@ -27,6 +29,7 @@ export function createQueries(schemaName: string) {
     ...createFlowQueries(t, schemaName, runs),
     ...createRecoveryQueries(t),
     ...createOperatorQueries(t),
+    ...createActivityQueries(t),
   };
 }
 

@@ -145,6 +145,31 @@ export interface OpenedGroup {
   sampleError: string | null;
 }
 
+/** What a worker records of a handler it loaded. */
+export interface RegisteredHandler {
+  name: string;
+  source: string;
+  kind: string | undefined;
+  type: string;
+  description: string | undefined;
+  /** What it declares: limits, retries, priority (JSON; functions as "by key"). */
+  settings?: Record<string, unknown>;
+}
+
+/** A handler (or destination) as the registry knows it. */
+export interface RegistryEntry {
+  name: string;
+  source: string;
+  kind: string | null;
+  type: string;
+  description: string | null;
+  settings: Record<string, unknown> | null;
+  firstSeenAt: Date;
+  lastSeenAt: Date;
+  /** Workers that loaded it and were seen lately. */
+  workers: string[];
+}
+
 export interface RunSummary {
   id: number;
   handler: string;

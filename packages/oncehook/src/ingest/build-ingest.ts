@@ -20,6 +20,8 @@ import {
   closeQueueConnection,
   type Queries,
   createEnqueueRelay,
+  createActivityFlusher,
+  deliveryReadings,
 } from '@oncehook/core';
 import {
   listenFailure,
@@ -131,6 +133,11 @@ export function buildIngest(config: IngestConfig, options: BuildIngestOptions = 
     settings: ingestSettings(config),
   });
 
+  // The minute's deliveries for the admin's Activity page, from the counter above (activity.ts).
+  const activity =
+    config.ACTIVITY_FLUSH_MS > 0
+      ? createActivityFlusher({ pool, queries, log, intervalMs: config.ACTIVITY_FLUSH_MS, read: () => deliveryReadings(metrics.eventsTotal) })
+      : undefined;
   let server: Server | undefined;
   return {
     config,
@@ -145,6 +152,7 @@ export function buildIngest(config: IngestConfig, options: BuildIngestOptions = 
       // The handled types, before the first delivery (a database still down is tolerated).
       await typeLabels.refresh();
       typeLabels.start();
+      activity?.start();
       return new Promise((resolve, reject) => {
         // Slow senders cannot hold connections and buffers: a request must be complete within
         // REQUEST_TIMEOUT_MS (its headers within HEADERS_TIMEOUT_MS), checked every second
@@ -175,6 +183,7 @@ export function buildIngest(config: IngestConfig, options: BuildIngestOptions = 
       }
       // The answered deliveries' jobs not yet added (the reconciler would add them too, later).
       await relay.flush(config.ENQUEUE_TIMEOUT_MS * 2);
+      await activity?.stop();
       await queues.close();
       await closeQueueConnection(queueStore);
       await pool.end();

@@ -26,9 +26,14 @@ import {
   type ProcessSettings,
   type Queries,
   type WorkerSettings,
+  createActivityFlusher,
+  runReadings,
+  type RegisteredHandler,
 } from '@oncehook/core';
 import { observeOutbound, type Handler } from '@oncehook/sdk';
 import { createFaults, createLogger, createPool, createWorkerMetrics, type Faults, type Logger, type Destination, type Pool, type WorkerMetrics } from '@oncehook/shared';
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import type { WorkerConfig } from '../config.js';
 import type { EventJobData } from '@oncehook/core';
 import type { Queue } from 'bullmq';
@@ -86,7 +91,12 @@ export function workerSettings(config: WorkerConfig): WorkerSettings {
       maxBatches: config.RETENTION_MAX_BATCHES,
       intervalMs: config.RETENTION_INTERVAL_MS,
     },
-    reconciler: { intervalMs: config.RECONCILE_INTERVAL_MS, requeueAfterMs: config.REQUEUE_AFTER_MS, batchSize: config.RECONCILE_BATCH_SIZE },
+    reconciler: {
+      intervalMs: config.RECONCILE_INTERVAL_MS,
+      requeueAfterMs: config.REQUEUE_AFTER_MS,
+      batchSize: config.RECONCILE_BATCH_SIZE,
+      sampleActivity: config.ACTIVITY_FLUSH_MS > 0,
+    },
     failureNotify:
       config.FAILURE_NOTIFY_URL && config.FAILURE_NOTIFY_SECRET
         ? { url: config.FAILURE_NOTIFY_URL, hmacKey: config.FAILURE_NOTIFY_SECRET, adminUrl: config.ADMIN_PUBLIC_URL }
@@ -94,7 +104,28 @@ export function workerSettings(config: WorkerConfig): WorkerSettings {
   };
 }
 
+/** What the admin's handler pages show of a loaded handler: its source and type, and what it declares (a key function as `byKey`). */
+function registeredHandler(h: Handler): RegisteredHandler {
+  const limits = h.limits;
+  return {
+    name: h.name,
+    source: h.source,
+    kind: h.kind,
+    type: h.type,
+    description: h.description,
+    settings: {
+      priority: h.priority,
+      ...(h.retries ? { retries: h.retries } : {}),
+      ...(limits?.concurrency ? { concurrency: { limit: limits.concurrency.limit, byKey: limits.concurrency.key !== undefined } } : {}),
+      ...(limits?.rateLimit ? { rateLimit: { limit: limits.rateLimit.limit, periodMs: limits.rateLimit.periodMs, byKey: limits.rateLimit.key !== undefined } } : {}),
+      ...(limits?.breakerAfter ? { circuitBreaker: { consecutiveFailures: limits.breakerAfter } } : {}),
+    },
+  };
+}
+
 export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], options: BuildWorkerOptions = {}): OncehookWorker {
+  // This process among the workers (the admin's handler pages list where each handler is loaded).
+  const workerId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const log = options.log ?? createLogger('worker', config.LOG_LEVEL, config.LOG_FORMAT);
   const metrics = options.metrics ?? createWorkerMetrics();
   // Destinations run as handlers (destinations/destination-handler.ts); their calls are counted.
@@ -133,7 +164,12 @@ export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], 
     onUnhandled: countUnhandled(metrics),
   });
   const { queries } = engine;
-  const eventWorker = createEventWorker({ engine, connection, queue: queues, log, metrics, settings: workerSettings(config) }, { autorun: false });
+  const eventWorker = createEventWorker({ engine, connection, queue: queues, log, metrics, settings: { ...workerSettings(config), workerId } }, { autorun: false });
+  // The minute's run attempts and their latency for the admin's Activity page, from the histogram above (activity.ts).
+  const activity =
+    config.ACTIVITY_FLUSH_MS > 0
+      ? createActivityFlusher({ pool, queries, log, intervalMs: config.ACTIVITY_FLUSH_MS, read: () => runReadings(metrics.processingDuration) })
+      : undefined;
 
   /** GET /readyz: ingest's checks, on this worker's connections. */
   const readiness = () => checkReadiness(pool, () => pingQueue(producer, config.QUEUE_PREFIX, eventQueueNames(config.QUEUE_SHARDS)), producer.backend);
@@ -153,13 +189,11 @@ export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], 
       // What this worker runs, for ingest's metric labels and the admin (best effort: a worker
       // must start even if this write fails; the next start retries it).
       await queries
-        .registerHandlers(
-          pool,
-          registry.all().map((h) => ({ name: h.name, source: h.source, kind: h.kind, type: h.type, description: h.description })),
-        )
+        .registerHandlers(pool, workerId, registry.all().map(registeredHandler))
         .catch((error: unknown) => log.warn({ err: error }, 'could not record the loaded handlers in the database'));
       if (parts.metricsServer ?? true) metricsServer = await startMetricsServer(metrics.registry, config.METRICS_PORT, config.METRICS_HOST, config.METRICS_TOKEN, readiness);
       if (parts.reconciler ?? true) eventWorker.reconciler.run();
+      activity?.start();
       for (const worker of eventWorker.workers) void worker.run().catch((error: unknown) => log.error({ err: error }, 'queue worker stopped'));
       await Promise.all(eventWorker.workers.map((worker) => worker.waitUntilReady()));
       return { metricsPort: metricsServer?.port ?? null };
@@ -168,6 +202,8 @@ export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], 
       if (closed) return;
       closed = true;
       await eventWorker.close();
+      await activity?.stop();
+      await queries.forgetWorkers(pool, workerId).catch((error: unknown) => log.warn({ err: error }, 'could not remove this worker from the handlers it had loaded'));
       await metricsServer?.close();
       stopObserving();
       await queues.close();

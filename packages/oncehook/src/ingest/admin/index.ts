@@ -3,7 +3,9 @@
  * authentication check (no admin route is reachable without it):
  *
  *   /admin/queues/...        Bull Board (jobs), read-only when ADMIN_READ_ONLY
- *   /admin/events, /:id      the events view (views.ts)
+ *   /admin/events, /:id      the events view (views.ts), failures, pauses, destinations
+ *   /admin/activity          the pictures (activity-page.ts)
+ *   /admin/handlers, /:name  each handler and destination (handler-pages.ts)
  *   /admin/api/...           the admin JSON API (api.ts)
  */
 import { createBullBoard } from '@bull-board/api';
@@ -17,7 +19,9 @@ import { RecentDuplicates } from '../recent-duplicates.js';
 import { mountAdminApi } from './api.js';
 import { adminAuth, adminConfigured, type AdminEnv, type AdminSettings } from './auth.js';
 import { csrfGuard, securityHeaders } from './security.js';
-import { mountAdminViews } from './views.js';
+import { mountActivity } from './activity-page.js';
+import { mountHandlerPages } from './handler-pages.js';
+import { mountAdminViews, page } from './views.js';
 
 export type { AdminSettings } from './auth.js';
 
@@ -59,6 +63,8 @@ export function mountAdmin(app: Hono, deps: AdminDeps, settings: AdminSettings):
   admin.route('/queues', board.registerPlugin());
 
   mountAdminApi(admin, ops, settings);
+  mountActivity(admin, { pool: deps.pool, ops, page: (title, body) => page(title, body) });
+  mountHandlerPages(admin, { ops, page }, settings);
   mountAdminViews(admin, { pool: deps.pool, queries: deps.queries, ops, recentDuplicates: deps.recentDuplicates ?? new RecentDuplicates() }, settings);
   return true;
 }

@@ -38,11 +38,11 @@ form.action label{display:inline-block;margin:2px 12px 2px 0}form.action input[n
 form.action button{margin:8px 8px 0 0;padding:4px 12px}.result{white-space:pre-wrap;margin:8px 0 0;font:12px monospace}
 table.timeline td:first-child{white-space:nowrap}form.search{display:flex;flex-wrap:wrap;gap:6px 12px;align-items:end;margin:8px 0 16px}
 form.search label{display:flex;flex-direction:column;font-size:12px;color:#445}form.search input,form.search select{padding:3px;font-size:13px}
-form.search input[name=payload]{width:260px}.refused{color:#b3261e}.pager{margin:12px 0}.result.ok{color:#1a7f37}.result.refused{color:#b3261e}.kind{display:inline-block;min-width:86px;color:#667}`;
+form.search input[name=payload]{width:260px}figure.chart{margin:12px 0 20px;max-width:960px}figure.chart figcaption{font-size:13px;margin-bottom:4px}.legend{margin-left:10px;color:#445;font-size:12px}.refused{color:#b3261e}.pager{margin:12px 0}.result.ok{color:#1a7f37}.result.refused{color:#b3261e}.kind{display:inline-block;min-width:86px;color:#667}`;
 
 export function page(title: string, body: ReturnType<typeof html>, scripts: string[] = []) {
   return html`<!doctype html><html><head><meta charset="utf-8"><title>${title} - Oncehook</title><link rel="stylesheet" href="/admin/assets/admin.css"></head>
-<body><nav><a href="/admin/events">Events</a><a href="/admin/failures">Failures</a><a href="/admin/pauses">Pauses</a><a href="/admin/destinations">Destinations</a><a href="/admin/queues">Jobs (Bull Board)</a></nav><h1>${title}</h1>${body}${scripts.map((src) => html`<script src="${src}" defer></script>`)}</body></html>`;
+<body><nav><a href="/admin/events">Events</a><a href="/admin/failures">Failures</a><a href="/admin/activity">Activity</a><a href="/admin/handlers">Handlers</a><a href="/admin/pauses">Pauses</a><a href="/admin/destinations">Destinations</a><a href="/admin/queues">Jobs (Bull Board)</a></nav><h1>${title}</h1>${body}${scripts.map((src) => html`<script src="${src}" defer></script>`)}</body></html>`;
 }
 
 function runsCell(e: EventSummary) {
