@@ -10,15 +10,14 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { ROOT, send, startSandbox, waitFor, type SandboxHandle } from '@oncehook/harness';
 import type { OncehookWorker } from 'oncehook';
-import { chromium, type Browser, type Page } from 'playwright-core';
-import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { CHROMIUM, launchChromium } from './helpers/browser.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { shopifyOrder } from './helpers/orders.js';
 import { type IngestHandle, q, startIngest, startWorker, T, testPrefix } from './helpers/stack.js';
 import { allSources } from '@oncehook/harness';
 
-/** Chromium, when this machine has it (test/helpers/tools.ts). */
-const CHROMIUM = inject('tools').chromium;
 const USER = 'operator';
 const PASSWORD = 'correct horse battery';
 const ARTIFACTS = path.join(ROOT, 'test/artifacts');
@@ -38,10 +37,7 @@ beforeAll(async () => {
   prefix = testPrefix();
   ingest = await startIngest({ databaseUrl: db.url, prefix, sources: allSources(), env: { ADMIN_USERNAME: USER, ADMIN_PASSWORD: PASSWORD } });
   await mkdir(ARTIFACTS, { recursive: true });
-  browser = await chromium.launch({
-    executablePath: CHROMIUM.path,
-    args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchChromium();
 });
 afterAll(async () => {
   await browser?.close();

@@ -8,13 +8,12 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { allSources, ROOT, send, startSandbox, waitFor, type SandboxHandle } from '@oncehook/harness';
 import type { OncehookWorker } from 'oncehook';
-import { chromium } from 'playwright-core';
-import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { CHROMIUM, launchChromium } from './helpers/browser.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { shopifyOrder } from './helpers/orders.js';
 import { type IngestHandle, startIngest, startWorker, testPrefix } from './helpers/stack.js';
 
-const CHROMIUM = inject('tools').chromium;
 const USER = 'operator';
 const PASSWORD = 'correct horse battery';
 const auth = { authorization: `Basic ${Buffer.from(`${USER}:${PASSWORD}`).toString('base64')}` };
@@ -129,7 +128,7 @@ it('deliveries by result, runs by outcome with their latency, and the backlog: w
   expect((await fetch(`${ingest.url}/admin/handlers/no.such-handler`, { headers: auth })).status).toBe(404);
 
   if (!CHROMIUM.available) return;
-  const browser = await chromium.launch({ executablePath: CHROMIUM.path, args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'] });
+  const browser = await launchChromium();
   try {
     const context = await browser.newContext({ httpCredentials: { username: USER, password: PASSWORD }, viewport: { width: 1100, height: 1300 } });
     const page = await context.newPage();

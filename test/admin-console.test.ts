@@ -14,13 +14,13 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { allSources, ROOT, send, startSandbox, waitFor, type SandboxHandle } from '@oncehook/harness';
 import type { OncehookWorker } from 'oncehook';
-import { chromium, type Browser } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CHROMIUM, launchChromium } from './helpers/browser.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { shopifyOrder } from './helpers/orders.js';
 import { type IngestHandle, startIngest, startWorker, T, testPrefix } from './helpers/stack.js';
 
-const CHROMIUM = inject('tools').chromium;
 const USER = 'operator';
 const PASSWORD = 'correct horse battery';
 const ARTIFACTS = path.join(ROOT, 'test/artifacts');
@@ -41,10 +41,7 @@ beforeAll(async () => {
   ingest = await startIngest({ databaseUrl: db.url, prefix, sources: allSources(), env: { ADMIN_USERNAME: USER, ADMIN_PASSWORD: PASSWORD } });
   await mkdir(ARTIFACTS, { recursive: true });
   if (CHROMIUM.available) {
-    browser = await chromium.launch({
-      executablePath: CHROMIUM.path,
-      args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+    browser = await launchChromium();
   }
 });
 afterAll(async () => {

@@ -9,14 +9,13 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { chromium, type Browser, type BrowserContext, type Response as PageResponse } from 'playwright-core';
-import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import type { Browser, BrowserContext, Response as PageResponse } from 'playwright-core';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
+import { CHROMIUM, launchChromium } from './helpers/browser.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { type IngestHandle, q, seedRun, startIngest, T, testPrefix } from './helpers/stack.js';
 
-/** Chromium, when this machine has it (test/helpers/tools.ts). */
-const CHROMIUM = inject('tools').chromium;
 const USER = 'operator';
 const PASSWORD = 'correct horse battery';
 const TOKEN = 'admin-token-0123456789abcdef';
@@ -49,10 +48,7 @@ beforeAll(async () => {
 
   // Skipped, and named in the run's output, on a machine without Chromium (helpers/tools.ts).
   if (!CHROMIUM.available) return;
-  browser = await chromium.launch({
-    executablePath: CHROMIUM.path,
-    args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchChromium();
 });
 afterAll(async () => {
   await browser?.close();

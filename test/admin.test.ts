@@ -5,15 +5,14 @@
  */
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { chromium, type Browser } from 'playwright-core';
-import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { CHROMIUM, launchChromium } from './helpers/browser.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { ROOT } from '@oncehook/harness';
 import { type IngestHandle, q, startIngest, testPrefix, seedRun } from './helpers/stack.js';
 import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
 
-/** Chromium, when this machine has it (test/helpers/tools.ts). */
-const CHROMIUM = inject('tools').chromium;
 const TOKEN = 'admin-token-0123456789abcdef';
 const USER = 'operator';
 const PASSWORD = 'correct horse battery';
@@ -42,10 +41,7 @@ beforeAll(async () => {
   await mkdir(ARTIFACTS, { recursive: true });
   // Skipped, and named in the run's output, on a machine without Chromium (helpers/tools.ts).
   if (!CHROMIUM.available) return;
-  browser = await chromium.launch({
-    executablePath: CHROMIUM.path,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchChromium();
 });
 afterAll(async () => {
   await browser?.close();

@@ -37,7 +37,7 @@ export function detectTool(tool: SystemTool): ToolStatus {
       available: existsSync(path),
       path,
       install: 'apt-get install chromium (or set CHROMIUM_PATH)',
-      neededBy: 'the admin browser tests (test/admin.test.ts, test/admin-csrf.test.ts, test/admin-actions.test.ts)',
+      neededBy: 'the admin browser tests (test/admin.test.ts, admin-csrf, admin-actions, admin-console, admin-activity; started by test/helpers/browser.ts)',
     };
   }
   const path = process.env.DOCKER_COMPOSE_PATH ?? onPath('docker-compose') ?? 'docker-compose';
