@@ -143,7 +143,8 @@ describe('the CLI', () => {
     });
   }
 
-  it.each([
+  // Each spawns a process that parses and refuses: five at once (nothing changes, so they cannot interfere).
+  it.concurrent.each([
     [['list', '--limit=-1'], /--limit: a whole number from 1 to 10000/],
     [['list', '--limit', '1e12'], /--limit: a whole number from 1 to 10000/],
     [['redrive-all', '--state', 'failed', '--limit', '10001', '--reason', 'x'], /--limit: a whole number from 1 to 10000/],
