@@ -16,6 +16,7 @@ const SCRIPTS: Record<string, string> = {
   'bench:claims': 'scripts/bench-claims.ts',
   'bench:keys': 'scripts/bench-keys.ts',
   'bench:cluster': 'scripts/bench-cluster.ts',
+  'bench:search': 'scripts/bench-search.ts',
 };
 
 describe('long-running scripts', () => {
