@@ -130,6 +130,16 @@ it('a new group is counted and notified once, signed; a refused try is tried aga
   expect(received).toHaveLength(3);
   expect(received[2]!.headers['webhook-id']).not.toBe(received[0]!.headers['webhook-id']);
   expect(verified(received[2]!).data).toMatchObject({ id: note.data.id, runs: 5 });
+
+  // No failing run left: the pass closes the group; the same shape failing later is a new opening.
+  await db.pool.query(`DELETE FROM oncehook.events WHERE event_id LIKE 'in_a%'`);
+  await reconciler.runOnce();
+  expect((await db.pool.query<{ closed: boolean }>(`SELECT closed_at IS NOT NULL AS closed FROM oncehook.failure_groups`)).rows).toEqual([{ closed: true }]);
+  await failRuns(['in_b1']);
+  await reconciler.runOnce();
+  expect(await opened()).toBe(3);
+  expect(received).toHaveLength(4);
+  expect(verified(received[3]!).data).toMatchObject({ id: note.data.id, runs: 1 });
 });
 
 it('FAILURE_NOTIFY_URL without its secret (or a secret that is not one) stops the worker with a message', () => {

@@ -6,7 +6,6 @@
  * library, a few kilobytes per chart: light over a slow link; the CSP allows it).
  */
 import type { ActivityRow, Operations } from '@oncehook/core';
-import type { Pool } from '@oncehook/shared';
 import { RUN_LATENCY_BUCKETS_S } from '@oncehook/shared';
 import type { Context, Hono } from 'hono';
 import { html } from 'hono/html';
@@ -150,7 +149,7 @@ function rangeOf(c: Context): Range | null {
   return value in RANGES ? (value as Range) : null;
 }
 
-export function mountActivity(admin: Hono<AdminEnv>, deps: { pool: Pool; ops: Operations; page: (title: string, body: ReturnType<typeof html>) => ReturnType<typeof html> }): void {
+export function mountActivity(admin: Hono<AdminEnv>, deps: { ops: Operations; page: (title: string, body: ReturnType<typeof html>) => ReturnType<typeof html> }): void {
   const read = async (range: Range) => activitySeries(await deps.ops.activity(RANGES[range].seconds), range);
   const refused = 'range is 1h or 1d';
   admin.get('/api/activity', async (c) => {

@@ -63,7 +63,7 @@ export function mountAdmin(app: Hono, deps: AdminDeps, settings: AdminSettings):
   admin.route('/queues', board.registerPlugin());
 
   mountAdminApi(admin, ops, settings);
-  mountActivity(admin, { pool: deps.pool, ops, page: (title, body) => page(title, body) });
+  mountActivity(admin, { ops, page: (title, body) => page(title, body) });
   mountHandlerPages(admin, { ops, page }, settings);
   mountAdminViews(admin, { pool: deps.pool, queries: deps.queries, ops, recentDuplicates: deps.recentDuplicates ?? new RecentDuplicates() }, settings);
   return true;
