@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- [--duration S] [--connections 10,50,100|none] [--rounds R] [--e2e-events N] [--workers 1,2,4] [--profile DIR]
- *   [--baseline-root DIR] [--queue-backends redis|postgres|redis,postgres] [--queue-jobs N]`
+ *   [--baseline-root DIR] [--queue-backends redis|postgres|redis,postgres] [--queue-jobs N] [--peers graphile,bullmq,pgboss|none]`
  *
  * Side by side, in one process tree, on this machine's Postgres and Redis:
  *
@@ -20,7 +20,9 @@
  *    (bench/costs.ts, bench/e2e.ts); `--baseline-root DIR` runs another checkout beside this
  *    one, `--profile DIR` writes and summarises CPU profiles (bench/profile.ts),
  *    `--queue-backends redis,postgres` runs each worker count with the queue in Redis and in
- *    Postgres (QUEUE_BACKEND), side by side.
+ *    Postgres (QUEUE_BACKEND), side by side; `--peers` runs the pipelines a team would build
+ *    instead (graphile-worker, BullMQ alone, pg-boss: bench/peers.ts) through the same
+ *    measurement with each worker count.
  *
  * All servers log at `warn`. Numbers are only comparable within one run (noisy machines):
  * read the ratios.
@@ -34,7 +36,8 @@ import { createRedis, type QueueBackend } from '@oncehook/core';
 import { cpuMs, rssMb } from './bench/costs.js';
 import { summarizeProfiles } from './bench/profile.js';
 import { createTestDatabaseOn, dropDatabase } from './bench/databases.js';
-import { listeningUrl, measureEndToEnd, measureQueueCeiling, type E2eRow, type QueueCeiling } from './bench/e2e.js';
+import { listeningUrl, measureEndToEnd, measurePeer, measureQueueCeiling, type E2eRow, type PeerRow, type QueueCeiling } from './bench/e2e.js';
+import { PEERS, type Peer } from './bench/peers.js';
 
 export interface BenchOptions {
   durationSeconds: number;
@@ -55,6 +58,13 @@ export interface BenchOptions {
    * measured on its Postgres backend as well.
    */
   queueBackends?: QueueBackend[];
+  /**
+   * Peer pipelines run end to end beside Oncehook with each worker count (scripts/bench/peers.ts):
+   * graphile-worker, BullMQ alone, pg-boss.
+   */
+  peers?: Peer[];
+  /** Wait for Postgres's transaction and row counters after each end-to-end run (default 11 s; the smoke test passes 0). */
+  statsWaitMs?: number;
   log?: (line: string) => void;
 }
 
@@ -145,6 +155,7 @@ async function load(url: string, connections: number, durationSeconds: number, r
 export interface BenchResult {
   ingest: IngestRow[];
   e2e: E2eRow[];
+  peers: PeerRow[];
   queueCeiling: QueueCeiling;
   /** BullMQ's no-op ceiling on its Postgres backend (when postgres is among queueBackends). */
   postgresQueueCeiling?: QueueCeiling;
@@ -232,6 +243,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
 
     // ---- 3. end to end ---------------------------------------------------------------------
     const e2e: E2eRow[] = [];
+    const peers: PeerRow[] = [];
     const redis = createRedis(REDIS_URL, 'producer');
     try {
       for (const workerCount of options.workers) {
@@ -245,7 +257,19 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
         for (const side of sides) {
           // Profiles of the first run of each side, in <dir>/this and <dir>/baseline.
           const profileDir = options.profileDir && !e2e.some((r) => r.label === side.label) ? path.join(options.profileDir, side.root ? 'baseline' : 'this') : undefined;
-          const row = await measureEndToEnd({ run, workers: workerCount, events: options.e2eEvents, env, redis, services, databases, pools, profileDir, ...side });
+          const row = await measureEndToEnd({
+            run,
+            workers: workerCount,
+            events: options.e2eEvents,
+            env,
+            redis,
+            services,
+            databases,
+            pools,
+            profileDir,
+            statsWaitMs: options.statsWaitMs,
+            ...side,
+          });
           if (profileDir) {
             log(`  profiles of ${side.label}:`);
             for (const line of summarizeProfiles(profileDir, row.pids)) log(line);
@@ -255,11 +279,18 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
             `  e2e ${row.label} workers=${workerCount}: ${row.events} events (${row.deliveries} deliveries) done in ${row.seconds} s = ${row.eventsPerSecond} events/s; claim->start p50 ${row.claimToStartP50Ms} ms; cpu/event ${row.cpuMsPerEvent.total} ms; worker rss ${row.workerRssMb.join(', ')} MB`,
           );
         }
+        for (const peer of options.peers ?? []) {
+          const row = await measurePeer({ peer, run, workers: workerCount, events: options.e2eEvents, env, redis, services, databases, pools, statsWaitMs: options.statsWaitMs });
+          peers.push(row);
+          log(
+            `  e2e peer ${peer} workers=${workerCount}: ${row.events} events (${row.deliveries} deliveries) done in ${row.seconds} s = ${row.eventsPerSecond} events/s; cpu/event ${row.cpuMsPerEvent.total} ms; worker rss ${row.workerRssMb.join(', ')} MB`,
+          );
+        }
       }
     } finally {
       redis.disconnect();
     }
-    return { ingest, e2e, queueCeiling, postgresQueueCeiling };
+    return { ingest, e2e, peers, queueCeiling, postgresQueueCeiling };
   } finally {
     await Promise.all(services.map((s) => s.kill9()));
     await Promise.all(pools.map((p) => p.end().catch(() => {})));
@@ -340,6 +371,27 @@ export function formatBench(result: BenchResult): string {
       );
     }
   }
+  if (result.peers.length > 0) {
+    lines.push(
+      '',
+      'Peers: the same top-ups through the pipeline a team would build instead (scripts/bench/peers.ts), same run',
+      'pipeline        | workers | events/s | CPU ms/event: ingest | workers | postgres | redis | total | pg transactions | rows written | WAL bytes | redis commands | Oncehook CPU, events/s vs it',
+    );
+    const name: Record<Peer, string> = { graphile: 'graphile-worker', bullmq: 'BullMQ alone', pgboss: 'pg-boss' };
+    for (const workers of [...new Set(result.peers.map((r) => r.workers))]) {
+      const ours = result.e2e.find((r) => r.label === 'this checkout' && r.workers === workers);
+      const rows: { label: string; eventsPerSecond: number; c: E2eRow['cpuMsPerEvent']; p: PeerRow['perEvent']; vs: string }[] = [];
+      if (ours) rows.push({ label: 'Oncehook', eventsPerSecond: ours.eventsPerSecond, c: ours.cpuMsPerEvent, p: ours.perEvent, vs: '' });
+      for (const peer of result.peers.filter((r) => r.workers === workers)) {
+        const vs = ours ? `${(ours.cpuMsPerEvent.total / peer.cpuMsPerEvent.total).toFixed(2)}x, ${(ours.eventsPerSecond / peer.eventsPerSecond).toFixed(2)}x` : '';
+        rows.push({ label: name[peer.peer], eventsPerSecond: peer.eventsPerSecond, c: peer.cpuMsPerEvent, p: peer.perEvent, vs });
+      }
+      for (const { label, eventsPerSecond, c, p, vs } of rows)
+        lines.push(
+          `${label.padEnd(15)} | ${String(workers).padStart(7)} | ${String(eventsPerSecond).padStart(8)} | ${String(c.ingest).padStart(20)} | ${String(c.workers).padStart(7)} | ${String(c.postgres).padStart(8)} | ${String(c.redis).padStart(5)} | ${String(c.total).padStart(5)} | ${String(p.transactions).padStart(15)} | ${String(p.rowsWritten).padStart(12)} | ${String(p.walBytes).padStart(9)} | ${String(p.redisCommands).padStart(14)} | ${vs}`,
+        );
+    }
+  }
   return lines.join('\n');
 }
 
@@ -359,6 +411,10 @@ if (process.argv[1]?.endsWith('bench.ts')) {
       'queue-backends': { type: 'string', default: 'redis' },
       /** Jobs of the BullMQ no-op ceiling (each store). */
       'queue-jobs': { type: 'string', default: '20000' },
+      /** Peer pipelines beside Oncehook end to end: graphile, bullmq, pgboss (comma-separated) or none. */
+      peers: { type: 'string', default: 'graphile,bullmq,pgboss' },
+      /** Seconds to wait for Postgres's transaction and row counters after each end-to-end run (idle backends report within 10 s). */
+      'stats-wait': { type: 'string', default: '11' },
       /** Also write the result as JSON here (the smoke test reads it). */
       'report-file': { type: 'string' },
     },
@@ -367,6 +423,12 @@ if (process.argv[1]?.endsWith('bench.ts')) {
   const unknownBackend = queueBackends.find((b) => b !== 'redis' && b !== 'postgres');
   if (unknownBackend !== undefined || queueBackends.length === 0) {
     process.stderr.write(`--queue-backends takes redis, postgres or redis,postgres (got "${values['queue-backends']}")\n`);
+    process.exit(2);
+  }
+  const peers = values.peers === 'none' ? [] : values.peers.split(',').map((p) => p.trim());
+  const unknownPeer = peers.find((p) => !(PEERS as readonly string[]).includes(p));
+  if (unknownPeer !== undefined) {
+    process.stderr.write(`--peers takes ${PEERS.join(', ')} (comma-separated) or none (got "${unknownPeer}")\n`);
     process.exit(2);
   }
   const result = await runBench({
@@ -379,6 +441,8 @@ if (process.argv[1]?.endsWith('bench.ts')) {
     baselineRoot: values['baseline-root'] ? path.resolve(values['baseline-root']) : undefined,
     queueBackends: queueBackends as QueueBackend[],
     queueJobs: Number(values['queue-jobs']),
+    peers: peers as Peer[],
+    statsWaitMs: Number(values['stats-wait']) * 1000,
   });
   process.stdout.write(`${formatBench(result)}\n`);
   if (values['report-file']) await writeFile(values['report-file'], JSON.stringify(result, null, 2));

@@ -14,13 +14,31 @@ import { expect, it } from 'vitest';
 interface BenchResult {
   ingest: { server: string; requestsPerSecond: number; non2xx: number; errors: number }[];
   e2e: { events: number; eventsPerSecond: number }[];
+  peers: { peer: string; events: number; eventsPerSecond: number }[];
 }
 
-it('runs the ingest comparison and the end-to-end measurement', { timeout: 180_000 }, async () => {
+it('runs the ingest comparison, the end-to-end measurement and the peer pipelines', { timeout: 180_000 }, async () => {
   const reportFile = path.join(tmpdir(), `oncehook-bench-${randomBytes(4).toString('hex')}.json`);
   const child = spawn(
     process.execPath,
-    [...SOURCE_NODE_ARGS, 'scripts/bench.ts', '--duration', '1', '--connections', '10', '--e2e-events', '100', '--workers', '1,2', '--report-file', reportFile],
+    [
+      ...SOURCE_NODE_ARGS,
+      'scripts/bench.ts',
+      '--duration',
+      '1',
+      '--connections',
+      '10',
+      '--e2e-events',
+      '100',
+      '--workers',
+      '2',
+      '--peers',
+      'graphile,bullmq,pgboss',
+      '--stats-wait',
+      '0',
+      '--report-file',
+      reportFile,
+    ],
     { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let output = '';
@@ -37,6 +55,13 @@ it('runs the ingest comparison and the end-to-end measurement', { timeout: 180_0
     expect(row.non2xx).toBe(0); // every signed request accepted (new or duplicate)
     expect(row.errors).toBe(0);
   }
-  expect(result.e2e.map((r) => r.events)).toEqual([100, 100]);
+  expect(result.e2e.map((r) => r.events)).toEqual([100]);
   expect(result.e2e.every((r) => r.eventsPerSecond > 0)).toBe(true);
+  // The peers did the same work (each checks its ledger holds one credit per event, or throws).
+  expect(result.peers.map((r) => [r.peer, r.events])).toEqual([
+    ['graphile', 100],
+    ['bullmq', 100],
+    ['pgboss', 100],
+  ]);
+  expect(output).toContain('Peers: the same top-ups');
 });

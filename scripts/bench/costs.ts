@@ -146,3 +146,20 @@ export function difference(before: Snapshot, after: Snapshot): Costs {
     statements,
   };
 }
+
+/**
+ * after - before, where `after` is taken now for CPU, WAL, Redis and statements, and Postgres's
+ * transaction and row counters are read again `statsWaitMs` later. A backend that goes idle
+ * within a second of its last report holds its counters back until its idle timeout
+ * (PGSTAT_IDLE_INTERVAL, 10 s, PostgreSQL 15), so a reading right at the end misses the last
+ * seconds' transactions; waiting 11 s lets every idle backend report (CPU is not read then:
+ * it would count the wait).
+ */
+export async function settledDifference(before: Snapshot, subjects: Subjects, statsWaitMs: number): Promise<Costs> {
+  const now = await snapshot(subjects);
+  const costs = difference(before, now);
+  if (statsWaitMs <= 0) return costs;
+  await new Promise((resolve) => setTimeout(resolve, statsWaitMs));
+  const settled = await snapshot(subjects);
+  return { ...costs, transactions: settled.commits - before.commits, rowsWritten: settled.rowsWritten - before.rowsWritten };
+}

@@ -17,8 +17,9 @@ import type { Redis } from 'ioredis';
 import { copiesFor, REDIS_URL, signStripe, spawnService, type Service } from '@oncehook/harness';
 import { createPool, type Pool } from '@oncehook/shared';
 import { createRedis, openQueueConnection, type QueueBackend } from '@oncehook/core';
-import { difference, rssMb, snapshot, type Costs, type Subjects } from './costs.js';
+import { rssMb, settledDifference, snapshot, type Costs, type Subjects } from './costs.js';
 import { createTestDatabaseOn } from './databases.js';
+import type { Peer } from './peers.js';
 
 /** The example shop, for the end-to-end top-ups (one local step; its APIs are not called). */
 const SHOP_ENV = {
@@ -61,6 +62,104 @@ export async function listeningUrl(service: Service): Promise<string> {
   return `http://127.0.0.1:${/listening on (\d+)/.exec(line)?.[1]}`;
 }
 
+/** Wallet top-ups (one local step each), each delivered a mean of 3 times, in shuffled order. */
+function topUpDeliveries(idPrefix: string, events: number): { body: string; headers: Record<string, string> }[] {
+  const deliveries: { body: string; headers: Record<string, string> }[] = [];
+  for (let n = 0; n < events; n += 1) {
+    const event = {
+      id: `${idPrefix}_${n}`,
+      object: 'event',
+      type: 'payment_intent.succeeded',
+      created: Math.floor(Date.now() / 1000),
+      data: { object: { amount: 100, amount_received: 100, currency: 'usd', customer: `cus_${n % 100}` } },
+    };
+    for (let k = copiesFor(); k > 0; k -= 1) deliveries.push(signStripe(event));
+  }
+  for (let i = deliveries.length - 1; i > 0; i -= 1) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [deliveries[i], deliveries[j]] = [deliveries[j]!, deliveries[i]!];
+  }
+  return deliveries;
+}
+
+/** Every delivery, once, by autocannon at 50 connections; throws on any non-2xx answer or error. */
+async function fireAll(url: string, deliveries: { body: string; headers: Record<string, string> }[]): Promise<void> {
+  let next = 0;
+  const answers = await autocannon({
+    url,
+    connections: 50,
+    amount: deliveries.length,
+    requests: [
+      {
+        method: 'POST',
+        path: '/webhooks/stripe',
+        setupRequest: (request) => {
+          const d = deliveries[next % deliveries.length]!;
+          next += 1;
+          return { ...request, body: d.body, headers: { ...d.headers } };
+        },
+      },
+    ],
+  });
+  if (answers.non2xx > 0 || answers.errors > 0) {
+    const statuses = Object.entries(answers.statusCodeStats ?? {})
+      .filter(([status]) => !status.startsWith('2'))
+      .map(([status, { count }]) => `${count} x ${status}`);
+    throw new Error(`end to end: ${answers.non2xx} non-2xx answers (${statuses.join(', ') || 'statuses not reported'}) and ${answers.errors} errors`);
+  }
+}
+
+/**
+ * Fires every delivery and polls `doneCount` meanwhile; the seconds from the first delivery
+ * until `events` are done. Polled beside the firing, not after it: autocannon reports the end
+ * of an `amount` run on its one-second tick, which would round every run up to a whole second.
+ */
+async function fireUntilDone(url: string, deliveries: { body: string; headers: Record<string, string> }[], events: number, doneCount: () => Promise<number>): Promise<number> {
+  const started = performance.now();
+  let failure: unknown = null;
+  const firing = fireAll(url, deliveries).catch((error: unknown) => {
+    failure = error;
+  });
+  let seconds = 0;
+  while (failure === null) {
+    if ((await doneCount()) >= events) {
+      seconds = (performance.now() - started) / 1000;
+      break;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  await firing;
+  if (failure !== null) throw failure;
+  return seconds;
+}
+
+type Tiers = Record<'ingest' | 'workers' | 'postgres' | 'redis', number>;
+
+/** CPU ms by tier: the process named ingest, those named worker-N, the database's backends (not the bench's own), Redis. */
+function tiersOf(costs: Costs): Tiers {
+  const sum = (pick: (name: string) => boolean) =>
+    Object.entries(costs.cpuMs)
+      .filter(([name]) => pick(name))
+      .reduce((n, [, v]) => n + v, 0);
+  return {
+    ingest: sum((n) => n === 'ingest'),
+    workers: sum((n) => n.startsWith('worker-')),
+    // Every backend of the database but the bench's own statistics connection.
+    postgres: sum((n) => n.startsWith('postgres') && n !== 'postgres (bench)'),
+    redis: costs.cpuMs.redis ?? 0,
+  };
+}
+
+function perEvent(tiers: Tiers, events: number): E2eRow['cpuMsPerEvent'] {
+  return {
+    ingest: round(tiers.ingest / events),
+    workers: round(tiers.workers / events),
+    postgres: round(tiers.postgres / events),
+    redis: round(tiers.redis / events),
+    total: round((tiers.ingest + tiers.workers + tiers.postgres + tiers.redis) / events),
+  };
+}
+
 export interface EndToEndOptions {
   run: string;
   workers: number;
@@ -84,6 +183,8 @@ export interface EndToEndOptions {
   label: string;
   /** QUEUE_BACKEND of ingest and the workers (default redis). */
   queueBackend?: QueueBackend;
+  /** How long to wait for Postgres's transaction and row counters to settle (costs.ts, settledDifference); default 11 s. */
+  statsWaitMs?: number;
 }
 
 export async function measureEndToEnd(options: EndToEndOptions): Promise<E2eRow> {
@@ -127,22 +228,7 @@ export async function measureEndToEnd(options: EndToEndOptions): Promise<E2eRow>
   const statsPool = createPool(db.url, { max: 1, applicationName: 'bench' });
   pools.push(statsPool);
 
-  // Wallet top-ups (one local step each), each delivered a mean of 3 times, in shuffled order.
-  const deliveries: { body: string; headers: Record<string, string> }[] = [];
-  for (let n = 0; n < events; n += 1) {
-    const event = {
-      id: `evt_e2e_${run}_${workerCount}_${n}`,
-      object: 'event',
-      type: 'payment_intent.succeeded',
-      created: Math.floor(Date.now() / 1000),
-      data: { object: { amount: 100, amount_received: 100, currency: 'usd', customer: `cus_${n % 100}` } },
-    };
-    for (let k = copiesFor(); k > 0; k -= 1) deliveries.push(signStripe(event));
-  }
-  for (let i = deliveries.length - 1; i > 0; i -= 1) {
-    const j = Math.floor(Math.random() * (i + 1));
-    [deliveries[i], deliveries[j]] = [deliveries[j]!, deliveries[i]!];
-  }
+  const deliveries = topUpDeliveries(`evt_e2e_${run}_${workerCount}`, events);
 
   const subjects: Subjects = {
     pool: statsPool,
@@ -152,38 +238,11 @@ export async function measureEndToEnd(options: EndToEndOptions): Promise<E2eRow>
     metricsUrls: { ingest: `${url}/metrics`, ...Object.fromEntries(metricsPorts.map((port, i) => [`worker-${i + 1}`, `http://127.0.0.1:${port}/metrics`])) },
   };
   const before = await snapshot(subjects);
-  const started = performance.now();
-  let next = 0;
-  const fired = autocannon({
-    url,
-    connections: 50,
-    amount: deliveries.length,
-    requests: [
-      {
-        method: 'POST',
-        path: '/webhooks/stripe',
-        setupRequest: (request) => {
-          const d = deliveries[next % deliveries.length]!;
-          next += 1;
-          return { ...request, body: d.body, headers: { ...d.headers } };
-        },
-      },
-    ],
-  });
-  const answers = await fired;
-  if (answers.non2xx > 0 || answers.errors > 0) {
-    const statuses = Object.entries(answers.statusCodeStats ?? {})
-      .filter(([status]) => !status.startsWith('2'))
-      .map(([status, { count }]) => `${count} x ${status}`);
-    throw new Error(`end to end: ${answers.non2xx} non-2xx answers (${statuses.join(', ') || 'statuses not reported'}) and ${answers.errors} errors`);
-  }
-  for (;;) {
+  const seconds = await fireUntilDone(url, deliveries, events, async () => {
     const { rows } = await statsPool.query<{ done: number }>(`SELECT count(*) FILTER (WHERE state = 'done')::int AS done FROM oncehook.events`);
-    if ((rows[0]?.done ?? 0) >= events) break;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  const seconds = (performance.now() - started) / 1000;
-  const costs = difference(before, await snapshot(subjects));
+    return rows[0]?.done ?? 0;
+  });
+  const costs = await settledDifference(before, subjects, options.statsWaitMs ?? 11_000);
   const latencySql = `SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) AS p50, percentile_cont(0.99) WITHIN GROUP (ORDER BY ms) AS p99
        FROM (SELECT extract(epoch FROM r.created_at - e.received_at) * 1000 AS ms
                FROM oncehook.events e JOIN oncehook.handler_runs r ON r.event_row_id = e.id
@@ -213,17 +272,7 @@ export async function measureEndToEnd(options: EndToEndOptions): Promise<E2eRow>
   }
   const { rows: idle } = await statsPool.query<{ p50: number; p99: number }>(latencySql, [`evt_probe_${run}_%`]);
 
-  const sum = (pick: (name: string) => boolean) =>
-    Object.entries(costs.cpuMs)
-      .filter(([name]) => pick(name))
-      .reduce((n, [, v]) => n + v, 0);
-  const tiers = {
-    ingest: sum((n) => n === 'ingest'),
-    workers: sum((n) => n.startsWith('worker-')),
-    // Every backend of the database but the bench's own statistics connection.
-    postgres: sum((n) => n.startsWith('postgres') && n !== 'postgres (bench)'),
-    redis: costs.cpuMs.redis ?? 0,
-  };
+  const tiers = tiersOf(costs);
   const ingestStatements = costs.statements.ingest ?? 0;
   const workerStatements = Object.entries(costs.statements)
     .filter(([name]) => name.startsWith('worker-'))
@@ -240,13 +289,7 @@ export async function measureEndToEnd(options: EndToEndOptions): Promise<E2eRow>
     claimToStartP99Ms: round(latency[0]?.p99 ?? 0, 1),
     idleClaimToStartP50Ms: round(idle[0]?.p50 ?? 0, 1),
     idleClaimToStartP99Ms: round(idle[0]?.p99 ?? 0, 1),
-    cpuMsPerEvent: {
-      ingest: round(tiers.ingest / events),
-      workers: round(tiers.workers / events),
-      postgres: round(tiers.postgres / events),
-      redis: round(tiers.redis / events),
-      total: round((tiers.ingest + tiers.workers + tiers.postgres + tiers.redis) / events),
-    },
+    cpuMsPerEvent: perEvent(tiers, events),
     perEvent: {
       transactions: round(costs.transactions / events),
       statements: round((ingestStatements + workerStatements) / events),
@@ -322,4 +365,86 @@ export async function measureQueueCeiling(prefix: string, jobs: number, postgres
     await queue.close();
     await disconnect();
   }
+}
+
+/** A peer pipeline's end-to-end row (scripts/bench/peers.ts): the same top-ups, no Oncehook. */
+export interface PeerRow {
+  peer: Peer;
+  workers: number;
+  events: number;
+  deliveries: number;
+  seconds: number;
+  eventsPerSecond: number;
+  cpuMsPerEvent: E2eRow['cpuMsPerEvent'];
+  perEvent: { transactions: number; rowsWritten: number; walBytes: number; redisCommands: number };
+  workerRssMb: number[];
+}
+
+/**
+ * A peer (graphile-worker, BullMQ alone, pg-boss) through the same measurement as
+ * measureEndToEnd: the same deliveries fired the same way, timed until every event's row is
+ * done, CPU of its ingest, workers, database backends and Redis from /proc.
+ */
+export async function measurePeer(options: {
+  peer: Peer;
+  run: string;
+  workers: number;
+  events: number;
+  env: Record<string, string>;
+  redis: Redis;
+  services: Service[];
+  databases: string[];
+  pools: Pool[];
+  statsWaitMs?: number;
+}): Promise<PeerRow> {
+  const { peer, run, workers: workerCount, events, redis, services, databases, pools } = options;
+  const db = await createTestDatabaseOn(`oncehook_bench_peer_${peer}_${workerCount}_${run}`);
+  databases.push(db.name);
+  const peerEnv = { ...options.env, DATABASE_URL: db.url, REDIS_URL, QUEUE_PREFIX: `bench-peer-${peer}-${workerCount}-${run}`, WORKER_CONCURRENCY: '16', DATABASE_POOL_SIZE: '10' };
+  const setup = spawnService('peer', peerEnv, [peer, 'setup']);
+  const { code } = await setup.exited;
+  if (code !== 0) throw new Error(`peer ${peer} setup exited ${code}: ${setup.lines.slice(-5).join('\n')}`);
+  const ingest = spawnService('peer', peerEnv, [peer, 'ingest']);
+  services.push(ingest);
+  const url = await listeningUrl(ingest);
+  const workers = Array.from({ length: workerCount }, () => spawnService('peer', peerEnv, [peer, 'worker']));
+  services.push(...workers);
+  await Promise.all(workers.map((w) => w.waitFor(/worker ready/)));
+  const statsPool = createPool(db.url, { max: 1, applicationName: 'bench' });
+  pools.push(statsPool);
+  const deliveries = topUpDeliveries(`evt_peer_${peer}_${run}_${workerCount}`, events);
+  const subjects: Subjects = {
+    pool: statsPool,
+    database: db.name,
+    redis,
+    processes: { ingest: ingest.pid, ...Object.fromEntries(workers.map((w, i) => [`worker-${i + 1}`, w.pid])) },
+    metricsUrls: {},
+  };
+  const before = await snapshot(subjects);
+  const seconds = await fireUntilDone(url, deliveries, events, async () => {
+    const { rows } = await statsPool.query<{ done: number }>(`SELECT count(*)::int AS done FROM peer_events WHERE state = 'done'`);
+    return rows[0]?.done ?? 0;
+  });
+  const costs = await settledDifference(before, subjects, options.statsWaitMs ?? 11_000);
+  // A peer that credited an event twice (or not at all) would be measured doing other work.
+  const { rows: credits } = await statsPool.query<{ n: number }>('SELECT count(*)::int AS n FROM ledger_entries');
+  if (credits[0]?.n !== events) throw new Error(`peer ${peer}: ${credits[0]?.n} ledger entries for ${events} events`);
+  const row: PeerRow = {
+    peer,
+    workers: workerCount,
+    events,
+    deliveries: deliveries.length,
+    seconds: round(seconds),
+    eventsPerSecond: Math.round(events / seconds),
+    cpuMsPerEvent: perEvent(tiersOf(costs), events),
+    perEvent: {
+      transactions: round(costs.transactions / events),
+      rowsWritten: round(costs.rowsWritten / events),
+      walBytes: Math.round(costs.walBytes / events),
+      redisCommands: round(costs.redisCommands / events),
+    },
+    workerRssMb: workers.map((w) => rssMb(w.pid)),
+  };
+  await Promise.all([ingest, ...workers].map((s) => s.kill9()));
+  return row;
 }

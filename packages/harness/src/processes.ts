@@ -19,6 +19,8 @@ const ENTRIES = {
   sandbox: 'apps/sandbox/src/server.ts',
   'naive-baseline': 'scripts/bench/naive-server.ts',
   'verify-only': 'scripts/bench/verify-only-server.ts',
+  /** The bench's peer pipelines: args `<graphile|bullmq|pgboss> <setup|ingest|worker>`. */
+  peer: 'scripts/bench/peers.ts',
 } as const;
 
 export type ServiceKind = keyof typeof ENTRIES;
