@@ -1,6 +1,7 @@
 /**
  * `npm run bench -- [--duration S] [--connections 10,50,100|none] [--rounds R] [--e2e-events N] [--workers 1,2,4] [--profile DIR]
- *   [--baseline-root DIR] [--queue-backends redis|postgres|redis,postgres] [--queue-jobs N] [--peers graphile,bullmq,pgboss|none]`
+ *   [--baseline-root DIR] [--queue-backends redis|postgres|redis,postgres] [--queue-jobs N] [--peers graphile,bullmq,pgboss|none]
+ *   [--variants fanout,limited,destination|none] [--stats-wait S]`
  *
  * Side by side, in one process tree, on this machine's Postgres and Redis:
  *
@@ -22,7 +23,9 @@
  *    `--queue-backends redis,postgres` runs each worker count with the queue in Redis and in
  *    Postgres (QUEUE_BACKEND), side by side; `--peers` runs the pipelines a team would build
  *    instead (graphile-worker, BullMQ alone, pg-boss: bench/peers.ts) through the same
- *    measurement with each worker count.
+ *    measurement with each worker count; `--variants` adds rows of this checkout with one more
+ *    handler (fanout), that handler flow-limited (limited) or one destination, and what each
+ *    adds per event.
  *
  * All servers log at `warn`. Numbers are only comparable within one run (noisy machines):
  * read the ratios.
@@ -36,7 +39,8 @@ import { createRedis, type QueueBackend } from '@oncehook/core';
 import { cpuMs, rssMb } from './bench/costs.js';
 import { summarizeProfiles } from './bench/profile.js';
 import { createTestDatabaseOn, dropDatabase } from './bench/databases.js';
-import { listeningUrl, measureEndToEnd, measurePeer, measureQueueCeiling, type E2eRow, type PeerRow, type QueueCeiling } from './bench/e2e.js';
+import { createServer } from 'node:http';
+import { listeningUrl, measureEndToEnd, measurePeer, measureQueueCeiling, VARIANTS, type E2eRow, type PeerRow, type QueueCeiling, type Variant } from './bench/e2e.js';
 import { PEERS, type Peer } from './bench/peers.js';
 
 export interface BenchOptions {
@@ -63,6 +67,12 @@ export interface BenchOptions {
    * graphile-worker, BullMQ alone, pg-boss.
    */
   peers?: Peer[];
+  /**
+   * Rows of this checkout with one thing added, with each worker count: `fanout` (one more
+   * handler on the event), `limited` (that handler with a flow limit it never reaches),
+   * `destination` (each event forwarded to a receiver in the bench process).
+   */
+  variants?: Variant[];
   /** Wait for Postgres's transaction and row counters after each end-to-end run (default 11 s; the smoke test passes 0). */
   statsWaitMs?: number;
   log?: (line: string) => void;
@@ -245,18 +255,31 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     const e2e: E2eRow[] = [];
     const peers: PeerRow[] = [];
     const redis = createRedis(REDIS_URL, 'producer');
+    // The destination variant's receiver: answers every forwarded event 204 (what a service
+    // that accepts it does); the bench measures the sender's side.
+    const receiver = createServer((request, response) => {
+      request.resume();
+      request.on('end', () => response.writeHead(204).end());
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    const receiverUrl = `http://127.0.0.1:${(receiver.address() as { port: number }).port}/webhooks`;
     try {
       for (const workerCount of options.workers) {
         // With a baseline checkout, its run and this one's alternate (baseline first), so the
         // machine's noise falls on both.
-        const sides: { label: string; root?: string; queueBackend?: QueueBackend }[] = options.baselineRoot
+        const sides: { label: string; root?: string; queueBackend?: QueueBackend; workerEnv?: Record<string, string> }[] = options.baselineRoot
           ? [{ label: 'baseline', root: options.baselineRoot }, { label: 'this checkout' }]
           : [{ label: 'this checkout' }];
         if (!backends.includes('redis')) sides.pop();
         if (backends.includes('postgres')) sides.push({ label: 'postgres queue', queueBackend: 'postgres' });
+        for (const variant of options.variants ?? [])
+          sides.push({ label: `+ ${variant}`, workerEnv: variant === 'destination' ? { ...VARIANTS.destination, DESTINATION_URL: receiverUrl } : VARIANTS[variant] });
         for (const side of sides) {
-          // Profiles of the first run of each side, in <dir>/this and <dir>/baseline.
-          const profileDir = options.profileDir && !e2e.some((r) => r.label === side.label) ? path.join(options.profileDir, side.root ? 'baseline' : 'this') : undefined;
+          // Profiles of the first run of each side, in <dir>/this, <dir>/baseline, <dir>/fanout ...
+          const profileDir =
+            options.profileDir && !e2e.some((r) => r.label === side.label)
+              ? path.join(options.profileDir, side.root ? 'baseline' : side.label === 'this checkout' ? 'this' : side.label.replace(/[^a-z0-9]+/gi, ''))
+              : undefined;
           const row = await measureEndToEnd({
             run,
             workers: workerCount,
@@ -289,6 +312,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
       }
     } finally {
       redis.disconnect();
+      receiver.close();
     }
     return { ingest, e2e, peers, queueCeiling, postgresQueueCeiling };
   } finally {
@@ -371,6 +395,22 @@ export function formatBench(result: BenchResult): string {
       );
     }
   }
+  const variants = result.e2e.filter((r) => r.label.startsWith('+ '));
+  if (variants.length > 0) {
+    lines.push(
+      '',
+      'What one addition costs per event (this checkout with it minus without it, same worker count, same run)',
+      'addition       | workers | CPU ms/event | pg statements | rows written | redis commands',
+    );
+    for (const row of variants) {
+      const plain = result.e2e.find((r) => r.label === 'this checkout' && r.workers === row.workers);
+      if (!plain) continue;
+      const delta = (a: number, b: number) => `${a - b >= 0 ? '+' : ''}${(a - b).toFixed(2)}`;
+      lines.push(
+        `${row.label.padEnd(14)} | ${String(row.workers).padStart(7)} | ${delta(row.cpuMsPerEvent.total, plain.cpuMsPerEvent.total).padStart(12)} | ${delta(row.perEvent.statements, plain.perEvent.statements).padStart(13)} | ${delta(row.perEvent.rowsWritten, plain.perEvent.rowsWritten).padStart(12)} | ${delta(row.perEvent.redisCommands, plain.perEvent.redisCommands)}`,
+      );
+    }
+  }
   if (result.peers.length > 0) {
     lines.push(
       '',
@@ -413,6 +453,8 @@ if (process.argv[1]?.endsWith('bench.ts')) {
       'queue-jobs': { type: 'string', default: '20000' },
       /** Peer pipelines beside Oncehook end to end: graphile, bullmq, pgboss (comma-separated) or none. */
       peers: { type: 'string', default: 'graphile,bullmq,pgboss' },
+      /** Rows of this checkout with one addition: fanout, limited, destination (comma-separated) or none. */
+      variants: { type: 'string', default: 'none' },
       /** Seconds to wait for Postgres's transaction and row counters after each end-to-end run (idle backends report within 10 s). */
       'stats-wait': { type: 'string', default: '11' },
       /** Also write the result as JSON here (the smoke test reads it). */
@@ -431,6 +473,12 @@ if (process.argv[1]?.endsWith('bench.ts')) {
     process.stderr.write(`--peers takes ${PEERS.join(', ')} (comma-separated) or none (got "${unknownPeer}")\n`);
     process.exit(2);
   }
+  const variants = values.variants === 'none' ? [] : values.variants.split(',').map((v) => v.trim());
+  const unknownVariant = variants.find((v) => !Object.hasOwn(VARIANTS, v));
+  if (unknownVariant !== undefined) {
+    process.stderr.write(`--variants takes ${Object.keys(VARIANTS).join(', ')} (comma-separated) or none (got "${unknownVariant}")\n`);
+    process.exit(2);
+  }
   const result = await runBench({
     durationSeconds: Number(values.duration),
     connections: values.connections === 'none' ? [] : values.connections.split(',').map(Number),
@@ -442,6 +490,7 @@ if (process.argv[1]?.endsWith('bench.ts')) {
     queueBackends: queueBackends as QueueBackend[],
     queueJobs: Number(values['queue-jobs']),
     peers: peers as Peer[],
+    variants: variants as Variant[],
     statsWaitMs: Number(values['stats-wait']) * 1000,
   });
   process.stdout.write(`${formatBench(result)}\n`);

@@ -13,11 +13,11 @@ import { expect, it } from 'vitest';
 
 interface BenchResult {
   ingest: { server: string; requestsPerSecond: number; non2xx: number; errors: number }[];
-  e2e: { events: number; eventsPerSecond: number }[];
+  e2e: { label: string; events: number; eventsPerSecond: number }[];
   peers: { peer: string; events: number; eventsPerSecond: number }[];
 }
 
-it('runs the ingest comparison, the end-to-end measurement and the peer pipelines', { timeout: 180_000 }, async () => {
+it('runs the ingest comparison, the end-to-end measurement, a variant and the peer pipelines', { timeout: 180_000 }, async () => {
   const reportFile = path.join(tmpdir(), `oncehook-bench-${randomBytes(4).toString('hex')}.json`);
   const child = spawn(
     process.execPath,
@@ -34,6 +34,8 @@ it('runs the ingest comparison, the end-to-end measurement and the peer pipeline
       '2',
       '--peers',
       'graphile,bullmq,pgboss',
+      '--variants',
+      'destination',
       '--stats-wait',
       '0',
       '--report-file',
@@ -55,7 +57,12 @@ it('runs the ingest comparison, the end-to-end measurement and the peer pipeline
     expect(row.non2xx).toBe(0); // every signed request accepted (new or duplicate)
     expect(row.errors).toBe(0);
   }
-  expect(result.e2e.map((r) => r.events)).toEqual([100]);
+  // this checkout, then with a destination (every event forwarded to the bench's receiver)
+  expect(result.e2e.map((r) => [r.label, r.events])).toEqual([
+    ['this checkout', 100],
+    ['+ destination', 100],
+  ]);
+  expect(output).toContain('What one addition costs per event');
   expect(result.e2e.every((r) => r.eventsPerSecond > 0)).toBe(true);
   // The peers did the same work (each checks its ledger holds one credit per event, or throws).
   expect(result.peers.map((r) => [r.peer, r.events])).toEqual([

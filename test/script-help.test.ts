@@ -17,6 +17,7 @@ const SCRIPTS: Record<string, string> = {
   'bench:keys': 'scripts/bench-keys.ts',
   'bench:cluster': 'scripts/bench-cluster.ts',
   'bench:search': 'scripts/bench-search.ts',
+  'bench:peer-faults': 'scripts/bench-peer-faults.ts',
 };
 
 describe('long-running scripts', () => {

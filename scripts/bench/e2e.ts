@@ -185,12 +185,26 @@ export interface EndToEndOptions {
   queueBackend?: QueueBackend;
   /** How long to wait for Postgres's transaction and row counters to settle (costs.ts, settledDifference); default 11 s. */
   statsWaitMs?: number;
+  /** More environment for the workers (a variant: another handler, a destination). */
+  workerEnv?: Record<string, string>;
 }
+
+/** What a variant row adds to the plain top-up (`--variants`): its workers' environment. */
+export const VARIANTS = {
+  /** One more handler on the same event (one local step): fan-out. */
+  fanout: { ONCEHOOK_HANDLERS: 'examples/shop,scripts/bench/variant-handlers.ts', BENCH_VARIANT: 'fanout' },
+  /** The same handler with a flow limit it never reaches (concurrency 64): flow control's bookkeeping. */
+  limited: { ONCEHOOK_HANDLERS: 'examples/shop,scripts/bench/variant-handlers.ts', BENCH_VARIANT: 'limited' },
+  /** One destination: every event POSTed, signed, to a receiver in the bench process (DESTINATION_URL is set by the bench). */
+  destination: { DESTINATION_NAME: 'bench-receiver', DESTINATION_SECRET: `whsec_${Buffer.from('oncehook-bench-destination-secret').toString('base64')}` },
+} as const satisfies Record<string, Record<string, string>>;
+export type Variant = keyof typeof VARIANTS;
 
 export async function measureEndToEnd(options: EndToEndOptions): Promise<E2eRow> {
   const { run, workers: workerCount, events, env, redis, services, databases, pools, profileDir, root } = options;
   const queueBackend = options.queueBackend ?? 'redis';
-  const tag = `${workerCount}_${root ? 'base' : 'this'}_${queueBackend === 'redis' ? '' : 'pgq_'}${run}`;
+  // The row's label makes its database and queue prefix its own (this checkout, baseline, a variant ...).
+  const tag = `${workerCount}_${options.label.replace(/[^a-z0-9]+/gi, '').toLowerCase()}_${run}`;
   const db = await createTestDatabaseOn(`oncehook_bench_e2e_${tag}`);
   databases.push(db.name);
   const prefix = options.queuePrefix ?? `bench-e2e-${tag}`;
@@ -216,6 +230,7 @@ export async function measureEndToEnd(options: EndToEndOptions): Promise<E2eRow>
         WORKER_CONCURRENCY: '16',
         DATABASE_POOL_SIZE: '10',
         ...SHOP_ENV,
+        ...options.workerEnv,
         ...options.queueEnv,
       },
       [],
