@@ -18,6 +18,7 @@ const SCRIPTS: Record<string, string> = {
   'bench:cluster': 'scripts/bench-cluster.ts',
   'bench:search': 'scripts/bench-search.ts',
   'bench:peer-faults': 'scripts/bench-peer-faults.ts',
+  'bench:backlog': 'scripts/bench-backlog.ts',
 };
 
 describe('long-running scripts', () => {

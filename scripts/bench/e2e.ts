@@ -83,7 +83,7 @@ function topUpDeliveries(idPrefix: string, events: number): { body: string; head
 }
 
 /** Every delivery, once, by autocannon at 50 connections; throws on any non-2xx answer or error. */
-async function fireAll(url: string, deliveries: { body: string; headers: Record<string, string> }[]): Promise<void> {
+export async function fireAll(url: string, deliveries: { body: string; headers: Record<string, string> }[]): Promise<void> {
   let next = 0;
   const answers = await autocannon({
     url,
