@@ -43,7 +43,16 @@ async function measure(size: number, services: Service[], pools: Pool[], databas
   const db = await createTestDatabaseOn(`oncehook_bench_backlog_${size}_${run}`);
   databases.push(db.name);
   const prefix = `bench-backlog-${size}-${run}`;
-  const env = { LOG_LEVEL: 'warn', DATABASE_URL: db.url, REDIS_URL, QUEUE_PREFIX: prefix, STRIPE_WEBHOOK_SECRET: STRIPE_SECRET, PORT: '0', HOST: '127.0.0.1', CLAIM_TIMEOUT_MS: '30000' };
+  const env = {
+    LOG_LEVEL: 'warn',
+    DATABASE_URL: db.url,
+    REDIS_URL,
+    QUEUE_PREFIX: prefix,
+    STRIPE_WEBHOOK_SECRET: STRIPE_SECRET,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    CLAIM_TIMEOUT_MS: '30000',
+  };
   const pool = createPool(db.url, { max: 1 });
   pools.push(pool);
   const memoryBefore = await usedMemory();

@@ -69,7 +69,7 @@ function fire(url: string, deliveries: { body: string; headers: Record<string, s
   const instance = autocannon(
     {
       url,
-      connections: 50,
+      connections: Math.min(50, deliveries.length),
       amount: deliveries.length,
       requests: [
         {

@@ -87,7 +87,7 @@ export async function fireAll(url: string, deliveries: { body: string; headers: 
   let next = 0;
   const answers = await autocannon({
     url,
-    connections: 50,
+    connections: Math.min(50, deliveries.length),
     amount: deliveries.length,
     requests: [
       {

@@ -1,0 +1,28 @@
+/**
+ * The short versions of `npm run bench:backlog` and `npm run bench:peer-faults`, run as the
+ * commands themselves: each finishes and prints its table. Behaviour only, never speed; the
+ * peer's crash outcome is printed, not asserted (it depends on where the kill lands).
+ */
+import { spawn } from 'node:child_process';
+import { ROOT, SOURCE_NODE_ARGS } from '@oncehook/harness';
+import { expect, it } from 'vitest';
+
+function runScript(file: string, args: string[]): Promise<{ code: number | null; output: string }> {
+  const child = spawn(process.execPath, [...SOURCE_NODE_ARGS, file, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, output })));
+}
+
+it('bench:backlog and bench:peer-faults run end to end and print their tables', { timeout: 180_000 }, async () => {
+  const [backlog, faults] = await Promise.all([
+    runScript('scripts/bench-backlog.ts', ['--sizes', '100']),
+    runScript('scripts/bench-peer-faults.ts', ['--events', '40', '--wait', '5', '--pipelines', 'bullmq']),
+  ]);
+  console.log(`[figure] bench scripts smoke (tiny sizes; use the commands for real figures)\n${backlog.output.trim()}\n${faults.output.trim()}`);
+  expect(backlog.code, backlog.output.slice(-2000)).toBe(0);
+  expect(backlog.output).toMatch(/\n {4}100 \| +\d+ \| +\d+ \| +\d+, \d+, \d+ \|/);
+  expect(faults.code, faults.output.slice(-2000)).toBe(0);
+  expect(faults.output).toMatch(/BullMQ alone +\| +\d+ \| +\d+ \|/);
+});
