@@ -10,12 +10,12 @@
  * it) in memory would peak higher with each size; one that does not peaks the same.
  */
 import { Redis } from 'ioredis';
-import { parseScriptArgs, REDIS_URL, signStripe, spawnService, STRIPE_SECRET, type Service } from '@oncehook/harness';
+import { parseScriptArgs, REDIS_URL, spawnService, STRIPE_SECRET, type Service } from '@oncehook/harness';
 import { createPool, type Pool } from '@oncehook/shared';
 import { EVENT_QUEUE_NAME, queueKey } from '@oncehook/core';
 import { rssMb } from './bench/costs.js';
-import { createTestDatabaseOn, dropDatabase } from './bench/databases.js';
-import { fireAll, listeningUrl } from './bench/e2e.js';
+import { createTestDatabaseOn, releaseAll } from './bench/databases.js';
+import { fireAll, listeningUrl, SHOP_ENV, topUp } from './bench/e2e.js';
 
 const { values } = parseScriptArgs(import.meta.url, { options: { sizes: { type: 'string', default: '1000,10000,30000' } } });
 const sizes = values.sizes.split(',').map(Number);
@@ -58,15 +58,7 @@ async function measure(size: number, services: Service[], pools: Pool[], databas
   const memoryBefore = await usedMemory();
   const ingest = spawnService('ingest', env);
   services.push(ingest);
-  const deliveries = Array.from({ length: size }, (_, n) =>
-    signStripe({
-      id: `evt_backlog_${run}_${size}_${n}`,
-      object: 'event',
-      type: 'payment_intent.succeeded',
-      created: Math.floor(Date.now() / 1000),
-      data: { object: { amount: 100, amount_received: 100, currency: 'usd', customer: `cus_${n % 100}` } },
-    }),
-  );
+  const deliveries = Array.from({ length: size }, (_, n) => topUp(`evt_backlog_${run}_${size}_${n}`, n));
   await fireAll(await listeningUrl(ingest), deliveries);
   // The relay queues after the answers: wait until every event's job is waiting.
   const wait = queueKey(prefix, EVENT_QUEUE_NAME, 'wait');
@@ -81,10 +73,7 @@ async function measure(size: number, services: Service[], pools: Pool[], databas
     ...env,
     METRICS_PORT: '0',
     WORKER_CONCURRENCY: '16',
-    ONCEHOOK_HANDLERS: 'examples/shop',
-    SHOP_PAYMENT_API_URL: 'http://127.0.0.1:9/payment',
-    SHOP_EMAIL_API_URL: 'http://127.0.0.1:9/email',
-    SHOP_FULFILMENT_API_URL: 'http://127.0.0.1:9/fulfilment',
+    ...SHOP_ENV,
   });
   services.push(worker);
   await worker.waitFor(/worker ready/);
@@ -127,9 +116,7 @@ try {
     rows.push(await measure(size, services, pools, databases));
   }
 } finally {
-  await Promise.all(services.map((s) => s.kill9()));
-  await Promise.all(pools.map((p) => p.end().catch(() => {})));
-  for (const name of databases) await dropDatabase(name).catch(() => {});
+  await releaseAll({ services, pools, databases });
   redis.disconnect();
 }
 process.stdout.write('\nbacklog | Redis bytes per queued event | ingest RSS MB | worker RSS MB: ready, peak, end | drain s | events/s\n');

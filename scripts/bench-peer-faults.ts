@@ -18,12 +18,11 @@
  * what a pipeline lacks shows as events not done (a job lost between the claim and the queue,
  * or locked by the dead worker until its library's timeout).
  */
-import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 import { parseScriptArgs, REDIS_URL, signStripe, spawnService, STRIPE_SECRET, type Service } from '@oncehook/harness';
 import { createPool, type Pool } from '@oncehook/shared';
-import { createTestDatabaseOn, dropDatabase } from './bench/databases.js';
-import { listeningUrl } from './bench/e2e.js';
+import { createTestDatabaseOn, releaseAll } from './bench/databases.js';
+import { fire, listeningUrl, SHOP_ENV, topUp } from './bench/e2e.js';
 import { PEERS, type Peer } from './bench/peers.js';
 
 type Pipeline = 'oncehook' | Peer;
@@ -58,40 +57,6 @@ interface Outcome {
   firstPassErrors: number;
 }
 
-/** Every delivery once (50 connections); `done` resolves with autocannon's result, `stop` ends it early. */
-function fire(url: string, deliveries: { body: string; headers: Record<string, string> }[], onProgress?: (answered: number) => void) {
-  let next = 0;
-  let answered = 0;
-  let finish: (result: autocannon.Result) => void = () => {};
-  const done = new Promise<autocannon.Result>((resolve) => {
-    finish = resolve;
-  });
-  const instance = autocannon(
-    {
-      url,
-      connections: Math.min(50, deliveries.length),
-      amount: deliveries.length,
-      requests: [
-        {
-          method: 'POST',
-          path: '/webhooks/stripe',
-          setupRequest: (request) => {
-            const d = deliveries[next % deliveries.length]!;
-            next += 1;
-            return { ...request, body: d.body, headers: { ...d.headers } };
-          },
-        },
-      ],
-    },
-    (_error, result) => finish(result),
-  );
-  instance.on('response', () => {
-    answered += 1;
-    onProgress?.(answered);
-  });
-  return { done, stop: () => instance.stop() };
-}
-
 async function measure(pipeline: Pipeline, services: Service[], pools: Pool[], databases: string[]): Promise<Outcome> {
   const db = await createTestDatabaseOn(`oncehook_bench_faults_${pipeline}_${run}`);
   databases.push(db.name);
@@ -108,10 +73,7 @@ async function measure(pipeline: Pipeline, services: Service[], pools: Pool[], d
     ...base,
     METRICS_PORT: '0',
     WORKER_CONCURRENCY: '16',
-    ONCEHOOK_HANDLERS: 'examples/shop',
-    SHOP_PAYMENT_API_URL: 'http://127.0.0.1:9/payment',
-    SHOP_EMAIL_API_URL: 'http://127.0.0.1:9/email',
-    SHOP_FULFILMENT_API_URL: 'http://127.0.0.1:9/fulfilment',
+    ...SHOP_ENV,
   };
   if (pipeline !== 'oncehook') {
     const setup = spawnService('peer', base, [pipeline, 'setup']);
@@ -128,15 +90,7 @@ async function measure(pipeline: Pipeline, services: Service[], pools: Pool[], d
   const table = pipeline === 'oncehook' ? 'oncehook.events' : 'peer_events';
   const count = async (sql: string) => (await pool.query<{ n: number }>(sql)).rows[0]?.n ?? 0;
 
-  const deliveries = Array.from({ length: events }, (_, n) =>
-    signStripe({
-      id: `evt_fault_${pipeline}_${run}_${n}`,
-      object: 'event',
-      type: 'payment_intent.succeeded',
-      created: Math.floor(Date.now() / 1000),
-      data: { object: { amount: 100, amount_received: 100, currency: 'usd', customer: `cus_${n % 100}` } },
-    }),
-  );
+  const deliveries = Array.from({ length: events }, (_, n) => topUp(`evt_fault_${pipeline}_${run}_${n}`, n));
   let ingest = start('ingest');
   let worker = start('worker');
   await worker.waitFor(/worker ready/);
@@ -211,9 +165,7 @@ try {
     outcomes.push(await measure(pipeline, services, pools, databases));
   }
 } finally {
-  await Promise.all(services.map((s) => s.kill9()));
-  await Promise.all(pools.map((p) => p.end().catch(() => {})));
-  for (const name of databases) await dropDatabase(name).catch(() => {});
+  await releaseAll({ services, pools, databases });
 }
 const names: Record<Pipeline, string> = { oncehook: 'Oncehook', graphile: 'graphile-worker', bullmq: 'BullMQ alone', pgboss: 'pg-boss' };
 process.stdout.write(`\nAfter an ingest and a worker kill -9 and one redelivery of every event, waited up to ${waitSeconds} s (${events} events)\n`);

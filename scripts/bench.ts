@@ -38,7 +38,7 @@ import { createPool, type Pool } from '@oncehook/shared';
 import { createRedis, type QueueBackend } from '@oncehook/core';
 import { cpuMs, rssMb } from './bench/costs.js';
 import { summarizeProfiles } from './bench/profile.js';
-import { createTestDatabaseOn, dropDatabase } from './bench/databases.js';
+import { createTestDatabaseOn, releaseAll } from './bench/databases.js';
 import { createServer } from 'node:http';
 import { listeningUrl, measureEndToEnd, measurePeer, measureQueueCeiling, VARIANTS, type E2eRow, type PeerRow, type QueueCeiling, type Variant } from './bench/e2e.js';
 import { PEERS, type Peer } from './bench/peers.js';
@@ -316,9 +316,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     }
     return { ingest, e2e, peers, queueCeiling, postgresQueueCeiling };
   } finally {
-    await Promise.all(services.map((s) => s.kill9()));
-    await Promise.all(pools.map((p) => p.end().catch(() => {})));
-    for (const name of databases) await dropDatabase(name).catch(() => {});
+    await releaseAll({ services, pools, databases });
   }
 }
 

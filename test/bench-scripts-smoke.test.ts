@@ -18,7 +18,7 @@ function runScript(file: string, args: string[]): Promise<{ code: number | null;
 it('bench:backlog and bench:peer-faults run end to end and print their tables', { timeout: 180_000 }, async () => {
   const [backlog, faults] = await Promise.all([
     runScript('scripts/bench-backlog.ts', ['--sizes', '100']),
-    runScript('scripts/bench-peer-faults.ts', ['--events', '40', '--wait', '5', '--pipelines', 'bullmq']),
+    runScript('scripts/bench-peer-faults.ts', ['--events', '20', '--wait', '2', '--pipelines', 'bullmq']),
   ]);
   console.log(`[figure] bench scripts smoke (tiny sizes; use the commands for real figures)\n${backlog.output.trim()}\n${faults.output.trim()}`);
   expect(backlog.code, backlog.output.slice(-2000)).toBe(0);

@@ -38,6 +38,9 @@ it('runs the ingest comparison, the end-to-end measurement, a variant and the pe
       'destination',
       '--stats-wait',
       '0',
+      // The no-op queue ceiling at a tenth of its default: its figure is not read here.
+      '--queue-jobs',
+      '2000',
       '--report-file',
       reportFile,
     ],

@@ -1,7 +1,7 @@
 /** Databases of the bench's own on the machine's Postgres, migrated (Oncehook and the example shop). */
 import { SHOP_MIGRATIONS } from '@oncehook/example-shop/src/handlers';
-import { createScratchDatabase, dropScratchDatabase } from '@oncehook/harness';
-import { createPool } from '@oncehook/shared';
+import { createScratchDatabase, dropScratchDatabase, type Service } from '@oncehook/harness';
+import { createPool, type Pool } from '@oncehook/shared';
 import { migrate } from '@oncehook/core';
 
 export async function createTestDatabaseOn(name: string): Promise<{ name: string; url: string }> {
@@ -13,3 +13,17 @@ export async function createTestDatabaseOn(name: string): Promise<{ name: string
 }
 
 export const dropDatabase = (name: string): Promise<void> => dropScratchDatabase(name);
+
+/** What a bench run started, collected as it goes, for `releaseAll` at its end. */
+export interface BenchResources {
+  services: Service[];
+  pools: Pool[];
+  databases: string[];
+}
+
+/** kill -9 every process, close every pool, drop every database (each failure ignored: cleanup). */
+export async function releaseAll({ services, pools, databases }: BenchResources): Promise<void> {
+  await Promise.all(services.map((s) => s.kill9()));
+  await Promise.all(pools.map((p) => p.end().catch(() => {})));
+  for (const name of databases) await dropDatabase(name).catch(() => {});
+}

@@ -22,7 +22,7 @@ import { createTestDatabaseOn } from './databases.js';
 import type { Peer } from './peers.js';
 
 /** The example shop, for the end-to-end top-ups (one local step; its APIs are not called). */
-const SHOP_ENV = {
+export const SHOP_ENV = {
   ONCEHOOK_HANDLERS: 'examples/shop',
   SHOP_PAYMENT_API_URL: 'http://127.0.0.1:9/payment',
   SHOP_EMAIL_API_URL: 'http://127.0.0.1:9/email',
@@ -62,19 +62,21 @@ export async function listeningUrl(service: Service): Promise<string> {
   return `http://127.0.0.1:${/listening on (\d+)/.exec(line)?.[1]}`;
 }
 
-/** Wallet top-ups (one local step each), each delivered a mean of 3 times, in shuffled order. */
+/** The n-th wallet top-up of a run (a Stripe payment_intent.succeeded the shop credits, 100 customers), signed now. */
+export function topUp(id: string, n: number): { body: string; headers: Record<string, string> } {
+  return signStripe({
+    id,
+    object: 'event',
+    type: 'payment_intent.succeeded',
+    created: Math.floor(Date.now() / 1000),
+    data: { object: { amount: 100, amount_received: 100, currency: 'usd', customer: `cus_${n % 100}` } },
+  });
+}
+
+/** Wallet top-ups (one local step each), each delivered a mean of 3 times (each copy signed anew), in shuffled order. */
 function topUpDeliveries(idPrefix: string, events: number): { body: string; headers: Record<string, string> }[] {
   const deliveries: { body: string; headers: Record<string, string> }[] = [];
-  for (let n = 0; n < events; n += 1) {
-    const event = {
-      id: `${idPrefix}_${n}`,
-      object: 'event',
-      type: 'payment_intent.succeeded',
-      created: Math.floor(Date.now() / 1000),
-      data: { object: { amount: 100, amount_received: 100, currency: 'usd', customer: `cus_${n % 100}` } },
-    };
-    for (let k = copiesFor(); k > 0; k -= 1) deliveries.push(signStripe(event));
-  }
+  for (let n = 0; n < events; n += 1) for (let k = copiesFor(); k > 0; k -= 1) deliveries.push(topUp(`${idPrefix}_${n}`, n));
   for (let i = deliveries.length - 1; i > 0; i -= 1) {
     const j = Math.floor(Math.random() * (i + 1));
     [deliveries[i], deliveries[j]] = [deliveries[j]!, deliveries[i]!];
@@ -82,25 +84,48 @@ function topUpDeliveries(idPrefix: string, events: number): { body: string; head
   return deliveries;
 }
 
-/** Every delivery, once, by autocannon at 50 connections; throws on any non-2xx answer or error. */
-export async function fireAll(url: string, deliveries: { body: string; headers: Record<string, string> }[]): Promise<void> {
+/**
+ * Every delivery once, by autocannon at up to 50 connections, pre-signed (no signing in the
+ * measured window). `done` resolves with autocannon's result, `stop` ends the run early;
+ * `onResponse` sees the count of answers so far (a fault script kills a process at a point).
+ */
+export function fire(url: string, deliveries: { body: string; headers: Record<string, string> }[], onResponse?: (answered: number) => void) {
   let next = 0;
-  const answers = await autocannon({
-    url,
-    connections: Math.min(50, deliveries.length),
-    amount: deliveries.length,
-    requests: [
-      {
-        method: 'POST',
-        path: '/webhooks/stripe',
-        setupRequest: (request) => {
-          const d = deliveries[next % deliveries.length]!;
-          next += 1;
-          return { ...request, body: d.body, headers: { ...d.headers } };
-        },
-      },
-    ],
+  let answered = 0;
+  let finish: (result: autocannon.Result) => void = () => {};
+  const done = new Promise<autocannon.Result>((resolve) => {
+    finish = resolve;
   });
+  const instance = autocannon(
+    {
+      url,
+      connections: Math.min(50, deliveries.length),
+      amount: deliveries.length,
+      requests: [
+        {
+          method: 'POST',
+          path: '/webhooks/stripe',
+          setupRequest: (request) => {
+            const d = deliveries[next % deliveries.length]!;
+            next += 1;
+            return { ...request, body: d.body, headers: { ...d.headers } };
+          },
+        },
+      ],
+    },
+    (_error, result) => finish(result),
+  );
+  if (onResponse)
+    instance.on('response', () => {
+      answered += 1;
+      onResponse(answered);
+    });
+  return { done, stop: () => instance.stop() };
+}
+
+/** Every delivery once (fire); throws on any non-2xx answer or error. */
+export async function fireAll(url: string, deliveries: { body: string; headers: Record<string, string> }[]): Promise<void> {
+  const answers = await fire(url, deliveries).done;
   if (answers.non2xx > 0 || answers.errors > 0) {
     const statuses = Object.entries(answers.statusCodeStats ?? {})
       .filter(([status]) => !status.startsWith('2'))
