@@ -99,16 +99,18 @@ async function measure(pipeline: Pipeline, services: Service[], pools: Pool[], d
   //    the load stops with it (what it had not sent yet is redelivered in 3, as a provider would).
   let workerKilled: Promise<void> | null = null;
   let ingestKilled: Promise<void> | null = null;
-  const first = fire(await listeningUrl(ingest), deliveries, (answered) => {
-    if (answered >= events / 4 && workerKilled === null)
-      workerKilled = worker.kill9().then(async () => {
-        worker = start('worker');
-        await worker.waitFor(/worker ready/);
-      });
-    if (answered >= events / 2 && ingestKilled === null) {
-      ingestKilled = ingest.kill9();
-      first.stop();
-    }
+  const first = fire(await listeningUrl(ingest), deliveries, {
+    onResponse: (answered) => {
+      if (answered >= events / 4 && workerKilled === null)
+        workerKilled = worker.kill9().then(async () => {
+          worker = start('worker');
+          await worker.waitFor(/worker ready/);
+        });
+      if (answered >= events / 2 && ingestKilled === null) {
+        ingestKilled = ingest.kill9();
+        first.stop();
+      }
+    },
   });
   const firstResult = await first.done;
   await ingestKilled;

@@ -32,7 +32,6 @@
  */
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import autocannon from 'autocannon';
 import { parseScriptArgs, REDIS_URL, signStripe, spawnService, STRIPE_SECRET, type Service } from '@oncehook/harness';
 import { createPool, type Pool } from '@oncehook/shared';
 import { createRedis, type QueueBackend } from '@oncehook/core';
@@ -40,7 +39,7 @@ import { cpuMs, rssMb } from './bench/costs.js';
 import { summarizeProfiles } from './bench/profile.js';
 import { createTestDatabaseOn, releaseAll } from './bench/databases.js';
 import { createServer } from 'node:http';
-import { listeningUrl, measureEndToEnd, measurePeer, measureQueueCeiling, VARIANTS, type E2eRow, type PeerRow, type QueueCeiling, type Variant } from './bench/e2e.js';
+import { fire, listeningUrl, measureEndToEnd, measurePeer, measureQueueCeiling, VARIANTS, type E2eRow, type PeerRow, type QueueCeiling, type Variant } from './bench/e2e.js';
 import { PEERS, type Peer } from './bench/peers.js';
 
 export interface BenchOptions {
@@ -141,27 +140,6 @@ async function backendsCpuMs(pool: Pool, database: string): Promise<number> {
   return rows.reduce((sum, row) => sum + cpuMs(row.pid), 0);
 }
 
-async function load(url: string, connections: number, durationSeconds: number, requests: { body: string; headers: Record<string, string> }[]) {
-  let next = 0;
-  const result = await autocannon({
-    url,
-    connections,
-    duration: durationSeconds,
-    requests: [
-      {
-        method: 'POST',
-        path: '/webhooks/stripe',
-        setupRequest: (request) => {
-          const r = requests[next % requests.length]!;
-          next += 1;
-          return { ...request, body: r.body, headers: { ...r.headers } };
-        },
-      },
-    ],
-  });
-  return result;
-}
-
 export interface BenchResult {
   ingest: IngestRow[];
   e2e: E2eRow[];
@@ -213,7 +191,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
           // CPU of the server process and of the Postgres backends serving its database, per request.
           const dbName = { naive: naiveDb.name, ceiling: null, oncehook: onceDb.name, 'oncehook-nolog': nologDb.name }[server];
           const before = { server: cpuMs(procs[server].pid), db: dbName ? await backendsCpuMs(naivePool, dbName) : 0 };
-          const result = await load(urls[server], connections, options.durationSeconds, requests);
+          const result = await fire(urls[server], requests, { connections, durationSeconds: options.durationSeconds }).done;
           const after = { server: cpuMs(procs[server].pid), db: dbName ? await backendsCpuMs(naivePool, dbName) : 0 };
           const served = Math.max(1, result.requests.total);
           const row: IngestRow = {

@@ -14,7 +14,7 @@
 import { createPostgresBackend, Queue, Worker } from 'bullmq';
 import autocannon from 'autocannon';
 import type { Redis } from 'ioredis';
-import { copiesFor, REDIS_URL, signStripe, spawnService, type Service } from '@oncehook/harness';
+import { copiesFor, paymentSucceeded, REDIS_URL, signStripe, spawnService, type Service } from '@oncehook/harness';
 import { createPool, type Pool } from '@oncehook/shared';
 import { createRedis, openQueueConnection, type QueueBackend } from '@oncehook/core';
 import { rssMb, settledDifference, snapshot, type Costs, type Subjects } from './costs.js';
@@ -62,15 +62,9 @@ export async function listeningUrl(service: Service): Promise<string> {
   return `http://127.0.0.1:${/listening on (\d+)/.exec(line)?.[1]}`;
 }
 
-/** The n-th wallet top-up of a run (a Stripe payment_intent.succeeded the shop credits, 100 customers), signed now. */
+/** The n-th wallet top-up of a run (a Stripe payment_intent.succeeded of 100 cents the shop credits, 100 customers), signed now. */
 export function topUp(id: string, n: number): { body: string; headers: Record<string, string> } {
-  return signStripe({
-    id,
-    object: 'event',
-    type: 'payment_intent.succeeded',
-    created: Math.floor(Date.now() / 1000),
-    data: { object: { amount: 100, amount_received: 100, currency: 'usd', customer: `cus_${n % 100}` } },
-  });
+  return signStripe(paymentSucceeded(id, { account: `cus_${n % 100}`, amount: 100 }));
 }
 
 /** Wallet top-ups (one local step each), each delivered a mean of 3 times (each copy signed anew), in shuffled order. */
@@ -85,22 +79,28 @@ function topUpDeliveries(idPrefix: string, events: number): { body: string; head
 }
 
 /**
- * Every delivery once, by autocannon at up to 50 connections, pre-signed (no signing in the
- * measured window). `done` resolves with autocannon's result, `stop` ends the run early;
+ * Pre-signed deliveries fired by autocannon (no signing in the measured window), in order and
+ * round again: every delivery once at up to 50 connections, or for `durationSeconds` at
+ * `connections`. `done` resolves with autocannon's result, `stop` ends the run early;
  * `onResponse` sees the count of answers so far (a fault script kills a process at a point).
  */
-export function fire(url: string, deliveries: { body: string; headers: Record<string, string> }[], onResponse?: (answered: number) => void) {
+export function fire(
+  url: string,
+  deliveries: { body: string; headers: Record<string, string> }[],
+  options: { onResponse?: (answered: number) => void; connections?: number; durationSeconds?: number } = {},
+) {
   let next = 0;
   let answered = 0;
   let finish: (result: autocannon.Result) => void = () => {};
   const done = new Promise<autocannon.Result>((resolve) => {
     finish = resolve;
   });
+  const { onResponse, durationSeconds } = options;
   const instance = autocannon(
     {
       url,
-      connections: Math.min(50, deliveries.length),
-      amount: deliveries.length,
+      connections: options.connections ?? Math.min(50, deliveries.length),
+      ...(durationSeconds === undefined ? { amount: deliveries.length } : { duration: durationSeconds }),
       requests: [
         {
           method: 'POST',
