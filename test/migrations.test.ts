@@ -181,6 +181,7 @@ it('upgrades a database from before the schema: tables moved, data kept, in-flig
         'oncehook/0011_flow_handoff.sql',
         'oncehook/0012_failure_groups.sql',
         'oncehook/0013_activity.sql',
+        'oncehook/0014_flow_gate.sql',
         'shop/0001_shop.sql',
       ],
       upgradedLegacy: true,

@@ -8,6 +8,7 @@
 import { paymentSucceeded } from '@oncehook/harness';
 import { createPool, type Pool } from '@oncehook/shared';
 import { processJob } from '@oncehook/core';
+import { defineHandler } from '@oncehook/sdk';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { claimStripe, dispatchJob, engine, exampleHandlers, q, TRUNCATE_ALL } from './helpers/stack.js';
@@ -61,6 +62,17 @@ it('the job’s type is only a hint: a repeated dispatch job for a finished even
   expect(await q.getEventByKey(db.pool, 'stripe', 'evt_rt_repeat')).toMatchObject({ state: 'done', runsPending: 0 });
   const { rows } = await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM ledger_entries');
   expect(rows[0]?.n).toBe(1);
+});
+
+it('a concurrency-limited handler with a free slot takes its slot and lease in one statement: 5 statements for a run with no step (9 when the gate was a transaction: BEGIN, lock, count, lease, COMMIT)', async () => {
+  const rowId = await topUp('evt_rt_limited');
+  const limited = defineHandler({ name: 'rt-limited', source: 'stripe', type: 'payment_intent.succeeded', concurrency: 2 }, async () => {});
+  const before = statements;
+  const outcome = await processJob(engine(counted, [limited]), { ...dispatchJob(rowId, 'evt_rt_limited'), kind: 'stripe', type: 'payment_intent.succeeded' });
+  expect(outcome).toMatchObject({ kind: 'runs', runs: [{ kind: 'done', handler: 'rt-limited' }] });
+  // dispatch (the run created, not leased); the gated lease (lock, count, lease: one
+  // statement); its recorded steps; done (no step: one statement); the hand-over (no waiter).
+  expect(statements - before).toBe(5);
 });
 
 it('each process counts the statements it sends in oncehook_db_statements_total (ingest and worker)', async () => {

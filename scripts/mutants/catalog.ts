@@ -1042,34 +1042,58 @@ export const MUTANTS: Mutant[] = [
   // ---- flow control (flow-control.ts, store/flow.ts) --------------------------------------
   {
     id: 'flow-slot-unlocked',
-    guarantee: 'two workers at the last slot of a concurrency limit cannot both take it (the count and the lease under one advisory lock)',
-    file: 'packages/core/src/store/flow.ts',
-    search: '          if (lock[0]!.got) {',
-    replace: '          if (lock[0]!.got || true) {',
+    guarantee: 'two workers at the last slot of a concurrency limit cannot both take it (the one-statement gate queues for the (handler, key) advisory lock before it counts)',
+    file: 'packages/core/src/migrations/0014_flow_gate.sql',
+    search: '    perform pg_advisory_xact_lock(lock_key);',
+    replace: '    perform lock_key;',
+    tests: ['test/flow-control-engine.test.ts'],
+  },
+  {
+    id: 'flow-slot-statement-snapshot',
+    guarantee:
+      "the one-statement gate counts the slots in a snapshot taken after its lock was granted, not in its statement's (taken before it queued): the lease the previous holder committed is counted",
+    file: 'packages/core/src/store/sql/runs.ts',
+    search: `\${LEASE_ONE_RUN('AND (SELECT in_use FROM gate) < $7::int')}`,
+    replace: `\${LEASE_ONE_RUN(\`AND (SELECT count(*) FROM \${RUNS} x WHERE x.handler = $2::text AND x.state = 'processing' AND x.lease_until > now()) + 0 * (SELECT in_use FROM gate) < $7::int\`)}`,
+    tests: ['test/flow-control-engine.test.ts'],
+  },
+  {
+    id: 'flow-slot-untried',
+    guarantee: 'two workers at the last slot of a limit with a rate too cannot both take it (that gate tries the advisory lock and joins the line without it)',
+    file: 'packages/core/src/migrations/0014_flow_gate.sql',
+    search: '  elsif not pg_try_advisory_xact_lock(lock_key) then',
+    replace: '  elsif false then',
     tests: ['test/flow-control-engine.test.ts'],
   },
   {
     id: 'flow-concurrency-ignored',
     guarantee: "a run over its handler's concurrency waits instead of starting",
-    file: 'packages/core/src/store/flow.ts',
-    search: "          if (rows[0]!.n >= req.concurrency.limit) reason = 'concurrency';",
-    replace: "          if (rows[0]!.n >= req.concurrency.limit + 1000) reason = 'concurrency';",
+    file: 'packages/core/src/store/sql/runs.ts',
+    search: `\${LEASE_ONE_RUN('AND (SELECT in_use FROM gate) < $7::int')}`,
+    replace: `\${LEASE_ONE_RUN('AND (SELECT in_use FROM gate) < $7::int + 1000')}`,
+    also: [
+      {
+        file: 'packages/core/src/store/flow.ts',
+        search: "          if (inUse === null || inUse >= req.concurrency.limit) reason = 'concurrency';",
+        replace: "          if (inUse === null || inUse >= req.concurrency.limit + 1000) reason = 'concurrency';",
+      },
+    ],
     tests: ['test/flow-control-engine.test.ts', 'test/flow-control.test.ts'],
   },
   {
     id: 'flow-key-ignored',
     guarantee: 'a per-key concurrency limit counts the runs of that key only (other keys run side by side)',
-    file: 'packages/core/src/store/sql/flow.ts',
-    search: '          AND ($2::text IS NULL OR flow_key = $2::text)`,',
-    replace: '          AND ($2::text IS NULL OR flow_key IS NOT NULL)`,',
+    file: 'packages/core/src/migrations/0014_flow_gate.sql',
+    search: '     and (p_flow_key is null or flow_key = p_flow_key);',
+    replace: '     and (p_flow_key is null or flow_key is not null);',
     tests: ['test/flow-control-engine.test.ts'],
   },
   {
     id: 'flow-expired-lease-counted',
     guarantee: "a crashed worker's run stops holding its slot when its lease expires",
-    file: 'packages/core/src/store/sql/flow.ts',
-    search: "        WHERE handler = $1::text AND state = 'processing' AND lease_until > clock_timestamp()",
-    replace: "        WHERE handler = $1::text AND state = 'processing'",
+    file: 'packages/core/src/migrations/0014_flow_gate.sql',
+    search: "   where handler = p_handler and state = 'processing' and lease_until > clock_timestamp()",
+    replace: "   where handler = p_handler and state = 'processing'",
     tests: ['test/flow-control-engine.test.ts'],
   },
   {
@@ -1098,7 +1122,8 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: 'flow-contended-no-second-look',
-    guarantee: 'a run that joined the line without counting (the lock was busy) looks at the slots again after its commit, so a slot freed meanwhile is not lost',
+    guarantee:
+      'a run that waits for a slot (counted full, or joined the line while the lock was busy) looks at the slots again after its commit, so a slot freed meanwhile is not lost',
     file: 'packages/core/src/process-event.ts',
     search: '      if ((await queries.slotsInUse(pool, handler.name, request.concurrency.key)) < request.concurrency.limit) await handOver(',
     replace: '      if ((await queries.slotsInUse(pool, handler.name, request.concurrency.key)) < 0) await handOver(',
@@ -1140,21 +1165,8 @@ export const MUTANTS: Mutant[] = [
     id: 'pause-unchecked-lease',
     guarantee: "a paused handler's run is not leased by its job (a retry, a recovery, a resume of another pause)",
     file: 'packages/core/src/store/sql/runs.ts',
-    search: `            AND (r.state = 'received' OR (r.state = 'processing' AND r.lease_until < now()))
-            AND NOT \${PAUSED(PAUSES, 'r', 'e')}
-         RETURNING \${LEASED_RUN_RETURNING}
-       ), \${ATTEMPT_LOG}
-       SELECT * FROM leased\`,
-
-    /**
-     * Every claimable run`,
-    replace: `            AND (r.state = 'received' OR (r.state = 'processing' AND r.lease_until < now()))
-         RETURNING \${LEASED_RUN_RETURNING}
-       ), \${ATTEMPT_LOG}
-       SELECT * FROM leased\`,
-
-    /**
-     * Every claimable run`,
+    search: `            AND NOT \${PAUSED(PAUSES, 'r', 'e')} \${extra}`,
+    replace: `            \${extra}`,
     tests: ['test/flow-control-engine.test.ts'],
   },
   {

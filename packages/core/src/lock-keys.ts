@@ -22,3 +22,8 @@ export function advisoryLockKey(schema: string, purpose: LockPurpose, subject?: 
   const parts = subject === undefined ? ['oncehook-lock', schema, purpose] : ['oncehook-lock', schema, purpose, subject];
   return createHash('sha256').update(parts.join('\0')).digest().readBigInt64BE(0).toString();
 }
+
+/** The advisory lock of a handler's concurrency slots of one key (null: the handler's one group). */
+export function flowLockKey(schema: string, handler: string, flowKey: string | null): string {
+  return advisoryLockKey(schema, 'flow', `${handler}\0${flowKey ?? ''}`);
+}

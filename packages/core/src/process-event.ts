@@ -160,11 +160,12 @@ async function gatedRun(
       const delayMs = rateWaitMs(periodMs) + Math.floor(result.ahead / limit) * periodMs;
       follow.push({ job: result.job, delayMs, priority: jobPriority(handler) });
       deps.log.debug({ rowId: job.rowId, handler: handler.name, reason: result.reason, delayMs }, 'run waits for its rate');
-    } else if (result.contended && request.concurrency) {
-      // It joined the line without counting (another gate held the slot's lock). If that gate
-      // was a run freeing the last slot, it may have looked for waiters before this one's
-      // commit: look at the slots once more, now that this wait is visible to every later
-      // hand-over. A free slot: the longest waiter (perhaps this run) is woken for it.
+    } else if (request.concurrency) {
+      // It waits for a slot, its wait committed after the gate's lock was released (or, when
+      // another gate held the lock, without counting). A run that freed a slot between that count and this
+      // commit looked for waiters before this one was visible: look at the slots once more, now
+      // that this wait is visible to every later hand-over. A free slot: the longest waiter
+      // (perhaps this run) is woken for it.
       if ((await queries.slotsInUse(pool, handler.name, request.concurrency.key)) < request.concurrency.limit) await handOver(deps, handler.name, request.concurrency.key, follow);
     }
     return { kind: 'waiting', handler: handler.name, reason: result.reason };

@@ -10,6 +10,30 @@ CREATE FUNCTION oncehook.error_shape(message text) RETURNS text
     '(?![1-5][0-9][0-9]\M)\m[0-9]+(\.[0-9]+)?', '#', 'g'),
     '\s+', ' ', 'g')), 200) $$;
 
+CREATE FUNCTION oncehook.flow_gate(lock_key bigint, p_handler text, p_flow_key text, wait boolean) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+begin
+  if wait then
+    perform pg_advisory_xact_lock(lock_key);
+  elsif not pg_try_advisory_xact_lock(lock_key) then
+    return null;
+  end if;
+  return oncehook.flow_slots_in_use(p_handler, p_flow_key);
+end $$;
+
+CREATE FUNCTION oncehook.flow_slots_in_use(p_handler text, p_flow_key text) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+declare
+  n integer;
+begin
+  select count(*)::int into n from oncehook.handler_runs
+   where handler = p_handler and state = 'processing' and lease_until > clock_timestamp()
+     and (p_flow_key is null or flow_key = p_flow_key);
+  return n;
+end $$;
+
 CREATE TABLE oncehook.activity (
     minute timestamp with time zone NOT NULL,
     kind text NOT NULL,

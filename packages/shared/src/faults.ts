@@ -11,8 +11,9 @@
  *
  * Points in the code: ingest.after-claim (committed, not yet answered), ingest.before-enqueue
  * (answered, the relay about to add the job), worker.in-handler, worker.step-before-commit,
- * worker.after-external-call, worker.before-done, worker.gate-after-count (a limited run's slot
- * counted, its lease not yet taken: flow-control.ts), worker.before-renew (each background
+ * worker.after-external-call, worker.before-done, worker.gate-after-count (the slots of a
+ * handler with a concurrency and a rate limit counted, its lease not yet taken: store/flow.ts),
+ * worker.before-renew (each background
  * renewal of a running handler's lease: delay it to stall renewals, as a stalled connection
  * would).
  */

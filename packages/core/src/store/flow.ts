@@ -3,7 +3,7 @@
  * limited handler's run takes a slot and a start: its transaction is the atomic unit.
  */
 import { withTransaction, type Pool } from '@oncehook/shared';
-import { advisoryLockKey } from '../lock-keys.js';
+import { flowLockKey } from '../lock-keys.js';
 import type { EventJobData, RunWaiting } from '../vocabulary.js';
 import type { LeasedRun, Queryable } from './rows.js';
 import type { createRunQueries } from './runs.js';
@@ -28,11 +28,10 @@ export type GateResult =
   | { kind: 'leased'; leased: LeasedRun }
   /**
    * Over a limit: the run waits. `job` (null when this job's fence was stale) is its next job
-   * for the rate; a run waiting for a slot gets none (it is woken). `contended`: the slot's lock
-   * was held by another gate at that moment, so the run joined the line without counting the
-   * slots (the caller looks once more, after the commit).
+   * for the rate; a run waiting for a slot gets none (it is woken; the caller looks at the
+   * slots once more after this wait's commit).
    */
-  | { kind: 'wait'; reason: Exclude<RunWaiting, 'paused'>; job: EventJobData | null; contended: boolean; ahead: number }
+  | { kind: 'wait'; reason: Exclude<RunWaiting, 'paused'>; job: EventJobData | null; ahead: number }
   /** Not ours to run (finished, leased by a live worker, or paused). */
   | { kind: 'not-claimable' };
 
@@ -61,46 +60,58 @@ export function createFlowQueries(t: Tables, schemaName: string, runs: ReturnTyp
   const sql = flowStatements(t);
 
   /**
-   * One limited run through its gate, in ONE transaction:
-   *   1. concurrency: the (handler, key) advisory lock, TRIED (pg_try_advisory_xact_lock): a
-   *      gate that does not get it at once does not queue for it (dozens of waiting
-   *      transactions on one lock, each holding a connection, were what slowed a backlog to a
-   *      crawl); the run joins the line instead (`contended`), and the caller looks at the
-   *      slots again after the commit. With the lock: the count of the runs in progress (a
-   *      statement of its own: its snapshot is taken after the lock was granted); full -> wait;
-   *   2. rate: one start taken from the current window; full -> wait;
-   *   3. the guarded lease (ACQUIRE_RUN), recording the run's key; 0 rows -> roll back (the
-   *      start is given back) and report not-claimable.
-   * The lock is held until COMMIT, when the new lease is visible to the next worker's count:
-   * two workers can never both see a free last slot.
+   * One limited run through its gate. Two paths:
+   *
+   * - Concurrency only (the common case): ONE statement (runs.acquireGatedRun, sql
+   *   ACQUIRE_GATED_RUN) queues for the (handler, key) advisory lock, counts the slots in use
+   *   (flow_gate: a snapshot of its own, taken after the lock was granted, so every lease the
+   *   previous holder committed is counted) and takes the lease below the limit. Autocommit: the
+   *   lock is released when that statement's commit makes the lease visible, with no client
+   *   round trip while it is held, so the gates of one (handler, key) are serialized for a
+   *   fraction of a millisecond each, not for three round trips (the serialization point that
+   *   held a limited handler to a few tens of runs per second: docs/benchmarks.md). Full: the
+   *   run waits (WAIT, its own statement, after the lock; the caller then looks at the slots
+   *   once more, which closes the race with a run freeing its slot meanwhile).
+   * - With a rate limit: ONE transaction, because a start taken from the rate window must be
+   *   given back (rolled back) when the lease is not taken:
+   *     1. concurrency: flow_gate with `wait` false: the lock TRIED (pg_try_advisory_xact_lock)
+   *        and the slots counted in one statement. Held across this transaction's round trips, so
+   *        a gate that does not get it at once does not queue for it (dozens of waiting
+   *        transactions, each holding a connection, slowed a backlog to a crawl): the run joins
+   *        the line instead, without counting; full -> wait;
+   *     2. rate: one start taken from the current window; full -> wait;
+   *     3. the guarded lease (ACQUIRE_RUN), recording the run's key; 0 rows -> roll back (the
+   *        start is given back) and report not-claimable.
+   *   The lock is held until COMMIT, when the new lease is visible to the next gate's count.
+   * Either way two gates can never both see a free last slot.
    */
   async function gateAcquire(pool: Pool, req: GateRequest, hooks: { afterCount?: () => Promise<void> } = {}): Promise<GateResult> {
     const flowKey = req.concurrency ? (req.concurrency.key ?? null) : null;
+    if (req.concurrency && !req.rate) {
+      const { limit } = req.concurrency;
+      const { slotsInUse, leased } = await runs.acquireGatedRun(pool, { rowId: req.rowId, handler: req.handler, token: req.token, leaseMs: req.leaseMs, flowKey }, limit);
+      if (leased) return { kind: 'leased', leased };
+      if (slotsInUse < limit) return { kind: 'not-claimable' };
+      return { kind: 'wait', reason: 'concurrency', ...(await markWaiting(pool, req, 'concurrency', flowKey)) };
+    }
     // The lease's clock starts before BEGIN: ACQUIRE_RUN's now() is the transaction's start.
     const leasedAt = performance.now();
     try {
       return await withTransaction(pool, async (tx) => {
         let reason: 'concurrency' | 'rate-limit' | null = null;
-        let contended = false;
         if (req.concurrency) {
-          const { rows: lock } = await tx.query<{ got: boolean }>('SELECT pg_try_advisory_xact_lock($1::bigint) AS got', [
-            advisoryLockKey(schemaName, 'flow', `${req.handler}\0${flowKey ?? ''}`),
-          ]);
-          if (lock[0]!.got) {
-            const { rows } = await tx.query<{ n: number }>(sql.IN_FLIGHT, [req.handler, flowKey]);
-            if (rows[0]!.n >= req.concurrency.limit) reason = 'concurrency';
-            // The fault point worker.gate-after-count: tests hold two gates here at once.
-            await hooks.afterCount?.();
-          } else {
-            reason = 'concurrency';
-            contended = true;
-          }
+          const { rows } = await tx.query<{ n: number | null }>(sql.GATE_TRY, [flowLockKey(schemaName, req.handler, flowKey), req.handler, flowKey]);
+          const inUse = rows[0]!.n;
+          // NULL: another gate holds the lock; the run joins the line without counting.
+          if (inUse === null || inUse >= req.concurrency.limit) reason = 'concurrency';
+          // The fault point worker.gate-after-count: tests hold two gates here at once.
+          if (inUse !== null) await hooks.afterCount?.();
         }
         if (reason === null && req.rate) {
           const { rowCount } = await tx.query(sql.TAKE_RATE, [req.handler, req.rate.key, req.rate.periodMs, req.rate.limit]);
           if (rowCount === 0) reason = 'rate-limit';
         }
-        if (reason !== null) return { kind: 'wait', reason, contended, ...(await markWaiting(tx, req, reason, flowKey)) };
+        if (reason !== null) return { kind: 'wait', reason, ...(await markWaiting(tx, req, reason, flowKey)) };
         const leased = await runs.acquireRun(tx, req.rowId, req.handler, req.token, req.leaseMs, flowKey);
         if (!leased) throw new Rollback();
         return { kind: 'leased', leased: { ...leased, leasedAt } };

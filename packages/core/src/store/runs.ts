@@ -3,7 +3,7 @@
  * transitions, recorded steps, per-object ordering and locks. The hot statements are named
  * prepared statements (prepared.ts); each function says what false or null means.
  */
-import { advisoryLockKey } from '../lock-keys.js';
+import { advisoryLockKey, flowLockKey } from '../lock-keys.js';
 import type { EventRow, RunRow, StepKind } from '../vocabulary.js';
 import { prepared } from './prepared.js';
 import { reviveEvent, reviveRun, type LeasedRun, type Queryable, type RecordedStep } from './rows.js';
@@ -16,6 +16,7 @@ export function createRunQueries(t: Tables, schemaName: string) {
   const FINISH_UNHANDLED_SQL = prepared('finishUnhandled', sql.FINISH_UNHANDLED);
   const STEPS_OF_LEASED_RUNS_SQL = prepared('stepsOfLeasedRuns', sql.STEPS_OF_LEASED_RUNS);
   const ACQUIRE_RUN_SQL = prepared('acquireRun', sql.ACQUIRE_RUN);
+  const ACQUIRE_GATED_RUN_SQL = prepared('acquireGatedRun', sql.ACQUIRE_GATED_RUN);
   const ACQUIRE_CLAIMABLE_RUNS_SQL = prepared('acquireClaimableRuns', sql.ACQUIRE_CLAIMABLE_RUNS);
   const RENEW_LEASE_SQL = prepared('renewLease', sql.RENEW_LEASE);
   const LOCK_LEASED_RUN_SQL = prepared('lockLeasedRun', sql.LOCK_LEASED_RUN);
@@ -74,6 +75,26 @@ export function createRunQueries(t: Tables, schemaName: string) {
     const leasedAt = performance.now();
     const { rows } = await db.query<RunRow & { event: EventRow }>(ACQUIRE_RUN_SQL([rowId, handler, token, leaseMs, flowKey]));
     return (await stepsOfLeasedRuns(db, rows, token, leasedAt))[0] ?? null;
+  }
+
+  /**
+   * acquireRun for a concurrency-limited handler: its slot and its lease in one statement (sql
+   * ACQUIRE_GATED_RUN), run on its own so that it commits at once. `leased` null: full when
+   * `slotsInUse` >= `limit`, otherwise not ours to run.
+   */
+  async function acquireGatedRun(
+    db: Queryable,
+    run: { rowId: number; handler: string; token: string; leaseMs: number; flowKey: string | null },
+    limit: number,
+  ): Promise<{ slotsInUse: number; leased: LeasedRun | null }> {
+    const leasedAt = performance.now();
+    const lockKey = flowLockKey(schemaName, run.handler, run.flowKey);
+    const { rows } = await db.query<RunRow & { event: EventRow; slotsInUse: number }>(
+      ACQUIRE_GATED_RUN_SQL([run.rowId, run.handler, run.token, run.leaseMs, run.flowKey, lockKey, limit]),
+    );
+    const { slotsInUse, ...row } = rows[0]!;
+    if (row.id === null) return { slotsInUse, leased: null };
+    return { slotsInUse, leased: (await stepsOfLeasedRuns(db, [row], run.token, leasedAt))[0] ?? null };
   }
 
   /** Every claimable run of an event, leased to the caller at once (a repeated dispatch job). */
@@ -165,6 +186,7 @@ export function createRunQueries(t: Tables, schemaName: string) {
     dispatchAndLease,
     finishUnhandled,
     acquireRun,
+    acquireGatedRun,
     acquireClaimableRuns,
     bindLegacyRun,
     renewLease,

@@ -7,21 +7,26 @@ import { PAUSED } from '../columns.js';
 import type { Tables } from '../tables.js';
 
 export function flowStatements(t: Tables) {
-  const { EVENTS, RUNS, PAUSES, RATE_WINDOWS, HEALTH, ACTIONS } = t;
+  const { S, EVENTS, RUNS, PAUSES, RATE_WINDOWS, HEALTH, ACTIONS } = t;
 
   /** A waiting run's job: what a resume or a wake-up enqueues (CTE `woken`, joined to its event `e`). */
   const WOKEN_JOB = `r.event_row_id AS "rowId", e.provider, e.event_id AS "eventId", r.handler, r.generation, r.attempts AS attempt, r.waits AS wait`;
 
   return {
     /**
-     * The slots in use: runs of handler $1 (and concurrency key $2, when given) in progress
-     * under a live lease. A crashed worker's run stops counting when its lease expires. Read
-     * under the (handler, key) advisory lock, in a statement of its own (a new snapshot, after
-     * the lock was granted), so every lease committed by the previous holder is counted.
+     * The slots in use of handler $1 (and concurrency key $2, when given): its runs in progress
+     * under a live lease (flow_slots_in_use, migrations/0014, the one definition). Read without
+     * the lock: a look, not a decision (the gate decides under the lock).
      */
-    IN_FLIGHT: `SELECT count(*)::int AS n FROM ${RUNS}
-        WHERE handler = $1::text AND state = 'processing' AND lease_until > clock_timestamp()
-          AND ($2::text IS NULL OR flow_key = $2::text)`,
+    IN_FLIGHT: `SELECT ${S}.flow_slots_in_use($1::text, $2::text) AS n`,
+
+    /**
+     * The gate of a transaction that holds the lock across round trips (a handler with a rate
+     * limit too): the (handler, key) advisory lock $1 TRIED, then the slots of handler $2 (key
+     * $3) counted in a snapshot taken after it was granted (flow_gate, migrations/0014). NULL =
+     * another gate holds the lock.
+     */
+    GATE_TRY: `SELECT ${S}.flow_gate($1::bigint, $2::text, $3::text, false) AS n`,
 
     /**
      * Takes one start in the current window of (handler $1, key $2): windows of $3 ms, at most

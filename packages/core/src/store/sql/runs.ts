@@ -39,6 +39,20 @@ export function runStatements(t: Tables) {
               finished_at = CASE WHEN e.runs_pending - 1 = 0 THEN now() END, updated_at = now()
          FROM run WHERE e.id = run.event_row_id`;
 
+  /** ACQUIRE_RUN's lease and attempt CTEs (`leased`, `attempt`), with `extra` (AND ...) added to its guard. */
+  const LEASE_ONE_RUN = (extra: string) => `leased AS (
+         UPDATE ${RUNS} r
+            SET state = 'processing', lease_token = $3::uuid,
+                lease_until = now() + $4::int * interval '1 millisecond',
+                attempts = r.attempts + 1, updated_at = now(),
+                waiting = NULL, waiting_since = NULL, flow_key = $5::text
+           FROM ${EVENTS} e
+          WHERE r.event_row_id = $1::bigint AND r.handler = $2::text AND e.id = r.event_row_id
+            AND (r.state = 'received' OR (r.state = 'processing' AND r.lease_until < now()))
+            AND NOT ${PAUSED(PAUSES, 'r', 'e')} ${extra}
+         RETURNING ${LEASED_RUN_RETURNING}
+       ), ${ATTEMPT_LOG}`;
+
   return {
     /**
      * Dispatch: received -> processing, creating one run per handler AND leasing them to the
@@ -103,19 +117,22 @@ export function runStatements(t: Tables) {
      * run: done or failed, another worker holds a live lease, paused, or no such run. A limited
      * handler's runs take it inside the gate's transaction (flow.ts), after their slot.
      */
-    ACQUIRE_RUN: `WITH leased AS (
-         UPDATE ${RUNS} r
-            SET state = 'processing', lease_token = $3::uuid,
-                lease_until = now() + $4::int * interval '1 millisecond',
-                attempts = r.attempts + 1, updated_at = now(),
-                waiting = NULL, waiting_since = NULL, flow_key = $5::text
-           FROM ${EVENTS} e
-          WHERE r.event_row_id = $1::bigint AND r.handler = $2::text AND e.id = r.event_row_id
-            AND (r.state = 'received' OR (r.state = 'processing' AND r.lease_until < now()))
-            AND NOT ${PAUSED(PAUSES, 'r', 'e')}
-         RETURNING ${LEASED_RUN_RETURNING}
-       ), ${ATTEMPT_LOG}
-       SELECT * FROM leased`,
+    ACQUIRE_RUN: `WITH ${LEASE_ONE_RUN('')} SELECT * FROM leased`,
+
+    /**
+     * ACQUIRE_RUN for a concurrency-limited handler, its slot taken in the same statement ($6 the
+     * (handler, key) advisory lock, $7 the limit): the CTE `gate` queues for the lock and counts
+     * the slots in use (flow_gate, migrations/0014: its count takes a snapshot of its own, after
+     * the lock was granted), and the lease is taken only below the limit. Run alone (autocommit):
+     * the lock is held until this statement's commit makes the lease visible to the next gate's
+     * count, with no client round trip in between, so gates of one (handler, key) queue for a
+     * fraction of a millisecond each. One row always: `slotsInUse`, and the leased run's columns
+     * (NULL when not leased: full if slotsInUse >= $7, otherwise not ours to run).
+     */
+    ACQUIRE_GATED_RUN: `WITH gate AS MATERIALIZED (
+         SELECT ${S}.flow_gate($6::bigint, $2::text, $5::text, true) AS in_use
+       ), ${LEASE_ONE_RUN('AND (SELECT in_use FROM gate) < $7::int')}
+       SELECT g.in_use AS "slotsInUse", leased.* FROM gate g LEFT JOIN leased ON true`,
 
     /**
      * Every claimable run of an event ($1 event row, $2 token, $3 lease ms), for a repeated
