@@ -25,7 +25,7 @@
  *    instead (graphile-worker, BullMQ alone, pg-boss: bench/peers.ts) through the same
  *    measurement with each worker count; `--variants` adds rows of this checkout with one more
  *    handler (fanout), that handler flow-limited (limited) or one destination, and what each
- *    adds per event.
+ *    adds per event (with `--baseline-root`, each variant runs on the baseline too).
  *
  * All servers log at `warn`. Numbers are only comparable within one run (noisy machines):
  * read the ratios.
@@ -250,8 +250,12 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
           : [{ label: 'this checkout' }];
         if (!backends.includes('redis')) sides.pop();
         if (backends.includes('postgres')) sides.push({ label: 'postgres queue', queueBackend: 'postgres' });
-        for (const variant of options.variants ?? [])
-          sides.push({ label: `+ ${variant}`, workerEnv: variant === 'destination' ? { ...VARIANTS.destination, DESTINATION_URL: receiverUrl } : VARIANTS[variant] });
+        for (const variant of options.variants ?? []) {
+          const workerEnv = variant === 'destination' ? { ...VARIANTS.destination, DESTINATION_URL: receiverUrl } : VARIANTS[variant];
+          // With a baseline, each variant runs on it too (before and after in one run).
+          if (options.baselineRoot) sides.push({ label: `baseline + ${variant}`, root: options.baselineRoot, workerEnv });
+          sides.push({ label: `+ ${variant}`, workerEnv });
+        }
         for (const side of sides) {
           // Profiles of the first run of each side, in <dir>/this, <dir>/baseline, <dir>/fanout ...
           const profileDir =
