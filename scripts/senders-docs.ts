@@ -7,7 +7,7 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { PROVIDER_VARIABLES, SENDER_SCHEMES, type SenderScheme, type SignedPart, type ValueSpec, senderVariables, signatureCovers } from '@oncehook/shared';
+import { BACKFILL_VARIABLES, PROVIDER_VARIABLES, SENDER_SCHEMES, type SenderScheme, type SignedPart, type ValueSpec, senderVariables, signatureCovers } from '@oncehook/shared';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 
@@ -56,10 +56,11 @@ export function sendersTable(): string {
   return rows.join('\n');
 }
 
-/** Every provider's variables (the adapters', then the table senders'), from the provider list. */
+/** Every provider's variables (the adapters', then the table senders', then their APIs' for backfill), from the provider list. */
 export function providerVariableRows(): string {
   const rows: string[] = ['| Variable | Default | Meaning |', '|---|---|---|'];
-  for (const variable of PROVIDER_VARIABLES) rows.push(`| \`${variable.name}\` | ${variable.shown === 'unset' ? 'unset' : `\`${variable.shown}\``} | ${variable.meaning} |`);
+  for (const variable of [...PROVIDER_VARIABLES, ...BACKFILL_VARIABLES])
+    rows.push(`| \`${variable.name}\` | ${variable.shown === 'unset' ? 'unset' : `\`${variable.shown}\``} | ${variable.meaning} |`);
   return rows.join('\n');
 }
 

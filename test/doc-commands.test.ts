@@ -4,13 +4,15 @@
  * database: none may be a usage mistake (exit 2), and the read-only ones (list, show of an
  * existing event, --dry-run, --help, send --list) succeed. A doc that renames an option, drops
  * an argument or shows a command that no longer exists fails here. Placeholders (`<id>`, `...`)
- * are filled with a real event's id; the commands that run until stopped (dev, ingest, worker)
+ * are filled with a real event's id; `backfill stripe` reads the sandbox's Stripe events API
+ * (empty: nothing to claim); the commands that run until stopped (dev, ingest, worker)
  * and `send` (which needs a running ingest) are covered by test/first-minutes.test.ts,
  * test/user-project.test.ts and test/cli.test.ts.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { ROOT } from '@oncehook/harness';
+import { ROOT, STRIPE_SECRET, startSandbox, type SandboxHandle } from '@oncehook/harness';
+import { SANDBOX_STRIPE_API_KEY } from '@oncehook/sandbox';
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import { runCli } from '../packages/oncehook/src/cli/main.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
@@ -52,10 +54,13 @@ function documentedCommands(): { where: string; args: string[] }[] {
 }
 
 let db: TestDatabase;
+let sandbox: SandboxHandle;
 beforeAll(async () => {
   db = await createTestDatabase();
+  sandbox = await startSandbox();
 });
 afterAll(async () => {
+  await sandbox?.close();
   await db?.drop();
 });
 
@@ -83,6 +88,7 @@ async function oncehook(args: string[]): Promise<{ code: number | 'running'; out
   const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(capture);
   const saved = { ...process.env };
   process.env.DATABASE_URL = db.url;
+  Object.assign(process.env, { STRIPE_WEBHOOK_SECRET: STRIPE_SECRET, STRIPE_API_KEY: SANDBOX_STRIPE_API_KEY, STRIPE_API_BASE: sandbox.url });
   try {
     return { code: await runCli(args, []), out };
   } finally {

@@ -182,6 +182,7 @@ it('upgrades a database from before the schema: tables moved, data kept, in-flig
         'oncehook/0012_failure_groups.sql',
         'oncehook/0013_activity.sql',
         'oncehook/0014_flow_gate.sql',
+        'oncehook/0015_event_origin.sql',
         'shop/0001_shop.sql',
       ],
       upgradedLegacy: true,

@@ -55,9 +55,9 @@ export const MUTANTS: Mutant[] = [
     id: 'claim-single-check-then-act',
     guarantee: 'one delivery creates work: the single claim is atomic',
     file: CLAIM_SQL,
-    search: `         VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb, $8::bytea, octet_length($5::text))
+    search: `         VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb, $8::bytea, octet_length($5::text)\${origin ? ", 'backfill', $9::text" : ''})
          ON CONFLICT DO NOTHING`,
-    replace: `         SELECT $1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb, $8::bytea, octet_length($5::text)
+    replace: `         SELECT $1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb, $8::bytea, octet_length($5::text)\${origin ? ", 'backfill', $9::text" : ''}
           WHERE NOT EXISTS (SELECT 1 FROM \${EVENTS} w WHERE w.provider = $1::text AND (w.event_id = $3::text OR w.body_hash = $8::bytea))`,
     tests: ['test/claim-race.test.ts'],
   },
@@ -1270,5 +1270,30 @@ export const MUTANTS: Mutant[] = [
     search: "          WHERE event_row_id = $1::bigint AND handler = $2::text AND state IN ('done', 'failed')",
     replace: "          WHERE event_row_id = $1::bigint AND handler = $2::text AND state IN ('done', 'failed', 'processing')",
     tests: ['test/operations.test.ts'],
+  },
+  // ---- backfill (backfill.ts, the claim's origin) ----------------------------------------
+  {
+    id: 'backfill-claim-bypasses-key',
+    guarantee: "a backfilled event is claimed on the delivery's own key: one already delivered (or backfilled) is a duplicate, never a second event",
+    file: 'packages/core/src/backfill.ts',
+    search: '    const claim = await queries.claimEvent(pool, event, { backfill: { detail: options.detail } });',
+    replace: "    const claim = await queries.claimEvent(pool, { ...event, eventId: event.eventId + ':backfill' }, { backfill: { detail: options.detail } });",
+    tests: ['test/backfill.test.ts'],
+  },
+  {
+    id: 'backfill-origin-not-recorded',
+    guarantee: 'an event found only by a backfill is recorded with origin backfill and which backfill fetched it',
+    file: CLAIM_SQL,
+    search: `\${origin ? ", 'backfill', $9::text" : ''}`,
+    replace: `\${origin ? ", 'delivery', $9::text" : ''}`,
+    tests: ['test/backfill.test.ts'],
+  },
+  {
+    id: 'backfill-dry-run-claims',
+    guarantee: 'a dry run of a backfill claims nothing',
+    file: 'packages/core/src/backfill.ts',
+    search: '    if (options.dryRun) {',
+    replace: '    if (options.dryRun && false) {',
+    tests: ['test/backfill.test.ts'],
   },
 ];

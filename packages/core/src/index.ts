@@ -31,6 +31,7 @@ export * from './idempotency-key.js';
 export * from './load-handlers.js';
 export * from './migrate.js';
 export * from './operations.js';
+export * from './backfill.js';
 export * from './payload-view.js';
 export * from './process-event.js';
 export * from './readiness.js';

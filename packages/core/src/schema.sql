@@ -76,6 +76,8 @@ CREATE TABLE oncehook.events (
     trace_parent text,
     pruned_at timestamp with time zone,
     payload_bytes integer,
+    origin text DEFAULT 'delivery'::text NOT NULL,
+    origin_detail text,
     CONSTRAINT events_runs_failed_check CHECK ((runs_failed >= 0)),
     CONSTRAINT events_runs_pending_check CHECK ((runs_pending >= 0)),
     CONSTRAINT events_state_check CHECK ((state = ANY (ARRAY['received'::text, 'processing'::text, 'done'::text, 'failed'::text])))
@@ -191,7 +193,7 @@ CREATE TABLE oncehook.operator_actions (
     detail jsonb,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     target text,
-    CONSTRAINT operator_actions_mode_check CHECK ((mode = ANY (ARRAY['redrive'::text, 'replay'::text, 'pause'::text, 'resume'::text])))
+    CONSTRAINT operator_actions_mode_check CHECK ((mode = ANY (ARRAY['redrive'::text, 'replay'::text, 'pause'::text, 'resume'::text, 'backfill'::text])))
 );
 
 ALTER TABLE oncehook.operator_actions ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (

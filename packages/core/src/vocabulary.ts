@@ -69,7 +69,17 @@ export interface EventRow {
   traceParent: string | null;
   /** When retention deleted its payload, runs and steps (RETENTION_DAYS); the key stays until KEY_RETENTION_DAYS. */
   prunedAt: Date | null;
+  /**
+   * How it reached Oncehook: `delivery` (a webhook delivery whose signature verified) or
+   * `backfill` (fetched from the provider's API by `oncehook backfill`: never delivered).
+   */
+  origin: EventOrigin;
+  /** For a backfilled event: which backfill fetched it (its command line or schedule, who, when). */
+  originDetail: string | null;
 }
+
+/** How an event reached Oncehook (EventRow.origin). */
+export type EventOrigin = 'delivery' | 'backfill';
 
 /** A row of `handler_runs`. */
 export interface RunRow {

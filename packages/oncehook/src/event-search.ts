@@ -65,12 +65,18 @@ export function durationSeconds(value: string): number | null {
   return seconds <= TEN_YEARS_S ? seconds : null;
 }
 
-function instant(field: SearchField, value: string, now: Date): Date {
+/** A time (2026-12-02T02:51Z; no zone = UTC) or a time ago (30m, 2h, 3d) -> the instant; null when it is neither. */
+export function parseInstant(value: string, now: Date): Date | null {
   const ago = durationSeconds(value);
   if (ago !== null) return new Date(now.getTime() - ago * 1000);
   const iso = /^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?)(Z|[+-]\d{2}:?\d{2})?)?$/.exec(value.trim());
   const at = iso ? new Date(`${iso[1]}T${iso[2] ?? '00:00'}${iso[3] ?? 'Z'}`) : null;
-  if (!at || Number.isNaN(at.getTime())) throw new Refusal(field, `"${value.slice(0, 40)}" is neither a time (2026-12-02T02:51Z; no zone = UTC) nor a time ago (30m, 2h, 3d)`);
+  return at && !Number.isNaN(at.getTime()) ? at : null;
+}
+
+function instant(field: SearchField, value: string, now: Date): Date {
+  const at = parseInstant(value, now);
+  if (!at) throw new Refusal(field, `"${value.slice(0, 40)}" is neither a time (2026-12-02T02:51Z; no zone = UTC) nor a time ago (30m, 2h, 3d)`);
   return at;
 }
 

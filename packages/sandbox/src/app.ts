@@ -18,6 +18,8 @@
  *                                    stops at once, applies nothing and no longer counts as in
  *                                    flight (`abandoned`), as a server that honours cancellation
  *   GET  /work/stats               those measurements (flow-control tests read them)
+ *   GET  /v1/events, /stripe/_*    Stripe's events API and its webhook deliveries, for
+ *                                  `oncehook backfill stripe` (stripe-events-api.ts)
  *   GET  /stats                    effects actually applied, per service and per key
  *   POST /faults                   inject a fault rule (see FaultRule); DELETE /faults clears
  *   POST /reset                    forget everything
@@ -34,6 +36,9 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { Hono, type Context } from 'hono';
+import { createStripeEventsApi } from './stripe-events-api.js';
+
+export { SANDBOX_STRIPE_API_KEY } from './stripe-events-api.js';
 
 export type Service = 'payment' | 'email' | 'fulfilment';
 export const SERVICES: readonly Service[] = ['payment', 'email', 'fulfilment'];
@@ -344,6 +349,9 @@ export function createSandbox(): Sandbox {
     return effect(c, 'fulfilment', c.req.header('idempotency-key') ?? null, body, () => ({ id: `shp_${randomUUID()}`, order_id: body.order_id, status: 'requested' }));
   });
 
+  const stripeEvents = createStripeEventsApi();
+  stripeEvents.routes(app);
+
   app.post('/work/tasks', (c) => workApi.call(c));
   app.get('/work/stats', (c) => c.json(workApi.stats()));
 
@@ -355,6 +363,7 @@ export function createSandbox(): Sandbox {
     reset() {
       effects.reset();
       workApi.reset();
+      stripeEvents.reset();
     },
   };
 

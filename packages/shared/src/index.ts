@@ -22,6 +22,7 @@ export * from './providers/providers.js';
 export * from './providers/sender-descriptor.js';
 export * from './providers/hmac.js';
 export * from './providers/stripe.js';
+export * from './providers/backfill.js';
 export * from './providers/github.js';
 export * from './providers/shopify.js';
 export * from './providers/standard-webhooks.js';

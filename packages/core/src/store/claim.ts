@@ -19,7 +19,7 @@ function claimResult(row: ClaimRow | undefined): ClaimResult {
 
 export function createClaimQueries(t: Tables, schemaName: string) {
   const sql = claimStatements(t);
-  const CLAIM_EVENT = { logged: sql.CLAIM_EVENT(true), unlogged: sql.CLAIM_EVENT(false) };
+  const CLAIM_EVENT = { logged: sql.CLAIM_EVENT(true), unlogged: sql.CLAIM_EVENT(false), backfill: sql.CLAIM_EVENT(false, true) };
   const CLAIM_EVENTS = { logged: sql.CLAIM_EVENTS(true), unlogged: sql.CLAIM_EVENTS(false) };
 
   /** Advisory lock key of each (source, stripe), computed once. */
@@ -47,8 +47,18 @@ export function createClaimQueries(t: Tables, schemaName: string) {
   async function claimEvent(db: Pool, event: VerifiedEvent, options: ClaimOptions = {}): Promise<ClaimResult> {
     const { rows } = await db.query<ClaimRow>({
       ...readTimeout(options),
-      text: options.logDeliveries === false ? CLAIM_EVENT.unlogged : CLAIM_EVENT.logged,
-      values: [event.provider, event.kind, event.eventId, event.type, event.rawBody, event.signedAt, JSON.stringify(event.meta), event.bodyHash ?? null],
+      text: options.backfill ? CLAIM_EVENT.backfill : options.logDeliveries === false ? CLAIM_EVENT.unlogged : CLAIM_EVENT.logged,
+      values: [
+        event.provider,
+        event.kind,
+        event.eventId,
+        event.type,
+        event.rawBody,
+        event.signedAt,
+        JSON.stringify(event.meta),
+        event.bodyHash ?? null,
+        ...(options.backfill ? [options.backfill.detail] : []),
+      ],
     });
     return claimResult(rows[0]);
   }

@@ -26,7 +26,7 @@ export function eventColumns(alias: string): string {
     ${alias}.signed_at AS "signedAt", ${alias}.meta, ${alias}.state, ${alias}.runs_pending AS "runsPending",
     ${alias}.runs_failed AS "runsFailed", ${alias}.note, ${alias}.received_at AS "receivedAt",
     ${alias}.updated_at AS "updatedAt", ${alias}.finished_at AS "finishedAt", ${alias}.trace_parent AS "traceParent",
-    ${alias}.pruned_at AS "prunedAt"`;
+    ${alias}.pruned_at AS "prunedAt", ${alias}.origin, ${alias}.origin_detail AS "originDetail"`;
 }
 
 /** A handler run (RunRow). */

@@ -186,6 +186,11 @@ export function createOperatorQueries(t: Tables) {
 
     getEvent,
 
+    /** A backfill run's operator action; its id. */
+    async recordBackfill(db: Queryable, source: string, actor: string, what: string, counts: Record<string, number>): Promise<number> {
+      return Number((await db.query<{ id: string }>(sql.RECORD_BACKFILL, [source, actor, what, JSON.stringify(counts)])).rows[0]!.id);
+    },
+
     async getEventByKey(db: Queryable, provider: string, eventId: string): Promise<EventRow | null> {
       const { rows } = await db.query<EventRow>(sql.GET_EVENT_BY_KEY, [provider, eventId]);
       return rows[0] ?? null;

@@ -37,6 +37,13 @@ export interface ClaimOptions {
    * commit on the server: a claim that timed out is "unknown", never "not stored".
    */
   timeoutMs?: number;
+  /**
+   * The event was fetched from the provider's API by a backfill, not delivered: a new event is
+   * recorded with origin `backfill` and this detail (which backfill), and nothing goes to the
+   * delivery log (there was no delivery). The claim is otherwise the same statement, on the same
+   * unique keys: an event already delivered is a duplicate.
+   */
+  backfill?: { detail: string };
 }
 
 /** pg reads query_timeout from a query's config too; its types list it on connections only. */

@@ -58,6 +58,8 @@ export interface OperatorConnections {
   pool: Pool;
   queries: Queries;
   ops: Operations;
+  /** The event queue (a command that enqueues on its own: backfill). */
+  queue: ReturnType<typeof createEventQueues>;
 }
 
 /**
@@ -71,7 +73,7 @@ export async function withOperations<T>(env: Record<string, string | undefined>,
   const queue = createEventQueues(queueStore, config.QUEUE_PREFIX, config.QUEUE_SHARDS);
   const queries = createQueries(config.ONCEHOOK_SCHEMA);
   try {
-    return await work({ config, pool, queries, ops: createOperations({ pool, queries, queue }) });
+    return await work({ config, pool, queries, ops: createOperations({ pool, queries, queue }), queue });
   } catch (error) {
     throw databaseUnreachable(error, config.DATABASE_URL) ?? error;
   } finally {

@@ -9,6 +9,7 @@
  */
 import { isConfigError } from '@oncehook/sdk';
 import { StartupError } from '@oncehook/shared';
+import { backfillCommand } from './backfill-command.js';
 import { type Command, UsageError } from './command.js';
 import { destinationsCommand } from './destinations-command.js';
 import { devCommand } from './dev-command.js';
@@ -18,7 +19,7 @@ import { operatorCommands } from './operator-commands.js';
 import { ingestCommand, workerCommand } from './process-commands.js';
 import { sendCommand } from './send-command.js';
 
-export const COMMANDS: Command[] = [migrateCommand, ingestCommand, workerCommand, devCommand, ...operatorCommands, destinationsCommand, sendCommand];
+export const COMMANDS: Command[] = [migrateCommand, ingestCommand, workerCommand, devCommand, ...operatorCommands, backfillCommand, destinationsCommand, sendCommand];
 
 function overview(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));

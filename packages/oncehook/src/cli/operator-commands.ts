@@ -270,7 +270,9 @@ function formatDetail(detail: EventView): string {
   const lines = [
     `event ${e.id}  ${e.provider}/${e.eventId}  ${e.type}`,
     `  state ${e.state}${e.note ? ` (${e.note})` : ''}; received ${e.receivedAt.toISOString()}${e.finishedAt ? `, finished ${e.finishedAt.toISOString()}` : ''}`,
-    `  deliveries ${detail.deliveryCount} (${Math.max(0, detail.deliveryCount - 1)} duplicate(s))`,
+    e.origin === 'backfill'
+      ? `  origin backfill: fetched from the provider's API, never delivered (${e.originDetail ?? 'a backfill'}); deliveries since ${detail.deliveryCount} (duplicates)`
+      : `  deliveries ${detail.deliveryCount} (${Math.max(0, detail.deliveryCount - 1)} duplicate(s))`,
     `runs:${detail.runs.length === 0 ? ' none' : ''}`,
   ];
   for (const r of detail.runs) {

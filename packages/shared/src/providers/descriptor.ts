@@ -9,17 +9,11 @@
  */
 import { z } from 'zod';
 import type { ProviderKind } from '@oncehook/sdk';
+import type { BackfillApi } from './backfill.js';
+import type { ProviderVariable } from './provider-variable.js';
 import type { WebhookSource } from './types.js';
 
-/** One environment variable of a provider, as the README's table shows it. */
-export interface ProviderVariable {
-  readonly name: string;
-  /** Parses and checks the value (zod: its message names what is wrong). */
-  readonly schema: z.ZodType;
-  /** The default as the README shows it (`unset`, `300`). */
-  readonly shown: string;
-  readonly meaning: string;
-}
+export type { ProviderVariable } from './provider-variable.js';
 
 /** A variable that sets an option of the source its secrets declare (`STRIPE_TOLERANCE_SECONDS` -> `toleranceSeconds`). */
 export interface OptionVariable extends ProviderVariable {
@@ -115,6 +109,11 @@ export interface ProviderDescriptor {
    * `oncehook send` signs with its private half.
    */
   readonly devKeyPair?: { readonly public: string; readonly private: string };
+  /**
+   * How to list, from the provider's own API, the events it may have failed to deliver
+   * (`oncehook backfill`, backfill.ts); absent for a provider with no such API.
+   */
+  readonly backfill?: BackfillApi;
 }
 
 /**

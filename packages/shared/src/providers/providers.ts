@@ -46,3 +46,6 @@ export function providerOf(kind: ProviderKind | string): ProviderDescriptor {
 
 /** Every provider's environment variables, in the list's order (the README's table, config). */
 export const PROVIDER_VARIABLES: readonly ProviderVariable[] = PROVIDERS.flatMap((provider) => (provider.env ? [provider.env.secrets, ...provider.env.options] : []));
+
+/** The variables of the providers' APIs that `oncehook backfill` reads (a read key, a base URL); no service reads them. */
+export const BACKFILL_VARIABLES: readonly ProviderVariable[] = PROVIDERS.flatMap((provider) => provider.backfill?.env ?? []);

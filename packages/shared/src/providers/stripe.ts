@@ -11,6 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { STRIPE_PAYLOADS } from '../signing/adapter-fixtures.js';
 import { JSON_CONTENT, bodyId, bodyText, hmacParts, nowSeconds, objectPayload } from '../signing/sign-helpers.js';
 import { defineAdapter, secretsVariable, toleranceOption, toleranceVariable, type SignedDelivery, type SignedDeliveryOptions } from './descriptor.js';
+import { stripeBackfill } from './stripe-backfill.js';
 import { createTimestampedHmacJsonSource, type TimestampedHmacFormat } from './timestamped-hmac.js';
 import type { TopLevelFields, WebhookSource } from './types.js';
 
@@ -70,4 +71,5 @@ export const STRIPE_ADAPTER = defineAdapter({
   create: createStripeSource,
   sign: signStripeDelivery,
   payloads: STRIPE_PAYLOADS,
+  backfill: stripeBackfill(STRIPE_FIELDS),
 });

@@ -69,7 +69,8 @@ export function claimStatements(t: Tables) {
   return {
     /**
      * The claim of one delivery, in one round trip for both outcomes ($1 provider, $2 kind, $3
-     * event id, $4 type, $5 payload text, $6 signed at, $7 meta, $8 body hash).
+     * event id, $4 type, $5 payload text, $6 signed at, $7 meta, $8 body hash; with `origin`, the
+     * event was fetched by a backfill, $9 which one: recorded as its origin when it is new).
      * `INSERT ... ON CONFLICT DO NOTHING RETURNING` returns a row only for the delivery that
      * created it; without a conflict target it stops at either unique key: (provider, event_id),
      * or (provider, body_hash) for sources that deduplicate on the body. If another transaction
@@ -79,9 +80,9 @@ export function claimStatements(t: Tables) {
      * committed after we started (0 rows: a concurrent duplicate). The payload goes to Postgres
      * as the verified raw text and is cast to jsonb there.
      */
-    CLAIM_EVENT: (logDeliveries: boolean) => `WITH inserted AS (
-         INSERT INTO ${EVENTS} (provider, kind, event_id, type, payload, signed_at, meta, body_hash, payload_bytes)
-         VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb, $8::bytea, octet_length($5::text))
+    CLAIM_EVENT: (logDeliveries: boolean, origin = false) => `WITH inserted AS (
+         INSERT INTO ${EVENTS} (provider, kind, event_id, type, payload, signed_at, meta, body_hash, payload_bytes${origin ? ', origin, origin_detail' : ''})
+         VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb, $8::bytea, octet_length($5::text)${origin ? ", 'backfill', $9::text" : ''})
          ON CONFLICT DO NOTHING
          RETURNING id, state, updated_at, type
        ), result AS (

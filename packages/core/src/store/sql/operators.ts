@@ -30,6 +30,13 @@ export function operatorStatements(t: Tables) {
 
   return {
     /**
+     * A backfill run, recorded as an operator action ($1 the source, $2 actor, $3 what ran: the
+     * command line or the schedule, $4 its counts as JSON).
+     */
+    RECORD_BACKFILL: `INSERT INTO ${ACTIONS} (mode, target, actor, reason, detail)
+       VALUES ('backfill', $1::text, $2::text, $3::text, $4::jsonb) RETURNING id`,
+
+    /**
      * Re-drive ($1 event row, $2 handler or null for all, $3 actor, $4 reason): finish what was
      * started, with the SAME generation (same outbound keys, committed steps skipped). Applies to
      * runs that are `failed`, `received`, or `processing` with an expired lease. Attempts restart

@@ -121,6 +121,15 @@ type Entry = { at: Date; order: number; kind: string; what: ReturnType<typeof ht
  */
 export function timelineEntries(detail: EventDetail): Entry[] {
   const entries: Entry[] = [];
+  if (detail.event.origin === 'backfill') {
+    // Never delivered: fetched from the provider's API (a later delivery is then a duplicate).
+    entries.push({
+      at: detail.event.receivedAt,
+      order: 0,
+      kind: 'delivery',
+      what: `fetched from the provider's API by a backfill (never delivered): claimed (the event was created) by ${detail.event.originDetail ?? 'a backfill'}`,
+    });
+  }
   detail.deliveries.forEach((d, i) => {
     entries.push({
       at: d.receivedAt,

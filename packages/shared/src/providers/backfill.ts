@@ -1,0 +1,100 @@
+/**
+ * Backfill: the piece of a provider's descriptor that lists, from the provider's OWN API, the
+ * events it may have failed to deliver (docs/operating.md, "Recovering missed events"). Each
+ * listed event becomes a VerifiedEvent exactly as a delivery of it would (the same id, type,
+ * time and payload limits, `topLevelEvent` and friends), so the claim that follows is the
+ * delivery's claim: an event already delivered is a duplicate, a missing one is new.
+ *
+ * Trust: an event read over TLS from the provider's API with the account's own key is
+ * authentic without a webhook signature. A provider whose API is not authenticated has no
+ * backfill. The official client of each provider makes the calls (its `peerDependency`,
+ * loaded on first use), so the code the tests drive against the simulators is the code that
+ * runs against the real API.
+ */
+import type { VerifiedEvent } from '../verified-event.js';
+import type { ProviderVariable } from './provider-variable.js';
+
+/** What to list. */
+export interface BackfillQuery {
+  /** Events created at or after (the provider's own creation time). */
+  since: Date;
+  /** Events created before or at. */
+  until: Date;
+  /** Only these event types (null: every type). */
+  types: readonly string[] | null;
+  /**
+   * Every event in the window, delivered or not (default false: only those the provider says
+   * were not delivered, where it can say so).
+   */
+  all: boolean;
+}
+
+/** One listed event: the event to claim, or why it cannot be (the provider's id, the reason). */
+export type BackfillItem = { event: VerifiedEvent } | { refused: { id: string; reason: string } };
+
+/** What the caller is told while a listing runs. */
+export interface BackfillHooks {
+  /** A page came back (the API calls so far). */
+  onPage?(calls: number): void;
+  /** The provider answered 429: the listing waits this long, then asks again. */
+  onRateLimited?(waitMs: number): void;
+}
+
+/** Settings of one listing, from the environment and the command line. */
+export interface BackfillContext {
+  /** The environment (the provider's API variables are read from it). */
+  env: Record<string, string | undefined>;
+  /** The source the events are claimed under (its name is the dedupe namespace). */
+  source: { name: string; kind: string };
+  /** Stop after this many API calls (a scheduled pass's bound); null: no bound. */
+  maxCalls: number | null;
+  /** How long to wait at most after one 429 before asking again (ms). */
+  maxRateLimitWaitMs: number;
+  /** How to sleep (tests shorten it). */
+  sleep?: (ms: number) => Promise<void>;
+}
+
+export interface BackfillApi {
+  /** The variables of the provider's API (a read key, the base URL), as the README shows them. */
+  readonly env: readonly ProviderVariable[];
+  /** How far back the provider's API keeps events (days), and what it says about it. */
+  readonly history: { readonly days: number; readonly what: string };
+  /** Whether the API can tell which events were not delivered (otherwise `--all` is implied). */
+  readonly knowsUndelivered: boolean;
+  /**
+   * The events of the window, page by page, as the provider's API lists them. Throws
+   * BackfillApiError when the API refuses (bad key, bad request, too many 429s in a row);
+   * ConfigError when a variable is missing or wrong (before any call).
+   */
+  list(context: BackfillContext, query: BackfillQuery, hooks?: BackfillHooks): AsyncIterable<BackfillItem>;
+}
+
+/** The provider's API refused or failed; `calls` made so far. */
+export class BackfillApiError extends Error {
+  constructor(
+    message: string,
+    readonly status: number | null,
+  ) {
+    super(message);
+    this.name = 'BackfillApiError';
+  }
+}
+
+/** How long a 429 asks us to wait: its Retry-After (seconds or an HTTP date), else 1 s; at most `maxMs`. */
+export function retryAfterMs(value: string | null | undefined, maxMs: number, now = Date.now()): number {
+  let ms = 1_000;
+  if (value) {
+    const seconds = Number(value);
+    if (Number.isFinite(seconds) && seconds >= 0) ms = seconds * 1_000;
+    else {
+      const at = Date.parse(value);
+      if (!Number.isNaN(at)) ms = Math.max(0, at - now);
+    }
+  }
+  return Math.min(ms, maxMs);
+}
+
+/** How many 429s in a row a listing waits out before it gives up (with what it did so far). */
+export const MAX_RATE_LIMITED_IN_A_ROW = 5;
+
+export const sleepMs = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

@@ -1,0 +1,257 @@
+/**
+ * `oncehook backfill` (issue 35; docs/operating.md, "Recovering missed events"): the events a
+ * provider never managed to deliver, listed from its own API and claimed through the
+ * delivery's claim. The provider is the sandbox's Stripe (its events API and its webhook
+ * deliveries, packages/sandbox/src/stripe-events-api.ts), read by Stripe's own client; the
+ * command runs as a user runs it (a process of the real entry point); ingest and the worker
+ * are real, over real Postgres and Redis.
+ */
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { paymentSucceeded, ROOT, SOURCE_NODE_ARGS, STRIPE_SECRET, startSandbox, waitFor, type SandboxHandle } from '@oncehook/harness';
+import { SANDBOX_STRIPE_API_KEY } from '@oncehook/sandbox';
+import type { OncehookWorker } from 'oncehook';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { startIngest, startWorker, T, testEnv, testPrefix, type IngestHandle } from './helpers/stack.js';
+
+const ENTRY = path.join(ROOT, 'packages/oncehook/src/cli/entry.ts');
+const ADMIN_TOKEN = 'backfill-test-admin-token-0123456789';
+
+let db: TestDatabase;
+let sandbox: SandboxHandle;
+let prefix: string;
+let worker: OncehookWorker;
+
+function oncehook(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [...SOURCE_NODE_ARGS, ENTRY, ...args], {
+      cwd: ROOT,
+      env: {
+        PATH: process.env.PATH ?? '/usr/bin:/bin',
+        HOME: process.env.HOME ?? '/tmp',
+        USER: 'backfill-test',
+        ...testEnv({ databaseUrl: db.url, prefix }),
+        STRIPE_API_KEY: SANDBOX_STRIPE_API_KEY,
+        STRIPE_API_BASE: sandbox.url,
+        ...env,
+      },
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+async function stripeApi(route: string, body: unknown): Promise<Record<string, number>> {
+  const response = await fetch(`${sandbox.url}/stripe/${route}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  expect(response.status).toBe(200);
+  return (await response.json()) as Record<string, number>;
+}
+
+let n = 0;
+/** Top-ups created now (one credit each through the shop's handler), ids evt_bf_<run>_<i>. */
+function topUps(count: number, tag: string) {
+  return Array.from({ length: count }, () => {
+    n += 1;
+    return paymentSucceeded(`evt_bf_${tag}_${n}`, { account: `acct_bf_${tag}`, amount: 100 });
+  });
+}
+
+async function creditsOf(account: string): Promise<{ entries: number; events: number }> {
+  const { rows } = await db.pool.query<{ entries: number; events: number }>(
+    'SELECT count(*)::int AS entries, count(DISTINCT source_event_id)::int AS events FROM ledger_entries WHERE account_id = $1',
+    [account],
+  );
+  return rows[0]!;
+}
+
+async function eventsOf(tag: string): Promise<{ origin: string; n: number; rows: number }[]> {
+  const { rows } = await db.pool.query<{ origin: string; n: number; rows: number }>(
+    `SELECT origin, count(DISTINCT event_id)::int AS n, count(*)::int AS rows FROM ${T.events} WHERE event_id LIKE $1 GROUP BY origin ORDER BY origin`,
+    [`evt_bf_${tag}_%`],
+  );
+  return rows;
+}
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  sandbox = await startSandbox();
+  prefix = testPrefix();
+  worker = await startWorker({ databaseUrl: db.url, prefix, sandboxUrl: sandbox.url });
+});
+afterAll(async () => {
+  await worker?.close();
+  await sandbox?.close();
+  await db?.drop();
+});
+
+describe('oncehook backfill stripe', () => {
+  it('after an outage of ingest, claims exactly the events Stripe could not deliver: each credited once, those delivered before are known, a second run finds nothing new', async () => {
+    let ingest: IngestHandle = await startIngest({ databaseUrl: db.url, prefix });
+    await stripeApi('_endpoint', { url: `${ingest.url}/webhooks/stripe`, secret: STRIPE_SECRET });
+    // Before the outage: delivered.
+    expect(await stripeApi('_events', { events: topUps(100, 'out') })).toMatchObject({ stored: 100, delivered: 100, failed: 0 });
+    await ingest.close();
+    // The outage: every delivery of 500 more fails (nothing listens there).
+    expect(await stripeApi('_events', { events: topUps(500, 'out') })).toMatchObject({ stored: 500, delivered: 0, failed: 500 });
+    ingest = await startIngest({ databaseUrl: db.url, prefix, env: { ADMIN_TOKEN } });
+    await stripeApi('_endpoint', { url: `${ingest.url}/webhooks/stripe`, secret: STRIPE_SECRET });
+    try {
+      await waitFor(async () => ((await creditsOf('acct_bf_out')).entries === 100 ? true : null), { timeoutMs: 20_000, what: 'the 100 delivered top-ups credited' });
+
+      const dry = await oncehook(['backfill', 'stripe', '--since', '1h', '--dry-run']);
+      expect(dry.code, dry.stdout + dry.stderr).toBe(0);
+      expect(dry.stdout).toMatch(/dry run: nothing claimed.*listed 500, already known 0, new 500 \(would be claimed\), refused 0 \(5 API calls\)/);
+      expect(await eventsOf('out')).toEqual([{ origin: 'delivery', n: 100, rows: 100 }]);
+
+      const first = await oncehook(['backfill', 'stripe', '--since', '1h']);
+      expect(first.code, first.stdout + first.stderr).toBe(0);
+      expect(first.stdout).toMatch(/listed 500, already known 0, new 500 \(claimed, dispatch enqueued\), refused 0 \(5 API calls\)/);
+      await waitFor(async () => ((await creditsOf('acct_bf_out')).entries === 600 ? true : null), { timeoutMs: 60_000, what: 'the 500 backfilled top-ups credited' });
+      expect(await creditsOf('acct_bf_out')).toEqual({ entries: 600, events: 600 });
+      expect(await eventsOf('out')).toEqual([
+        { origin: 'backfill', n: 500, rows: 500 },
+        { origin: 'delivery', n: 100, rows: 100 },
+      ]);
+      // Which backfill fetched each one, and the run recorded as an operator action.
+      const { rows: details } = await db.pool.query<{ detail: string }>(
+        `SELECT DISTINCT origin_detail AS detail FROM ${T.events} WHERE origin = 'backfill' AND event_id LIKE 'evt_bf_out_%'`,
+      );
+      expect(details).toEqual([{ detail: expect.stringMatching(/^oncehook backfill stripe --since 1h \(by backfill-test, \d{4}-.*Z\)$/) }]);
+      const { rows: actions } = await db.pool.query<{ target: string; actor: string; detail: Record<string, number> }>(
+        `SELECT target, actor, detail FROM ${T.actions} WHERE mode = 'backfill' ORDER BY id`,
+      );
+      expect(actions).toEqual([{ target: 'stripe', actor: 'backfill-test', detail: expect.objectContaining({ listed: 500, new: 500, known: 0, failed: 0 }) }]);
+
+      // Visible where an operator looks: the CLI's show, the admin API and the event's timeline.
+      const backfilled = 'evt_bf_out_101';
+      const shown = await oncehook(['show', `stripe/${backfilled}`]);
+      expect(shown.stdout).toMatch(/origin backfill: fetched from the provider's API, never delivered \(oncehook backfill stripe --since 1h/);
+      const auth = { authorization: `Bearer ${ADMIN_TOKEN}` };
+      const api = (await (await fetch(`${ingest.url}/admin/api/events/stripe/${backfilled}`, { headers: auth })).json()) as { event: { origin: string } };
+      expect(api.event.origin).toBe('backfill');
+      const { rows: row } = await db.pool.query<{ id: number }>(`SELECT id FROM ${T.events} WHERE event_id = $1`, [backfilled]);
+      const page = await (await fetch(`${ingest.url}/admin/events/${row[0]!.id}`, { headers: auth })).text();
+      expect(page).toContain('fetched from the provider&#39;s API by a backfill (never delivered)');
+
+      // Stripe still lists them as undelivered: a second run finds nothing new.
+      const second = await oncehook(['backfill', 'stripe', '--since', '1h']);
+      expect(second.code).toBe(0);
+      expect(second.stdout).toMatch(/listed 500, already known 500, new 0/);
+      // Every event of the window: all known.
+      const all = await oncehook(['backfill', 'stripe', '--since', '1h', '--all', '--types', 'payment_intent.succeeded']);
+      expect(all.code).toBe(0);
+      expect(all.stdout).toMatch(/listed 600, already known 600, new 0/);
+      expect(await creditsOf('acct_bf_out')).toEqual({ entries: 600, events: 600 });
+      // A late redelivery of a backfilled event is a duplicate: nothing more.
+      expect(await stripeApi('_redeliver', {})).toMatchObject({ delivered: 600 });
+      await new Promise((r) => setTimeout(r, 500));
+      expect(await creditsOf('acct_bf_out')).toEqual({ entries: 600, events: 600 });
+    } finally {
+      await ingest.close();
+    }
+  });
+
+  it('racing live redeliveries of the same events: both claims held in flight on the same keys at once, then one event each (the claim decides), each credited once', async () => {
+    const ingest = await startIngest({ databaseUrl: db.url, prefix });
+    const holder = await db.pool.connect();
+    try {
+      await stripeApi('_endpoint', { url: 'http://127.0.0.1:9/nowhere', secret: STRIPE_SECRET });
+      const events = topUps(50, 'race');
+      expect(await stripeApi('_events', { events })).toMatchObject({ failed: 50 });
+      await stripeApi('_endpoint', { url: `${ingest.url}/webhooks/stripe`, secret: STRIPE_SECRET });
+      // The test inserts every key uncommitted: each claim of them (the backfill's and the
+      // redeliveries') waits on it inside its INSERT ... ON CONFLICT. Rolled back once both are
+      // waiting: they then race for every key.
+      await holder.query('BEGIN');
+      await holder.query(`INSERT INTO ${T.events} (provider, kind, event_id, type) SELECT 'stripe', 'stripe', id, 'hold' FROM unnest($1::text[]) AS id`, [events.map((e) => e.id)]);
+      const since = new Date(Date.now() - 60_000).toISOString();
+      const backfill = oncehook(['backfill', 'stripe', '--since', since, '--all', '--types', 'payment_intent.succeeded']);
+      const redelivery = stripeApi('_redeliver', { ids: events.map((e) => e.id) });
+      await waitFor(
+        async () => {
+          const { rows } = await db.pool.query<{ cli: number; other: number }>(
+            `SELECT count(*) FILTER (WHERE application_name = 'oncehook-cli')::int AS cli, count(*) FILTER (WHERE application_name <> 'oncehook-cli')::int AS other
+               FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`,
+          );
+          return rows[0]!.cli >= 1 && rows[0]!.other >= 1 ? true : null;
+        },
+        { timeoutMs: 8_000, what: 'the backfill and a redelivery both waiting on the same keys' },
+      );
+      await holder.query('ROLLBACK');
+      const [result, redelivered] = await Promise.all([backfill, redelivery]);
+      expect(result.code, result.stdout + result.stderr).toBe(0);
+      expect(redelivered).toMatchObject({ attempted: 50, delivered: 50 });
+      const counts = /listed (\d+), already known (\d+), new (\d+)/.exec(result.stdout)!;
+      expect(Number(counts[1])).toBe(50);
+      expect(Number(counts[2]) + Number(counts[3])).toBe(50);
+      await waitFor(async () => ((await creditsOf('acct_bf_race')).entries === 50 ? true : null), { timeoutMs: 60_000, what: 'every raced top-up credited' });
+      const origins = await eventsOf('race');
+      expect(origins.reduce((sum, o) => sum + o.rows, 0)).toBe(50);
+      expect(origins.reduce((sum, o) => sum + o.n, 0)).toBe(50);
+      expect(origins.find((o) => o.origin === 'backfill')?.n ?? 0).toBe(Number(counts[3]));
+      console.log(`[figure] backfill racing redeliveries of 50 events: backfill claimed ${counts[3]}, redeliveries ${50 - Number(counts[3])}; one event each`);
+      await new Promise((r) => setTimeout(r, 500));
+      expect(await creditsOf('acct_bf_race')).toEqual({ entries: 50, events: 50 });
+    } finally {
+      await holder.query('ROLLBACK').catch(() => {});
+      holder.release();
+      await ingest.close();
+    }
+  });
+
+  it('a 429 is waited out (Retry-After) and the listing goes on; an API that keeps failing exits 1 with what was claimed so far, and a rerun goes on', async () => {
+    await stripeApi('_endpoint', { url: 'http://127.0.0.1:9/nowhere', secret: STRIPE_SECRET });
+    expect(await stripeApi('_events', { events: topUps(250, 'faults') })).toMatchObject({ failed: 250 });
+    const since = new Date(Date.now() - 60_000).toISOString();
+    const window = ['backfill', 'stripe', '--since', since, '--types', 'payment_intent.succeeded'];
+    // Page 1 answered, then Stripe's 500s past the client's own retries.
+    await stripeApi('_faults', { status: 500, times: 10, after: 1 });
+    const failed = await oncehook(window);
+    expect(failed.code).toBe(1);
+    expect(failed.stdout).toMatch(/backfill failed: Stripe's API answered 500/);
+    expect(failed.stdout).toMatch(/until then, stripe .*listed 100, already known 0, new 100 \(claimed, dispatch enqueued\)/);
+    await fetch(`${sandbox.url}/stripe/_faults`, { method: 'DELETE' });
+    // Two 429s with Retry-After: 1, then the pages.
+    await stripeApi('_faults', { status: 429, times: 2, retryAfter: 1 });
+    const limited = await oncehook(window);
+    expect(limited.code, limited.stdout + limited.stderr).toBe(0);
+    expect(limited.stdout.match(/answered 429 \(rate limited\); asking again in 1 s/g)).toHaveLength(2);
+    expect(limited.stdout).toMatch(/listed 250, already known 100, new 150/);
+    await waitFor(async () => ((await creditsOf('acct_bf_faults')).entries === 250 ? true : null), { timeoutMs: 60_000, what: 'every top-up credited' });
+  });
+
+  it('refuses what cannot work, before any claim: a wrong key (the API says so), no key, an unknown source, a provider without such an API, a bad window', async () => {
+    const { rows: before } = await db.pool.query<{ id: string }>(`SELECT coalesce(max(id), 0) AS id FROM ${T.actions}`);
+    const wrongKey = await oncehook(['backfill', 'stripe', '--since', '1h'], { STRIPE_API_KEY: 'rk_test_notthesandboxkey0000' });
+    expect(wrongKey.code).toBe(1);
+    expect(wrongKey.stdout).toMatch(/backfill failed: Stripe's API answered 401: Invalid API Key provided/);
+    const noKey = await oncehook(['backfill', 'stripe', '--since', '1h'], { STRIPE_API_KEY: '' });
+    expect(noKey.code).toBe(1);
+    expect(noKey.stderr + noKey.stdout).toMatch(/STRIPE_API_KEY is not set/);
+    const secretAsKey = await oncehook(['backfill', 'stripe', '--since', '1h'], { STRIPE_API_KEY: STRIPE_SECRET });
+    expect(secretAsKey.code).toBe(1);
+    expect(secretAsKey.stderr + secretAsKey.stdout).toMatch(/not a Stripe secret or restricted key/);
+    const unknown = await oncehook(['backfill', 'strpe', '--since', '1h']);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stdout).toMatch(/no source named "strpe" is configured \(configured: stripe/);
+    const noApi = await oncehook(['backfill', 'github', '--since', '1h'], { GITHUB_WEBHOOK_SECRET: 'a-github-secret-of-some-length' });
+    expect(noApi.code).toBe(1);
+    expect(noApi.stdout).toMatch(/github \(source "github"\) has no API that lists its events.*providers that have one: stripe/);
+    const noSince = await oncehook(['backfill', 'stripe']);
+    expect(noSince.code).toBe(2);
+    expect(noSince.stderr).toMatch(/backfill needs --since/);
+    const backwards = await oncehook(['backfill', 'stripe', '--since', '1h', '--until', '2h']);
+    expect(backwards.code).toBe(2);
+    expect(backwards.stderr).toMatch(/--since .* must be before --until/);
+    const { rows } = await db.pool.query<{ listed: string; failed: string }>(
+      `SELECT detail->>'listed' AS listed, detail->>'failed' AS failed FROM ${T.actions} WHERE mode = 'backfill' AND id > $1`,
+      [before[0]!.id],
+    );
+    // The wrong key's run is recorded (it ran, and failed); the refusals before any call are not.
+    expect(rows).toEqual([{ listed: '0', failed: '1' }]);
+  });
+});
