@@ -52,11 +52,15 @@ async function stripeApi(route: string, body: unknown): Promise<Record<string, n
 }
 
 let n = 0;
-/** Top-ups created now (one credit each through the shop's handler), ids evt_bf_<run>_<i>. */
-function topUps(count: number, tag: string) {
+/**
+ * Top-ups (one credit each through the shop's handler), ids evt_bf_<tag>_<i>, created
+ * `minutesAgo` (each test lists its own window of Stripe's history).
+ */
+function topUps(count: number, tag: string, minutesAgo = 0) {
+  const created = Math.floor(Date.now() / 1000) - minutesAgo * 60;
   return Array.from({ length: count }, () => {
     n += 1;
-    return paymentSucceeded(`evt_bf_${tag}_${n}`, { account: `acct_bf_${tag}`, amount: 100 });
+    return paymentSucceeded(`evt_bf_${tag}_${n}`, { account: `acct_bf_${tag}`, amount: 100, created });
   });
 }
 
@@ -160,7 +164,7 @@ describe('oncehook backfill stripe', () => {
     const holder = await db.pool.connect();
     try {
       await stripeApi('_endpoint', { url: 'http://127.0.0.1:9/nowhere', secret: STRIPE_SECRET });
-      const events = topUps(50, 'race');
+      const events = topUps(50, 'race', 120);
       expect(await stripeApi('_events', { events })).toMatchObject({ failed: 50 });
       await stripeApi('_endpoint', { url: `${ingest.url}/webhooks/stripe`, secret: STRIPE_SECRET });
       // The test inserts every key uncommitted: each claim of them (the backfill's and the
@@ -168,8 +172,7 @@ describe('oncehook backfill stripe', () => {
       // waiting: they then race for every key.
       await holder.query('BEGIN');
       await holder.query(`INSERT INTO ${T.events} (provider, kind, event_id, type) SELECT 'stripe', 'stripe', id, 'hold' FROM unnest($1::text[]) AS id`, [events.map((e) => e.id)]);
-      const since = new Date(Date.now() - 60_000).toISOString();
-      const backfill = oncehook(['backfill', 'stripe', '--since', since, '--all', '--types', 'payment_intent.succeeded']);
+      const backfill = oncehook(['backfill', 'stripe', '--since', '130m', '--until', '110m', '--all', '--types', 'payment_intent.succeeded']);
       const redelivery = stripeApi('_redeliver', { ids: events.map((e) => e.id) });
       await waitFor(
         async () => {
@@ -205,9 +208,8 @@ describe('oncehook backfill stripe', () => {
 
   it('a 429 is waited out (Retry-After) and the listing goes on; an API that keeps failing exits 1 with what was claimed so far, and a rerun goes on', async () => {
     await stripeApi('_endpoint', { url: 'http://127.0.0.1:9/nowhere', secret: STRIPE_SECRET });
-    expect(await stripeApi('_events', { events: topUps(250, 'faults') })).toMatchObject({ failed: 250 });
-    const since = new Date(Date.now() - 60_000).toISOString();
-    const window = ['backfill', 'stripe', '--since', since, '--types', 'payment_intent.succeeded'];
+    expect(await stripeApi('_events', { events: topUps(250, 'faults', 240) })).toMatchObject({ failed: 250 });
+    const window = ['backfill', 'stripe', '--since', '250m', '--until', '230m', '--types', 'payment_intent.succeeded'];
     // Page 1 answered, then Stripe's 500s past the client's own retries.
     await stripeApi('_faults', { status: 500, times: 10, after: 1 });
     const failed = await oncehook(window);
