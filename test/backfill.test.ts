@@ -11,6 +11,7 @@ import path from 'node:path';
 import { paymentSucceeded, ROOT, SOURCE_NODE_ARGS, STRIPE_SECRET, startSandbox, waitFor, type SandboxHandle } from '@oncehook/harness';
 import { SANDBOX_STRIPE_API_KEY } from '@oncehook/sandbox';
 import type { OncehookWorker } from 'oncehook';
+import { createWorkerMetrics } from '@oncehook/shared';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { startIngest, startWorker, T, testEnv, testPrefix, type IngestHandle } from './helpers/stack.js';
@@ -255,5 +256,56 @@ describe('oncehook backfill stripe', () => {
     );
     // The wrong key's run is recorded (it ran, and failed); the refusals before any call are not.
     expect(rows).toEqual([{ listed: '0', failed: '1' }]);
+  });
+});
+
+describe('the scheduled backfill (BACKFILL_SCHEDULE)', () => {
+  it('two workers, one pass per interval fleet-wide: bounded by its API calls it goes on from its cursor, waits out a 429, and claims every missed event once', async () => {
+    // A Stripe account of its own: only this test's events are in its history.
+    const account = await startSandbox();
+    const workers: OncehookWorker[] = [];
+    try {
+      const post = async (route: string, body: unknown) =>
+        (await fetch(`${account.url}/stripe/${route}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })).json();
+      expect(await post('_events', { events: topUps(150, 'sched'), deliver: false })).toMatchObject({ stored: 150 });
+      // The first list call answers 429 twice (Retry-After: 1 s).
+      await post('_faults', { status: 429, times: 2, retryAfter: 1 });
+      const env = { BACKFILL_SCHEDULE: 'stripe=2s/1h', BACKFILL_MAX_CALLS: '1', STRIPE_API_KEY: SANDBOX_STRIPE_API_KEY, STRIPE_API_BASE: account.url };
+      const metrics = [createWorkerMetrics({ defaultMetrics: false }), createWorkerMetrics({ defaultMetrics: false })];
+      for (const m of metrics) workers.push(await startWorker({ databaseUrl: db.url, prefix, sandboxUrl: sandbox.url, env, metrics: m }));
+      await waitFor(async () => ((await creditsOf('acct_bf_sched')).entries === 150 ? true : null), { timeoutMs: 60_000, what: 'the scheduled passes to claim all 150' });
+      const stats = async () => (await (await fetch(`${account.url}/stripe/_stats`)).json()) as { listCalls: number; faultsAnswered: number };
+      expect((await stats()).faultsAnswered).toBe(2);
+      // Two pages of 100 and 50, one per pass (BACKFILL_MAX_CALLS=1): the first pass stopped at
+      // its bound and the next went on from its cursor.
+      const sum = async (name: 'backfillEvents' | 'backfillPasses', labels: Record<string, string>) => {
+        let total = 0;
+        for (const m of metrics)
+          for (const v of (await m[name].get()).values) if (Object.entries(labels).every(([k, x]) => (v.labels as Record<string, unknown>)[k] === x)) total += v.value;
+        return total;
+      };
+      expect(await sum('backfillEvents', { source: 'stripe', result: 'new' })).toBe(150);
+      expect(await eventsOf('sched')).toEqual([{ origin: 'backfill', n: 150, rows: 150 }]);
+      // From now on, one pass per 2 s interval in the whole fleet, each one list call (nothing
+      // new): over 8 s, about 4 calls. Every worker asking at every tick (1 s) would be 16.
+      const before = (await stats()).listCalls;
+      await new Promise((r) => setTimeout(r, 8_000));
+      const calls = (await stats()).listCalls - before;
+      expect(calls).toBeGreaterThanOrEqual(2);
+      expect(calls).toBeLessThanOrEqual(6);
+      // The last pass found a page of known events: the first (100, and a cursor to go on
+      // from) or the second (50, and back to the newest).
+      const { rows } = await db.pool.query<{ cursor: string | null; error: string | null; known: string }>(
+        "SELECT cursor, last_error AS error, last_counts->>'known' AS known FROM oncehook.backfill_schedule WHERE source = 'stripe'",
+      );
+      expect(rows).toHaveLength(1);
+      expect(rows[0]!.error).toBeNull();
+      expect(rows[0]!.known === '100' ? rows[0]!.cursor !== null : rows[0]!.known === '50' && rows[0]!.cursor === null).toBe(true);
+      expect(await sum('backfillEvents', { source: 'stripe', result: 'new' })).toBe(150);
+      expect(await creditsOf('acct_bf_sched')).toEqual({ entries: 150, events: 150 });
+    } finally {
+      for (const w of workers) await w.close();
+      await account.close();
+    }
   });
 });

@@ -79,6 +79,7 @@ it('without the example named, npm run migrate creates no example table, and eve
     expect(await tablesBySchema(pool)).toEqual({
       oncehook: [
         'activity',
+        'backfill_schedule',
         'deliveries',
         'delivery_counts',
         'events',
@@ -183,6 +184,7 @@ it('upgrades a database from before the schema: tables moved, data kept, in-flig
         'oncehook/0013_activity.sql',
         'oncehook/0014_flow_gate.sql',
         'oncehook/0015_event_origin.sql',
+        'oncehook/0016_backfill_schedule.sql',
         'shop/0001_shop.sql',
       ],
       upgradedLegacy: true,
@@ -190,6 +192,7 @@ it('upgrades a database from before the schema: tables moved, data kept, in-flig
     const tables = await tablesBySchema(pool);
     expect(tables.oncehook).toEqual([
       'activity',
+      'backfill_schedule',
       'deliveries',
       'delivery_counts',
       'events',

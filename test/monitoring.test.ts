@@ -43,6 +43,7 @@ it('every alert expression uses exported metrics, and the on-call essentials are
       'OncehookPausedTooLong',
       'OncehookCircuitBreakerOpen',
       'OncehookDestinationFailing',
+      'OncehookBackfillFoundMissedEvents',
     ]),
   );
 });

@@ -1296,4 +1296,12 @@ export const MUTANTS: Mutant[] = [
     replace: '    if (options.dryRun && false) {',
     tests: ['test/backfill.test.ts'],
   },
+  {
+    id: 'backfill-schedule-every-process',
+    guarantee: "one process at a time runs a source's scheduled backfill pass, once per interval fleet-wide (its row's lease)",
+    file: 'packages/core/src/store/sql/backfill-schedule.ts',
+    search: '        WHERE source = $1::text AND next_at <= now() AND (leased_until IS NULL OR leased_until < now())',
+    replace: '        WHERE source = $1::text',
+    tests: ['test/backfill.test.ts'],
+  },
 ];

@@ -195,6 +195,8 @@ export async function startWorker(opts: {
     faults: opts.faults ?? noFaults,
     hooks: opts.hooks,
     metrics: opts.metrics ?? createWorkerMetrics({ defaultMetrics: false }),
+    // The scheduled backfill reads the providers' API keys from here.
+    env: { ...process.env, ...opts.env },
   });
   await worker.start({ reconciler: opts.reconciler ?? false, metricsServer: false });
   return worker;

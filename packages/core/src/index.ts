@@ -32,6 +32,7 @@ export * from './load-handlers.js';
 export * from './migrate.js';
 export * from './operations.js';
 export * from './backfill.js';
+export * from './backfill-scheduler.js';
 export * from './payload-view.js';
 export * from './process-event.js';
 export * from './readiness.js';

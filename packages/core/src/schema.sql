@@ -43,6 +43,18 @@ CREATE TABLE oncehook.activity (
     buckets bigint[]
 );
 
+CREATE TABLE oncehook.backfill_schedule (
+    source text NOT NULL,
+    next_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_token uuid,
+    leased_until timestamp with time zone,
+    cursor text,
+    last_started_at timestamp with time zone,
+    last_finished_at timestamp with time zone,
+    last_counts jsonb,
+    last_error text
+);
+
 CREATE TABLE oncehook.deliveries (
     event_row_id bigint NOT NULL,
     received_at timestamp with time zone DEFAULT now() NOT NULL,
@@ -249,6 +261,9 @@ CREATE TABLE oncehook.steps (
 
 ALTER TABLE ONLY oncehook.activity
     ADD CONSTRAINT activity_pkey PRIMARY KEY (minute, kind, name, result);
+
+ALTER TABLE ONLY oncehook.backfill_schedule
+    ADD CONSTRAINT backfill_schedule_pkey PRIMARY KEY (source);
 
 ALTER TABLE ONLY oncehook.delivery_counts
     ADD CONSTRAINT delivery_counts_pkey PRIMARY KEY (event_row_id);

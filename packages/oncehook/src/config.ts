@@ -10,8 +10,8 @@
  */
 import { z } from 'zod';
 import { ConfigError } from '@oncehook/sdk';
-import { clusterSlotProblem, DEFAULT_ENGINE_SETTINGS, type ClusterSeeds } from '@oncehook/core';
-import { DEFAULT_SCHEMA, destinationHmacKey, PROVIDER_VARIABLES, SCHEMA_NAME_PATTERN, withoutEmpty, type Env } from '@oncehook/shared';
+import { clusterSlotProblem, DEFAULT_ENGINE_SETTINGS, type BackfillScheduleEntry, type ClusterSeeds } from '@oncehook/core';
+import { DEFAULT_SCHEMA, destinationHmacKey, PROVIDERS, PROVIDER_VARIABLES, SCHEMA_NAME_PATTERN, withoutEmpty, type Env } from '@oncehook/shared';
 
 /** A comma-separated variable's entries, trimmed, empty ones dropped. */
 const commaList = (value: string): string[] =>
@@ -19,6 +19,32 @@ const commaList = (value: string): string[] =>
     .split(',')
     .map((entry) => entry.trim())
     .filter(Boolean);
+
+/** `90s`, `15m`, `72h`, `30d` -> milliseconds; null when it is not one. */
+function durationMs(text: string): number | null {
+  const match = /^(\d{1,6})([smhd])$/.exec(text);
+  return match ? Number(match[1]) * { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2] as 's' | 'm' | 'h' | 'd'] : null;
+}
+
+/** One BACKFILL_SCHEDULE entry, `source[:kind]=every/window`, checked against its provider's API. */
+function backfillScheduleEntry(entry: string): BackfillScheduleEntry | Problem {
+  const match = /^([a-z0-9][a-z0-9_-]{0,62})(?::([a-z0-9-]{1,63}))?=([^/]+)\/(.+)$/.exec(entry);
+  if (!match) return new Problem(`"${entry.slice(0, 60)}" is not source=every/window (stripe=15m/72h) or source:kind=every/window`);
+  const [, source, kindGiven, everyText, windowText] = match as unknown as [string, string, string | undefined, string, string];
+  const kind = kindGiven ?? source;
+  const provider = PROVIDERS.find((p) => p.kind === kind);
+  const withApi = PROVIDERS.filter((p) => p.backfill).map((p) => p.kind);
+  if (!provider)
+    return new Problem(`"${entry}": "${kind}" is not a provider kind${kindGiven ? '' : ` (a source named otherwise than its kind is written source:kind=every/window)`}`);
+  if (!provider.backfill) return new Problem(`"${entry}": ${kind} has no API that lists its events; the providers that have one: ${withApi.join(', ')}`);
+  const everyMs = durationMs(everyText);
+  const windowMs = durationMs(windowText);
+  if (everyMs === null || windowMs === null) return new Problem(`"${entry}": every and window are durations like 90s, 15m, 72h, 30d`);
+  if (everyMs < 1_000) return new Problem(`"${entry}": every must be at least 1s`);
+  if (windowMs < everyMs) return new Problem(`"${entry}": the window (${windowText}) must be at least the interval (${everyText}), or events in between are never looked at`);
+  if (windowMs > provider.backfill.history.days * 86_400_000) return new Problem(`"${entry}": ${provider.backfill.history.what}; the window ${windowText} is longer`);
+  return { source, kind, everyMs, windowMs };
+}
 
 /** What is wrong with one entry of a comma-separated variable. */
 class Problem {
@@ -298,6 +324,17 @@ const workerSchema = z.object({
    * handler, and every event is unhandled (see UNHANDLED_EVENTS).
    */
   ONCEHOOK_HANDLERS: z.string().optional(),
+  /**
+   * The scheduled backfill (docs/operating.md, "Recovering missed events"): comma-separated
+   * `source=every/window` (`stripe=15m/72h`), or `source:kind=every/window` for a source named
+   * otherwise than its kind (`stripe-eu:stripe=1h/24h`). Every `every`, the events the provider
+   * could not deliver in the last `window` are listed from its API (its key variable, e.g.
+   * STRIPE_API_KEY, must be set on the workers) and claimed; one worker at a time runs each
+   * source's pass. Empty: none.
+   */
+  BACKFILL_SCHEDULE: commaSeparated(backfillScheduleEntry),
+  /** API calls one scheduled backfill pass makes at most (a page is up to 100 events); the next pass goes on from where it stopped. */
+  BACKFILL_MAX_CALLS: integer(1, 10_000).default(20),
   /**
    * What happens to an event no loaded handler is registered for: `done` (recorded with a
    * note; the default, so an event type you do not care about never piles up as a dead

@@ -103,6 +103,9 @@ export interface WorkerMetrics {
   destinationCalls: Counter<'destination' | 'outcome'>;
   destinationCallSeconds: Histogram<'destination'>;
   destinationInFlight: Gauge<'destination'>;
+  /** The scheduled backfill: each listed event by result (`known`, `new`, `refused`, `expired`); its passes by outcome (`ok`, `error`). */
+  backfillEvents: Counter<'source' | 'result'>;
+  backfillPasses: Counter<'source' | 'outcome'>;
 }
 
 /** The latency buckets of a run attempt (webhook_processing_duration_seconds), seconds; the Activity page's percentiles read them. */
@@ -196,6 +199,18 @@ export function createWorkerMetrics(options: { defaultMetrics?: boolean } = {}):
       name: 'oncehook_destination_in_flight',
       help: 'Calls to each destination in flight now, from this process',
       labelNames: ['destination'],
+      registers,
+    }),
+    backfillEvents: new Counter({
+      name: 'oncehook_backfill_events_total',
+      help: "Events the scheduled backfill listed from a provider's API, by result: known (delivered before), new (never delivered: claimed now), refused, expired",
+      labelNames: ['source', 'result'],
+      registers,
+    }),
+    backfillPasses: new Counter({
+      name: 'oncehook_backfill_passes_total',
+      help: 'Scheduled backfill passes this process ran, by outcome (ok, error: the API refused or failed)',
+      labelNames: ['source', 'outcome'],
       registers,
     }),
   };

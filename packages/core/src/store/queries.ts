@@ -7,6 +7,7 @@
  * and the migrations after it; the current shape in schema.sql.
  */
 import { createActivityQueries } from './activity.js';
+import { createBackfillScheduleQueries } from './backfill-schedule.js';
 import { createClaimQueries } from './claim.js';
 import { createFlowQueries } from './flow.js';
 import { createOperatorQueries } from './operators.js';
@@ -16,6 +17,7 @@ import { tablesFor } from './tables.js';
 
 export * from './rows.js';
 export type { ActivityRow, ActivitySample } from './activity.js';
+export type { BackfillScheduleRow } from './backfill-schedule.js';
 export type { GateRequest, GateResult, PauseRow } from './flow.js';
 export { CLAIM_BODY_STRIPES, DELIVERY_LOG_ROWS } from './sql/claim.js';
 
@@ -30,6 +32,7 @@ export function createQueries(schemaName: string) {
     ...createRecoveryQueries(t),
     ...createOperatorQueries(t),
     ...createActivityQueries(t),
+    ...createBackfillScheduleQueries(t),
   };
 }
 

@@ -20,6 +20,7 @@ export interface Tables {
   RATE_WINDOWS: string;
   HEALTH: string;
   FAILURE_GROUPS: string;
+  BACKFILL_SCHEDULE: string;
 }
 
 export function tablesFor(schemaName: string): Tables {
@@ -39,5 +40,6 @@ export function tablesFor(schemaName: string): Tables {
     RATE_WINDOWS: `${S}.rate_windows`,
     HEALTH: `${S}.handler_health`,
     FAILURE_GROUPS: `${S}.failure_groups`,
+    BACKFILL_SCHEDULE: `${S}.backfill_schedule`,
   };
 }

@@ -27,7 +27,9 @@ import {
   type Queries,
   type WorkerSettings,
   createActivityFlusher,
+  createBackfillScheduler,
   runReadings,
+  type BackfillScheduler,
   type RegisteredHandler,
 } from '@oncehook/core';
 import { observeOutbound, type Handler } from '@oncehook/sdk';
@@ -47,6 +49,8 @@ export interface BuildWorkerOptions {
   hooks?: EngineHooks;
   /** The destinations this worker forwards to (loadDestinations), run beside the handlers. */
   destinations?: readonly Destination[];
+  /** Where the scheduled backfill reads the providers' API keys (default process.env). */
+  env?: Record<string, string | undefined>;
 }
 
 export interface OncehookWorker {
@@ -61,11 +65,13 @@ export interface OncehookWorker {
   metrics: WorkerMetrics;
   log: Logger;
   eventWorker: EventWorker;
+  /** The scheduled backfill (BACKFILL_SCHEDULE); undefined when nothing is scheduled. */
+  backfill: BackfillScheduler | undefined;
   /**
    * Starts the parts: the queue worker, the reconciler loop and the metrics server (each can be
    * left off, for tests that drive one part by hand). Resolves once the queue worker is ready.
    */
-  start(parts?: { reconciler?: boolean; metricsServer?: boolean }): Promise<{ metricsPort: number | null }>;
+  start(parts?: { reconciler?: boolean; metricsServer?: boolean; backfill?: boolean }): Promise<{ metricsPort: number | null }>;
   close(): Promise<void>;
 }
 
@@ -171,6 +177,22 @@ export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], 
       ? createActivityFlusher({ pool, queries, log, intervalMs: config.ACTIVITY_FLUSH_MS, read: () => runReadings(metrics.processingDuration) })
       : undefined;
 
+  const backfill =
+    config.BACKFILL_SCHEDULE.length > 0
+      ? createBackfillScheduler({
+          pool,
+          queries,
+          queue: queues,
+          log,
+          metrics,
+          schedule: config.BACKFILL_SCHEDULE,
+          env: options.env ?? process.env,
+          keyHorizonDays: config.KEY_RETENTION_DAYS,
+          maxCallsPerPass: config.BACKFILL_MAX_CALLS,
+          workerId,
+        })
+      : undefined;
+
   /** GET /readyz: ingest's checks, on this worker's connections. */
   const readiness = () => checkReadiness(pool, () => pingQueue(producer, config.QUEUE_PREFIX, eventQueueNames(config.QUEUE_SHARDS)), producer.backend);
   let metricsServer: Awaited<ReturnType<typeof startMetricsServer>> | undefined;
@@ -185,6 +207,7 @@ export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], 
     metrics,
     log,
     eventWorker,
+    backfill,
     async start(parts = {}) {
       // What this worker runs, for ingest's metric labels and the admin (best effort: a worker
       // must start even if this write fails; the next start retries it).
@@ -194,6 +217,7 @@ export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], 
       if (parts.metricsServer ?? true) metricsServer = await startMetricsServer(metrics.registry, config.METRICS_PORT, config.METRICS_HOST, config.METRICS_TOKEN, readiness);
       if (parts.reconciler ?? true) eventWorker.reconciler.run();
       activity?.start();
+      if (parts.backfill ?? true) backfill?.start();
       for (const worker of eventWorker.workers) void worker.run().catch((error: unknown) => log.error({ err: error }, 'queue worker stopped'));
       await Promise.all(eventWorker.workers.map((worker) => worker.waitUntilReady()));
       return { metricsPort: metricsServer?.port ?? null };
@@ -201,6 +225,7 @@ export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], 
     async close() {
       if (closed) return;
       closed = true;
+      await backfill?.stop();
       await eventWorker.close();
       await activity?.stop();
       await queries.forgetWorkers(pool, workerId).catch((error: unknown) => log.warn({ err: error }, 'could not remove this worker from the handlers it had loaded'));

@@ -38,6 +38,11 @@ export interface BackfillHooks {
   onPage?(calls: number): void;
   /** The provider answered 429: the listing waits this long, then asks again. */
   onRateLimited?(waitMs: number): void;
+  /**
+   * After each page: where a later listing of the same window goes on from (`cursor` of
+   * BackfillContext), or null when this page was the last.
+   */
+  onCursor?(cursor: string | null): void;
 }
 
 /** Settings of one listing, from the environment and the command line. */
@@ -48,6 +53,8 @@ export interface BackfillContext {
   source: { name: string; kind: string };
   /** Stop after this many API calls (a scheduled pass's bound); null: no bound. */
   maxCalls: number | null;
+  /** Go on from here (what onCursor said when an earlier listing stopped at maxCalls); null: from the newest. */
+  cursor?: string | null;
   /** How long to wait at most after one 429 before asking again (ms). */
   maxRateLimitWaitMs: number;
   /** How to sleep (tests shorten it). */

@@ -85,7 +85,7 @@ export const stripeBackfill = (fields: TopLevelFields): BackfillApi => ({
     });
     const sleep = context.sleep ?? sleepMs;
     const seconds = (date: Date) => Math.floor(date.getTime() / 1000);
-    let startingAfter: string | undefined;
+    let startingAfter = context.cursor ?? undefined;
     let calls = 0;
     let limited = 0;
     for (;;) {
@@ -118,7 +118,9 @@ export const stripeBackfill = (fields: TopLevelFields): BackfillApi => ({
       hooks.onPage?.(calls);
       for (const event of page.data) yield toItem(event, context.source, fields);
       const last = page.data.at(-1);
-      if (!page.has_more || !last) return;
+      const more = page.has_more && last !== undefined;
+      hooks.onCursor?.(more ? last.id : null);
+      if (!more) return;
       startingAfter = last.id;
     }
   },
