@@ -56,12 +56,23 @@ export function sendersTable(): string {
   return rows.join('\n');
 }
 
-/** Every provider's variables (the adapters', then the table senders', then their APIs' for backfill), from the provider list. */
+/** Every provider's variables (the adapters', then the table senders'), from the provider list. */
 export function providerVariableRows(): string {
   const rows: string[] = ['| Variable | Default | Meaning |', '|---|---|---|'];
-  for (const variable of [...PROVIDER_VARIABLES, ...BACKFILL_VARIABLES])
-    rows.push(`| \`${variable.name}\` | ${variable.shown === 'unset' ? 'unset' : `\`${variable.shown}\``} | ${variable.meaning} |`);
+  for (const variable of PROVIDER_VARIABLES) rows.push(`| \`${variable.name}\` | ${variable.shown === 'unset' ? 'unset' : `\`${variable.shown}\``} | ${variable.meaning} |`);
   return rows.join('\n');
+}
+
+/** The variables of the providers' APIs, read by the scheduled backfill on the workers and by `oncehook backfill`. */
+export function backfillVariableRows(): string {
+  const rows: string[] = ['| Variable | Default | Meaning |', '|---|---|---|'];
+  for (const variable of BACKFILL_VARIABLES) rows.push(`| \`${variable.name}\` | ${variable.shown === 'unset' ? 'unset' : `\`${variable.shown}\``} | ${variable.meaning} |`);
+  return rows.join('\n');
+}
+
+/** The worker services' environment entries of the providers' API variables (docker-compose.yml). */
+export function backfillComposeEnv(): string {
+  return BACKFILL_VARIABLES.map((variable) => `    ${variable.name}: \${${variable.name}:-}`).join('\n');
 }
 
 /** The ingest service's environment entries of every provider variable (docker-compose.yml). */
@@ -72,7 +83,7 @@ export function providerComposeEnv(): string {
 /** `text` with the lines between `<!-- senders:<name> -->` and `<!-- /senders:<name> -->` replaced. */
 export function between(text: string, name: string, content: string): string | null {
   const open = `<!-- senders:${name} -->`;
-  const close = name === 'compose' ? `      # <!-- /senders:${name} -->` : `<!-- /senders:${name} -->`;
+  const close = name === 'compose' ? `      # <!-- /senders:${name} -->` : name === 'compose-backfill' ? `    # <!-- /senders:${name} -->` : `<!-- /senders:${name} -->`;
   const start = text.indexOf(open);
   const end = text.indexOf(close);
   if (start === -1 || end === -1 || end < start) return null;
@@ -84,7 +95,9 @@ if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(import.met
   for (const [file, name, content] of [
     ['docs/providers.md', 'table', sendersTable()],
     ['README.md', 'variables', providerVariableRows()],
+    ['README.md', 'backfill-variables', backfillVariableRows()],
     ['docker-compose.yml', 'compose', providerComposeEnv()],
+    ['docker-compose.yml', 'compose-backfill', backfillComposeEnv()],
   ] as const) {
     const full = path.join(ROOT, file);
     const text = readFileSync(full, 'utf8');

@@ -9,9 +9,10 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { paymentSucceeded, ROOT, SOURCE_NODE_ARGS, STRIPE_SECRET, startSandbox, waitFor, type SandboxHandle } from '@oncehook/harness';
-import { SANDBOX_STRIPE_API_KEY } from '@oncehook/sandbox';
+import { SANDBOX_GITHUB_TOKEN, SANDBOX_STRIPE_API_KEY } from '@oncehook/sandbox';
+import { defineHandler } from '@oncehook/sdk';
 import type { OncehookWorker } from 'oncehook';
-import { createWorkerMetrics } from '@oncehook/shared';
+import { createGitHubSource, createWorkerMetrics } from '@oncehook/shared';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { startIngest, startWorker, T, testEnv, testPrefix, type IngestHandle } from './helpers/stack.js';
@@ -109,12 +110,12 @@ describe('oncehook backfill stripe', () => {
 
       const dry = await oncehook(['backfill', 'stripe', '--since', '1h', '--dry-run']);
       expect(dry.code, dry.stdout + dry.stderr).toBe(0);
-      expect(dry.stdout).toMatch(/dry run: nothing claimed.*listed 500, already known 0, new 500 \(would be claimed\), refused 0 \(5 API calls\)/);
+      expect(dry.stdout).toMatch(/dry run: nothing claimed.*listed 500, already known 0, new 500 \(would be claimed\), refused 0 \(5 pages listed\)/);
       expect(await eventsOf('out')).toEqual([{ origin: 'delivery', n: 100, rows: 100 }]);
 
       const first = await oncehook(['backfill', 'stripe', '--since', '1h']);
       expect(first.code, first.stdout + first.stderr).toBe(0);
-      expect(first.stdout).toMatch(/listed 500, already known 0, new 500 \(claimed, dispatch enqueued\), refused 0 \(5 API calls\)/);
+      expect(first.stdout).toMatch(/listed 500, already known 0, new 500 \(claimed, dispatch enqueued\), refused 0 \(5 pages listed\)/);
       await waitFor(async () => ((await creditsOf('acct_bf_out')).entries === 600 ? true : null), { timeoutMs: 60_000, what: 'the 500 backfilled top-ups credited' });
       expect(await creditsOf('acct_bf_out')).toEqual({ entries: 600, events: 600 });
       expect(await eventsOf('out')).toEqual([
@@ -222,7 +223,7 @@ describe('oncehook backfill stripe', () => {
     await stripeApi('_faults', { status: 429, times: 2, retryAfter: 1 });
     const limited = await oncehook(window);
     expect(limited.code, limited.stdout + limited.stderr).toBe(0);
-    expect(limited.stdout.match(/answered 429 \(rate limited\); asking again in 1 s/g)).toHaveLength(2);
+    expect(limited.stdout.match(/API is rate limiting us; asking again in 1 s/g)).toHaveLength(2);
     expect(limited.stdout).toMatch(/listed 250, already known 100, new 150/);
     await waitFor(async () => ((await creditsOf('acct_bf_faults')).entries === 250 ? true : null), { timeoutMs: 60_000, what: 'every top-up credited' });
   });
@@ -241,9 +242,9 @@ describe('oncehook backfill stripe', () => {
     const unknown = await oncehook(['backfill', 'strpe', '--since', '1h']);
     expect(unknown.code).toBe(1);
     expect(unknown.stdout).toMatch(/no source named "strpe" is configured \(configured: stripe/);
-    const noApi = await oncehook(['backfill', 'github', '--since', '1h'], { GITHUB_WEBHOOK_SECRET: 'a-github-secret-of-some-length' });
+    const noApi = await oncehook(['backfill', 'shopify', '--since', '1h'], { SHOPIFY_WEBHOOK_SECRET: 'a-shopify-secret-of-some-length' });
     expect(noApi.code).toBe(1);
-    expect(noApi.stdout).toMatch(/github \(source "github"\) has no API that lists its events.*providers that have one: stripe/);
+    expect(noApi.stdout).toMatch(/shopify \(source "shopify"\) has no API that lists its events.*providers that have one: stripe, github/);
     const noSince = await oncehook(['backfill', 'stripe']);
     expect(noSince.code).toBe(2);
     expect(noSince.stderr).toMatch(/backfill needs --since/);
@@ -306,6 +307,76 @@ describe('the scheduled backfill (BACKFILL_SCHEDULE)', () => {
     } finally {
       for (const w of workers) await w.close();
       await account.close();
+    }
+  });
+});
+
+describe('oncehook backfill github', () => {
+  it('after an outage of ingest, claims exactly the deliveries GitHub could not make (each fetched with its request), each handled once; a rate limit is waited out; a second run finds nothing new', async () => {
+    const ghPrefix = testPrefix();
+    const GH_SECRET = 'backfill-test-github-secret-0123456789';
+    await db.pool.query('CREATE TABLE IF NOT EXISTS gh_effects (event_id text NOT NULL)');
+    const handler = defineHandler({ name: 'gh-issues', source: 'github', type: 'issues.opened' }, async (event, ctx) => {
+      await ctx.transaction('record', async (tx) => void (await tx.query('INSERT INTO gh_effects (event_id) VALUES ($1)', [event.eventId])), { final: true });
+    });
+    const ghWorker = await startWorker({ databaseUrl: db.url, prefix: ghPrefix, handlers: [handler] });
+    const sources = () => new Map([['github', createGitHubSource({ secrets: [GH_SECRET] })]]);
+    let ingest = await startIngest({ databaseUrl: db.url, prefix: ghPrefix, sources: sources() });
+    const api = async (route: string, body: unknown) =>
+      (await (await fetch(`${sandbox.url}/github/${route}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })).json()) as Record<
+        string,
+        number
+      >;
+    let issue = 0;
+    const issues = (count: number) =>
+      Array.from({ length: count }, () => ({
+        event: 'issues',
+        payload: { action: 'opened', issue: { number: ++issue, title: `issue ${issue}` }, repository: { full_name: 'octo/shop' } },
+      }));
+    const effects = async () => (await db.pool.query<{ n: number; events: number }>('SELECT count(*)::int AS n, count(DISTINCT event_id)::int AS events FROM gh_effects')).rows[0]!;
+    const env = {
+      GITHUB_WEBHOOK_SECRET: GH_SECRET,
+      GITHUB_API_TOKEN: SANDBOX_GITHUB_TOKEN,
+      GITHUB_BACKFILL_HOOK: 'octo/shop/12345',
+      GITHUB_API_BASE: sandbox.url,
+      QUEUE_PREFIX: ghPrefix,
+    };
+    try {
+      await api('_endpoint', { url: `${ingest.url}/webhooks/github`, secret: GH_SECRET });
+      expect(await api('_events', { events: issues(20) })).toMatchObject({ delivered: 20 });
+      await ingest.close();
+      expect(await api('_events', { events: issues(130) })).toMatchObject({ failed: 130 });
+      ingest = await startIngest({ databaseUrl: db.url, prefix: ghPrefix, sources: sources() });
+      await api('_endpoint', { url: `${ingest.url}/webhooks/github`, secret: GH_SECRET });
+      await waitFor(async () => ((await effects()).n === 20 ? true : null), { timeoutMs: 20_000, what: 'the 20 delivered issues handled' });
+      // The first list call hits GitHub's rate limit (403, x-ratelimit-remaining: 0).
+      await api('_faults', { status: 403, times: 1 });
+      const first = await oncehook(['backfill', 'github', '--since', '1h'], env);
+      expect(first.code, first.stdout + first.stderr).toBe(0);
+      expect(first.stdout).toMatch(/API is rate limiting us; asking again in [01] s/);
+      expect(first.stdout).toMatch(/listed 130, already known 0, new 130 \(claimed, dispatch enqueued\), refused 0 \(2 pages listed\)/);
+      await waitFor(async () => ((await effects()).n === 150 ? true : null), { timeoutMs: 60_000, what: 'the 130 backfilled issues handled' });
+      expect(await effects()).toEqual({ n: 150, events: 150 });
+      const { rows } = await db.pool.query<{ origin: string; n: number }>(
+        `SELECT origin, count(*)::int AS n FROM ${T.events} WHERE provider = 'github' AND event_id LIKE '12345:%' GROUP BY origin ORDER BY origin`,
+      );
+      expect(rows).toEqual([
+        { origin: 'backfill', n: 130 },
+        { origin: 'delivery', n: 20 },
+      ]);
+      const second = await oncehook(['backfill', 'github', '--since', '1h'], env);
+      expect(second.code).toBe(0);
+      expect(second.stdout).toMatch(/listed 130, already known 130, new 0/);
+      // GitHub redelivers every one (the same GUIDs): all duplicates, nothing handled twice;
+      // after it, the failed deliveries have a successful redelivery: nothing left to list.
+      expect(await api('_redeliver', {})).toMatchObject({ attempted: 150, delivered: 150 });
+      const third = await oncehook(['backfill', 'github', '--since', '1h'], env);
+      expect(third.stdout).toMatch(/listed 0, already known 0, new 0/);
+      await new Promise((r) => setTimeout(r, 500));
+      expect(await effects()).toEqual({ n: 150, events: 150 });
+    } finally {
+      await ingest.close();
+      await ghWorker.close();
     }
   });
 });

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { PROVIDER_KINDS, SENDER_SCHEMES } from '@oncehook/shared';
 import { ROOT } from '@oncehook/harness';
 import { describe, expect, it } from 'vitest';
-import { between, providerComposeEnv, sendersTable, providerVariableRows } from '../scripts/senders-docs.js';
+import { backfillComposeEnv, backfillVariableRows, between, providerComposeEnv, sendersTable, providerVariableRows } from '../scripts/senders-docs.js';
 
 const read = (file: string) => readFileSync(path.join(ROOT, file), 'utf8');
 
@@ -17,6 +17,8 @@ describe('the senders described as data, documented', () => {
     ['docs/providers.md', 'table', sendersTable],
     ['README.md', 'variables', providerVariableRows],
     ['docker-compose.yml', 'compose', providerComposeEnv],
+    ['README.md', 'backfill-variables', backfillVariableRows],
+    ['docker-compose.yml', 'compose-backfill', backfillComposeEnv],
   ] as const)('%s (%s) is what `npm run docs:senders` writes', (file, name, content) => {
     const text = read(file);
     expect(between(text, name, content()), `${file} has the senders:${name} markers`).not.toBeNull();

@@ -20,6 +20,8 @@
  *   GET  /work/stats               those measurements (flow-control tests read them)
  *   GET  /v1/events, /stripe/_*    Stripe's events API and its webhook deliveries, for
  *                                  `oncehook backfill stripe` (stripe-events-api.ts)
+ *   GET  /repos/.../deliveries, /github/_*   GitHub's hook deliveries API and its deliveries,
+ *                                  for `oncehook backfill github` (github-deliveries-api.ts)
  *   GET  /stats                    effects actually applied, per service and per key
  *   POST /faults                   inject a fault rule (see FaultRule); DELETE /faults clears
  *   POST /reset                    forget everything
@@ -36,8 +38,10 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { Hono, type Context } from 'hono';
+import { createGitHubDeliveriesApi } from './github-deliveries-api.js';
 import { createStripeEventsApi } from './stripe-events-api.js';
 
+export { SANDBOX_GITHUB_HOOK, SANDBOX_GITHUB_TOKEN } from './github-deliveries-api.js';
 export { SANDBOX_STRIPE_API_KEY } from './stripe-events-api.js';
 
 export type Service = 'payment' | 'email' | 'fulfilment';
@@ -351,6 +355,8 @@ export function createSandbox(): Sandbox {
 
   const stripeEvents = createStripeEventsApi();
   stripeEvents.routes(app);
+  const githubDeliveries = createGitHubDeliveriesApi();
+  githubDeliveries.routes(app);
 
   app.post('/work/tasks', (c) => workApi.call(c));
   app.get('/work/stats', (c) => c.json(workApi.stats()));
@@ -364,6 +370,7 @@ export function createSandbox(): Sandbox {
       effects.reset();
       workApi.reset();
       stripeEvents.reset();
+      githubDeliveries.reset();
     },
   };
 

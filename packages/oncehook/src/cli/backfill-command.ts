@@ -71,7 +71,9 @@ and destinations like any other. Providers with such an API: ${withBackfill()}.
   --actor NAME   recorded with the run (default $USER)
   --verbose      one line per event
 
-Stripe: STRIPE_API_KEY (a restricted key with Events: Read), STRIPE_API_BASE. Uses
+Stripe: STRIPE_API_KEY (a restricted key with Events: Read), STRIPE_API_BASE. GitHub:
+GITHUB_API_TOKEN (Webhooks: read), GITHUB_BACKFILL_HOOK (<owner>/<repo>/<hook id> or
+org/<org>/<hook id>), GITHUB_API_BASE. Uses
 DATABASE_URL, ONCEHOOK_SCHEMA, the queue's variables and KEY_RETENTION_DAYS. Exit 1 when the
 provider's API refused or failed (what was claimed until then stays claimed; run it again:
 those are then duplicates). See docs/operating.md, "Recovering missed events".`,
@@ -129,12 +131,12 @@ those are then duplicates). See docs/operating.md, "Recovering missed events".`,
         { env: apiEnv, source: { name: declaration.name, kind: declaration.kind }, maxCalls: null, maxRateLimitWaitMs: MAX_RATE_LIMIT_WAIT_MS },
         { since, until, types, all: values.all === true },
         {
-          onPage(calls) {
-            pages = calls;
-            if (calls % PROGRESS_EVERY_PAGES === 0) out(`backfill: ${calls} pages so far: ${describeCounts(counts, dryRun)}`);
+          onPage() {
+            pages += 1;
+            if (pages % PROGRESS_EVERY_PAGES === 0) out(`backfill: ${pages} pages so far: ${describeCounts(counts, dryRun)}`);
           },
           onRateLimited(waitMs) {
-            out(`backfill: the provider answered 429 (rate limited); asking again in ${Math.ceil(waitMs / 1000)} s`);
+            out(`backfill: the provider's API is rate limiting us; asking again in ${Math.ceil(waitMs / 1000)} s`);
           },
         },
       );
@@ -160,7 +162,7 @@ those are then duplicates). See docs/operating.md, "Recovering missed events".`,
         if (!(error instanceof BackfillApiError)) throw error;
         failure = error.message;
       }
-      const summary = `${declaration.name} ${since.toISOString()} .. ${until.toISOString()}: ${describeCounts(counts, dryRun)} (${pages} API call${pages === 1 ? '' : 's'})`;
+      const summary = `${declaration.name} ${since.toISOString()} .. ${until.toISOString()}: ${describeCounts(counts, dryRun)} (${pages} page${pages === 1 ? '' : 's'} listed)`;
       if (!dryRun) await queries.recordBackfill(pool, declaration.name, actor, what, { ...counts, pages, failed: failure === null ? 0 : 1 });
       if (failure !== null) {
         out(`backfill failed: ${failure}`);

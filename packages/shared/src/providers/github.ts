@@ -27,7 +27,9 @@ import { GITHUB_PAYLOADS } from '../signing/adapter-fixtures.js';
 import { JSON_CONTENT, bodyText, hmacParts } from '../signing/sign-helpers.js';
 import { defineAdapter, secretsVariable, type SignedDelivery, type SignedDeliveryOptions } from './descriptor.js';
 import { VerificationError } from '../errors.js';
+import { githubBackfill } from './github-backfill.js';
 import { requireBodySignature } from './hmac.js';
+import type { VerifiedEvent } from '../verified-event.js';
 import { bodyHash, checkEventId, checkEventType, headerSignedSource, compactMeta, parseJsonObject, requireHeader, type DeliveryRequest, type WebhookSource } from './types.js';
 
 export interface GitHubSourceOptions {
@@ -117,27 +119,48 @@ export function createGitHubSource(options: GitHubSourceOptions): WebhookSource 
   return headerSignedSource('github', options, 'GitHub webhook', parseHeaders, (request, { signature, delivery, hookId, eventName }, name) => {
     requireBodySignature(options.secrets, request.rawBody, 'hex', signature, 'X-Hub-Signature-256');
 
-    const eventId = checkEventId(`${hookId}:${delivery}`, 'X-GitHub-Hook-ID:X-GitHub-Delivery');
-    const { text, json } = parseJsonObject(githubJson(request), 'GitHub event');
-    const field = GITHUB_EVENT_FIELDS[eventName];
-    if (field !== undefined && !(field in json)) {
-      throw new VerificationError(400, 'malformed_payload', `X-GitHub-Event is "${eventName}" but the body has no "${field}": the header does not belong to this body`);
-    }
-    const type = checkEventType(typeof json.action === 'string' ? `${eventName}.${json.action}` : eventName, 'X-GitHub-Event');
     return {
-      event: {
-        provider: name,
-        kind: 'github',
-        eventId,
-        type,
-        signedAt: null,
-        rawBody: text,
-        payload: json,
-        meta: compactMeta({ hookId, delivery, event: eventName, targetType: request.header('X-GitHub-Hook-Installation-Target-Type') }),
-        bodyHash: dedupeOnBody ? bodyHash(request.rawBody) : null,
-      },
+      event: githubEvent(
+        name,
+        { delivery, hookId, eventName, targetType: request.header('X-GitHub-Hook-Installation-Target-Type') },
+        githubJson(request),
+        dedupeOnBody ? bodyHash(request.rawBody) : null,
+      ),
     };
   });
+}
+
+/**
+ * The event of a GitHub delivery whose authenticity is established (its signature verified, or
+ * read from GitHub's API with the account's token: github-backfill.ts): the id
+ * `<hook id>:<delivery>`, the type `event[.action]`, the event name checked against the body.
+ * Throws VerificationError.
+ */
+export function githubEvent(
+  source: string,
+  headers: { delivery: string; hookId: string; eventName: string; targetType: string | null },
+  json: Buffer,
+  hash: Buffer | null,
+): VerifiedEvent {
+  const { delivery, hookId, eventName } = headers;
+  const eventId = checkEventId(`${hookId}:${delivery}`, 'X-GitHub-Hook-ID:X-GitHub-Delivery');
+  const parsed = parseJsonObject(json, 'GitHub event');
+  const field = GITHUB_EVENT_FIELDS[eventName];
+  if (field !== undefined && !(field in parsed.json)) {
+    throw new VerificationError(400, 'malformed_payload', `X-GitHub-Event is "${eventName}" but the body has no "${field}": the header does not belong to this body`);
+  }
+  const type = checkEventType(typeof parsed.json.action === 'string' ? `${eventName}.${parsed.json.action}` : eventName, 'X-GitHub-Event');
+  return {
+    provider: source,
+    kind: 'github',
+    eventId,
+    type,
+    signedAt: null,
+    rawBody: parsed.text,
+    payload: parsed.json,
+    meta: compactMeta({ hookId, delivery, event: eventName, targetType: headers.targetType }),
+    bodyHash: hash,
+  };
 }
 
 /**
@@ -175,4 +198,5 @@ export const GITHUB_ADAPTER = defineAdapter({
   create: createGitHubSource,
   sign: signGitHubDelivery,
   payloads: GITHUB_PAYLOADS,
+  backfill: githubBackfill(githubEvent),
 });
