@@ -13,7 +13,8 @@ import { SANDBOX_GITHUB_TOKEN, SANDBOX_STRIPE_API_KEY } from '@oncehook/sandbox'
 import { defineHandler } from '@oncehook/sdk';
 import type { OncehookWorker } from 'oncehook';
 import { createGitHubSource, createWorkerMetrics } from '@oncehook/shared';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { runCli } from '../packages/oncehook/src/cli/main.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { startIngest, startWorker, T, testEnv, testPrefix, type IngestHandle } from './helpers/stack.js';
 
@@ -45,6 +46,27 @@ function oncehook(args: string[], env: Record<string, string> = {}): Promise<{ c
     child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
+}
+
+/**
+ * The same command in this process (what the entry point runs), for the refusals: a process
+ * each would cost a second of CPU; the runs above prove the process wiring.
+ */
+async function oncehookHere(args: string[], env: Record<string, string> = {}): Promise<{ code: number | 'running'; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => ((stdout += String(chunk)), true));
+  const err = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => ((stderr += String(chunk)), true));
+  const saved = { ...process.env };
+  Object.assign(process.env, testEnv({ databaseUrl: db.url, prefix }), { USER: 'backfill-test', STRIPE_API_KEY: SANDBOX_STRIPE_API_KEY, STRIPE_API_BASE: sandbox.url }, env);
+  for (const [name, value] of Object.entries(env)) if (value === '') delete process.env[name];
+  try {
+    return { code: await runCli(args, []), stdout, stderr };
+  } finally {
+    out.mockRestore();
+    err.mockRestore();
+    process.env = saved;
+  }
 }
 
 async function stripeApi(route: string, body: unknown): Promise<Record<string, number>> {
@@ -230,25 +252,25 @@ describe('oncehook backfill stripe', () => {
 
   it('refuses what cannot work, before any claim: a wrong key (the API says so), no key, an unknown source, a provider without such an API, a bad window', async () => {
     const { rows: before } = await db.pool.query<{ id: string }>(`SELECT coalesce(max(id), 0) AS id FROM ${T.actions}`);
-    const wrongKey = await oncehook(['backfill', 'stripe', '--since', '1h'], { STRIPE_API_KEY: 'rk_test_notthesandboxkey0000' });
+    const wrongKey = await oncehookHere(['backfill', 'stripe', '--since', '1h'], { STRIPE_API_KEY: 'rk_test_notthesandboxkey0000' });
     expect(wrongKey.code).toBe(1);
     expect(wrongKey.stdout).toMatch(/backfill failed: Stripe's API answered 401: Invalid API Key provided/);
-    const noKey = await oncehook(['backfill', 'stripe', '--since', '1h'], { STRIPE_API_KEY: '' });
+    const noKey = await oncehookHere(['backfill', 'stripe', '--since', '1h'], { STRIPE_API_KEY: '' });
     expect(noKey.code).toBe(1);
     expect(noKey.stderr + noKey.stdout).toMatch(/STRIPE_API_KEY is not set/);
-    const secretAsKey = await oncehook(['backfill', 'stripe', '--since', '1h'], { STRIPE_API_KEY: STRIPE_SECRET });
+    const secretAsKey = await oncehookHere(['backfill', 'stripe', '--since', '1h'], { STRIPE_API_KEY: STRIPE_SECRET });
     expect(secretAsKey.code).toBe(1);
     expect(secretAsKey.stderr + secretAsKey.stdout).toMatch(/not a Stripe secret or restricted key/);
-    const unknown = await oncehook(['backfill', 'strpe', '--since', '1h']);
+    const unknown = await oncehookHere(['backfill', 'strpe', '--since', '1h']);
     expect(unknown.code).toBe(1);
     expect(unknown.stdout).toMatch(/no source named "strpe" is configured \(configured: stripe/);
-    const noApi = await oncehook(['backfill', 'shopify', '--since', '1h'], { SHOPIFY_WEBHOOK_SECRET: 'a-shopify-secret-of-some-length' });
+    const noApi = await oncehookHere(['backfill', 'shopify', '--since', '1h'], { SHOPIFY_WEBHOOK_SECRET: 'a-shopify-secret-of-some-length' });
     expect(noApi.code).toBe(1);
     expect(noApi.stdout).toMatch(/shopify \(source "shopify"\) has no API that lists its events.*providers that have one: stripe, github/);
-    const noSince = await oncehook(['backfill', 'stripe']);
+    const noSince = await oncehookHere(['backfill', 'stripe']);
     expect(noSince.code).toBe(2);
     expect(noSince.stderr).toMatch(/backfill needs --since/);
-    const backwards = await oncehook(['backfill', 'stripe', '--since', '1h', '--until', '2h']);
+    const backwards = await oncehookHere(['backfill', 'stripe', '--since', '1h', '--until', '2h']);
     expect(backwards.code).toBe(2);
     expect(backwards.stderr).toMatch(/--since .* must be before --until/);
     const { rows } = await db.pool.query<{ listed: string; failed: string }>(
