@@ -55,8 +55,14 @@ function oncehook(args: string[], env: Record<string, string> = {}): Promise<{ c
 async function oncehookHere(args: string[], env: Record<string, string> = {}): Promise<{ code: number | 'running'; stdout: string; stderr: string }> {
   let stdout = '';
   let stderr = '';
-  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => ((stdout += String(chunk)), true));
-  const err = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => ((stderr += String(chunk)), true));
+  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
+    stdout += String(chunk);
+    return true;
+  });
+  const err = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
+    stderr += String(chunk);
+    return true;
+  });
   const saved = { ...process.env };
   Object.assign(process.env, testEnv({ databaseUrl: db.url, prefix }), { USER: 'backfill-test', STRIPE_API_KEY: SANDBOX_STRIPE_API_KEY, STRIPE_API_BASE: sandbox.url }, env);
   for (const [name, value] of Object.entries(env)) if (value === '') delete process.env[name];
