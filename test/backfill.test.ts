@@ -9,10 +9,10 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { paymentSucceeded, ROOT, SOURCE_NODE_ARGS, STRIPE_SECRET, startSandbox, waitFor, type SandboxHandle } from '@oncehook/harness';
-import { SANDBOX_GITHUB_TOKEN, SANDBOX_STRIPE_API_KEY } from '@oncehook/sandbox';
+import { SANDBOX_GITHUB_TOKEN, SANDBOX_PADDLE_API_KEY, SANDBOX_STRIPE_API_KEY } from '@oncehook/sandbox';
 import { defineHandler } from '@oncehook/sdk';
 import type { OncehookWorker } from 'oncehook';
-import { createGitHubSource, createWorkerMetrics } from '@oncehook/shared';
+import { createGitHubSource, createPaddleSource, createWorkerMetrics } from '@oncehook/shared';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { runCli } from '../packages/oncehook/src/cli/main.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
@@ -405,6 +405,53 @@ describe('oncehook backfill github', () => {
     } finally {
       await ingest.close();
       await ghWorker.close();
+    }
+  });
+});
+
+describe('oncehook backfill paddle', () => {
+  it('after an outage of ingest, claims exactly the notifications Paddle could not deliver, each handled once; a 429 is waited out; a second run finds nothing new', async () => {
+    const pdPrefix = testPrefix();
+    const PD_SECRET = 'pdl_ntfset_01backfilltestsecret0123456789';
+    await db.pool.query('CREATE TABLE IF NOT EXISTS pd_effects (event_id text NOT NULL)');
+    const handler = defineHandler({ name: 'pd-transactions', source: 'paddle', type: 'transaction.completed' }, async (event, ctx) => {
+      await ctx.transaction('record', async (tx) => void (await tx.query('INSERT INTO pd_effects (event_id) VALUES ($1)', [event.eventId])), { final: true });
+    });
+    const pdWorker = await startWorker({ databaseUrl: db.url, prefix: pdPrefix, handlers: [handler] });
+    const sources = () => new Map([['paddle', createPaddleSource({ secrets: [PD_SECRET] })]]);
+    let ingest = await startIngest({ databaseUrl: db.url, prefix: pdPrefix, sources: sources() });
+    const api = async (route: string, body: unknown) =>
+      (await (await fetch(`${sandbox.url}/paddle/${route}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })).json()) as Record<
+        string,
+        number
+      >;
+    let txn = 0;
+    const completed = (count: number) =>
+      Array.from({ length: count }, () => {
+        txn += 1;
+        return { event_id: `evt_pd_${txn}`, event_type: 'transaction.completed', occurred_at: new Date().toISOString(), data: { id: `txn_${txn}`, status: 'completed' } };
+      });
+    const effects = async () => (await db.pool.query<{ n: number; events: number }>('SELECT count(*)::int AS n, count(DISTINCT event_id)::int AS events FROM pd_effects')).rows[0]!;
+    const env = { PADDLE_WEBHOOK_SECRET: PD_SECRET, PADDLE_API_KEY: SANDBOX_PADDLE_API_KEY, PADDLE_API_BASE: sandbox.url, QUEUE_PREFIX: pdPrefix };
+    try {
+      await api('_endpoint', { url: `${ingest.url}/webhooks/paddle`, secret: PD_SECRET });
+      expect(await api('_events', { events: completed(10) })).toMatchObject({ delivered: 10 });
+      await ingest.close();
+      expect(await api('_events', { events: completed(250) })).toMatchObject({ failed: 250 });
+      ingest = await startIngest({ databaseUrl: db.url, prefix: pdPrefix, sources: sources() });
+      await waitFor(async () => ((await effects()).n === 10 ? true : null), { timeoutMs: 20_000, what: 'the 10 delivered transactions handled' });
+      await api('_faults', { status: 429, times: 1, retryAfter: 1 });
+      const first = await oncehook(['backfill', 'paddle', '--since', '1h'], env);
+      expect(first.code, first.stdout + first.stderr).toBe(0);
+      expect(first.stdout).toMatch(/API is rate limiting us; asking again in 1 s/);
+      expect(first.stdout).toMatch(/listed 250, already known 0, new 250 \(claimed, dispatch enqueued\), refused 0 \(2 pages listed\)/);
+      await waitFor(async () => ((await effects()).n === 260 ? true : null), { timeoutMs: 60_000, what: 'the 250 backfilled transactions handled' });
+      const second = await oncehook(['backfill', 'paddle', '--since', '1h', '--all'], env);
+      expect(second.stdout).toMatch(/listed 260, already known 260, new 0/);
+      expect(await effects()).toEqual({ n: 260, events: 260 });
+    } finally {
+      await ingest.close();
+      await pdWorker.close();
     }
   });
 });

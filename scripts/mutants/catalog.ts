@@ -1320,4 +1320,12 @@ export const MUTANTS: Mutant[] = [
     replace: '        if (!ok) seen.add(delivery.guid);',
     tests: ['test/backfill.test.ts'],
   },
+  {
+    id: 'paddle-backfill-lists-delivered',
+    guarantee: 'the Paddle backfill lists only the notifications Paddle could not deliver',
+    file: 'packages/shared/src/providers/paddle-backfill.ts',
+    search: "    if (!query.all) first.searchParams.set('status', 'failed,needs_retry,not_attempted');",
+    replace: "    if (!query.all) first.searchParams.set('status', 'failed,needs_retry,not_attempted,delivered');",
+    tests: ['test/backfill.test.ts'],
+  },
 ];

@@ -22,6 +22,8 @@
  *                                  `oncehook backfill stripe` (stripe-events-api.ts)
  *   GET  /repos/.../deliveries, /github/_*   GitHub's hook deliveries API and its deliveries,
  *                                  for `oncehook backfill github` (github-deliveries-api.ts)
+ *   GET  /notifications, /paddle/_*  Paddle Billing's notifications API and its deliveries,
+ *                                  for `oncehook backfill paddle` (paddle-notifications-api.ts)
  *   GET  /stats                    effects actually applied, per service and per key
  *   POST /faults                   inject a fault rule (see FaultRule); DELETE /faults clears
  *   POST /reset                    forget everything
@@ -39,9 +41,11 @@ import { createHash, randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { Hono, type Context } from 'hono';
 import { createGitHubDeliveriesApi } from './github-deliveries-api.js';
+import { createPaddleNotificationsApi } from './paddle-notifications-api.js';
 import { createStripeEventsApi } from './stripe-events-api.js';
 
 export { SANDBOX_GITHUB_HOOK, SANDBOX_GITHUB_TOKEN } from './github-deliveries-api.js';
+export { SANDBOX_PADDLE_API_KEY } from './paddle-notifications-api.js';
 export { SANDBOX_STRIPE_API_KEY } from './stripe-events-api.js';
 
 export type Service = 'payment' | 'email' | 'fulfilment';
@@ -357,6 +361,8 @@ export function createSandbox(): Sandbox {
   stripeEvents.routes(app);
   const githubDeliveries = createGitHubDeliveriesApi();
   githubDeliveries.routes(app);
+  const paddleNotifications = createPaddleNotificationsApi();
+  paddleNotifications.routes(app);
 
   app.post('/work/tasks', (c) => workApi.call(c));
   app.get('/work/stats', (c) => c.json(workApi.stats()));
@@ -371,6 +377,7 @@ export function createSandbox(): Sandbox {
       workApi.reset();
       stripeEvents.reset();
       githubDeliveries.reset();
+      paddleNotifications.reset();
     },
   };
 

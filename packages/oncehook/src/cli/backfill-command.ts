@@ -73,7 +73,8 @@ and destinations like any other. Providers with such an API: ${withBackfill()}.
 
 Stripe: STRIPE_API_KEY (a restricted key with Events: Read), STRIPE_API_BASE. GitHub:
 GITHUB_API_TOKEN (Webhooks: read), GITHUB_BACKFILL_HOOK (<owner>/<repo>/<hook id> or
-org/<org>/<hook id>), GITHUB_API_BASE. Uses
+org/<org>/<hook id>), GITHUB_API_BASE. Paddle: PADDLE_API_KEY (notification.read),
+PADDLE_API_BASE. Uses
 DATABASE_URL, ONCEHOOK_SCHEMA, the queue's variables and KEY_RETENTION_DAYS. Exit 1 when the
 provider's API refused or failed (what was claimed until then stays claimed; run it again:
 those are then duplicates). See docs/operating.md, "Recovering missed events".`,

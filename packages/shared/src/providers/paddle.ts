@@ -14,6 +14,7 @@ import { randomUUID } from 'node:crypto';
 import { PADDLE_PAYLOADS } from '../signing/adapter-fixtures.js';
 import { JSON_CONTENT, bodyId, bodyText, hmacParts, nowSeconds, objectPayload } from '../signing/sign-helpers.js';
 import { defineAdapter, secretsVariable, toleranceOption, toleranceVariable, type SignedDelivery, type SignedDeliveryOptions } from './descriptor.js';
+import { paddleBackfill } from './paddle-backfill.js';
 import { createTimestampedHmacJsonSource, type TimestampedHmacFormat } from './timestamped-hmac.js';
 import type { TopLevelFields, WebhookSource } from './types.js';
 
@@ -67,4 +68,5 @@ export const PADDLE_ADAPTER = defineAdapter({
   create: createPaddleSource,
   sign: signPaddleDelivery,
   payloads: PADDLE_PAYLOADS,
+  backfill: paddleBackfill(PADDLE_FIELDS),
 });
