@@ -12,7 +12,7 @@ import { paymentSucceeded, ROOT, SOURCE_NODE_ARGS, STRIPE_SECRET, startSandbox, 
 import { SANDBOX_GITHUB_TOKEN, SANDBOX_PADDLE_API_KEY, SANDBOX_STRIPE_API_KEY } from '@oncehook/sandbox';
 import { defineHandler } from '@oncehook/sdk';
 import type { OncehookWorker } from 'oncehook';
-import { createGitHubSource, createPaddleSource, createWorkerMetrics } from '@oncehook/shared';
+import { createGitHubSource, createPaddleSource, createWorkerMetrics, type WebhookSource } from '@oncehook/shared';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { runCli } from '../packages/oncehook/src/cli/main.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
@@ -339,52 +339,77 @@ describe('the scheduled backfill (BACKFILL_SCHEDULE)', () => {
   });
 });
 
+/**
+ * One provider's rig: an ingest and a worker on a queue prefix of their own, the worker running a
+ * handler that records each event it handles in `<kind>_effects` (once per handling), and the
+ * sandbox's simulator of that provider (`api`) delivering to the ingest while it is up.
+ */
+async function providerRig(kind: 'github' | 'paddle', type: string, secret: string, source: () => WebhookSource) {
+  const rigPrefix = testPrefix();
+  const table = `${kind}_effects`;
+  await db.pool.query(`CREATE TABLE IF NOT EXISTS ${table} (event_id text NOT NULL)`);
+  const handler = defineHandler({ name: `${kind}-effects`, source: kind, type }, async (event, ctx) => {
+    await ctx.transaction('record', async (tx) => void (await tx.query(`INSERT INTO ${table} (event_id) VALUES ($1)`, [event.eventId])), { final: true });
+  });
+  const worker = await startWorker({ databaseUrl: db.url, prefix: rigPrefix, handlers: [handler] });
+  let ingest: IngestHandle | null = null;
+  const api = async (route: string, body: unknown) => {
+    const response = await fetch(`${sandbox.url}/${kind}/${route}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    return (await response.json()) as Record<string, number>;
+  };
+  return {
+    prefix: rigPrefix,
+    api,
+    async ingestUp() {
+      ingest = await startIngest({ databaseUrl: db.url, prefix: rigPrefix, sources: new Map([[kind, source()]]) });
+      await api('_endpoint', { url: `${ingest.url}/webhooks/${kind}`, secret });
+    },
+    async ingestDown() {
+      await ingest?.close();
+      ingest = null;
+    },
+    async effects() {
+      return (await db.pool.query<{ n: number; events: number }>(`SELECT count(*)::int AS n, count(DISTINCT event_id)::int AS events FROM ${table}`)).rows[0]!;
+    },
+    async close() {
+      await ingest?.close();
+      await worker.close();
+    },
+  };
+}
+
 describe('oncehook backfill github', () => {
   it('after an outage of ingest, claims exactly the deliveries GitHub could not make (each fetched with its request), each handled once; a rate limit is waited out; a second run finds nothing new', async () => {
-    const ghPrefix = testPrefix();
     const GH_SECRET = 'backfill-test-github-secret-0123456789';
-    await db.pool.query('CREATE TABLE IF NOT EXISTS gh_effects (event_id text NOT NULL)');
-    const handler = defineHandler({ name: 'gh-issues', source: 'github', type: 'issues.opened' }, async (event, ctx) => {
-      await ctx.transaction('record', async (tx) => void (await tx.query('INSERT INTO gh_effects (event_id) VALUES ($1)', [event.eventId])), { final: true });
-    });
-    const ghWorker = await startWorker({ databaseUrl: db.url, prefix: ghPrefix, handlers: [handler] });
-    const sources = () => new Map([['github', createGitHubSource({ secrets: [GH_SECRET] })]]);
-    let ingest = await startIngest({ databaseUrl: db.url, prefix: ghPrefix, sources: sources() });
-    const api = async (route: string, body: unknown) =>
-      (await (await fetch(`${sandbox.url}/github/${route}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })).json()) as Record<
-        string,
-        number
-      >;
+    const rig = await providerRig('github', 'issues.opened', GH_SECRET, () => createGitHubSource({ secrets: [GH_SECRET] }));
     let issue = 0;
     const issues = (count: number) =>
       Array.from({ length: count }, () => ({
         event: 'issues',
         payload: { action: 'opened', issue: { number: ++issue, title: `issue ${issue}` }, repository: { full_name: 'octo/shop' } },
       }));
-    const effects = async () => (await db.pool.query<{ n: number; events: number }>('SELECT count(*)::int AS n, count(DISTINCT event_id)::int AS events FROM gh_effects')).rows[0]!;
     const env = {
       GITHUB_WEBHOOK_SECRET: GH_SECRET,
       GITHUB_API_TOKEN: SANDBOX_GITHUB_TOKEN,
       GITHUB_BACKFILL_HOOK: 'octo/shop/12345',
       GITHUB_API_BASE: sandbox.url,
-      QUEUE_PREFIX: ghPrefix,
+      QUEUE_PREFIX: rig.prefix,
     };
     try {
-      await api('_endpoint', { url: `${ingest.url}/webhooks/github`, secret: GH_SECRET });
-      expect(await api('_events', { events: issues(20) })).toMatchObject({ delivered: 20 });
-      await ingest.close();
-      expect(await api('_events', { events: issues(130) })).toMatchObject({ failed: 130 });
-      ingest = await startIngest({ databaseUrl: db.url, prefix: ghPrefix, sources: sources() });
-      await api('_endpoint', { url: `${ingest.url}/webhooks/github`, secret: GH_SECRET });
-      await waitFor(async () => ((await effects()).n === 20 ? true : null), { timeoutMs: 20_000, what: 'the 20 delivered issues handled' });
+      await rig.ingestUp();
+      expect(await rig.api('_events', { events: issues(20) })).toMatchObject({ delivered: 20 });
+      await rig.ingestDown();
+      expect(await rig.api('_events', { events: issues(130) })).toMatchObject({ failed: 130 });
+      await rig.ingestUp();
+      await waitFor(async () => ((await rig.effects()).n === 20 ? true : null), { timeoutMs: 20_000, what: 'the 20 delivered issues handled' });
       // The first list call hits GitHub's rate limit (403, x-ratelimit-remaining: 0).
-      await api('_faults', { status: 403, times: 1 });
+      await rig.api('_faults', { status: 403, times: 1 });
       const first = await oncehook(['backfill', 'github', '--since', '1h'], env);
       expect(first.code, first.stdout + first.stderr).toBe(0);
       expect(first.stdout).toMatch(/API is rate limiting us; asking again in [01] s/);
       expect(first.stdout).toMatch(/listed 130, already known 0, new 130 \(claimed, dispatch enqueued\), refused 0 \(2 pages listed\)/);
-      await waitFor(async () => ((await effects()).n === 150 ? true : null), { timeoutMs: 60_000, what: 'the 130 backfilled issues handled' });
-      expect(await effects()).toEqual({ n: 150, events: 150 });
+      await waitFor(async () => ((await rig.effects()).n === 150 ? true : null), { timeoutMs: 60_000, what: 'the 130 backfilled issues handled' });
+      expect(await rig.effects()).toEqual({ n: 150, events: 150 });
       const { rows } = await db.pool.query<{ origin: string; n: number }>(
         `SELECT origin, count(*)::int AS n FROM ${T.events} WHERE provider = 'github' AND event_id LIKE '12345:%' GROUP BY origin ORDER BY origin`,
       );
@@ -397,61 +422,46 @@ describe('oncehook backfill github', () => {
       expect(second.stdout).toMatch(/listed 130, already known 130, new 0/);
       // GitHub redelivers every one (the same GUIDs): all duplicates, nothing handled twice;
       // after it, the failed deliveries have a successful redelivery: nothing left to list.
-      expect(await api('_redeliver', {})).toMatchObject({ attempted: 150, delivered: 150 });
+      expect(await rig.api('_redeliver', {})).toMatchObject({ attempted: 150, delivered: 150 });
       const third = await oncehook(['backfill', 'github', '--since', '1h'], env);
       expect(third.stdout).toMatch(/listed 0, already known 0, new 0/);
       await new Promise((r) => setTimeout(r, 500));
-      expect(await effects()).toEqual({ n: 150, events: 150 });
+      expect(await rig.effects()).toEqual({ n: 150, events: 150 });
     } finally {
-      await ingest.close();
-      await ghWorker.close();
+      await rig.close();
     }
   });
 });
 
 describe('oncehook backfill paddle', () => {
   it('after an outage of ingest, claims exactly the notifications Paddle could not deliver, each handled once; a 429 is waited out; a second run finds nothing new', async () => {
-    const pdPrefix = testPrefix();
     const PD_SECRET = 'pdl_ntfset_01backfilltestsecret0123456789';
-    await db.pool.query('CREATE TABLE IF NOT EXISTS pd_effects (event_id text NOT NULL)');
-    const handler = defineHandler({ name: 'pd-transactions', source: 'paddle', type: 'transaction.completed' }, async (event, ctx) => {
-      await ctx.transaction('record', async (tx) => void (await tx.query('INSERT INTO pd_effects (event_id) VALUES ($1)', [event.eventId])), { final: true });
-    });
-    const pdWorker = await startWorker({ databaseUrl: db.url, prefix: pdPrefix, handlers: [handler] });
-    const sources = () => new Map([['paddle', createPaddleSource({ secrets: [PD_SECRET] })]]);
-    let ingest = await startIngest({ databaseUrl: db.url, prefix: pdPrefix, sources: sources() });
-    const api = async (route: string, body: unknown) =>
-      (await (await fetch(`${sandbox.url}/paddle/${route}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })).json()) as Record<
-        string,
-        number
-      >;
+    const rig = await providerRig('paddle', 'transaction.completed', PD_SECRET, () => createPaddleSource({ secrets: [PD_SECRET] }));
     let txn = 0;
     const completed = (count: number) =>
       Array.from({ length: count }, () => {
         txn += 1;
         return { event_id: `evt_pd_${txn}`, event_type: 'transaction.completed', occurred_at: new Date().toISOString(), data: { id: `txn_${txn}`, status: 'completed' } };
       });
-    const effects = async () => (await db.pool.query<{ n: number; events: number }>('SELECT count(*)::int AS n, count(DISTINCT event_id)::int AS events FROM pd_effects')).rows[0]!;
-    const env = { PADDLE_WEBHOOK_SECRET: PD_SECRET, PADDLE_API_KEY: SANDBOX_PADDLE_API_KEY, PADDLE_API_BASE: sandbox.url, QUEUE_PREFIX: pdPrefix };
+    const env = { PADDLE_WEBHOOK_SECRET: PD_SECRET, PADDLE_API_KEY: SANDBOX_PADDLE_API_KEY, PADDLE_API_BASE: sandbox.url, QUEUE_PREFIX: rig.prefix };
     try {
-      await api('_endpoint', { url: `${ingest.url}/webhooks/paddle`, secret: PD_SECRET });
-      expect(await api('_events', { events: completed(10) })).toMatchObject({ delivered: 10 });
-      await ingest.close();
-      expect(await api('_events', { events: completed(250) })).toMatchObject({ failed: 250 });
-      ingest = await startIngest({ databaseUrl: db.url, prefix: pdPrefix, sources: sources() });
-      await waitFor(async () => ((await effects()).n === 10 ? true : null), { timeoutMs: 20_000, what: 'the 10 delivered transactions handled' });
-      await api('_faults', { status: 429, times: 1, retryAfter: 1 });
+      await rig.ingestUp();
+      expect(await rig.api('_events', { events: completed(10) })).toMatchObject({ delivered: 10 });
+      await rig.ingestDown();
+      expect(await rig.api('_events', { events: completed(250) })).toMatchObject({ failed: 250 });
+      await rig.ingestUp();
+      await waitFor(async () => ((await rig.effects()).n === 10 ? true : null), { timeoutMs: 20_000, what: 'the 10 delivered transactions handled' });
+      await rig.api('_faults', { status: 429, times: 1, retryAfter: 1 });
       const first = await oncehook(['backfill', 'paddle', '--since', '1h'], env);
       expect(first.code, first.stdout + first.stderr).toBe(0);
       expect(first.stdout).toMatch(/API is rate limiting us; asking again in 1 s/);
       expect(first.stdout).toMatch(/listed 250, already known 0, new 250 \(claimed, dispatch enqueued\), refused 0 \(2 pages listed\)/);
-      await waitFor(async () => ((await effects()).n === 260 ? true : null), { timeoutMs: 60_000, what: 'the 250 backfilled transactions handled' });
+      await waitFor(async () => ((await rig.effects()).n === 260 ? true : null), { timeoutMs: 60_000, what: 'the 250 backfilled transactions handled' });
       const second = await oncehook(['backfill', 'paddle', '--since', '1h', '--all'], env);
       expect(second.stdout).toMatch(/listed 260, already known 260, new 0/);
-      expect(await effects()).toEqual({ n: 260, events: 260 });
+      expect(await rig.effects()).toEqual({ n: 260, events: 260 });
     } finally {
-      await ingest.close();
-      await pdWorker.close();
+      await rig.close();
     }
   });
 });

@@ -54,18 +54,26 @@ async function run(rowId: number, handler: string) {
   ).rows[0] as { state: string; waiting: string | null; attempts: number; waits: number };
 }
 
+/**
+ * A handler whose runs stay in it until `release()`: how many are in it now (`state.entered`)
+ * and the most at once (`state.most`).
+ */
+function heldHandler(options: Parameters<typeof defineHandler>[0]) {
+  let release!: () => void;
+  const hold = new Promise<void>((resolve) => (release = resolve));
+  const state = { entered: 0, most: 0 };
+  const handler = defineHandler(options, async () => {
+    state.entered += 1;
+    state.most = Math.max(state.most, state.entered);
+    await hold;
+    state.entered -= 1;
+  });
+  return { handler, state, release: () => release() };
+}
+
 describe('concurrency', () => {
   it('the last slot, taken by two workers at once: both queue for its lock inside their lease statement; the one after counts (in a snapshot taken after the lock) the lease the first committed, and waits (not an attempt) until the slot frees', async () => {
-    let release!: () => void;
-    const hold = new Promise<void>((resolve) => (release = resolve));
-    let entered = 0;
-    let most = 0;
-    const h = defineHandler({ name: 'one-at-a-time', source: 'stripe', type: TYPE, concurrency: 1 }, async () => {
-      entered += 1;
-      most = Math.max(most, entered);
-      await hold;
-      entered -= 1;
-    });
+    const held = heldHandler({ name: 'one-at-a-time', source: 'stripe', type: TYPE, concurrency: 1 });
     const a = await newEvent();
     const b = await newEvent();
     // The test holds the slot's lock, so both gates' statements start (their own snapshots
@@ -76,8 +84,8 @@ describe('concurrency', () => {
     const lockKey = flowLockKey('oncehook', 'one-at-a-time', null);
     await holder.query('BEGIN');
     await holder.query('SELECT pg_advisory_xact_lock($1::bigint)', [lockKey]);
-    const e1 = engine(db.pool, [h]);
-    const e2 = engine(db.pool, [h]);
+    const e1 = engine(db.pool, [held.handler]);
+    const e2 = engine(db.pool, [held.handler]);
     const first = e1.processJob(dispatchJob(a.rowId, a.eventId));
     const second = e2.processJob(dispatchJob(b.rowId, b.eventId));
     try {
@@ -90,15 +98,15 @@ describe('concurrency', () => {
         },
         { timeoutMs: 10_000, what: 'both gates queued for the slot lock' },
       );
-      expect(entered).toBe(0);
+      expect(held.state.entered).toBe(0);
     } finally {
       await holder.query('COMMIT');
       holder.release();
     }
     // The first to get the lock leases and runs (held in the handler); the other counted it and waits.
-    const bothRan = waitFor(async () => (entered === 2 ? ('both' as const) : null), { timeoutMs: 5_000, what: 'one of the gates to return' });
+    const bothRan = waitFor(async () => (held.state.entered === 2 ? ('both' as const) : null), { timeoutMs: 5_000, what: 'one of the gates to return' });
     const waitedFor = await Promise.race([first.then(() => 'a' as const), second.then(() => 'b' as const), bothRan]);
-    if (waitedFor === 'both') release(); // both took the last slot: let them finish before failing
+    if (waitedFor === 'both') held.release(); // both took the last slot: let them finish before failing
     expect(waitedFor).not.toBe('both');
     bothRan.catch(() => {}); // one returned: this poll times out unread
     const waiter = waitedFor === 'a' ? a : b;
@@ -107,43 +115,34 @@ describe('concurrency', () => {
     expect(await run(waiter.rowId, 'one-at-a-time')).toMatchObject({ state: 'received', waiting: 'concurrency', attempts: 0, waits: 1 });
     // It looked at the slots again after its wait's commit: taken, so no job (it is woken).
     expect(followOf(waited)).toEqual([]);
-    await waitFor(async () => (entered === 1 ? true : null), { timeoutMs: 5_000, what: 'the holder running' });
+    await waitFor(async () => (held.state.entered === 1 ? true : null), { timeoutMs: 5_000, what: 'the holder running' });
 
-    release();
+    held.release();
     const done = await (waitedFor === 'a' ? second : first);
     expect(runsOf(done)).toMatchObject([{ kind: 'done' }]);
     // The slot freed: the waiter is woken at once, its job at the front of the queue.
     const wake = followOf(done);
     expect(wake).toEqual([{ job: expect.objectContaining({ rowId: waiter.rowId, handler: 'one-at-a-time', wait: 2 }), lifo: true }]);
     expect(runsOf(await e1.processJob(wake[0]!.job))).toMatchObject([{ kind: 'done' }]);
-    expect(most).toBe(1);
+    expect(held.state.most).toBe(1);
     expect(await run(waiter.rowId, 'one-at-a-time')).toMatchObject({ state: 'done', attempts: 1 });
   });
 
   it('with a rate limit too (one transaction that holds the lock across round trips): the last slot, taken by two workers at once: exactly one leases it; the other joins the line without waiting for the lock (not an attempt), and is woken when the slot frees', async () => {
-    let release!: () => void;
-    const hold = new Promise<void>((resolve) => (release = resolve));
-    let entered = 0;
-    let most = 0;
-    const h = defineHandler({ name: 'one-at-a-time-rated', source: 'stripe', type: TYPE, concurrency: 1, rateLimit: { limit: 1000, period: '1s' } }, async () => {
-      entered += 1;
-      most = Math.max(most, entered);
-      await hold;
-      entered -= 1;
-    });
+    const held = heldHandler({ name: 'one-at-a-time-rated', source: 'stripe', type: TYPE, concurrency: 1, rateLimit: { limit: 1000, period: '1s' } });
     const a = await newEvent();
     const b = await newEvent();
     // The gate that gets the slot's lock stops for 300 ms after counting, before its lease:
     // without the lock both would count 0 and both lease.
     const faults = createFaults('worker.gate-after-count:delay=300');
-    const e1 = engine(db.pool, [h], {}, { faults });
-    const e2 = engine(db.pool, [h], {}, { faults });
+    const e1 = engine(db.pool, [held.handler], {}, { faults });
+    const e2 = engine(db.pool, [held.handler], {}, { faults });
     const first = e1.processJob(dispatchJob(a.rowId, a.eventId));
     const second = e2.processJob(dispatchJob(b.rowId, b.eventId));
     // One of them returns at once: it did not queue on the lock the other holds for 300 ms.
     const settled = await Promise.race([first.then(() => 'a'), second.then(() => 'b'), new Promise((r) => setTimeout(() => r('none'), 5_000))]);
     expect(settled).not.toBe('none');
-    expect(entered).toBe(0); // the lock holder is still in its 300 ms: the other did not wait for it
+    expect(held.state.entered).toBe(0); // the lock holder is still in its 300 ms: the other did not wait for it
     const waiter = settled === 'a' ? a : b;
     const waited = await (settled === 'a' ? first : second);
     expect(runsOf(waited)).toEqual([{ kind: 'waiting', handler: 'one-at-a-time-rated', reason: 'concurrency' }]);
@@ -152,20 +151,20 @@ describe('concurrency', () => {
     // holder had not committed its lease), and the longest waiter (itself) was woken for it.
     const kick = followOf(waited);
     expect(kick).toEqual([{ job: expect.objectContaining({ rowId: waiter.rowId, handler: 'one-at-a-time-rated', wait: 2 }), lifo: true }]);
-    await waitFor(async () => (entered === 1 ? true : null), { timeoutMs: 5_000, what: 'the holder running' });
+    await waitFor(async () => (held.state.entered === 1 ? true : null), { timeoutMs: 5_000, what: 'the holder running' });
     // That wake-up comes while the slot is taken: the run waits again, first in line, with no job.
     const again = await e2.processJob(kick[0]!.job);
     expect(runsOf(again)).toEqual([{ kind: 'waiting', handler: 'one-at-a-time-rated', reason: 'concurrency' }]);
     expect(followOf(again)).toEqual([]);
 
-    release();
+    held.release();
     const done = await (settled === 'a' ? second : first);
     expect(runsOf(done)).toMatchObject([{ kind: 'done' }]);
     // The slot freed: the waiter is woken at once, its job at the front of the queue.
     const wake = followOf(done);
     expect(wake).toEqual([{ job: expect.objectContaining({ rowId: waiter.rowId, handler: 'one-at-a-time-rated', wait: 4 }), lifo: true }]);
     expect(runsOf(await e1.processJob(wake[0]!.job))).toMatchObject([{ kind: 'done' }]);
-    expect(most).toBe(1);
+    expect(held.state.most).toBe(1);
     expect(await run(waiter.rowId, 'one-at-a-time-rated')).toMatchObject({ state: 'done', attempts: 1 });
     // The stale wake-up (wait 2) finds the run done: nothing to do, nothing scheduled.
     const stale = await e2.processJob(kick[0]!.job);
