@@ -40,6 +40,25 @@ it('parses per-source retention overrides and names a bad one', () => {
   expect(() => loadWorkerConfig({ RETENTION_OVERRIDES: 'shopify:2' })).toThrow(/RETENTION_OVERRIDES: "shopify:2" is not name=days/);
 });
 
+it("BACKFILL_SCHEDULE: source=every/window (source:kind=... for a source named otherwise), checked against its provider's API; a mistake is named", () => {
+  expect(loadWorkerConfig({ BACKFILL_SCHEDULE: 'stripe=15m/72h, stripe-eu:stripe=1h/1d' }).BACKFILL_SCHEDULE).toEqual([
+    { source: 'stripe', kind: 'stripe', everyMs: 900_000, windowMs: 259_200_000 },
+    { source: 'stripe-eu', kind: 'stripe', everyMs: 3_600_000, windowMs: 86_400_000 },
+  ]);
+  expect(loadWorkerConfig({}).BACKFILL_SCHEDULE).toEqual([]);
+  expect(loadWorkerConfig({}).BACKFILL_MAX_CALLS).toBe(20);
+  const refused: [string, RegExp][] = [
+    ['stripe', /"stripe" is not source=every\/window/],
+    ['shopify=15m/1d', /shopify has no API that lists its events; the providers that have one: stripe, github, paddle/],
+    ['acme=15m/1d', /"acme" is not a provider kind \(a source named otherwise than its kind is written source:kind=every\/window\)/],
+    ['stripe=15 minutes/1d', /every and window are durations like 90s, 15m, 72h, 30d/],
+    ['stripe=2h/1h', /the window \(1h\) must be at least the interval \(2h\)/],
+    ['stripe=1h/45d', /Stripe lists the events of the last 30 days; the window 45d is longer/],
+    ['github=1h/3d,github=2h/3d', /schedules source "github" twice/],
+  ];
+  for (const [value, message] of refused) expect(() => loadWorkerConfig({ BACKFILL_SCHEDULE: value }), value).toThrow(message);
+});
+
 it('names every invalid variable in one message', () => {
   expect(() => loadWorkerConfig({ LEASE_MS: 'soon', WORKER_CONCURRENCY: '0', DATABASE_URL: 'not a url' })).toThrow(ConfigError);
   try {

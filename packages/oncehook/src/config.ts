@@ -11,7 +11,7 @@
 import { z } from 'zod';
 import { ConfigError } from '@oncehook/sdk';
 import { clusterSlotProblem, DEFAULT_ENGINE_SETTINGS, type BackfillScheduleEntry, type ClusterSeeds } from '@oncehook/core';
-import { DEFAULT_SCHEMA, destinationHmacKey, PROVIDERS, PROVIDER_VARIABLES, SCHEMA_NAME_PATTERN, withoutEmpty, type Env } from '@oncehook/shared';
+import { BACKFILL_KINDS, DEFAULT_SCHEMA, destinationHmacKey, PROVIDERS, PROVIDER_VARIABLES, SCHEMA_NAME_PATTERN, withoutEmpty, type Env } from '@oncehook/shared';
 
 /** A comma-separated variable's entries, trimmed, empty ones dropped. */
 const commaList = (value: string): string[] =>
@@ -33,10 +33,9 @@ function backfillScheduleEntry(entry: string): BackfillScheduleEntry | Problem {
   const [, source, kindGiven, everyText, windowText] = match as unknown as [string, string, string | undefined, string, string];
   const kind = kindGiven ?? source;
   const provider = PROVIDERS.find((p) => p.kind === kind);
-  const withApi = PROVIDERS.filter((p) => p.backfill).map((p) => p.kind);
   if (!provider)
     return new Problem(`"${entry}": "${kind}" is not a provider kind${kindGiven ? '' : ` (a source named otherwise than its kind is written source:kind=every/window)`}`);
-  if (!provider.backfill) return new Problem(`"${entry}": ${kind} has no API that lists its events; the providers that have one: ${withApi.join(', ')}`);
+  if (!provider.backfill) return new Problem(`"${entry}": ${kind} has no API that lists its events; the providers that have one: ${BACKFILL_KINDS.join(', ')}`);
   const everyMs = durationMs(everyText);
   const windowMs = durationMs(windowText);
   if (everyMs === null || windowMs === null) return new Problem(`"${entry}": every and window are durations like 90s, 15m, 72h, 30d`);
@@ -479,6 +478,9 @@ export function loadIngestConfig(env: Env = process.env): IngestConfig {
 export function loadWorkerConfig(env: Env = process.env): WorkerConfig {
   const schema = commonSchema.extend(workerSchema.shape).superRefine((config, ctx) => {
     checkKeyHorizon(config, ctx);
+    const scheduled = config.BACKFILL_SCHEDULE.map((entry) => entry.source);
+    const twice = scheduled.find((source, i) => scheduled.indexOf(source) !== i);
+    if (twice) ctx.addIssue({ code: 'custom', path: ['BACKFILL_SCHEDULE'], message: `schedules source "${twice}" twice: give each source one entry` });
     checkClusterSlots(config, ctx);
     if ((config.FAILURE_NOTIFY_URL === undefined) !== (config.FAILURE_NOTIFY_SECRET === undefined)) {
       ctx.addIssue({

@@ -6,7 +6,7 @@
  * done until then. Recorded as an operator action (mode `backfill`).
  */
 import { claimBackfilled, emptyBackfillCounts, type BackfillCounts } from '@oncehook/core';
-import { BackfillApiError, createLogger, PROVIDERS, providerOf, sourceDeclarations } from '@oncehook/shared';
+import { BACKFILL_KINDS, BackfillApiError, createLogger, providerOf, sourceDeclarations } from '@oncehook/shared';
 import { parseArgs } from 'node:util';
 import { loadIngestConfig } from '../config.js';
 import { parseInstant } from '../event-search.js';
@@ -47,10 +47,7 @@ export function describeCounts(counts: BackfillCounts, dryRun: boolean): string 
   return parts.join(', ');
 }
 
-const withBackfill = () =>
-  PROVIDERS.filter((p) => p.backfill)
-    .map((p) => p.kind)
-    .join(', ');
+const withBackfill = () => BACKFILL_KINDS.join(', ');
 
 export const backfillCommand: Command = {
   name: 'backfill',

@@ -47,5 +47,8 @@ export function providerOf(kind: ProviderKind | string): ProviderDescriptor {
 /** Every provider's environment variables, in the list's order (the README's table, config). */
 export const PROVIDER_VARIABLES: readonly ProviderVariable[] = PROVIDERS.flatMap((provider) => (provider.env ? [provider.env.secrets, ...provider.env.options] : []));
 
+/** The kinds whose provider's API lists the events it failed to deliver (`oncehook backfill`, BACKFILL_SCHEDULE). */
+export const BACKFILL_KINDS: readonly string[] = PROVIDERS.filter((provider) => provider.backfill).map((provider) => provider.kind);
+
 /** The variables of the providers' APIs that `oncehook backfill` reads (a read key, a base URL); no service reads them. */
 export const BACKFILL_VARIABLES: readonly ProviderVariable[] = PROVIDERS.flatMap((provider) => provider.backfill?.env ?? []);
