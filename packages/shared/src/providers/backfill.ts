@@ -62,7 +62,10 @@ export interface BackfillContext {
 }
 
 export interface BackfillApi {
-  /** The variables of the provider's API (a read key, the base URL), as the README shows them. */
+  /**
+   * The variables of the provider's API, as the README shows them; the FIRST is its key (what
+   * `oncehook backfill --key-env VAR` replaces), then the rest (a hook, the base URL).
+   */
   readonly env: readonly ProviderVariable[];
   /** How far back the provider's API keeps events (days), and what it says about it. */
   readonly history: { readonly days: number; readonly what: string };
@@ -105,3 +108,27 @@ export function retryAfterMs(value: string | null | undefined, maxMs: number, no
 export const MAX_RATE_LIMITED_IN_A_ROW = 5;
 
 export const sleepMs = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * One API call of a listing, its rate limit waited out: `rateLimited(error)` says how long the
+ * provider asks to wait (ms) when the error is a rate limit, null otherwise. Past
+ * MAX_RATE_LIMITED_IN_A_ROW in a row, or on any other error, the error is thrown as it came (the
+ * caller says what it means).
+ */
+export async function withRateLimits<T>(
+  call: () => Promise<T>,
+  rateLimited: (error: unknown) => number | null,
+  context: Pick<BackfillContext, 'sleep'>,
+  hooks: BackfillHooks,
+): Promise<T> {
+  for (let limited = 0; ; limited += 1) {
+    try {
+      return await call();
+    } catch (error) {
+      const waitMs = rateLimited(error);
+      if (waitMs === null || limited >= MAX_RATE_LIMITED_IN_A_ROW) throw error;
+      hooks.onRateLimited?.(waitMs);
+      await (context.sleep ?? sleepMs)(waitMs);
+    }
+  }
+}

@@ -22,8 +22,11 @@
 import { ConfigError } from '@oncehook/sdk';
 import { z } from 'zod';
 import { VerificationError } from '../errors.js';
-import { BackfillApiError, MAX_RATE_LIMITED_IN_A_ROW, retryAfterMs, sleepMs, type BackfillApi, type BackfillItem } from './backfill.js';
+import { BackfillApiError, MAX_RATE_LIMITED_IN_A_ROW, retryAfterMs, withRateLimits, type BackfillApi, type BackfillItem } from './backfill.js';
 import type { VerifiedEvent } from '../verified-event.js';
+
+/** What @octokit/core throws, as far as a listing reads it. */
+type OctokitErrorShape = { status?: number; message?: string; response?: { headers?: Record<string, string | undefined> } };
 
 interface DeliverySummary {
   id: number;
@@ -122,35 +125,31 @@ export const githubBackfill = (eventOf: EventOf): BackfillApi => ({
     if (!/^https?:\/\//.test(baseUrl)) throw new ConfigError(`GITHUB_API_BASE must be an http(s) URL (got "${baseUrl.slice(0, 60)}")`);
     const Octokit = await loadOctokit();
     const octokit = new Octokit({ auth: token, baseUrl, request: { timeout: 30_000 } });
-    const sleep = context.sleep ?? sleepMs;
     let calls = 0;
 
-    /** One API call, a rate limit waited out (up to MAX_RATE_LIMITED_IN_A_ROW times). */
+    /** One API call, a rate limit waited out (withRateLimits); any other failure a BackfillApiError. */
     async function call<T>(route: string, params: Record<string, unknown>): Promise<{ data: T; headers: Record<string, string | undefined> }> {
-      for (let limited = 0; ; limited += 1) {
-        try {
-          const response = await octokit.request(route, params);
-          calls += 1;
-          return { data: response.data as T, headers: response.headers as Record<string, string | undefined> };
-        } catch (error) {
-          const e = error as { status?: number; message?: string; response?: { headers?: Record<string, string | undefined> } };
-          const headers = e.response?.headers ?? {};
-          const rateLimited = e.status === 429 || (e.status === 403 && headers['x-ratelimit-remaining'] === '0');
-          if (rateLimited && limited < MAX_RATE_LIMITED_IN_A_ROW) {
-            const reset = headers['x-ratelimit-reset'] ? Number(headers['x-ratelimit-reset']) * 1000 - Date.now() : null;
-            const waitMs = headers['retry-after']
-              ? retryAfterMs(headers['retry-after'], context.maxRateLimitWaitMs)
-              : Math.min(Math.max(reset ?? 1_000, 0), context.maxRateLimitWaitMs);
-            hooks.onRateLimited?.(waitMs);
-            await sleep(waitMs);
-            continue;
-          }
-          throw new BackfillApiError(
-            `GitHub's API ${e.status ? `answered ${e.status}` : 'could not be reached'}${rateLimited ? ` ${limited + 1} times in a row` : ''}: ${e.message ?? String(error)}`,
-            e.status ?? null,
-          );
-        }
+      try {
+        const response = await withRateLimits(() => octokit.request(route, params), rateLimitWait, context, hooks);
+        calls += 1;
+        return { data: response.data as T, headers: response.headers as Record<string, string | undefined> };
+      } catch (error) {
+        const e = error as OctokitErrorShape;
+        throw new BackfillApiError(
+          `GitHub's API ${e.status ? `answered ${e.status}` : 'could not be reached'}${rateLimitWait(error) !== null ? ` ${MAX_RATE_LIMITED_IN_A_ROW + 1} times in a row` : ''}: ${e.message ?? String(error)}`,
+          e.status ?? null,
+        );
       }
+    }
+
+    /** GitHub's rate limits: a 429, or a 403 with `x-ratelimit-remaining: 0`; wait for Retry-After, or until `x-ratelimit-reset`. */
+    function rateLimitWait(error: unknown): number | null {
+      const e = error as OctokitErrorShape;
+      const headers = e.response?.headers ?? {};
+      if (!(e.status === 429 || (e.status === 403 && headers['x-ratelimit-remaining'] === '0'))) return null;
+      if (headers['retry-after']) return retryAfterMs(headers['retry-after'], context.maxRateLimitWaitMs);
+      const reset = headers['x-ratelimit-reset'] ? Number(headers['x-ratelimit-reset']) * 1000 - Date.now() : 1_000;
+      return Math.min(Math.max(reset, 0), context.maxRateLimitWaitMs);
     }
 
     const seen = new Set<string>();

@@ -17,7 +17,7 @@
 import { ConfigError } from '@oncehook/sdk';
 import { z } from 'zod';
 import { VerificationError } from '../errors.js';
-import { BackfillApiError, MAX_RATE_LIMITED_IN_A_ROW, retryAfterMs, sleepMs, type BackfillApi, type BackfillItem } from './backfill.js';
+import { BackfillApiError, MAX_RATE_LIMITED_IN_A_ROW, retryAfterMs, withRateLimits, type BackfillApi, type BackfillItem } from './backfill.js';
 import { topLevelEvent, type TopLevelFields } from './types.js';
 
 interface Notification {
@@ -57,7 +57,6 @@ export const paddleBackfill = (fields: TopLevelFields): BackfillApi => ({
     if (key.length < 20 || /\s/.test(key)) throw new ConfigError('PADDLE_API_KEY does not look like a Paddle API key (pdl_live_apikey_... or pdl_sdbx_apikey_...)');
     const base = (context.env.PADDLE_API_BASE ?? 'https://api.paddle.com').replace(/\/+$/, '');
     if (!/^https?:\/\//.test(base)) throw new ConfigError(`PADDLE_API_BASE must be an http(s) URL (got "${base.slice(0, 60)}")`);
-    const sleep = context.sleep ?? sleepMs;
     const first = new URL(`${base}/notifications`);
     first.searchParams.set('per_page', '200');
     first.searchParams.set('order_by', 'id[DESC]');
@@ -69,27 +68,15 @@ export const paddleBackfill = (fields: TopLevelFields): BackfillApi => ({
     const seen = new Set<string>();
     while (url !== null) {
       if (context.maxCalls !== null && calls >= context.maxCalls) return;
-      let page: NotificationPage | null = null;
-      for (let limited = 0; page === null; limited += 1) {
-        let response: Response;
-        try {
-          response = await fetch(url, { headers: { authorization: `Bearer ${key}`, accept: 'application/json' }, signal: AbortSignal.timeout(30_000) });
-        } catch (error) {
-          throw new BackfillApiError(`Paddle's API could not be reached: ${(error as Error).message}`, null);
-        }
-        if (response.status === 429 && limited < MAX_RATE_LIMITED_IN_A_ROW) {
-          await response.arrayBuffer().catch(() => undefined);
-          const waitMs = retryAfterMs(response.headers.get('retry-after'), context.maxRateLimitWaitMs);
-          hooks.onRateLimited?.(waitMs);
-          await sleep(waitMs);
-          continue;
-        }
-        const body = (await response.json().catch(() => null)) as (NotificationPage & { error?: { detail?: string; code?: string } }) | null;
-        if (!response.ok || !body || !Array.isArray(body.data)) {
-          throw new BackfillApiError(`Paddle's API answered ${response.status}: ${body?.error?.detail ?? body?.error?.code ?? 'not a list of notifications'}`, response.status);
-        }
-        page = body;
-      }
+      const pageUrl: string = url;
+      const page = await withRateLimits(
+        () => fetchPage(pageUrl, key),
+        (error) => (error instanceof RateLimited ? retryAfterMs(error.retryAfter, context.maxRateLimitWaitMs) : null),
+        context,
+        hooks,
+      ).catch((error: unknown) => {
+        throw error instanceof RateLimited ? new BackfillApiError(`Paddle's API answered 429 ${MAX_RATE_LIMITED_IN_A_ROW + 1} times in a row`, 429) : error;
+      });
       calls += 1;
       hooks.onPage?.(calls);
       for (const notification of page.data) {
@@ -107,6 +94,32 @@ export const paddleBackfill = (fields: TopLevelFields): BackfillApi => ({
     }
   },
 });
+
+/** A 429 from Paddle, with its Retry-After. */
+class RateLimited extends Error {
+  constructor(readonly retryAfter: string | null) {
+    super('rate limited');
+  }
+}
+
+/** One page of notifications; throws RateLimited on a 429, BackfillApiError on any other failure. */
+async function fetchPage(url: string, key: string): Promise<NotificationPage> {
+  let response: Response;
+  try {
+    response = await fetch(url, { headers: { authorization: `Bearer ${key}`, accept: 'application/json' }, signal: AbortSignal.timeout(30_000) });
+  } catch (error) {
+    throw new BackfillApiError(`Paddle's API could not be reached: ${(error as Error).message}`, null);
+  }
+  if (response.status === 429) {
+    await response.arrayBuffer().catch(() => undefined);
+    throw new RateLimited(response.headers.get('retry-after'));
+  }
+  const body = (await response.json().catch(() => null)) as (NotificationPage & { error?: { detail?: string; code?: string } }) | null;
+  if (!response.ok || !body || !Array.isArray(body.data)) {
+    throw new BackfillApiError(`Paddle's API answered ${response.status}: ${body?.error?.detail ?? body?.error?.code ?? 'not a list of notifications'}`, response.status);
+  }
+  return body;
+}
 
 function toItem(notification: Notification, source: { name: string; kind: string }, fields: TopLevelFields): BackfillItem {
   try {

@@ -19,10 +19,13 @@
 import { ConfigError } from '@oncehook/sdk';
 import { z } from 'zod';
 import { VerificationError } from '../errors.js';
-import { BackfillApiError, MAX_RATE_LIMITED_IN_A_ROW, retryAfterMs, sleepMs, type BackfillApi, type BackfillItem } from './backfill.js';
+import { BackfillApiError, MAX_RATE_LIMITED_IN_A_ROW, retryAfterMs, withRateLimits, type BackfillApi, type BackfillItem } from './backfill.js';
 import { topLevelEvent, type TopLevelFields } from './types.js';
 
 const KEY_PATTERN = /^(rk|sk)_(live|test)_[A-Za-z0-9]{8,}$/;
+/** What Stripe's client throws, as far as a listing reads it. */
+type StripeErrorShape = { statusCode?: number; message?: string; headers?: Record<string, string> };
+
 /** Stripe's `types` filter takes at most 20. */
 const MAX_TYPES = 20;
 
@@ -83,37 +86,36 @@ export const stripeBackfill = (fields: TopLevelFields): BackfillApi => ({
       timeout: 30_000,
       telemetry: false,
     });
-    const sleep = context.sleep ?? sleepMs;
     const seconds = (date: Date) => Math.floor(date.getTime() / 1000);
     let startingAfter = context.cursor ?? undefined;
     let calls = 0;
-    let limited = 0;
     for (;;) {
       if (context.maxCalls !== null && calls >= context.maxCalls) return;
       let page: Awaited<ReturnType<typeof stripe.events.list>>;
       try {
-        page = await stripe.events.list({
-          created: { gte: seconds(query.since), lte: seconds(query.until) },
-          limit: 100,
-          ...(query.all ? {} : { delivery_success: false }),
-          ...(query.types ? { types: [...query.types] } : {}),
-          ...(startingAfter ? { starting_after: startingAfter } : {}),
-        });
+        page = await withRateLimits(
+          () =>
+            stripe.events.list({
+              created: { gte: seconds(query.since), lte: seconds(query.until) },
+              limit: 100,
+              ...(query.all ? {} : { delivery_success: false }),
+              ...(query.types ? { types: [...query.types] } : {}),
+              ...(startingAfter ? { starting_after: startingAfter } : {}),
+            }),
+          (error) => {
+            const e = error as StripeErrorShape;
+            return e.statusCode === 429 ? retryAfterMs(e.headers?.['retry-after'], context.maxRateLimitWaitMs) : null;
+          },
+          context,
+          hooks,
+        );
       } catch (error) {
-        const e = error as { statusCode?: number; message?: string; headers?: Record<string, string> };
-        if (e.statusCode === 429 && limited < MAX_RATE_LIMITED_IN_A_ROW) {
-          limited += 1;
-          const waitMs = retryAfterMs(e.headers?.['retry-after'], context.maxRateLimitWaitMs);
-          hooks.onRateLimited?.(waitMs);
-          await sleep(waitMs);
-          continue;
-        }
+        const e = error as StripeErrorShape;
         throw new BackfillApiError(
-          `Stripe's API ${e.statusCode ? `answered ${e.statusCode}` : 'could not be reached'}${e.statusCode === 429 ? ` ${limited + 1} times in a row` : ''}: ${e.message ?? String(error)}`,
+          `Stripe's API ${e.statusCode ? `answered ${e.statusCode}` : 'could not be reached'}${e.statusCode === 429 ? ` ${MAX_RATE_LIMITED_IN_A_ROW + 1} times in a row` : ''}: ${e.message ?? String(error)}`,
           e.statusCode ?? null,
         );
       }
-      limited = 0;
       calls += 1;
       hooks.onPage?.(calls);
       for (const event of page.data) yield toItem(event, context.source, fields);
