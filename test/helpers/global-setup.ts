@@ -23,7 +23,7 @@ declare module 'vitest' {
 
 /** Which tools are missing: named with what to install; a failure when CI requires them all. */
 function checkTools(project: TestProject): void {
-  const tools = { chromium: detectTool('chromium'), 'docker-compose': detectTool('docker-compose') };
+  const tools = { chromium: detectTool('chromium'), 'docker-compose': detectTool('docker-compose'), spin: detectTool('spin') };
   const missing = Object.entries(tools).filter(([, status]) => !status.available);
   if (missing.length > 0 && toolsRequired()) {
     throw new Error(`ONCEHOOK_CI is set and these tools are missing: ${missing.map(([name, s]) => `${name} (${s.install})`).join('; ')}. CI never skips a check.`);

@@ -1,6 +1,7 @@
 /**
  * System tools some checks need (Debian packages, not npm ones): Chromium for the browser tests
- * of the admin, docker-compose to validate docker-compose.yml.
+ * of the admin, docker-compose to validate docker-compose.yml, Spin (and gcc, which compiles its
+ * verifier) to check the protocol's model.
  *
  * On a developer's machine without them `npm test` still passes: the checks that need a missing
  * tool are skipped, and the run says which and what to install (global-setup.ts prints it).
@@ -10,7 +11,7 @@
 import { existsSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 
-export type SystemTool = 'chromium' | 'docker-compose';
+export type SystemTool = 'chromium' | 'docker-compose' | 'spin';
 
 export interface ToolStatus {
   available: boolean;
@@ -38,6 +39,16 @@ export function detectTool(tool: SystemTool): ToolStatus {
       path,
       install: 'apt-get install chromium (or set CHROMIUM_PATH)',
       neededBy: 'the admin browser tests (test/admin.test.ts, admin-csrf, admin-actions, admin-console, admin-activity; started by test/helpers/browser.ts)',
+    };
+  }
+  if (tool === 'spin') {
+    const spin = onPath('spin');
+    const gcc = onPath('gcc');
+    return {
+      available: spin !== null && gcc !== null,
+      path: spin === null ? 'spin' : gcc === null ? 'gcc' : spin,
+      install: 'apt-get install spin gcc',
+      neededBy: 'the protocol model check (test/protocol-model.test.ts, `npm run model`)',
     };
   }
   const path = process.env.DOCKER_COMPOSE_PATH ?? onPath('docker-compose') ?? 'docker-compose';

@@ -15,3 +15,4 @@ export * from './schema-dump.js';
 export * from './script-args.js';
 export * from './own-redis-cluster.js';
 export * from './sender-cases.js';
+export * from './protocol-model.js';
