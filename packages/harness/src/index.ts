@@ -4,6 +4,7 @@ export * from './event-fill.js';
 export * from './db-urls.js';
 export * from './net.js';
 export * from './own-postgres.js';
+export * from './tcp-proxy.js';
 export * from './own-redis.js';
 export * from './processes.js';
 export * from './providers.js';
