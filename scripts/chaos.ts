@@ -1,5 +1,5 @@
 /**
- * `npm run chaos -- [--events N] [--workers W] [--concurrency C] [--queue-shards S] [--queue-backend redis|postgres] [--redis-cluster]`
+ * `npm run chaos -- [--events N] [--workers W] [--concurrency C] [--queue-shards S] [--queue-backend redis|postgres] [--redis-cluster] [--network-faults]`
  *
  * Oncehook's promise under failure, as a command. On a Postgres and a Redis of its own (own
  * ports; the machine's shared servers are never touched), with ingest and W worker processes
@@ -13,7 +13,11 @@
  *     `--redis-cluster` the queue is on a Redis Cluster of its own (3 primaries, 3 replicas):
  *     the primary serving a shard is killed (its replica is promoted; unreplicated writes are
  *     lost), and later every shard slot of one primary is moved to another while events flow,
- *   - restarts Postgres once (immediate shutdown: connections cut mid-transaction).
+ *   - restarts Postgres once (immediate shutdown: connections cut mid-transaction);
+ *   - with `--network-faults`, puts every process's links to Postgres and Redis behind a TCP
+ *     proxy and, while sending, applies one episode after another: latency with jitter, a
+ *     5 s stall (bytes stop, sockets stay open), a narrow link, every connection reset; after
+ *     each stall it measures how long until the next event finishes.
  * A handler limited to 2 runs at once (a 30 ms call each) and one paused until 60% of the
  * sending ride along. Then it waits for the system to drain, failing on a stall (no event
  * finished for `--drain-timeout-seconds`, default 180) or past a bound computed from what is
@@ -48,10 +52,12 @@ import {
   startOwnRedis,
   startOwnRedisCluster,
   startSandbox,
+  startTcpProxy,
   storedIdOf,
   type Service,
   type SimEvent,
   type SimSource,
+  type TcpProxy,
 } from '@oncehook/harness';
 import { createPool, type Pool } from '@oncehook/shared';
 import { eventQueueNames, migrate, shardOf, type QueueBackend } from '@oncehook/core';
@@ -77,7 +83,33 @@ export interface ChaosOptions {
    * by what the run sent and the limits it declared (drainBoundMs).
    */
   drainTimeoutMs?: number;
+  /**
+   * Network faults (NETWORK_EPISODES) on every ingest and worker process's links to Postgres and
+   * to Redis, each through a TcpProxy of the harness, while events are sent. Not with a Redis
+   * Cluster (its nodes announce their own addresses to the clients).
+   */
+  networkFaults?: boolean;
   log?: (line: string) => void;
+}
+
+/**
+ * The network faults of `--network-faults`, one episode after another while events are sent,
+ * on the links from every ingest and worker process to Postgres and to the queue's Redis (each
+ * through a TcpProxy of the harness): a stall (bytes stop, sockets stay open), latency with
+ * jitter, every connection reset, a narrow link. The stall first: a short run meets it too.
+ */
+const NETWORK_EPISODES = [
+  { kind: 'stall', ms: 5_000 },
+  { kind: 'latency', ms: 4_000, faults: { latencyMs: 20, jitterMs: 40 } },
+  { kind: 'reset', ms: 0 },
+  { kind: 'bandwidth', ms: 3_000, faults: { bytesPerSecond: 256 * 1024 } },
+] as const;
+
+export interface NetworkReport {
+  /** Episodes applied, by kind. */
+  episodes: Record<string, number>;
+  /** After each stall ended: ms until the next event finished (every process recovered by itself). */
+  recoveryAfterStallMs: number[];
 }
 
 export interface ChaosReport {
@@ -91,6 +123,8 @@ export interface ChaosReport {
   effects: { charges: number; emails: number; shipments: number; ledgerEntries: number; fanoutIndex: number; fanoutNotify: number; sandboxFaults: number; sandboxReplays: number };
   /** Flow control: runs of the concurrency-2 handler (and the most the sandbox saw in flight), of the paused-then-resumed one, and how many waited for the resume. */
   flow: { limited: number; limitedMaxInFlight: number; paused: number; waitingAtResume: number; limitedUse: LimitedUse | null; destination: number };
+  /** With `networkFaults`: what was applied and how fast the processes recovered. */
+  network: NetworkReport | null;
   sendMs: number;
   drainMs: number;
   violations: string[];
@@ -137,6 +171,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   // One queue on a cluster needs a hash-tag prefix; several shards are each their own tag.
   const prefix = cluster && (options.queueShards ?? 1) <= 1 ? `{chaos-${run}}` : `chaos-${run}`;
   const postgres = await startOwnPostgres();
+  // The processes' links (the run's own checks connect directly).
+  const proxies: TcpProxy[] = [];
+  if (options.networkFaults) {
+    proxies.push(await startTcpProxy(postgres.port));
+    if (redis) proxies.push(await startTcpProxy(redis.port));
+  }
   const sandbox = await startSandbox();
   const services = new Set<Service>();
   let dbPool: Pool | undefined;
@@ -189,10 +229,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
 
     const ingestPort = await freePort();
     const common = {
-      DATABASE_URL: database.url,
+      DATABASE_URL: proxies[0] ? database.url.replace(`:${postgres.port}/`, `:${proxies[0].port}/`) : database.url,
       QUEUE_BACKEND: queueBackend,
       // Postgres-backed: a closed port, so a process that still talked to Redis would fail.
-      REDIS_URL: redis?.url ?? 'redis://127.0.0.1:9',
+      REDIS_URL: redis ? (proxies[1] ? `redis://127.0.0.1:${proxies[1].port}` : redis.url) : 'redis://127.0.0.1:9',
       REDIS_CLUSTER_NODES: cluster?.seeds ?? '',
       QUEUE_PREFIX: prefix,
       QUEUE_SHARDS: String(options.queueShards ?? 1),
@@ -382,6 +422,41 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       }
     })();
 
+    // Network faults: one episode after another while sending, on every process's links.
+    const network: NetworkReport = { episodes: {}, recoveryAfterStallMs: [] };
+    const doneEvents = async () =>
+      (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM oncehook.events WHERE state = 'done'`).catch(() => ({ rows: [{ n: -1 }] }))).rows[0]!.n;
+    const networkMonkey = (async () => {
+      if (proxies.length === 0) return;
+      await sleep(1_500);
+      for (let i = 0; sending; i += 1) {
+        const episode = NETWORK_EPISODES[i % NETWORK_EPISODES.length]!;
+        network.episodes[episode.kind] = (network.episodes[episode.kind] ?? 0) + 1;
+        if (episode.kind === 'reset') {
+          log('  network: every connection to Postgres and Redis reset');
+          for (const proxy of proxies) proxy.reset();
+        } else if (episode.kind === 'stall') {
+          log(`  network: Postgres and Redis stalled for ${episode.ms} ms (sockets open, no bytes)`);
+          for (const proxy of proxies) proxy.stall();
+          await sleep(episode.ms);
+          const before = await doneEvents();
+          for (const proxy of proxies) proxy.resume();
+          const resumed = performance.now();
+          // Recovered when the next event finishes (events keep arriving: there is work).
+          while (performance.now() - resumed < 120_000 && (await doneEvents()) <= before) await sleep(20);
+          const ms = Math.round(performance.now() - resumed);
+          network.recoveryAfterStallMs.push(ms);
+          log(`  network: resumed; the next event finished ${ms} ms later`);
+        } else {
+          log(`  network: ${episode.kind} ${JSON.stringify(episode.faults)} for ${episode.ms} ms`);
+          for (const proxy of proxies) proxy.setFaults(episode.faults);
+          await sleep(episode.ms);
+          for (const proxy of proxies) proxy.setFaults({});
+        }
+        await sleep(1_000);
+      }
+    })();
+
     // The limited handler's runs, sampled once a second (done, and waiting to start).
     const samples: { done: number; waiting: number }[] = [];
     let sampling = true;
@@ -411,6 +486,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const sendMs = performance.now() - sendStarted;
     sending = false;
     await monkey;
+    await networkMonkey;
     await reshard;
     log(`  sent in ${(sendMs / 1000).toFixed(1)} s; waiting for the drain`);
 
@@ -617,6 +693,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         waitingAtResume: pausedRunsAtResume,
         limitedUse,
       },
+      network: proxies.length > 0 ? network : null,
       sendMs: Math.round(sendMs),
       drainMs: Math.round(drainMs),
       violations,
@@ -628,6 +705,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await receiverPool?.end().catch(() => {});
     await dbPool?.end().catch(() => {});
     await sandbox.close();
+    for (const proxy of proxies) await proxy.close();
     await redis?.kill9();
     await cluster?.stop();
     await postgres.destroy();
@@ -677,6 +755,13 @@ export function formatReport(report: ChaosReport): string {
     report.flow.limitedUse
       ? `chaos.issue-limited with a backlog (${report.flow.limitedUse.backlogSeconds} s, up to ${report.flow.limitedUse.mostWaiting} waiting): ${report.flow.limitedUse.runsPerSecond.toFixed(1)} runs/s; its slots held a run ${(report.flow.limitedUse.slotUse * 100).toFixed(0)}% of the time (mean run ${report.flow.limitedUse.meanRunMs.toFixed(0)} ms from lease to end); ${(report.flow.limitedUse.callCapacityUse * 100).toFixed(0)}% of the ${(LIMITED.slots / (LIMITED.callMs / 1000)).toFixed(0)} runs/s its 30 ms call alone allows`
       : 'chaos.issue-limited never had a backlog (its slots kept up)',
+    ...(report.network
+      ? [
+          `network faults: ${Object.entries(report.network.episodes)
+            .map(([kind, n]) => `${n} ${kind}`)
+            .join(', ')}; after each stall ended, the next event finished in ${report.network.recoveryAfterStallMs.join(', ') || '-'} ms`,
+        ]
+      : []),
     `time: sending ${(report.sendMs / 1000).toFixed(1)} s, drain after the last delivery ${(report.drainMs / 1000).toFixed(1)} s`,
     report.violations.length === 0 ? 'violations: none' : `VIOLATIONS (${report.violations.length}):\n  ${report.violations.slice(0, 50).join('\n  ')}`,
   ].join('\n');
@@ -696,6 +781,8 @@ if (process.argv[1]?.endsWith('chaos.ts')) {
       'drain-timeout-seconds': { type: 'string', default: '180' },
       /** Also write the report as JSON here (the smoke test reads it). */
       'report-file': { type: 'string' },
+      /** Latency, stalls, narrow links and resets between the processes and Postgres/Redis. */
+      'network-faults': { type: 'boolean', default: false },
     },
   });
   const queueBackend = values['queue-backend'];
@@ -707,6 +794,10 @@ if (process.argv[1]?.endsWith('chaos.ts')) {
     process.stderr.write('--redis-cluster needs --queue-backend redis\n');
     process.exit(2);
   }
+  if (values['redis-cluster'] && values['network-faults']) {
+    process.stderr.write('--network-faults cannot be used with --redis-cluster (its nodes announce their own addresses, past a proxy)\n');
+    process.exit(2);
+  }
   const report = await runChaos({
     queueBackend,
     redisCluster: values['redis-cluster'],
@@ -715,6 +806,7 @@ if (process.argv[1]?.endsWith('chaos.ts')) {
     concurrency: Number(values.concurrency),
     queueShards: Number(values['queue-shards']),
     drainTimeoutMs: Number(values['drain-timeout-seconds']) * 1000,
+    networkFaults: values['network-faults'],
   });
   process.stdout.write(`${formatReport(report)}\n`);
   if (values['report-file']) await writeFile(values['report-file'], JSON.stringify(report, null, 2));

@@ -1,6 +1,7 @@
 /**
  * The small version of `npm run chaos`, run as the command itself: every fault at least once
- * (workers, ingest and Redis killed, Postgres restarted, sandbox faults), then the same
+ * (workers, ingest and Redis killed, Postgres restarted, sandbox faults, and with
+ * `--network-faults` a stall and the other network faults on every link), then the same
  * checks: acknowledged => done, effects exactly once, forged-only events leave no trace. With
  * QUEUE_SHARDS=4: every process routes by event key through the kills and the lost queue.
  */
@@ -32,7 +33,8 @@ it('survives the chaos run with zero violations', { timeout: 240_000 }, async ()
       TEST_REDIS_CLUSTER ? '6' : '4',
       '--queue-backend',
       TEST_QUEUE_BACKEND,
-      ...(TEST_REDIS_CLUSTER ? ['--redis-cluster'] : []),
+      // Network faults on every process's links (not on a cluster: its nodes announce their own addresses).
+      ...(TEST_REDIS_CLUSTER ? ['--redis-cluster'] : ['--network-faults']),
       '--drain-timeout-seconds',
       '120',
       '--report-file',
@@ -68,6 +70,12 @@ it('survives the chaos run with zero violations', { timeout: 240_000 }, async ()
     expect(report.kills.slotsMoved).toBeGreaterThanOrEqual(1);
   } else expect(report.kills).toMatchObject({ ingest: 1, redisRestarts: TEST_QUEUE_BACKEND === 'redis' ? 1 : 0, primaryFailovers: 0, postgresRestarts: 1 });
   expect(report.kills.workers).toBeGreaterThanOrEqual(1);
+  // A stall of every link to Postgres and Redis (sockets open, no bytes) and more: every process
+  // recovered by itself once it ended (the drain would have failed otherwise).
+  if (!TEST_REDIS_CLUSTER) {
+    expect(report.network.episodes.stall).toBeGreaterThanOrEqual(1);
+    expect(report.network.recoveryAfterStallMs.length).toBe(report.network.episodes.stall);
+  }
   // 60 Stripe order payments (receipt + shipment) and 60 renewals (charge); 30 GitHub issues,
   // each fanned out to two handlers (one of them failing the first attempt of a third).
   expect(report.effects).toMatchObject({ charges: 60, emails: 60, shipments: 60, ledgerEntries: 120, fanoutIndex: 30, fanoutNotify: 30 });
