@@ -1,13 +1,14 @@
 /**
- * `npm run model -- [--bound small|deep] [--mutants] [--mutant NAME] [--memory-mb N]`
+ * `npm run model -- [--bound small|medium|deep] [--mutants] [--mutant NAME] [--memory-mb N]`
  *
  * Checks the model of the run protocol (model/protocol.pml) with the Spin model checker: every
  * interleaving of two deliveries, two workers, the reconciler, a lease clock, a worker's kill
  * -9, a lost queue, a handler error and an operator's redrive, within the bound, against the
  * invariants in the model's header (no local step applied twice, no external step called with
  * two keys or again after its record, no acknowledged event lost, no run done with a step
- * missing). `--bound small` (the default) is what `npm test` checks; `deep` lets leases expire
- * twice under live workers (minutes, several GB). `--mutants` also checks each mutant of the
+ * missing). `--bound small` (the default) is what `npm test` checks (seconds); `medium` lets
+ * leases expire twice under live workers (about 40 s, 1 GB); `deep` also allows two crashes and
+ * two handler errors (about 11 minutes, 11 GB). `--mutants` also checks each mutant of the
  * model and prints the counterexample it yields; `--mutant NAME` one of them. Exits 1 when the
  * model breaks an invariant, a search did not finish, or a mutant yields no counterexample.
  * Needs Spin and gcc (`apt-get install spin gcc`).
@@ -30,7 +31,7 @@ function usage(message: string): never {
 
 if (!(values.bound! in MODEL_BOUNDS)) usage(`--bound must be one of ${Object.keys(MODEL_BOUNDS).join(', ')} (got "${values.bound}")`);
 if (values.mutant !== undefined && !(values.mutant in MODEL_MUTANTS)) usage(`--mutant must be one of ${Object.keys(MODEL_MUTANTS).join(', ')} (got "${values.mutant}")`);
-const memoryMb = values['memory-mb'] === undefined ? (values.bound === 'deep' ? 16_000 : 2048) : Number(values['memory-mb']);
+const memoryMb = values['memory-mb'] === undefined ? (values.bound === 'deep' ? 16_000 : values.bound === 'medium' ? 4_000 : 2048) : Number(values['memory-mb']);
 if (!Number.isInteger(memoryMb) || memoryMb < 64) usage(`--memory-mb must be a whole number of megabytes >= 64 (got "${values['memory-mb']}")`);
 
 const missing = await missingModelTools();
