@@ -20,6 +20,7 @@ const SCRIPTS: Record<string, string> = {
   'bench:peer-faults': 'scripts/bench-peer-faults.ts',
   'bench:backlog': 'scripts/bench-backlog.ts',
   model: 'scripts/model.ts',
+  soak: 'scripts/soak.ts',
 };
 
 describe('long-running scripts', () => {
