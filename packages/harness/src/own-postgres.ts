@@ -25,16 +25,14 @@ function pgVersion(): string {
   return process.env.TEST_PG_VERSION ?? '15';
 }
 
-export async function startOwnPostgres(): Promise<OwnPostgres> {
-  const name = `oncehook_${randomBytes(4).toString('hex')}`;
-  const port = await freePort();
-  const version = pgVersion();
+/** A new cluster (pg_createcluster, trust auth), not started, and how to drive it. */
+async function createCluster(version: string, name: string, port: number): Promise<OwnPostgres> {
   // max_connections above the default 100: a chaos run at full load holds about 100 (two workers
   // on QUEUE_BACKEND=postgres with WORKER_CONCURRENCY=16 hold 37 each, ingest 15, the run's own
   // pools and the receiver the rest; docs/operating.md#postgres-connections), and a test must
   // fail on what the processes do, not on a default the server was never sized for.
   await run('pg_createcluster', [version, name, '--port', String(port), '-o', 'max_connections=300', '--', '--auth-local=trust', '--auth-host=trust']);
-  const cluster = {
+  return {
     name,
     port,
     baseUrl: `postgres://postgres@127.0.0.1:${port}`,
@@ -48,6 +46,12 @@ export async function startOwnPostgres(): Promise<OwnPostgres> {
       await run('pg_dropcluster', [version, name, '--stop']).catch(() => {});
     },
   };
+}
+
+export async function startOwnPostgres(): Promise<OwnPostgres> {
+  const name = `oncehook_${randomBytes(4).toString('hex')}`;
+  const port = await freePort();
+  const cluster = await createCluster(pgVersion(), name, port);
   await cluster.start();
   return cluster;
 }
@@ -69,7 +73,7 @@ export async function startOwnReplica(primary: OwnPostgres, options: { linkPort?
   const version = pgVersion();
   const name = `oncehook_${randomBytes(4).toString('hex')}`;
   const port = await freePort();
-  await run('pg_createcluster', [version, name, '--port', String(port), '-o', 'max_connections=300', '--', '--auth-local=trust', '--auth-host=trust']);
+  const cluster = await createCluster(version, name, port);
   const dataDir = `/var/lib/postgresql/${version}/${name}`;
   await run('sh', ['-c', `rm -rf '${dataDir}' && install -d -o postgres -g postgres -m 700 '${dataDir}'`]);
   // As the cluster's owner, so the files are its; -R writes standby.signal and primary_conninfo.
@@ -95,18 +99,7 @@ export async function startOwnReplica(primary: OwnPostgres, options: { linkPort?
   await sql(primary.port, `ALTER SYSTEM SET synchronous_standby_names = '${options.sync ? '*' : ''}'`);
   await sql(primary.port, 'SELECT pg_reload_conf()');
   const replica: OwnReplica = {
-    name,
-    port,
-    baseUrl: `postgres://postgres@127.0.0.1:${port}`,
-    async start() {
-      await run('pg_ctlcluster', [version, name, 'start']);
-    },
-    async stop(mode: 'fast' | 'immediate' = 'fast') {
-      await run('pg_ctlcluster', [version, name, 'stop', '-m', mode]);
-    },
-    async destroy() {
-      await run('pg_dropcluster', [version, name, '--stop']).catch(() => {});
-    },
+    ...cluster,
     async promote() {
       await run('pg_ctlcluster', [version, name, 'promote']);
     },
