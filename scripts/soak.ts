@@ -256,7 +256,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     const acknowledged = outcomes.filter((o) => o.acknowledged);
     let done = 0;
     let notDone = 0;
-    const { rows: deleted } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM oncehook.events`);
+    const { rows: remaining } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM oncehook.events`);
     for (const outcome of acknowledged) {
       const state = states.get(storedIdOf(outcome.event));
       // Deleted by retention: it was done (retention deletes only done events).
@@ -303,7 +303,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       events: { sent, acknowledged: acknowledged.length, done, notDone },
       violations,
     };
-    log(`  ${deleted[0]!.n} event rows at the end (the rest deleted by retention)`);
+    log(`  ${remaining[0]!.n} event rows at the end (the rest deleted by retention)`);
     await mkdir(options.outDir, { recursive: true });
     await writeFile(path.join(options.outDir, 'soak.json'), JSON.stringify(report, null, 2));
     await writeFile(path.join(options.outDir, 'soak.svg'), plot(samples, verdicts, `soak ${run}: ${options.minutes} min at ${options.rate} events/s`));

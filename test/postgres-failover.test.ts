@@ -20,8 +20,6 @@
  * and are applied once on the new primary. docs/reliability.md ("A Postgres failover") states
  * both guarantees with the figures.
  */
-import { spawn } from 'node:child_process';
-import path from 'node:path';
 import { migrate } from '@oncehook/core';
 import { SHOP_MIGRATIONS } from '@oncehook/example-shop/src/handlers';
 import {
@@ -29,8 +27,6 @@ import {
   killAllServices,
   makeEvent,
   maxAppliedPerKey,
-  ROOT,
-  SOURCE_NODE_ARGS,
   STRIPE_SECRET,
   spawnService,
   startOwnPostgres,
@@ -49,7 +45,6 @@ import { createPool, type Pool } from '@oncehook/shared';
 import { afterEach, describe, expect, it } from 'vitest';
 import { T, testEnv, testPrefix } from './helpers/stack.js';
 
-const ENTRY = path.join(ROOT, 'packages/oncehook/src/cli/entry.ts');
 /**
  * Orders before the stall (A) and during it (B). `npm run failover` sets FAILOVER_ORDERS for a
  * larger run (docs/reliability.md); the suite runs 10 and 5.
@@ -176,20 +171,6 @@ async function expectExactlyOnce(rig: Rig, run: string, total: number): Promise<
   }
 }
 
-function oncehook(env: Record<string, string>, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [...SOURCE_NODE_ARGS, ENTRY, ...args], {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: '/tmp', USER: 'failover-test', ...env },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
 describe('a Postgres failover (the endpoint moved to a promoted replica)', () => {
   it('synchronous replication: deliveries the replica cannot confirm are answered 503, never 202; after the failover every 202 is there, and every order is handled once', async () => {
     const rig = await startRig(true);
@@ -251,9 +232,12 @@ describe('a Postgres failover (the endpoint moved to a promoted replica)', () =>
     // The new primary never heard of them.
     const present = await afterFailover(() => count(rig.pool, `SELECT count(*)::int AS n FROM ${T.events} WHERE event_id LIKE $1`, [`evt_${run}_%`]));
     expect(present).toBe(A);
-    const backfill = await oncehook(rig.env, ['backfill', 'stripe', '--since', '1h', '--all', '--types', 'payment_intent.succeeded']);
-    expect(backfill.code, backfill.stdout + backfill.stderr).toBe(0);
-    expect(backfill.stdout).toContain(`listed ${A + B}, already known ${A}, new ${B} (claimed, dispatch enqueued)`);
+    // The operator's command, as a process of the real entry point (the harness's `cli` service).
+    const backfill = spawnService('cli', { ...rig.env, USER: 'failover-test' }, ['backfill', 'stripe', '--since', '1h', '--all', '--types', 'payment_intent.succeeded']);
+    const { code } = await backfill.exited;
+    const output = backfill.lines.join('\n');
+    expect(code, output).toBe(0);
+    expect(output).toContain(`listed ${A + B}, already known ${A}, new ${B} (claimed, dispatch enqueued)`);
     await expectExactlyOnce(rig, run, A + B);
     // Their emails and shipments were called again after the failover, with the keys of before.
     const replays = rig.sandbox.stats().email.replays;
