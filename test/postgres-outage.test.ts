@@ -31,7 +31,7 @@ import {
   type Service,
 } from '@oncehook/harness';
 import { afterAll, expect, it } from 'vitest';
-import { TEST_QUEUE_BACKEND, testEnv, testPrefix } from './helpers/stack.js';
+import { FAST, TEST_QUEUE_BACKEND, testEnv, testPrefix } from './helpers/stack.js';
 
 let ownPostgres: OwnPostgres | undefined;
 let sandbox: SandboxHandle | undefined;
@@ -58,9 +58,13 @@ it(`Postgres stopped (fast shutdown) for seconds under a backlog, then started (
         ONCEHOOK_HANDLERS: 'examples/shop,test/fixtures/flow-handlers',
         FLOW_HANDLERS: 'pair',
         FLOW_WORK_URL: sandbox.url,
-        // Each call held for 4 s, twice the 2 s lease: renewed while all is well; during the
-        // outage the lease cannot be renewed while two calls are in flight.
-        FLOW_WORK_MS: '4000',
+        // Each call held for 6 s, three 2 s leases: renewed while all is well; during the
+        // outage the lease cannot be renewed while two calls are in flight. A call is abandoned
+        // only if it is still in flight 1.8 s (the lease minus its margin) after the last
+        // renewal, so it must outlast the time the stop command takes to cut the connections:
+        // on a loaded machine pg_ctlcluster (a Perl script) took over 2 s, and with 4 s calls
+        // both finished before their alarm (a CI run saw 0 abandoned).
+        FLOW_WORK_MS: '6000',
         MAX_ATTEMPTS: '50',
         WORKER_CONCURRENCY: '8',
       },
@@ -78,9 +82,15 @@ it(`Postgres stopped (fast shutdown) for seconds under a backlog, then started (
     }
     // Two pair calls in flight, the other runs waiting for a slot: Postgres goes away.
     await waitFor(async () => (sandbox!.work('pair').calls === 2 ? true : null), { timeoutMs: 30_000, what: 'two calls in flight' });
+    const stopping = Date.now();
     await ownPostgres.stop('fast');
     const stoppedAt = Date.now();
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    console.log(`[figure] Postgres outage: the stop command took ${stoppedAt - stopping} ms`);
+    // Down for longer than a whole lease (FAST.LEASE_MS), whatever the machine's speed: no renewal
+    // can succeed before the lease clock's alarm, so the runs holding the two slots must abandon
+    // their calls. (Down for 1 s, as this test was first written, a fast stop and start let a
+    // renewal through in time on a quick day, and nothing was abandoned.)
+    await new Promise((resolve) => setTimeout(resolve, Number(FAST.LEASE_MS) + 500));
     await ownPostgres.start();
     console.log(`[figure] Postgres outage: down ${Date.now() - stoppedAt} ms (fast shutdown, then start)`);
 
