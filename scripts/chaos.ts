@@ -1,5 +1,5 @@
 /**
- * `npm run chaos -- [--events N] [--workers W] [--concurrency C] [--queue-shards S] [--queue-backend redis|postgres] [--redis-cluster] [--network-faults]`
+ * `npm run chaos -- [--events N] [--workers W] [--concurrency C] [--queue-shards S] [--queue-backend redis|postgres] [--redis-cluster] [--network-faults] [--limited-slots N]`
  *
  * Oncehook's promise under failure, as a command. On a Postgres and a Redis of its own (own
  * ports; the machine's shared servers are never touched), with ingest and W worker processes
@@ -18,8 +18,9 @@
  *     proxy and, while sending, applies one episode after another: latency with jitter, a
  *     5 s stall (bytes stop, sockets stay open), a narrow link, every connection reset; after
  *     each stall it measures how long until the next event finishes.
- * A handler limited to 2 runs at once (a 30 ms call each) and one paused until 60% of the
- * sending ride along. Then it waits for the system to drain, failing on a stall (no event
+ * A handler limited to 2 runs at once (a 30 ms call each; `--limited-slots` for a run too long
+ * for 2 slots to keep up with, docs/reliability.md "100,000 events") and one paused until 60%
+ * of the sending ride along. Then it waits for the system to drain, failing on a stall (no event
  * finished for `--drain-timeout-seconds`, default 180) or past a bound computed from what is
  * left (the pending events at three times the pace of the sending, every pending limited run
  * at a tenth of its slots' capacity), and checks:
@@ -27,9 +28,10 @@
  *   - each event's effects were applied exactly once (ledger rows, charges, emails, shipments
  *     from the sandbox counters), and no key was applied twice;
  *   - no row and no effect for events that were only ever forged (never acknowledged);
- *   - the limited handler never had more than 2 calls in flight (the work API measures).
+ *   - the limited handler never had more calls in flight than its slots (the work API measures);
+ *   - no process exited by itself.
  * It prints the figures (among them how well the limited handler used its slots while it had a
- * backlog) and exits non-zero on any violation.
+ * backlog, and the peak memory of every kind of process) and exits non-zero on any violation.
  */
 import { type ChildProcess, spawn as spawnProcess } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
@@ -42,7 +44,11 @@ import {
   makeEvent,
   maxAppliedPerKey,
   parseScriptArgs,
+  PeakMemory,
+  peakResidentMb,
+  pidsWhoseCommandLine,
   pool,
+  proportionalMb,
   ProviderSimulator,
   ROOT,
   SOURCE_NODE_ARGS,
@@ -89,6 +95,12 @@ export interface ChaosOptions {
    * Cluster (its nodes announce their own addresses to the clients).
    */
   networkFaults?: boolean;
+  /**
+   * chaos.issue-limited's concurrency (default 2). Its 20% share of the events drains at about
+   * 5 runs/s with 2 slots on this machine, so a 100,000-event run would spend over an hour on
+   * that handler alone; a larger limit keeps it a limited handler, checked at the work API.
+   */
+  limitedSlots?: number;
   log?: (line: string) => void;
 }
 
@@ -121,10 +133,17 @@ export interface ChaosReport {
   /** reenqueued: the reconciler's adds, by reason; workerStartFailures: workers that exited before they were ready (started again). */
   recoveries: { reenqueued: Record<string, number>; workerStartFailures: number };
   effects: { charges: number; emails: number; shipments: number; ledgerEntries: number; fanoutIndex: number; fanoutNotify: number; sandboxFaults: number; sandboxReplays: number };
-  /** Flow control: runs of the concurrency-2 handler (and the most the sandbox saw in flight), of the paused-then-resumed one, and how many waited for the resume. */
-  flow: { limited: number; limitedMaxInFlight: number; paused: number; waitingAtResume: number; limitedUse: LimitedUse | null; destination: number };
+  /** Flow control: runs of the limited handler, its slots (and the most the sandbox saw in flight), of the paused-then-resumed one, and how many waited for the resume. */
+  flow: { limited: number; limitedSlots: number; limitedMaxInFlight: number; paused: number; waitingAtResume: number; limitedUse: LimitedUse | null; destination: number };
   /** With `networkFaults`: what was applied and how fast the processes recovered. */
   network: NetworkReport | null;
+  /**
+   * The most memory each kind of process had during the run, in MB: `ingest`, `worker` and
+   * `receiver` are each the largest VmHWM of any process of that kind (workers are killed and
+   * replaced: the largest of them all); `redis` the largest node's VmHWM; `postgres` the largest
+   * sum of the PSS of all the server's processes seen in a sample (shared buffers once).
+   */
+  peakMemoryMb: Record<string, number>;
   sendMs: number;
   drainMs: number;
   violations: string[];
@@ -135,8 +154,8 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** The destination's signing secret (the workers sign with it, the receiver verifies with it). */
 const DESTINATION_SECRET = `whsec_${Buffer.from('chaos-destination-secret-32-byte').toString('base64')}`;
 
-/** chaos.issue-limited: at most 2 runs at once, each a 30 ms call (scripts/chaos/fanout-handlers.ts). */
-const LIMITED = { name: 'chaos.issue-limited', slots: 2, callMs: 30 } as const;
+/** chaos.issue-limited: at most `limitedSlots` (default 2) runs at once, each a 30 ms call (scripts/chaos/fanout-handlers.ts). */
+const LIMITED = { name: 'chaos.issue-limited', callMs: 30 } as const;
 
 /**
  * How well the concurrency-2 handler used its slots while it had a backlog, from one-second
@@ -162,6 +181,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const violations: string[] = [];
 
   const queueBackend = options.queueBackend ?? 'redis';
+  const limitedSlots = options.limitedSlots ?? 2;
   const onCluster = queueBackend === 'redis' && options.redisCluster === true;
   log(
     `chaos ${run}: ${options.events} events, ${options.workers} workers, concurrency ${options.concurrency}, ${options.queueShards ?? 1} queue shard(s) on ${onCluster ? 'a Redis Cluster (3 primaries, 3 replicas)' : queueBackend}`,
@@ -264,6 +284,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       SHOP_OUTBOUND_TIMEOUT_MS: '1000',
       SHOP_OUTBOUND_RETRY_DELAY_MS: '50',
       CHAOS_WORK_URL: sandbox.url,
+      CHAOS_LIMITED_SLOTS: String(limitedSlots),
       DESTINATION_NAME: 'chaos-receiver',
       DESTINATION_URL: `http://127.0.0.1:${receiverPort}/webhooks`,
       DESTINATION_SECRET,
@@ -475,6 +496,25 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       }
     })();
 
+    // The peak memory of every kind of process, sampled every 3 s while the run lasts (a
+    // node process's and Redis's VmHWM is the kernel's own peak: a sample sees it after the fact;
+    // Postgres's total is as of each sample).
+    const memory = new PeakMemory();
+    const redisPorts = new Set([redis?.port, ...(cluster?.nodes.map((node) => node.port) ?? [])].filter((port) => port !== undefined));
+    const memorySampler = (async () => {
+      while (sampling) {
+        for (const service of services) {
+          if (service.proc.exitCode === null && service.proc.signalCode === null) memory.note(service.kind, await peakResidentMb(service.pid));
+        }
+        memory.note('receiver', await peakResidentMb(receiverProcess.pid));
+        const redisPids = await pidsWhoseCommandLine((line) => redisPorts.has(Number(/^redis-server \S*:(\d+)/.exec(line)?.[1])));
+        for (const pid of redisPids) memory.note('redis', await peakResidentMb(pid));
+        const postgresPids = await pidsWhoseCommandLine((line) => /^(\S*\/bin\/postgres|postgres:) /.test(line) && line.includes(postgres.name));
+        memory.note('postgres', await proportionalMb(postgresPids));
+        await sleep(3_000);
+      }
+    })();
+
     const sendStarted = performance.now();
     await pool(events, options.concurrency, async (event) => {
       started += 1;
@@ -507,7 +547,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         .catch(() => ({ rows: [{ events: events.length, limited: 0 }] }))
     ).rows[0]!;
     const perEventMs = sendMs / events.length;
-    const drainBound = stallMs + Math.ceil(left.events * perEventMs * 3) + Math.ceil((left.limited * LIMITED.callMs * 10) / LIMITED.slots);
+    const drainBound = stallMs + Math.ceil(left.events * perEventMs * 3) + Math.ceil((left.limited * LIMITED.callMs * 10) / limitedSlots);
     let lastPending = Number.POSITIVE_INFINITY;
     let lastProgress = performance.now();
     for (;;) {
@@ -560,6 +600,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const drainMs = performance.now() - drainStarted;
     sampling = false;
     await sampler;
+    await memorySampler;
     ending = true;
     // A process that exited without being killed by the monkey, after it was ready, crashed.
     for (const service of services) {
@@ -605,10 +646,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     for (const [name, service] of Object.entries(stats)) {
       if (maxAppliedPerKey(service) > 1) violations.push(`${name}: an idempotency key was applied ${maxAppliedPerKey(service)} times`);
     }
-    // Flow control: the limited handler never had more than 2 calls in flight (the sandbox
+    // Flow control: the limited handler never had more calls in flight than its slots (the sandbox
     // measured), each applied once; the paused one did not start before its resume (checked then).
     const limitedWork = sandbox.sandbox.workStats()['chaos-limited'];
-    if (limitedWork && limitedWork.maxInFlight > 2) violations.push(`chaos.issue-limited (concurrency 2): the sandbox saw ${limitedWork.maxInFlight} calls in flight at once`);
+    if (limitedWork && limitedWork.maxInFlight > limitedSlots)
+      violations.push(`chaos.issue-limited (concurrency ${limitedSlots}): the sandbox saw ${limitedWork.maxInFlight} calls in flight at once`);
     if (limitedWork && Object.values(limitedWork.appliedByKey).some((n) => n > 1)) violations.push('chaos.issue-limited: a work call was applied twice');
     if (pausedRunsAtResume < 0) violations.push('the paused handler was never resumed');
     const { rows: limitedRuns } = await db.query<{ mean: number | null }>(
@@ -617,7 +659,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         WHERE r.handler = $1 AND a.outcome = 'done'`,
       [LIMITED.name],
     );
-    const limitedUse = useOfSlots(samples, limitedRuns[0]?.mean ?? null);
+    const limitedUse = useOfSlots(samples, limitedRuns[0]?.mean ?? null, limitedSlots);
 
     let acknowledged = 0;
     for (const outcome of outcomes) {
@@ -687,6 +729,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       },
       flow: {
         limited: fanoutRows.filter((r) => r.handler === 'limited').reduce((n, r) => n + r.n, 0),
+        limitedSlots,
         limitedMaxInFlight: limitedWork?.maxInFlight ?? 0,
         paused: fanoutRows.filter((r) => r.handler === 'paused').reduce((n, r) => n + r.n, 0),
         destination: creditRows.reduce((n, r) => n + r.n, 0),
@@ -694,6 +737,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         limitedUse,
       },
       network: proxies.length > 0 ? network : null,
+      peakMemoryMb: memory.peaks(),
       sendMs: Math.round(sendMs),
       drainMs: Math.round(drainMs),
       violations,
@@ -713,14 +757,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
 }
 
 /** LimitedUse from the one-second samples and the mean run; null when the handler never had a backlog. */
-function useOfSlots(samples: { done: number; waiting: number }[], meanRunMs: number | null): LimitedUse | null {
+function useOfSlots(samples: { done: number; waiting: number }[], meanRunMs: number | null, slots: number): LimitedUse | null {
   let seconds = 0;
   let runs = 0;
   for (let i = 1; i < samples.length; i += 1) {
     const [a, b] = [samples[i - 1]!, samples[i]!];
     if (a.done < 0 || b.done < 0) continue;
     // More waiting than the slots at both ends of the second: a backlog all through it.
-    if (a.waiting > LIMITED.slots && b.waiting > LIMITED.slots) {
+    if (a.waiting > slots && b.waiting > slots) {
       seconds += 1;
       runs += b.done - a.done;
     }
@@ -731,8 +775,8 @@ function useOfSlots(samples: { done: number; waiting: number }[], meanRunMs: num
     backlogSeconds: seconds,
     runsPerSecond,
     meanRunMs,
-    slotUse: (runsPerSecond * meanRunMs) / 1000 / LIMITED.slots,
-    callCapacityUse: runsPerSecond / (LIMITED.slots / (LIMITED.callMs / 1000)),
+    slotUse: (runsPerSecond * meanRunMs) / 1000 / slots,
+    callCapacityUse: runsPerSecond / (slots / (LIMITED.callMs / 1000)),
     mostWaiting: Math.max(...samples.map((s) => s.waiting)),
   };
 }
@@ -751,9 +795,9 @@ export function formatReport(report: ChaosReport): string {
     }), ${report.recoveries.workerStartFailures} worker start(s) failed and retried`,
     `effects applied: ${report.effects.charges} charges, ${report.effects.emails} emails, ${report.effects.shipments} shipments, ${report.effects.ledgerEntries} ledger entries, fan-out ${report.effects.fanoutIndex} + ${report.effects.fanoutNotify} (sandbox faults injected: ${report.effects.sandboxFaults}, answered from idempotency stores: ${report.effects.sandboxReplays})`,
     `destination: ${report.flow.destination} GitHub events applied by the receiver (examples/receivers/typescript, deduplicating on webhook-id)`,
-    `flow control: ${report.flow.limited} runs of chaos.issue-limited (concurrency 2; the sandbox saw at most ${report.flow.limitedMaxInFlight} in flight), ${report.flow.paused} of chaos.issue-paused (${report.flow.waitingAtResume} waiting when it was resumed)`,
+    `flow control: ${report.flow.limited} runs of chaos.issue-limited (concurrency ${report.flow.limitedSlots}; the sandbox saw at most ${report.flow.limitedMaxInFlight} in flight), ${report.flow.paused} of chaos.issue-paused (${report.flow.waitingAtResume} waiting when it was resumed)`,
     report.flow.limitedUse
-      ? `chaos.issue-limited with a backlog (${report.flow.limitedUse.backlogSeconds} s, up to ${report.flow.limitedUse.mostWaiting} waiting): ${report.flow.limitedUse.runsPerSecond.toFixed(1)} runs/s; its slots held a run ${(report.flow.limitedUse.slotUse * 100).toFixed(0)}% of the time (mean run ${report.flow.limitedUse.meanRunMs.toFixed(0)} ms from lease to end); ${(report.flow.limitedUse.callCapacityUse * 100).toFixed(0)}% of the ${(LIMITED.slots / (LIMITED.callMs / 1000)).toFixed(0)} runs/s its 30 ms call alone allows`
+      ? `chaos.issue-limited with a backlog (${report.flow.limitedUse.backlogSeconds} s, up to ${report.flow.limitedUse.mostWaiting} waiting): ${report.flow.limitedUse.runsPerSecond.toFixed(1)} runs/s; its slots held a run ${(report.flow.limitedUse.slotUse * 100).toFixed(0)}% of the time (mean run ${report.flow.limitedUse.meanRunMs.toFixed(0)} ms from lease to end); ${(report.flow.limitedUse.callCapacityUse * 100).toFixed(0)}% of the ${(report.flow.limitedSlots / (LIMITED.callMs / 1000)).toFixed(0)} runs/s its 30 ms call alone allows`
       : 'chaos.issue-limited never had a backlog (its slots kept up)',
     ...(report.network
       ? [
@@ -762,6 +806,9 @@ export function formatReport(report: ChaosReport): string {
             .join(', ')}; after each stall ended, the next event finished in ${report.network.recoveryAfterStallMs.join(', ') || '-'} ms`,
         ]
       : []),
+    `peak memory: ${Object.entries(report.peakMemoryMb)
+      .map(([kind, mb]) => `${kind} ${mb.toFixed(0)} MB`)
+      .join(', ')} (node processes and Redis: the largest VmHWM of their kind; Postgres: the PSS of all its processes)`,
     `time: sending ${(report.sendMs / 1000).toFixed(1)} s, drain after the last delivery ${(report.drainMs / 1000).toFixed(1)} s`,
     report.violations.length === 0 ? 'violations: none' : `VIOLATIONS (${report.violations.length}):\n  ${report.violations.slice(0, 50).join('\n  ')}`,
   ].join('\n');
@@ -783,6 +830,8 @@ if (process.argv[1]?.endsWith('chaos.ts')) {
       'report-file': { type: 'string' },
       /** Latency, stalls, narrow links and resets between the processes and Postgres/Redis. */
       'network-faults': { type: 'boolean', default: false },
+      /** chaos.issue-limited's concurrency (2 unless a long run needs more to keep up). */
+      'limited-slots': { type: 'string', default: '2' },
     },
   });
   const queueBackend = values['queue-backend'];
@@ -798,7 +847,13 @@ if (process.argv[1]?.endsWith('chaos.ts')) {
     process.stderr.write('--network-faults cannot be used with --redis-cluster (its nodes announce their own addresses, past a proxy)\n');
     process.exit(2);
   }
+  const limitedSlots = Number(values['limited-slots']);
+  if (!Number.isInteger(limitedSlots) || limitedSlots < 1) {
+    process.stderr.write(`--limited-slots must be a whole number of 1 or more (got "${values['limited-slots']}")\n`);
+    process.exit(2);
+  }
   const report = await runChaos({
+    limitedSlots,
     queueBackend,
     redisCluster: values['redis-cluster'],
     events: Number(values.events),

@@ -89,4 +89,11 @@ it('survives the chaos run with zero violations', { timeout: 240_000 }, async ()
   // Forged deliveries are refused (400/401), or cut by the ingest kill; never a 2xx (that would
   // be a violation above).
   expect(report.deliveries.invalidRejected).toBeGreaterThanOrEqual(1);
+  // The peak memory of every kind of process was measured (a Node process holds tens of MB at
+  // the least; Postgres's shared memory and its backends more than a few MB), Redis's where
+  // there is one.
+  const kinds = ['ingest', 'worker', 'receiver', 'postgres', ...(TEST_QUEUE_BACKEND === 'redis' ? ['redis'] : [])];
+  expect(Object.keys(report.peakMemoryMb).sort()).toEqual(kinds.sort());
+  for (const kind of kinds) expect(report.peakMemoryMb[kind], kind).toBeGreaterThan(kind === 'redis' ? 1 : 20);
+  expect(report.peakMemoryMb.worker).toBeLessThan(2_000);
 });

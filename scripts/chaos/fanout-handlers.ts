@@ -7,7 +7,7 @@
  * are killed and Redis and Postgres restart around them: one handler's retries must never
  * re-run the other's step.
  *
- * Two more, for flow control (docs/flow-control.md): `chaos.issue-limited` has `concurrency: 2`
+ * Two more, for flow control (docs/flow-control.md): `chaos.issue-limited` has `concurrency: 2` (CHAOS_LIMITED_SLOTS)
  * and calls the sandbox's work API (CHAOS_WORK_URL), which measures in flight itself (the run
  * checks it never saw more than 2); `chaos.issue-paused` is paused before the first delivery
  * and resumed by the chaos run mid-way (`oncehook pause` / `resume`): its runs wait, then drain,
@@ -42,8 +42,11 @@ const notify = defineHandler({ name: 'chaos.issue-notify', source: 'github', typ
 
 const workUrl = process.env.CHAOS_WORK_URL ?? 'http://127.0.0.1:9';
 
+/** Its limit: 2 unless the chaos run asks for more (`--limited-slots`, for a run 2 slots cannot keep up with). */
+const limitedSlots = Number(process.env.CHAOS_LIMITED_SLOTS ?? '2');
+
 const limited = defineHandler(
-  { name: 'chaos.issue-limited', source: 'github', type: 'issues.opened', concurrency: 2, description: 'chaos: at most 2 in flight' },
+  { name: 'chaos.issue-limited', source: 'github', type: 'issues.opened', concurrency: limitedSlots, description: `chaos: at most ${limitedSlots} in flight` },
   async (event, ctx) => {
     await ctx.step('work', async ({ idempotencyKey, signal }) => {
       const response = await fetch(`${workUrl}/work/tasks`, {

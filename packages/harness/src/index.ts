@@ -17,3 +17,4 @@ export * from './script-args.js';
 export * from './own-redis-cluster.js';
 export * from './sender-cases.js';
 export * from './protocol-model.js';
+export * from './process-memory.js';
