@@ -1,5 +1,6 @@
 /**
  * `npm run soak -- [--minutes M] [--rate R] [--sample-seconds S] [--age-after-seconds A] [--band B] [--out DIR]`
+ * `npm run soak -- --judge DIR` (a finished run's samples judged and drawn again)
  *
  * A soak: M minutes (default 30) of steady load, R events a second (default 40: about half of
  * what this 2-core machine handles end to end with two workers), through ingest and two
@@ -92,8 +93,12 @@ async function rssMb(pid: number | undefined): Promise<number> {
   return kb ? Number(kb) / 1024 : Number.NaN;
 }
 
-/** The least-squares trend of `points` over their span, as a share of their mean. */
-export function judge(measure: string, points: { t: number; v: number }[], band: number): Verdict {
+/**
+ * The least-squares trend of `points` over their span, as a share of their mean, or of `floor`
+ * when the mean is smaller: a measure that is near zero by nature (the backlog of a system that
+ * keeps up) is judged against the least amount that would mean something accumulated.
+ */
+export function judge(measure: string, points: { t: number; v: number }[], band: number, floor = 1): Verdict {
   const n = points.length;
   const mean = points.reduce((s, p) => s + p.v, 0) / n;
   const tMean = points.reduce((s, p) => s + p.t, 0) / n;
@@ -101,9 +106,27 @@ export function judge(measure: string, points: { t: number; v: number }[], band:
   const varT = points.reduce((s, p) => s + (p.t - tMean) ** 2, 0);
   const slope = varT === 0 ? 0 : cov / varT;
   const span = points[n - 1]!.t - points[0]!.t;
-  // A measure near zero (an empty backlog) is flat when it stays within the band of 1 unit.
-  const change = (slope * span) / Math.max(Math.abs(mean), 1);
+  const change = (slope * span) / Math.max(Math.abs(mean), floor);
   return { measure, mean, change, flat: change <= band };
+}
+
+/**
+ * The verdict per measure over the samples after the first third (the warm-up). The backlog's
+ * floor is one second of load (`rate` events): fewer waiting is work in flight, not a queue (a
+ * 30-minute run at 40 events/s judged its 0-14 waiting events, mean 3, "growing" against a
+ * floor of 1, and ended with none waiting); a backlog that gains 1 event a second still fails.
+ */
+export function verdictsOf(samples: SoakSample[], options: Pick<SoakOptions, 'band' | 'rate'>): Verdict[] {
+  const judged = samples.slice(Math.floor(samples.length / 3));
+  if (judged.length < 3) return [];
+  return MEASURES.map(([measure]) =>
+    judge(
+      measure,
+      judged.map((s) => ({ t: s.t, v: s.values[measure]! })).filter((p) => Number.isFinite(p.v)),
+      options.band,
+      measure === 'backlog.events' ? options.rate : 1,
+    ),
+  );
 }
 
 /** One small chart per measure, stacked, with its scale and verdict. */
@@ -273,18 +296,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       if (service.proc.exitCode !== null) violations.push(`${service.kind} ${service.pid} exited (${service.proc.exitCode})`);
     }
 
-    // The verdicts: the samples after the first third (the warm-up).
-    const judged = samples.slice(Math.floor(samples.length / 3));
-    const verdicts =
-      judged.length < 3
-        ? []
-        : MEASURES.map(([measure]) =>
-            judge(
-              measure,
-              judged.map((s) => ({ t: s.t, v: s.values[measure]! })).filter((p) => Number.isFinite(p.v)),
-              options.band,
-            ),
-          );
+    const verdicts = verdictsOf(samples, options);
     if (verdicts.length === 0) violations.push(`only ${samples.length} samples: too few to judge (a longer run, or a shorter --sample-seconds)`);
     for (const v of verdicts)
       if (!v.flat) violations.push(`${v.measure} grows: ${(v.change * 100).toFixed(1)}% of its mean over the judged span (band ${(options.band * 100).toFixed(0)}%)`);
@@ -337,8 +349,19 @@ if (process.argv[1]?.endsWith('soak.ts')) {
       'age-after-seconds': { type: 'string', default: '120' },
       band: { type: 'string', default: '0.15' },
       out: { type: 'string', default: 'soak-report' },
+      /** Judge a finished run's DIR/soak.json again with this code's verdict (and redraw DIR/soak.svg); no load. */
+      judge: { type: 'string' },
     },
   });
+  if (values.judge !== undefined) {
+    const saved = JSON.parse(await readFile(path.join(values.judge, 'soak.json'), 'utf8')) as SoakReport;
+    const verdicts = verdictsOf(saved.samples, saved.options);
+    await writeFile(path.join(values.judge, 'soak.svg'), plot(saved.samples, verdicts, `soak: ${saved.options.minutes} min at ${saved.options.rate} events/s`));
+    for (const v of verdicts)
+      process.stdout.write(`${v.measure}: mean ${v.mean.toFixed(1)}, trend ${(v.change * 100).toFixed(1)}% over the judged span: ${v.flat ? 'flat' : 'GROWING'}\n`);
+    process.stdout.write(`judged ${saved.samples.length} samples of ${path.join(values.judge, 'soak.json')} again; redrew soak.svg\n`);
+    process.exit(verdicts.length > 0 && verdicts.every((v) => v.flat) ? 0 : 1);
+  }
   const numbers = {
     minutes: Number(values.minutes),
     rate: Number(values.rate),

@@ -8,7 +8,7 @@ import { readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect, it } from 'vitest';
-import { judge, runSoak } from '../scripts/soak.js';
+import { judge, runSoak, verdictsOf } from '../scripts/soak.js';
 
 it('the verdict: a steady leak is growing; a flat, noisy or shrinking measure is not', () => {
   const at = (f: (t: number) => number) => Array.from({ length: 20 }, (_, i) => ({ t: i * 60, v: f(i * 60) }));
@@ -49,6 +49,26 @@ it('the verdict: a steady leak is growing; a flat, noisy or shrinking measure is
       0.15,
     ).flat,
   ).toBe(true);
+  // The 30-minute run's backlog (0-14 waiting at 40 events/s, a spike late in the span): work in
+  // flight against a floor of one second of load (verdictsOf); against a floor of 1 it read as growing.
+  const lateSpike = at((t) => (t === 17 * 60 ? 14 : 2));
+  expect(judge('backlog', lateSpike, 0.15, 40).flat).toBe(true);
+  expect(judge('backlog', lateSpike, 0.15, 1).flat).toBe(false);
+  // A backlog that gains 1 event a second is a queue that does not keep up, whatever the floor.
+  expect(
+    judge(
+      'backlog',
+      at((t) => t),
+      0.15,
+      40,
+    ).flat,
+  ).toBe(false);
+  const measures = ['rss.ingest', 'rss.worker1', 'rss.worker2', 'redis.used_memory', 'postgres.events', 'postgres.runs_steps_attempts', 'postgres.deliveries'];
+  const samples = Array.from({ length: 30 }, (_, i) => ({
+    t: i * 60,
+    values: { ...Object.fromEntries(measures.map((m) => [m, 150])), 'backlog.events': i === 28 ? 14 : 2 },
+  }));
+  expect(verdictsOf(samples, { band: 0.15, rate: 40 }).find((v) => v.measure === 'backlog.events')?.flat).toBe(true);
 });
 
 it('30 seconds of soak: every event done once, every measure sampled, the chart written', { timeout: 180_000 }, async () => {
