@@ -847,20 +847,30 @@ if (process.argv[1]?.endsWith('chaos.ts')) {
     process.stderr.write('--network-faults cannot be used with --redis-cluster (its nodes announce their own addresses, past a proxy)\n');
     process.exit(2);
   }
-  const limitedSlots = Number(values['limited-slots']);
-  if (!Number.isInteger(limitedSlots) || limitedSlots < 1) {
-    process.stderr.write(`--limited-slots must be a whole number of 1 or more (got "${values['limited-slots']}")\n`);
-    process.exit(2);
-  }
+  /** A count the run needs whole and at least `min`; anything else refused before anything starts. */
+  const wholeNumber = (name: keyof typeof values, min: number): number => {
+    const value = Number(values[name]);
+    if (!Number.isInteger(value) || value < min) {
+      process.stderr.write(`--${name} must be a whole number of ${min} or more (got "${String(values[name])}")\n`);
+      process.exit(2);
+    }
+    return value;
+  };
+  const limitedSlots = wholeNumber('limited-slots', 1);
+  const events = wholeNumber('events', 1);
+  const workers = wholeNumber('workers', 1);
+  const concurrency = wholeNumber('concurrency', 1);
+  const queueShards = wholeNumber('queue-shards', 1);
+  const drainTimeoutSeconds = wholeNumber('drain-timeout-seconds', 1);
   const report = await runChaos({
     limitedSlots,
     queueBackend,
     redisCluster: values['redis-cluster'],
-    events: Number(values.events),
-    workers: Number(values.workers),
-    concurrency: Number(values.concurrency),
-    queueShards: Number(values['queue-shards']),
-    drainTimeoutMs: Number(values['drain-timeout-seconds']) * 1000,
+    events,
+    workers,
+    concurrency,
+    queueShards,
+    drainTimeoutMs: drainTimeoutSeconds * 1000,
     networkFaults: values['network-faults'],
   });
   process.stdout.write(`${formatReport(report)}\n`);

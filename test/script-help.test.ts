@@ -43,4 +43,17 @@ describe('long-running scripts', () => {
     expect(bad.stderr).toContain('npm run chaos');
     expect(bad.stdout).toBe('');
   });
+
+  it('chaos refuses a count that is not a whole number, before anything runs', () => {
+    for (const [option, value] of [
+      ['--events', 'ten'],
+      ['--workers', '0'],
+      ['--limited-slots', '1.5'],
+    ] as const) {
+      const bad = spawnSync(process.execPath, [...SOURCE_NODE_ARGS, 'scripts/chaos.ts', option, value], { cwd: ROOT, encoding: 'utf8' });
+      expect(bad.status).toBe(2);
+      expect(bad.stderr).toContain(`${option} must be a whole number of 1 or more (got "${value}")`);
+      expect(bad.stdout).toBe('');
+    }
+  });
 });
