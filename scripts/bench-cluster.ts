@@ -14,7 +14,7 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { Redis } from 'ioredis';
-import { killAllServices, parseScriptArgs, startOwnRedis, startOwnRedisCluster, STRIPE_SECRET, type Service } from '@oncehook/harness';
+import { countArg, killAllServices, parseScriptArgs, startOwnRedis, startOwnRedisCluster, STRIPE_SECRET, type Service } from '@oncehook/harness';
 import type { Pool } from '@oncehook/shared';
 import { dropDatabase } from './bench/databases.js';
 import { measureEndToEnd, type E2eRow } from './bench/e2e.js';
@@ -35,16 +35,10 @@ const { values } = parseScriptArgs(import.meta.url, {
     'report-file': { type: 'string' },
   },
 });
-const events = Number(values.events);
-const workers = Number(values.workers);
-const rounds = Number(values.rounds);
-const shardCounts = values.shards.split(',').map(Number);
-for (const [name, value] of [['--events', events], ['--workers', workers], ['--rounds', rounds], ...shardCounts.map((n) => ['--shards', n] as const)] as const) {
-  if (!Number.isInteger(value) || value < 1) {
-    process.stderr.write(`${name} must be a whole number of at least 1 (got ${JSON.stringify(value)})\n`);
-    process.exit(2);
-  }
-}
+const events = countArg('--events', values.events);
+const workers = countArg('--workers', values.workers);
+const rounds = countArg('--rounds', values.rounds);
+const shardCounts = values.shards.split(',').map((shards) => countArg('--shards', shards));
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
 const run = Math.random().toString(36).slice(2, 8);

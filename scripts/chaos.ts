@@ -47,6 +47,7 @@ import {
   PeakMemory,
   peakResidentMb,
   pidsWhoseCommandLine,
+  countArg,
   pool,
   proportionalMb,
   ProviderSimulator,
@@ -847,21 +848,12 @@ if (process.argv[1]?.endsWith('chaos.ts')) {
     process.stderr.write('--network-faults cannot be used with --redis-cluster (its nodes announce their own addresses, past a proxy)\n');
     process.exit(2);
   }
-  /** A count the run needs whole and at least `min`; anything else refused before anything starts. */
-  const wholeNumber = (name: keyof typeof values, min: number): number => {
-    const value = Number(values[name]);
-    if (!Number.isInteger(value) || value < min) {
-      process.stderr.write(`--${name} must be a whole number of ${min} or more (got "${String(values[name])}")\n`);
-      process.exit(2);
-    }
-    return value;
-  };
-  const limitedSlots = wholeNumber('limited-slots', 1);
-  const events = wholeNumber('events', 1);
-  const workers = wholeNumber('workers', 1);
-  const concurrency = wholeNumber('concurrency', 1);
-  const queueShards = wholeNumber('queue-shards', 1);
-  const drainTimeoutSeconds = wholeNumber('drain-timeout-seconds', 1);
+  const limitedSlots = countArg('--limited-slots', values['limited-slots']);
+  const events = countArg('--events', values['events']);
+  const workers = countArg('--workers', values['workers']);
+  const concurrency = countArg('--concurrency', values['concurrency']);
+  const queueShards = countArg('--queue-shards', values['queue-shards']);
+  const drainTimeoutSeconds = countArg('--drain-timeout-seconds', values['drain-timeout-seconds']);
   const report = await runChaos({
     limitedSlots,
     queueBackend,

@@ -36,3 +36,13 @@ export function parseScriptArgs<T extends ParseArgsConfig>(script: string, confi
     process.exit(2);
   }
 }
+
+/** A count option of a script: a whole number of 1 or more, else the usage-error exit (2) before anything starts. */
+export function countArg(option: string, raw: string | undefined): number {
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 1) {
+    process.stderr.write(`${option} must be a whole number of 1 or more (got "${raw ?? ''}")\n`);
+    process.exit(2);
+  }
+  return value;
+}
