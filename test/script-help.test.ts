@@ -44,15 +44,18 @@ describe('long-running scripts', () => {
     expect(bad.stdout).toBe('');
   });
 
-  it('chaos refuses a count that is not a whole number, before anything runs', () => {
-    for (const [option, value] of [
-      ['--events', 'ten'],
-      ['--workers', '0'],
-      ['--limited-slots', '1.5'],
+  it('chaos and bench:cluster refuse a count that is not a whole number, before anything runs (countArg)', () => {
+    for (const [file, option, value, named] of [
+      ['scripts/chaos.ts', '--events', 'ten', 'ten'],
+      ['scripts/chaos.ts', '--workers', '0', '0'],
+      ['scripts/chaos.ts', '--limited-slots', '1.5', '1.5'],
+      ['scripts/bench-cluster.ts', '--rounds', '0.5', '0.5'],
+      // A list option names the one bad element.
+      ['scripts/bench-cluster.ts', '--shards', '1,x,4', 'x'],
     ] as const) {
-      const bad = spawnSync(process.execPath, [...SOURCE_NODE_ARGS, 'scripts/chaos.ts', option, value], { cwd: ROOT, encoding: 'utf8' });
-      expect(bad.status).toBe(2);
-      expect(bad.stderr).toContain(`${option} must be a whole number of 1 or more (got "${value}")`);
+      const bad = spawnSync(process.execPath, [...SOURCE_NODE_ARGS, file, option, value], { cwd: ROOT, encoding: 'utf8' });
+      expect(bad.status, `${file} ${option} ${value}`).toBe(2);
+      expect(bad.stderr).toContain(`${option} must be a whole number of 1 or more (got "${named}")`);
       expect(bad.stdout).toBe('');
     }
   });
