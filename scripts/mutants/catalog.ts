@@ -174,6 +174,25 @@ export const MUTANTS: Mutant[] = [
     tests: ['test/core-races.test.ts'],
   },
   {
+    id: 'fence-without-begin',
+    guarantee: 'the fence and the step it guards are one transaction (BEGIN travels with the fence)',
+    file: 'packages/shared/src/db/pool.ts',
+    search: "    connection.parse({ text: 'BEGIN' });\n    connection.bind();\n    connection.execute();\n",
+    replace: '',
+    also: [{ search: "if (all.length !== 2 || all[0]?.command !== 'BEGIN' || !last)", replace: 'if (!last)' }],
+    tests: ['test/db-pool.test.ts', 'test/core-races.test.ts'],
+  },
+  {
+    id: 'begin-parse-vouches',
+    guarantee: "a pipelined statement whose Parse failed is parsed again (BEGIN's ParseComplete does not mark it prepared)",
+    file: 'packages/shared/src/db/pool.ts',
+    search:
+      "    if (!self.hasBeenParsed(connection)) {\n      connection.parse({ text: self.text, name: self.name });\n      connection.submittedNamedStatements[self.name] = self.text;\n    }\n    connection.parse({ text: 'BEGIN' });\n    connection.bind();\n    connection.execute();\n",
+    replace:
+      "    const parsed = self.hasBeenParsed(connection);\n    connection.parse({ text: 'BEGIN' });\n    connection.bind();\n    connection.execute();\n    if (!parsed) {\n      connection.parse({ text: self.text, name: self.name });\n      connection.submittedNamedStatements[self.name] = self.text;\n    }\n",
+    tests: ['test/db-pool.test.ts'],
+  },
+  {
     id: 'step-lease-not-renewed',
     guarantee: 'a local step that held the run row past a third of the lease renews it before COMMIT',
     file: FENCE,

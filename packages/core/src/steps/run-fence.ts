@@ -4,7 +4,8 @@
  * row with our token: until COMMIT no one can take the run over, and a run taken over commits
  * nothing), and the renewals a long local step owes the lease keeper.
  */
-import { withTransaction, type Pool, type PoolClient } from '@oncehook/shared';
+import { withTransactionFrom, type Pool, type PoolClient } from '@oncehook/shared';
+import type { RunFence } from '../store/runs.js';
 import { LeaseLostError } from '@oncehook/sdk';
 import { RunStoppedError, type RunScope } from './run-scope.js';
 
@@ -24,8 +25,9 @@ export async function withFence<R>(scope: RunScope, fn: (tx: PoolClient, generat
   checkLease(scope);
   scope.openLocalSteps += 1;
   try {
-    return await withTransaction(deps.pool, async (tx) => {
-      const fence = await deps.queries.lockLeasedRun(tx, run.runId, run.token);
+    // BEGIN and the fence travel in one round trip (withTransactionFrom).
+    return await withTransactionFrom<RunFence, R>(deps.pool, deps.queries.fenceStatement(run.runId, run.token), async (tx, { rows }) => {
+      const fence = rows[0];
       if (!fence) throw new LeaseLostError(run.runId);
       if (fence.stop) throw new RunStoppedError(run.runId);
       return fn(tx, fence.generation, Date.now());

@@ -7,8 +7,9 @@
  * prepared (a generic plan for its duplicate lookup was O(events); see claim.ts).
  */
 import { createHash } from 'node:crypto';
+import type { PreparedStatement } from '@oncehook/shared';
 
-export function prepared(name: string, text: string): (values: unknown[]) => { name: string; text: string; values: unknown[] } {
+export function prepared(name: string, text: string): (values: unknown[]) => PreparedStatement {
   const full = `oncehook_${name}_${createHash('sha256').update(text).digest('hex').slice(0, 12)}`;
   return (values) => ({ name: full, text, values });
 }

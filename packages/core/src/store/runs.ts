@@ -3,12 +3,19 @@
  * transitions, recorded steps, per-object ordering and locks. The hot statements are named
  * prepared statements (prepared.ts); each function says what false or null means.
  */
+import type { PreparedStatement } from '@oncehook/shared';
 import { advisoryLockKey, flowLockKey } from '../lock-keys.js';
 import type { EventRow, RunRow, StepKind } from '../vocabulary.js';
 import { prepared } from './prepared.js';
 import { reviveEvent, reviveRun, type LeasedRun, type Queryable, type RecordedStep } from './rows.js';
 import { runStatements } from './sql/runs.js';
 import type { Tables } from './tables.js';
+
+/** The fence's row: the run's generation, and whether it must stop at this step boundary (`pause --now`). */
+export interface RunFence {
+  generation: number;
+  stop: boolean;
+}
 
 export function createRunQueries(t: Tables, schemaName: string) {
   const sql = runStatements(t);
@@ -116,9 +123,18 @@ export function createRunQueries(t: Tables, schemaName: string) {
     return rowCount === 1;
   }
 
-  /** The fence (first statement of a step transaction). null = the lease was taken over: commit nothing. `stop`: `pause --now`. */
-  async function lockLeasedRun(db: Queryable, runId: number, token: string): Promise<{ generation: number; stop: boolean } | null> {
-    const { rows } = await db.query<{ generation: number; stop: boolean }>(LOCK_LEASED_RUN_SQL([runId, token]));
+  /**
+   * The fence as a statement, for the step transaction to open with (withTransactionFrom: BEGIN
+   * and the fence in one round trip). Its one row is a RunFence; none = the lease was taken
+   * over: commit nothing.
+   */
+  function fenceStatement(runId: number, token: string): PreparedStatement {
+    return LOCK_LEASED_RUN_SQL([runId, token]);
+  }
+
+  /** The fence in a transaction already open. null = the lease was taken over: commit nothing. `stop`: `pause --now`. */
+  async function lockLeasedRun(db: Queryable, runId: number, token: string): Promise<RunFence | null> {
+    const { rows } = await db.query<RunFence>(fenceStatement(runId, token));
     return rows[0] ?? null;
   }
 
@@ -190,6 +206,7 @@ export function createRunQueries(t: Tables, schemaName: string) {
     acquireClaimableRuns,
     bindLegacyRun,
     renewLease,
+    fenceStatement,
     lockLeasedRun,
     renewLeaseAtStep,
     releaseRunPaused,

@@ -44,7 +44,9 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
     pool.on('connect', (client) => {
       const query = client.query.bind(client) as (...args: unknown[]) => unknown;
       (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
-        onStatement();
+        // A pipelined round trip (BeginThen) counts each statement it carries.
+        const carried = (args[0] as { statements?: unknown } | undefined)?.statements;
+        for (let i = 0; i < (typeof carried === 'number' ? carried : 1); i += 1) onStatement();
         return query(...args);
       };
     });
@@ -54,15 +56,43 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
 
 /** Runs fn inside BEGIN/COMMIT on one client; rolls back and rethrows on error. */
 export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  return inTransaction(pool, async (client) => {
+    await client.query('BEGIN');
+    return fn(client);
+  });
+}
+
+/** A named prepared statement (store/prepared.ts builds them). */
+export interface PreparedStatement {
+  name: string;
+  text: string;
+  values: unknown[];
+}
+
+/**
+ * withTransaction whose BEGIN travels with its first statement, a prepared one, in ONE round
+ * trip (beginWith); fn gets that statement's result. The worker's step transactions open this
+ * way, with the fence (docs/benchmarks.md: one round trip less per event).
+ */
+export async function withTransactionFrom<R extends pg.QueryResultRow, T>(
+  pool: pg.Pool,
+  first: PreparedStatement,
+  fn: (client: pg.PoolClient, first: pg.QueryResult<R>) => Promise<T>,
+): Promise<T> {
+  return inTransaction(pool, async (client) => fn(client, await beginWith<R>(client, first)));
+}
+
+/** COMMIT after body, ROLLBACK on its error; the client destroyed when even ROLLBACK fails. */
+async function inTransaction<T>(pool: pg.Pool, body: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   let broken = false;
   try {
-    await client.query('BEGIN');
-    const result = await fn(client);
+    const result = await body(client);
     await client.query('COMMIT');
     return result;
   } catch (error) {
-    // A failed ROLLBACK means the connection is broken: destroy it rather than reuse it.
+    // A failed ROLLBACK means the connection is broken: destroy it rather than reuse it. After
+    // a failed beginWith the transaction may not have begun: ROLLBACK then only warns.
     broken = await client.query('ROLLBACK').then(
       () => false,
       () => true,
@@ -71,4 +101,59 @@ export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClie
   } finally {
     client.release(broken);
   }
+}
+
+/** The protocol connection pg hands a query to submit (pg-protocol's, untyped in @types/pg). */
+interface ProtocolConnection {
+  parse(query: { text: string; name?: string }): void;
+  bind(config?: object): void;
+  execute(config?: object): void;
+  submittedNamedStatements: Record<string, string>;
+}
+
+/**
+ * BEGIN and a named prepared statement in ONE round trip: the extended protocol lets a client
+ * send several statements before its Sync (pipelining), and Postgres runs them in order; pg
+ * itself waits for ReadyForQuery between two queries, so `BEGIN` then the statement would be
+ * two. Sent as: [Parse of the statement, the first time on this connection], Parse/Bind/Execute
+ * of BEGIN (the unnamed statement: a utility command, nothing to plan), Bind/Describe/Execute of
+ * the statement, one Sync. The statement's Parse goes FIRST: pg marks a name parsed on any
+ * ParseComplete of the query, and BEGIN's must not vouch for a statement whose own Parse failed.
+ * The statement stays prepared (planned once per connection): sending `BEGIN; SELECT ...` as
+ * one simple-protocol text instead re-planned it every time and cost more than the round trip
+ * saved (measured: docs/benchmarks.md). An error in either skips the rest up to the Sync, and
+ * the query fails; the caller rolls back (a transaction BEGIN opened is then aborted).
+ */
+class BeginThen extends pg.Query {
+  /** Statements this one round trip carries (createPool's onStatement counts each). */
+  readonly statements = 2;
+
+  prepare(connection: ProtocolConnection): void {
+    const self = this as unknown as { name: string; text: string; hasBeenParsed(c: ProtocolConnection): boolean };
+    if (!self.hasBeenParsed(connection)) {
+      connection.parse({ text: self.text, name: self.name });
+      connection.submittedNamedStatements[self.name] = self.text;
+    }
+    connection.parse({ text: 'BEGIN' });
+    connection.bind();
+    connection.execute();
+    // pg's own: Bind, Describe, Execute and Sync of the statement (its Parse is skipped, sent above).
+    (pg.Query.prototype as unknown as { prepare(c: ProtocolConnection): void }).prepare.call(this, connection);
+  }
+}
+
+/** Sends BEGIN and `statement` in one round trip (BeginThen); resolves to the statement's result. */
+export function beginWith<R extends pg.QueryResultRow>(client: pg.ClientBase, statement: PreparedStatement): Promise<pg.QueryResult<R>> {
+  return new Promise((resolve, reject) => {
+    const query = new BeginThen(statement, undefined, (error: Error | undefined, results: unknown) => {
+      if (error) return reject(error);
+      // Two command completions (BEGIN's, then the statement's): pg returns both, in order.
+      const all = (Array.isArray(results) ? results : [results]) as pg.QueryResult<R>[];
+      const last = all[all.length - 1];
+      if (all.length !== 2 || all[0]?.command !== 'BEGIN' || !last)
+        return reject(new Error(`beginWith: expected BEGIN and one statement, got ${all.map((r) => r.command).join(', ')}`));
+      resolve(last);
+    });
+    client.query(query);
+  });
 }
