@@ -8,7 +8,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { ROOT, SOURCE_NODE_ARGS } from '@oncehook/harness';
-import { createPool, withTransactionFrom, type Pool } from '@oncehook/shared';
+import { commitWith, createPool, withTransactionFrom, type Pool } from '@oncehook/shared';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 
@@ -18,7 +18,7 @@ it('a connection ended by the server while checked out between statements fails 
   expect(child.stdout).toMatch(/^survived: rolled back \(.*(terminat|connection error).*\); next transaction: 1$/m);
 });
 
-describe('withTransactionFrom: BEGIN and a prepared statement in one round trip (the step transaction’s fence)', () => {
+describe('withTransactionFrom and commitWith: BEGIN with the first statement, COMMIT with the last, each in one round trip (the step transaction’s fence and record)', () => {
   let db: TestDatabase;
   let pool: Pool;
   let other: Pool;
@@ -77,6 +77,37 @@ describe('withTransactionFrom: BEGIN and a prepared statement in one round trip 
     const failing = { name: 'test_divide', text: 'SELECT 1 / $1::int AS x', values: [0] };
     await expect(withTransactionFrom(pool, failing, async () => 'ran')).rejects.toMatchObject({ code: '22012' });
     expect(await withTransactionFrom<{ x: number }, number | undefined>(pool, { ...failing, values: [1] }, async (_tx, first) => first.rows[0]?.x)).toBe(1);
+  });
+
+  it('commitWith ends the transaction: the last statement and COMMIT in one round trip, and no second COMMIT after fn', async () => {
+    const notices: string[] = [];
+    const client = await pool.connect();
+    client.on('notice', (notice) => notices.push(notice.message ?? ''));
+    client.release();
+    const bump = { name: 'test_bump', text: 'UPDATE pipelined SET n = n + 1 WHERE id = $1 RETURNING n', values: [1] };
+    const before = (await db.pool.query<{ n: number }>('SELECT n FROM pipelined WHERE id = 1')).rows[0]?.n ?? 0;
+    const n = await withTransactionFrom(pool, lockRow(1), async (tx) => {
+      await tx.query('UPDATE pipelined SET n = n + 10 WHERE id = 1');
+      return (await commitWith<{ n: number }>(tx, bump)).rows[0]?.n;
+    });
+    expect(n).toBe(before + 11);
+    expect(await lockedElsewhere()).toBe(false);
+    expect((await db.pool.query('SELECT n FROM pipelined WHERE id = 1')).rows[0]).toEqual({ n: before + 11 });
+    // A COMMIT sent after commitWith's would warn "there is no transaction in progress".
+    expect(notices).toEqual([]);
+  });
+
+  it('commitWith whose statement fails: the COMMIT behind it is skipped, everything the transaction wrote rolls back', async () => {
+    const before = (await db.pool.query<{ n: number }>('SELECT n FROM pipelined WHERE id = 1')).rows[0]?.n;
+    const failing = { name: 'test_divide_last', text: 'UPDATE pipelined SET n = n / $1::int WHERE id = 1', values: [0] };
+    await expect(
+      withTransactionFrom(pool, lockRow(1), async (tx) => {
+        await tx.query('UPDATE pipelined SET n = n + 1000 WHERE id = 1');
+        await commitWith(tx, failing);
+      }),
+    ).rejects.toMatchObject({ code: '22012' });
+    expect((await db.pool.query('SELECT n FROM pipelined WHERE id = 1')).rows[0]).toEqual({ n: before });
+    expect(await lockedElsewhere()).toBe(false);
   });
 
   it('a statement that fails to parse is parsed again next time (BEGIN’s parse does not mark it prepared)', async () => {

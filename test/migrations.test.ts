@@ -185,6 +185,7 @@ it('upgrades a database from before the schema: tables moved, data kept, in-flig
         'oncehook/0014_flow_gate.sql',
         'oncehook/0015_event_origin.sql',
         'oncehook/0016_backfill_schedule.sql',
+        'oncehook/0017_lease_lost.sql',
         'shop/0001_shop.sql',
       ],
       upgradedLegacy: true,

@@ -4,7 +4,8 @@
 import { deliver, paymentSucceeded, signStripe, waitFor } from '@oncehook/harness';
 import { defineHandler, PermanentError } from '@oncehook/sdk';
 import type { EventRow, RunRow } from '@oncehook/core';
-import { processJob } from '@oncehook/core';
+import { LEASE_LOST, processJob } from '@oncehook/core';
+import { commitWith } from '@oncehook/shared';
 import { fixture } from '@oncehook/testkit';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -117,6 +118,29 @@ describe('the fence', () => {
     await takeover;
     expect(tookOver).toBeNull(); // re-checked after our commit: the run is done
     expect((await q.getEvent(db.pool, rowId))?.state).toBe('done');
+  });
+
+  // Mutant killed: final-record-lease-lost-silent (the record returns 0 rows instead of failing).
+  it('a final record whose lease is no longer ours fails (OH001) and the COMMIT sent with it is skipped: the step’s writes and its record roll back', async () => {
+    // The record and COMMIT travel in one round trip (local-step.ts): 0 rows would let that
+    // COMMIT land the handler's writes with no `done`. The guard cannot fail under the fence;
+    // here it is made to, with a token that is not the lease's.
+    const rowId = await claimStripe(db.pool, 'evt_record_lost', 't');
+    const runId = await seedRun(db.pool, rowId, { handler: 'h', state: 'processing', leaseToken: '00000000-0000-4000-8000-000000000003', leaseMs: 60_000 });
+    const tx = await db.pool.connect();
+    try {
+      await tx.query('BEGIN');
+      await tx.query("INSERT INTO ledger_accounts (id) VALUES ('acct_record_lost')");
+      const record = q.finalStepRecord({ runId, generation: 0, name: 'credit', result: null }, '00000000-0000-4000-8000-000000000004');
+      await expect(commitWith(tx, record)).rejects.toMatchObject({ code: LEASE_LOST });
+      await tx.query('ROLLBACK');
+    } finally {
+      tx.release();
+    }
+    const { rows } = await db.pool.query("SELECT 1 FROM ledger_accounts WHERE id = 'acct_record_lost'");
+    expect(rows).toHaveLength(0);
+    expect((await db.pool.query('SELECT 1 FROM oncehook.steps WHERE run_id = $1', [runId])).rows).toHaveLength(0);
+    expect((await onlyRunOf(rowId)).state).toBe('processing');
   });
 });
 

@@ -193,6 +193,15 @@ export const MUTANTS: Mutant[] = [
     tests: ['test/db-pool.test.ts'],
   },
   {
+    id: 'final-record-lease-lost-silent',
+    guarantee: 'a final record that finds the lease lost fails, so the COMMIT sent with it is skipped',
+    file: RUN_SQL,
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the search text is source code containing a template literal
+    search: '       SELECT CASE WHEN EXISTS (SELECT 1 FROM event) THEN 1 ELSE ${S}.lease_lost($1::bigint) END AS recorded`,',
+    replace: '       SELECT 1 AS recorded FROM event`,',
+    tests: ['test/state-machine.test.ts'],
+  },
+  {
     id: 'step-lease-not-renewed',
     guarantee: 'a local step that held the run row past a third of the lease renews it before COMMIT',
     file: FENCE,

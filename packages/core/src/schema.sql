@@ -34,6 +34,14 @@ begin
   return n;
 end $$;
 
+CREATE FUNCTION oncehook.lease_lost(p_run bigint) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+begin
+  raise exception 'oncehook: the lease of run % is no longer this worker''s: its step rolls back', p_run
+    using errcode = 'OH001';
+end $$;
+
 CREATE TABLE oncehook.activity (
     minute timestamp with time zone NOT NULL,
     kind text NOT NULL,

@@ -1,17 +1,17 @@
 /**
  * Local steps (`ctx.transaction`) and what runs inside them (`ctx.ordered`, `ctx.lock`):
  *
- *   [recorded? return the record]  BEGIN; fence; fn(tx); check JSON; record
- *   (final: record + run done + event, one statement); COMMIT
+ *   [recorded? return the record]  BEGIN + fence (one round trip); fn(tx); check JSON;
+ *   record (final: record + run done + event, one statement) + COMMIT (one round trip)
  *
  * The step's writes and its record commit together, under the fence, so a step either
  * happened once with its record or not at all. A final step whose record an earlier attempt
  * committed still finishes the run (fenced).
  */
 import { inSpan, type PoolClient } from '@oncehook/shared';
-import { LeaseLostError, StepUsageError, type Json, type Ordering, type TransactionOptions } from '@oncehook/sdk';
+import { StepUsageError, type Json, type Ordering, type TransactionOptions } from '@oncehook/sdk';
 import { toRecordedJson } from '@oncehook/sdk/internal';
-import { checkLease, finishRun, renewIfHeldLong, withFence } from './run-fence.js';
+import { checkLease, commitRecord, finishRun, renewIfHeldLong, withFence } from './run-fence.js';
 import { currentStepStorage, localTransactionStorage, type CurrentStep, type RunScope } from './run-scope.js';
 import { claimName, localTransaction } from './step-rules.js';
 
@@ -34,14 +34,14 @@ export async function runLocalStep<T>(scope: RunScope, name: string, fn: (tx: Po
   const result = await inSpan('oncehook.step', { attributes: { 'oncehook.step': name, 'oncehook.step.kind': 'local' } }, () =>
     withFence(scope, async (tx, generation, fencedAt) => {
       const value: Json = toRecordedJson(await currentStepStorage.run(info, () => localTransactionStorage.run({ tx, step: name, runId: run.runId }, () => fn(tx))), name);
-      if (options.final) {
-        // The record and the run's `done` in one statement (one round trip less per event).
-        if (!(await deps.queries.recordFinalStep(tx, { runId: run.runId, generation, name, result: value }, run.token))) throw new LeaseLostError(run.runId);
-      } else {
-        renewedAt = await renewIfHeldLong(scope, tx, fencedAt);
-        await deps.queries.recordStep(tx, { runId: run.runId, generation, name, kind: 'local', result: value, idempotencyKey: null });
-      }
+      // Final: the record and the run's `done` in one statement (one round trip less per event).
+      const record = options.final
+        ? deps.queries.finalStepRecord({ runId: run.runId, generation, name, result: value }, run.token)
+        : deps.queries.stepRecord({ runId: run.runId, generation, name, kind: 'local', result: value, idempotencyKey: null });
+      if (!options.final) renewedAt = await renewIfHeldLong(scope, tx, fencedAt);
       await deps.faults.hit('worker.step-before-commit', { step: name });
+      // The record and COMMIT in one round trip: the record fails, COMMIT is skipped.
+      await commitRecord(scope, tx, record);
       return value;
     }),
   );

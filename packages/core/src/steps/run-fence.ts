@@ -4,8 +4,8 @@
  * row with our token: until COMMIT no one can take the run over, and a run taken over commits
  * nothing), and the renewals a long local step owes the lease keeper.
  */
-import { withTransactionFrom, type Pool, type PoolClient } from '@oncehook/shared';
-import type { RunFence } from '../store/runs.js';
+import { commitWith, withTransactionFrom, type Pool, type PoolClient, type PreparedStatement } from '@oncehook/shared';
+import { LEASE_LOST, type RunFence } from '../store/runs.js';
 import { LeaseLostError } from '@oncehook/sdk';
 import { RunStoppedError, type RunScope } from './run-scope.js';
 
@@ -48,6 +48,20 @@ export async function renewIfHeldLong(scope: RunScope, tx: PoolClient, fencedAt:
   const sentAt = performance.now();
   if (!(await scope.deps.queries.renewLease(tx, run.runId, run.token, run.leaseMs))) throw new LeaseLostError(run.runId);
   return sentAt;
+}
+
+/**
+ * Ends a withFence transaction: the step's record and COMMIT in one round trip (commitWith).
+ * A final record that found the lease no longer ours fails with LEASE_LOST: nothing commits,
+ * LeaseLostError.
+ */
+export async function commitRecord(scope: RunScope, tx: PoolClient, record: PreparedStatement): Promise<void> {
+  try {
+    await commitWith(tx, record);
+  } catch (error) {
+    if ((error as { code?: unknown }).code === LEASE_LOST) throw new LeaseLostError(scope.run.runId);
+    throw error;
+  }
 }
 
 /** The run's `done`, fenced by our token (a final step whose record an earlier attempt committed). */

@@ -17,6 +17,23 @@ export interface RunFence {
   stop: boolean;
 }
 
+/** A step's record (recordStep, stepRecord). */
+export interface StepRecord {
+  runId: number;
+  generation: number;
+  name: string;
+  kind: StepKind;
+  result: unknown;
+  idempotencyKey: string | null;
+  keySubject?: string | null;
+}
+
+/**
+ * SQLSTATE of a final step's record that found the lease no longer ours (the lease_lost
+ * function, migrations/0017): the worker's LeaseLostError.
+ */
+export const LEASE_LOST = 'OH001';
+
 export function createRunQueries(t: Tables, schemaName: string) {
   const sql = runStatements(t);
   const DISPATCH_AND_LEASE_SQL = prepared('dispatchAndLease', sql.DISPATCH_AND_LEASE);
@@ -156,10 +173,13 @@ export function createRunQueries(t: Tables, schemaName: string) {
     return rowCount === 1;
   }
 
-  /** A `final` local step's record and the run's done, in one statement. false = lease lost: the caller throws and rolls back. */
-  async function recordFinalStep(db: Queryable, step: { runId: number; generation: number; name: string; result: unknown }, token: string): Promise<boolean> {
-    const { rowCount } = await db.query(RECORD_FINAL_STEP_SQL([step.runId, token, step.generation, step.name, JSON.stringify(step.result ?? null)]));
-    return rowCount === 1;
+  /**
+   * A `final` local step's record and the run's done, as one statement for the step to commit
+   * with (commitWith). The lease lost fails it with LEASE_LOST (never 0 rows): the COMMIT behind
+   * it is then skipped.
+   */
+  function finalStepRecord(step: { runId: number; generation: number; name: string; result: unknown }, token: string): PreparedStatement {
+    return RECORD_FINAL_STEP_SQL([step.runId, token, step.generation, step.name, JSON.stringify(step.result ?? null)]);
   }
 
   /** processing -> failed (the dead letter state), fenced, with the event. false = lease lost. */
@@ -175,11 +195,13 @@ export function createRunQueries(t: Tables, schemaName: string) {
   }
 
   /** Records a completed step, inside a transaction that holds the fence. */
-  async function recordStep(
-    db: Queryable,
-    step: { runId: number; generation: number; name: string; kind: StepKind; result: unknown; idempotencyKey: string | null; keySubject?: string | null },
-  ): Promise<void> {
-    await db.query(RECORD_STEP_SQL([step.runId, step.generation, step.name, step.kind, JSON.stringify(step.result ?? null), step.idempotencyKey, step.keySubject ?? null]));
+  async function recordStep(db: Queryable, step: StepRecord): Promise<void> {
+    await db.query(stepRecord(step));
+  }
+
+  /** recordStep as a statement, for a step to commit with (commitWith). */
+  function stepRecord(step: StepRecord): PreparedStatement {
+    return RECORD_STEP_SQL([step.runId, step.generation, step.name, step.kind, JSON.stringify(step.result ?? null), step.idempotencyKey, step.keySubject ?? null]);
   }
 
   /** ctx.lock: serialises local steps about one object until the step's COMMIT/ROLLBACK. */
@@ -212,10 +234,11 @@ export function createRunQueries(t: Tables, schemaName: string) {
     releaseRunPaused,
     lockObject,
     recordObjectVersion,
-    recordFinalStep,
+    finalStepRecord,
     markRunDone,
     markRunFailed,
     releaseRunForRetry,
     recordStep,
+    stepRecord,
   };
 }

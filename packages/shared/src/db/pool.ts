@@ -71,8 +71,10 @@ export interface PreparedStatement {
 
 /**
  * withTransaction whose BEGIN travels with its first statement, a prepared one, in ONE round
- * trip (beginWith); fn gets that statement's result. The worker's step transactions open this
- * way, with the fence (docs/benchmarks.md: one round trip less per event).
+ * trip (beginWith); fn gets that statement's result, and may end the transaction itself with
+ * commitWith (its last statement and COMMIT in one round trip). The worker's step transactions
+ * do both: BEGIN with the fence, the step's record with COMMIT (docs/benchmarks.md: two round
+ * trips less per event).
  */
 export async function withTransactionFrom<R extends pg.QueryResultRow, T>(
   pool: pg.Pool,
@@ -82,13 +84,20 @@ export async function withTransactionFrom<R extends pg.QueryResultRow, T>(
   return inTransaction(pool, async (client) => fn(client, await beginWith<R>(client, first)));
 }
 
-/** COMMIT after body, ROLLBACK on its error; the client destroyed when even ROLLBACK fails. */
+/** Clients whose transaction commitWith ended: inTransaction sends no COMMIT of its own. */
+const committedBy = new WeakSet<pg.ClientBase>();
+
+/**
+ * COMMIT after body (unless body ended with commitWith), ROLLBACK on its error; the client
+ * destroyed when even ROLLBACK fails.
+ */
 async function inTransaction<T>(pool: pg.Pool, body: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
+  committedBy.delete(client);
   let broken = false;
   try {
     const result = await body(client);
-    await client.query('COMMIT');
+    if (!committedBy.delete(client)) await client.query('COMMIT');
     return result;
   } catch (error) {
     // A failed ROLLBACK means the connection is broken: destroy it rather than reuse it. After
@@ -153,6 +162,49 @@ export function beginWith<R extends pg.QueryResultRow>(client: pg.ClientBase, st
       if (all.length !== 2 || all[0]?.command !== 'BEGIN' || !last)
         return reject(new Error(`beginWith: expected BEGIN and one statement, got ${all.map((r) => r.command).join(', ')}`));
       resolve(last);
+    });
+    client.query(query);
+  });
+}
+
+/**
+ * A named prepared statement and COMMIT in ONE round trip: Bind/Describe/Execute of the
+ * statement (its Parse first, the first time on this connection), Parse/Bind/Execute of
+ * COMMIT, one Sync. If the statement fails, Postgres skips everything up to the Sync, the
+ * COMMIT included: the transaction stays aborted and the caller's ROLLBACK ends it. So a
+ * statement that must not commit when its guard fails has to fail, not return 0 rows.
+ */
+class ThenCommit extends pg.Query {
+  /** Statements this one round trip carries (createPool's onStatement counts each). */
+  readonly statements = 2;
+
+  /** pg's own, called by its prepare after the statement's Bind and Describe: Execute, then COMMIT's messages, then Sync. */
+  _getRows(connection: ProtocolConnection & { sync(): void }, rows?: number): void {
+    connection.execute({ portal: (this as unknown as { portal?: string }).portal, rows });
+    connection.parse({ text: 'COMMIT' });
+    connection.bind();
+    connection.execute();
+    connection.sync();
+  }
+}
+
+/**
+ * Sends `statement` and COMMIT in one round trip (ThenCommit) on a client inside
+ * withTransaction/withTransactionFrom, which then sends no COMMIT of its own; resolves to the
+ * statement's result once the transaction committed. Rejects with the statement's error
+ * (nothing committed), or with COMMIT's.
+ */
+export function commitWith<R extends pg.QueryResultRow>(client: pg.ClientBase, statement: PreparedStatement): Promise<pg.QueryResult<R>> {
+  return new Promise((resolve, reject) => {
+    const query = new ThenCommit(statement, undefined, (error: Error | undefined, results: unknown) => {
+      if (error) return reject(error);
+      const all = (Array.isArray(results) ? results : [results]) as pg.QueryResult<R>[];
+      const [first, commit] = all;
+      // COMMIT of an aborted transaction answers ROLLBACK (no error): not committed.
+      if (all.length !== 2 || !first || commit?.command !== 'COMMIT')
+        return reject(new Error(`commitWith: the transaction did not commit (${all.map((r) => r.command).join(', ')})`));
+      committedBy.add(client);
+      resolve(first);
     });
     client.query(query);
   });

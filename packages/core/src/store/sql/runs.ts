@@ -211,7 +211,9 @@ export function runStatements(t: Tables) {
     /**
      * A `final` local step: its record AND processing -> done with the event, in one statement
      * inside the step's fenced transaction ($1 run, $2 token, $3 generation, $4 name, $5 result).
-     * 0 rows = the lease was lost: the transaction rolls back.
+     * One row always; the lease lost is an ERROR (lease_lost, SQLSTATE OH001: migrations/0017),
+     * not 0 rows, because COMMIT is sent behind this statement in the same round trip
+     * (commitWith): the error makes Postgres skip that COMMIT, and the transaction rolls back.
      */
     RECORD_FINAL_STEP: `WITH step AS (
          INSERT INTO ${STEPS} (run_id, generation, name, kind, result)
@@ -222,8 +224,11 @@ export function runStatements(t: Tables) {
             SET state = 'done', lease_token = NULL, lease_until = NULL, finished_at = now(), updated_at = now()
           WHERE id = (SELECT run_id FROM step) AND lease_token = $2::uuid AND state = 'processing'
          RETURNING id, event_row_id
-       ), ${ATTEMPT_VERDICT('done', 'NULL')}
-       ${EVENT_AFTER_RUN_DONE}`,
+       ), ${ATTEMPT_VERDICT('done', 'NULL')}, event AS (
+         ${EVENT_AFTER_RUN_DONE}
+         RETURNING e.id
+       )
+       SELECT CASE WHEN EXISTS (SELECT 1 FROM event) THEN 1 ELSE ${S}.lease_lost($1::bigint) END AS recorded`,
 
     /** processing -> received after a retryable error, fenced ($1 run, $2 token, $3 error). 0 rows = lease lost. */
     RELEASE_RUN_FOR_RETRY: `WITH run AS (
