@@ -1,5 +1,5 @@
 /**
- * The small versions of `npm run bench:claims` and `npm run bench:keys`, run as the commands
+ * The small versions of `npm run bench:claims`, `npm run bench:keys` and `npm run bench:round-trips`, run as the commands
  * themselves: each exits 0, prints its table with a row per size, and drops the database it
  * created. Behaviour only; the figures are for the docs, never asserted.
  */
@@ -49,4 +49,17 @@ it('bench:keys prints bytes per event before and after pruning, and cleans up', 
   expect(output).toMatch(/^total\s+\|\s+\d+ \|\s+\d+$/m);
   expect(output).toMatch(/Per million events: [\d.]+ GB with payloads, [\d.]+ GB as keys \([\d.]+x less\)/);
   expect(await benchDatabases('oncehook_bench_keys_')).toEqual(before);
+});
+
+it('bench:round-trips runs the step transaction three ways, counts their round trips (7, 6, 5), and cleans up', { timeout: 120_000 }, async () => {
+  const before = await benchDatabases('oncehook_bench_round_trips_');
+  const { code, output } = await run('scripts/bench-round-trips.ts', ['--transactions', '30', '--rounds', '2']);
+  expect(code, output).toBe(0);
+  expect(output).toMatch(/^separate \|\s+7 \|.*\| +1\.00x \| +1\.00x$/m);
+  expect(output).toMatch(/^begin\+ +\|\s+6 \|/m);
+  expect(output).toMatch(/^both +\|\s+5 \|/m);
+  expect(await benchDatabases('oncehook_bench_round_trips_')).toEqual(before);
+  const bad = await run('scripts/bench-round-trips.ts', ['--rounds', '0']);
+  expect(bad.code).toBe(2);
+  expect(bad.output).toContain('--rounds must be a whole number of 1 or more (got "0")');
 });

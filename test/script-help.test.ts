@@ -19,6 +19,7 @@ const SCRIPTS: Record<string, string> = {
   'bench:search': 'scripts/bench-search.ts',
   'bench:peer-faults': 'scripts/bench-peer-faults.ts',
   'bench:backlog': 'scripts/bench-backlog.ts',
+  'bench:round-trips': 'scripts/bench-round-trips.ts',
   model: 'scripts/model.ts',
   soak: 'scripts/soak.ts',
 };
