@@ -8,7 +8,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { ROOT, SOURCE_NODE_ARGS } from '@oncehook/harness';
-import { commitWith, createPool, withTransactionFrom, type Pool } from '@oncehook/shared';
+import { commitWith, createPool, PIPELINED_TRANSACTIONS, withTransactionFrom, type Pool } from '@oncehook/shared';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 
@@ -42,6 +42,10 @@ describe('withTransactionFrom and commitWith: BEGIN with the first statement, CO
       () => false,
       (error: { code?: string }) => error.code === '55P03',
     );
+
+  it('the installed pg has the internals the one-round-trip path builds on (else each statement is a round trip of its own)', () => {
+    expect(PIPELINED_TRANSACTIONS, 'pg changed Query.prepare/_getRows/hasBeenParsed: see docs/dependencies.md, pg').toBe(true);
+  });
 
   it('the statement runs inside the transaction: its row lock is held until COMMIT, and what fn writes commits with it', async () => {
     const seen = await withTransactionFrom<{ n: number }, { n: number; lockedDuring: boolean; sameTransaction: boolean }>(pool, lockRow(1), async (tx, first) => {

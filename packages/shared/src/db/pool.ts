@@ -112,6 +112,19 @@ async function inTransaction<T>(pool: pg.Pool, body: (client: pg.PoolClient) => 
   }
 }
 
+/**
+ * Whether this pg has the Query internals BeginThen and ThenCommit build on (pg 8.23: its
+ * `prepare`, `_getRows`, and `hasBeenParsed` reading `submittedNamedStatements`). Checked once
+ * at load; without them beginWith and commitWith send their statements one round trip each,
+ * with the same meaning (docs/dependencies.md, `pg`).
+ */
+const queryInternals = pg.Query.prototype as unknown as Record<string, unknown>;
+export const PIPELINED_TRANSACTIONS: boolean =
+  typeof queryInternals.prepare === 'function' &&
+  typeof queryInternals._getRows === 'function' &&
+  typeof queryInternals.hasBeenParsed === 'function' &&
+  String(queryInternals.hasBeenParsed).includes('submittedNamedStatements');
+
 /** The protocol connection pg hands a query to submit (pg-protocol's, untyped in @types/pg). */
 interface ProtocolConnection {
   parse(query: { text: string; name?: string }): void;
@@ -152,7 +165,11 @@ class BeginThen extends pg.Query {
 }
 
 /** Sends BEGIN and `statement` in one round trip (BeginThen); resolves to the statement's result. */
-export function beginWith<R extends pg.QueryResultRow>(client: pg.ClientBase, statement: PreparedStatement): Promise<pg.QueryResult<R>> {
+export async function beginWith<R extends pg.QueryResultRow>(client: pg.ClientBase, statement: PreparedStatement): Promise<pg.QueryResult<R>> {
+  if (!PIPELINED_TRANSACTIONS) {
+    await client.query('BEGIN');
+    return client.query<R>(statement);
+  }
   return new Promise((resolve, reject) => {
     const query = new BeginThen(statement, undefined, (error: Error | undefined, results: unknown) => {
       if (error) return reject(error);
@@ -194,7 +211,13 @@ class ThenCommit extends pg.Query {
  * statement's result once the transaction committed. Rejects with the statement's error
  * (nothing committed), or with COMMIT's.
  */
-export function commitWith<R extends pg.QueryResultRow>(client: pg.ClientBase, statement: PreparedStatement): Promise<pg.QueryResult<R>> {
+export async function commitWith<R extends pg.QueryResultRow>(client: pg.ClientBase, statement: PreparedStatement): Promise<pg.QueryResult<R>> {
+  if (!PIPELINED_TRANSACTIONS) {
+    const result = await client.query<R>(statement);
+    await client.query('COMMIT');
+    committedBy.add(client);
+    return result;
+  }
   return new Promise((resolve, reject) => {
     const query = new ThenCommit(statement, undefined, (error: Error | undefined, results: unknown) => {
       if (error) return reject(error);
