@@ -3,7 +3,7 @@
  *
  *   [recorded? return the record]  renew the lease (proves we still hold it and gives the call
  *   a full lease); fn({ idempotencyKey }) outside any transaction (no lock held over the
- *   network); check JSON; BEGIN; fence; record; COMMIT
+ *   network); check JSON; BEGIN + fence (one round trip); record + COMMIT (one round trip)
  *
  * A crash between the call and the record re-runs the call on the next attempt with the SAME
  * key (idempotency-key.ts), and the downstream API applies nothing new.
@@ -13,7 +13,7 @@ import { inSpan } from '@oncehook/shared';
 import { LeaseLostError, type StepInput, type StepOptions } from '@oncehook/sdk';
 import { toRecordedJson } from '@oncehook/sdk/internal';
 import { idempotencyKeyFor } from '../idempotency-key.js';
-import { checkLease, withFence } from './run-fence.js';
+import { checkLease, commitRecord, withFence } from './run-fence.js';
 import { currentStepStorage, RunStoppedError, type CurrentStep, type RunScope } from './run-scope.js';
 import { checkSubject, claimName } from './step-rules.js';
 
@@ -57,7 +57,8 @@ async function callAndRecord<T>(scope: RunScope, name: string, fn: (input: StepI
   const value = toRecordedJson(returned, name);
   await withFence(scope, async (tx, generation) => {
     if (generation !== run.generation) throw new LeaseLostError(run.runId); // replayed meanwhile
-    await deps.queries.recordStep(tx, { runId: run.runId, generation, name, kind: 'external', result: value, idempotencyKey, keySubject: subject });
+    // The record and COMMIT in one round trip (commitWith).
+    await commitRecord(scope, tx, deps.queries.stepRecord({ runId: run.runId, generation, name, kind: 'external', result: value, idempotencyKey, keySubject: subject }));
   });
   deps.hooks?.stepCommitted?.(info);
   log.info({ step: name, kind: 'external', idempotencyKey }, 'external step recorded');

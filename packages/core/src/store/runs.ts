@@ -17,7 +17,7 @@ export interface RunFence {
   stop: boolean;
 }
 
-/** A step's record (recordStep, stepRecord). */
+/** A step's record (stepRecord). */
 export interface StepRecord {
   runId: number;
   generation: number;
@@ -194,12 +194,10 @@ export function createRunQueries(t: Tables, schemaName: string) {
     return rowCount === 1;
   }
 
-  /** Records a completed step, inside a transaction that holds the fence. */
-  async function recordStep(db: Queryable, step: StepRecord): Promise<void> {
-    await db.query(stepRecord(step));
-  }
-
-  /** recordStep as a statement, for a step to commit with (commitWith). */
+  /**
+   * A completed step's record, as a statement for a transaction that holds the fence to commit
+   * with (commitWith). A second record of the same step is a unique violation: nothing commits.
+   */
   function stepRecord(step: StepRecord): PreparedStatement {
     return RECORD_STEP_SQL([step.runId, step.generation, step.name, step.kind, JSON.stringify(step.result ?? null), step.idempotencyKey, step.keySubject ?? null]);
   }
@@ -238,7 +236,6 @@ export function createRunQueries(t: Tables, schemaName: string) {
     markRunDone,
     markRunFailed,
     releaseRunForRetry,
-    recordStep,
     stepRecord,
   };
 }
