@@ -91,6 +91,23 @@ it('a concurrency-limited handler with a free slot takes its slot and lease in o
   expect(statements - before).toBe(5);
 });
 
+it('an external step: the renewal before the call, then BEGIN with the fence and the record with COMMIT: 5 statements in 3 round trips (with the dispatch and the run’s done: 7 in 5)', async () => {
+  const rowId = await topUp('evt_rt_external');
+  const calls: string[] = [];
+  const notify = defineHandler({ name: 'rt-external', source: 'stripe', type: 'payment_intent.succeeded' }, async (_event, ctx) => {
+    await ctx.step('notify', async ({ idempotencyKey }) => {
+      calls.push(idempotencyKey);
+      return { sent: true };
+    });
+  });
+  const before = { statements, roundTrips };
+  const outcome = await processJob(engine(counted, [notify]), { ...dispatchJob(rowId, 'evt_rt_external'), kind: 'stripe', type: 'payment_intent.succeeded' });
+  expect(outcome).toMatchObject({ kind: 'runs', runs: [{ kind: 'done', handler: 'rt-external' }] });
+  expect(calls).toHaveLength(1);
+  // dispatch+lease (1); renewal (1); BEGIN+fence (2 in 1); record+COMMIT (2 in 1); done (1).
+  expect({ statements: statements - before.statements, roundTrips: roundTrips - before.roundTrips }).toEqual({ statements: 7, roundTrips: 5 });
+});
+
 it('each process counts the statements it sends in oncehook_db_statements_total (ingest and worker)', async () => {
   const { createIngestMetrics, createWorkerMetrics } = await import('@oncehook/shared');
   const { startIngest, startWorker, testPrefix } = await import('./helpers/stack.js');
