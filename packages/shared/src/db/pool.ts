@@ -44,7 +44,7 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
     pool.on('connect', (client) => {
       const query = client.query.bind(client) as (...args: unknown[]) => unknown;
       (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
-        // A pipelined round trip (BeginThen) counts each statement it carries.
+        // A pipelined round trip (BeginThen, ThenCommit) counts each statement it carries.
         const carried = (args[0] as { statements?: unknown } | undefined)?.statements;
         for (let i = 0; i < (typeof carried === 'number' ? carried : 1); i += 1) onStatement();
         return query(...args);
