@@ -18,6 +18,12 @@ it('a connection ended by the server while checked out between statements fails 
   expect(child.stdout).toMatch(/^survived: rolled back \(.*(terminat|connection error).*\); next transaction: 1$/m);
 });
 
+it('a pg without the Query internals the one-round-trip path builds on: it turns itself off at load, and the same transactions commit and roll back the same, a round trip per statement', () => {
+  const child = spawnSync(process.execPath, [...SOURCE_NODE_ARGS, 'test/fixtures/pool-fallback.ts'], { cwd: ROOT, encoding: 'utf8', timeout: 30_000 });
+  expect(child.status, child.stderr).toBe(0);
+  expect(child.stdout).toMatch(/^fallback: pipelined=false roundTrips=5 committed=11 rolledBack=true$/m);
+});
+
 describe('withTransactionFrom and commitWith: BEGIN with the first statement, COMMIT with the last, each in one round trip (the step transaction’s fence and record)', () => {
   let db: TestDatabase;
   let pool: Pool;
