@@ -45,7 +45,7 @@ async function stepCount(runId: number): Promise<number> {
 }
 
 describe('the fence, against a live lease', () => {
-  // Mutants killed: fence-lock-token (lockLeasedRun without the token check), fence-done-token
+  // Mutants killed: fence-lock-token (the fence, LOCK_LEASED_RUN, without the token check), fence-done-token
   // (markRunDone without it), fence-retry-token and fence-failed-token (releaseRunForRetry, markRunFailed).
   it('a worker whose lease was taken over, while the new owner still holds it, commits nothing', async () => {
     const rowId = await claimStripe(db.pool, 'evt_live_fence', 'test.fence');

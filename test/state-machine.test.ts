@@ -97,7 +97,7 @@ describe('the fence', () => {
     const runId = await seedRun(db.pool, rowId, { handler: 'h', state: 'processing', leaseToken: token, leaseMs: 1 });
     const tx = await db.pool.connect();
     await tx.query('BEGIN');
-    expect(await q.lockLeasedRun(tx, runId, token)).toEqual({ generation: 0, stop: false });
+    expect((await tx.query(q.fenceStatement(runId, token))).rows[0]).toEqual({ generation: 0, stop: false });
     await new Promise((resolve) => setTimeout(resolve, 20));
     // The takeover sees an expired lease, and blocks on our row lock.
     let tookOver: unknown;

@@ -149,12 +149,6 @@ export function createRunQueries(t: Tables, schemaName: string) {
     return LOCK_LEASED_RUN_SQL([runId, token]);
   }
 
-  /** The fence in a transaction already open. null = the lease was taken over: commit nothing. `stop`: `pause --now`. */
-  async function lockLeasedRun(db: Queryable, runId: number, token: string): Promise<RunFence | null> {
-    const { rows } = await db.query<RunFence>(fenceStatement(runId, token));
-    return rows[0] ?? null;
-  }
-
   /** The renewal before an external call. null = the lease is no longer ours; `stop`: `pause --now`, do not call. */
   async function renewLeaseAtStep(db: Queryable, runId: number, token: string, leaseMs: number): Promise<{ stop: boolean } | null> {
     const { rows } = await db.query<{ stop: boolean }>(RENEW_LEASE_AT_STEP_SQL([runId, token, leaseMs]));
@@ -227,7 +221,6 @@ export function createRunQueries(t: Tables, schemaName: string) {
     bindLegacyRun,
     renewLease,
     fenceStatement,
-    lockLeasedRun,
     renewLeaseAtStep,
     releaseRunPaused,
     lockObject,
