@@ -48,7 +48,7 @@ import {
   parseScriptArgs,
   rawPosts,
   REDIS_URL,
-  rssMiB,
+  residentMb,
   sampleMax,
   SECRETS,
   signStripe,
@@ -116,8 +116,8 @@ function count<T extends { status: number }>(answers: T[]): Record<number, numbe
 
 async function slowBodyScenario(root: string | undefined, databaseUrl: string): Promise<string> {
   const { ingest, url, port } = await startIngest(root, databaseUrl);
-  const before = rssMiB(ingest.pid);
-  const rss = sampleMax(() => rssMiB(ingest.pid));
+  const before = residentMb(ingest.pid);
+  const rss = sampleMax(() => residentMb(ingest.pid));
   let healthWorst = 0;
   let healthFailures = 0;
   let watching = true;
@@ -168,8 +168,8 @@ async function blackholeScenario(root: string | undefined, databaseUrl: string):
     const warm = await rawPosts({ host: '127.0.0.1', port, path: '/webhooks/stripe' }, [big('evt_warm_1'), big('evt_warm_2')]);
     hole.swallow();
     const deliveries = Array.from({ length: 1000 }, (_, i) => big(`evt_bh_${i}`));
-    const before = rssMiB(ingest.pid);
-    const rss = sampleMax(() => rssMiB(ingest.pid));
+    const before = residentMb(ingest.pid);
+    const rss = sampleMax(() => residentMb(ingest.pid));
     const answers = await rawPosts({ host: '127.0.0.1', port, path: '/webhooks/stripe' }, deliveries, { giveUpAfterMs: 60_000 });
     const peak = rss.stop();
     const times = answers.map((a) => a.ms).sort((a, b) => a - b);
@@ -268,7 +268,7 @@ async function poisonNumbersScenario(root: string | undefined, databaseUrl: stri
     [],
     { root },
   );
-  const rss = sampleMax(() => (worker.proc.exitCode === null ? rssMiB(worker.pid) : 0));
+  const rss = sampleMax(() => residentMb(worker.pid));
   const deadline = Date.now() + 20_000;
   let run: { state: string; attempts: number; last_error: string | null } | undefined;
   while (Date.now() < deadline && worker.proc.exitCode === null && worker.proc.signalCode === null) {
@@ -335,7 +335,7 @@ async function deepNestingScenario(root: string | undefined, databaseUrl: string
   const { ingest, url } = await startIngest(root, databaseUrl, { ADMIN_TOKEN: token });
   const deep = (n: number) => `${'['.repeat(n)}${']'.repeat(n)}`;
   const answer = await post(url, 'stripe', signStripe(stripeEvent('evt_deep', deep(5000))));
-  const rssBefore = rssMiB(ingest.pid);
+  const rssBefore = residentMb(ingest.pid);
   const rowId = await storeAsBefore(databaseUrl, 'evt_deep_old', `{"id":"evt_deep_old","data":[${Array(10).fill(deep(2000)).join(',')}]}`);
   const page = await fetch(`${url}/admin/events/${rowId}`, { headers: { authorization: `Bearer ${token}` } }).then(
     async (r) => ({ status: r.status, bytes: (await r.text()).length }),
@@ -346,7 +346,7 @@ async function deepNestingScenario(root: string | undefined, databaseUrl: string
     () => 0,
   );
   const alive = ingest.proc.exitCode === null && ingest.proc.signalCode === null;
-  const rssAfter = alive ? rssMiB(ingest.pid) : 0;
+  const rssAfter = alive ? residentMb(ingest.pid) : 0;
   if (alive) await ingest.stop();
   return `deep-nesting: the signed 5000-deep array got ${answer}; stored as before the limits (10 x 2000 deep): admin page ${page.status} (${(page.bytes / 1024).toFixed(0)} KiB), API ${api}; ingest ${alive ? `alive, RSS ${rssBefore.toFixed(0)} -> ${rssAfter.toFixed(0)} MiB` : 'DIED'}`;
 }

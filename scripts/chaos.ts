@@ -505,13 +505,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const memorySampler = (async () => {
       while (sampling) {
         for (const service of services) {
-          if (service.proc.exitCode === null && service.proc.signalCode === null) memory.note(service.kind, await peakResidentMb(service.pid));
+          if (service.proc.exitCode === null && service.proc.signalCode === null) memory.note(service.kind, peakResidentMb(service.pid));
         }
-        memory.note('receiver', await peakResidentMb(receiverProcess.pid));
-        const redisPids = await pidsWhoseCommandLine((line) => redisPorts.has(Number(/^redis-server \S*:(\d+)/.exec(line)?.[1])));
-        for (const pid of redisPids) memory.note('redis', await peakResidentMb(pid));
-        const postgresPids = await pidsWhoseCommandLine((line) => /^(\S*\/bin\/postgres|postgres:) /.test(line) && line.includes(postgres.name));
-        memory.note('postgres', await proportionalMb(postgresPids));
+        memory.note('receiver', peakResidentMb(receiverProcess.pid));
+        const redisPids = pidsWhoseCommandLine((line) => redisPorts.has(Number(/^redis-server \S*:(\d+)/.exec(line)?.[1])));
+        for (const pid of redisPids) memory.note('redis', peakResidentMb(pid));
+        const postgresPids = pidsWhoseCommandLine((line) => /^(\S*\/bin\/postgres|postgres:) /.test(line) && line.includes(postgres.name));
+        memory.note('postgres', proportionalMb(postgresPids));
         await sleep(3_000);
       }
     })();

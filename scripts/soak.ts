@@ -28,6 +28,7 @@ import {
   makeEvent,
   parseScriptArgs,
   ProviderSimulator,
+  residentMb,
   simulatorSourcesEnv,
   spawnService,
   startOwnPostgres,
@@ -85,13 +86,6 @@ const MEASURES: [string, string][] = [
   ['postgres.deliveries', 'MB'],
   ['backlog.events', 'events'],
 ];
-
-async function rssMb(pid: number | undefined): Promise<number> {
-  if (pid === undefined) return Number.NaN;
-  const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
-  const kb = /VmRSS:\s+(\d+) kB/.exec(status)?.[1];
-  return kb ? Number(kb) / 1024 : Number.NaN;
-}
 
 /**
  * The least-squares trend of `points` over their span, as a share of their mean, or of `floor`
@@ -213,9 +207,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       const info = await redisClient.info('memory');
       const usedMemory = Number(/used_memory:(\d+)/.exec(info)?.[1] ?? Number.NaN) / 1048576;
       const values: Record<string, number> = {
-        'rss.ingest': await rssMb(ingest.pid),
-        'rss.worker1': await rssMb(workers[0]!.pid),
-        'rss.worker2': await rssMb(workers[1]!.pid),
+        'rss.ingest': residentMb(ingest.pid),
+        'rss.worker1': residentMb(workers[0]!.pid),
+        'rss.worker2': residentMb(workers[1]!.pid),
         'redis.used_memory': usedMemory,
         'postgres.events': Number(sizes.events),
         'postgres.runs_steps_attempts': Number(sizes.runs),

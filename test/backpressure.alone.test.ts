@@ -11,7 +11,7 @@
  *   accepted: a signed time out of range (refused at verification), and a payload Postgres
  *   refuses (a data exception in the batch statement, retried one by one).
  */
-import { killAllServices, rawPosts, rssMiB, sampleMax, send, signStripe, spawnService, startBlackhole, waitFor, type Blackhole, type Delivery } from '@oncehook/harness';
+import { killAllServices, rawPosts, residentMb, sampleMax, send, signStripe, spawnService, startBlackhole, waitFor, type Blackhole, type Delivery } from '@oncehook/harness';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { ingestUrl, startIngest, T, testEnv, testPrefix } from './helpers/stack.js';
@@ -89,8 +89,8 @@ it('Postgres blackholed: 1000 verified 200 KB deliveries each get 503, cut by th
 
   blackhole.swallow();
   const deliveries = Array.from({ length: 1000 }, (_, i) => bigPayment(`evt_bh_${i}`));
-  const before = rssMiB(ingest.pid);
-  const rss = sampleMax(() => rssMiB(ingest.pid));
+  const before = residentMb(ingest.pid);
+  const rss = sampleMax(() => residentMb(ingest.pid));
   // Raw sockets, all at once: the client's own cost stays out of the times (a provider's
   // deliveries come from other machines).
   const answers = (await rawPosts({ host: '127.0.0.1', port: Number(new URL(url).port), path: '/webhooks/stripe' }, deliveries)).map((a) => ({

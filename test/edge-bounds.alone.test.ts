@@ -12,7 +12,7 @@
  *   at most one `type` label value: `other`.
  */
 import { connect } from 'node:net';
-import { allSources, killAllServices, PROVIDER_CASES, rssMiB, sampleMax, send, signStripe, slowBodies, spawnService, STRIPE_SECRET, type Service } from '@oncehook/harness';
+import { allSources, killAllServices, PROVIDER_CASES, residentMb, sampleMax, send, signStripe, slowBodies, spawnService, STRIPE_SECRET, type Service } from '@oncehook/harness';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { createMetricsProbe } from './helpers/metrics.js';
@@ -73,8 +73,8 @@ describe('slow bodies against an ingest process', () => {
   });
 
   it('2000 unsigned slow connections: 400 before the body, closed, RSS < 250 MiB, /healthz fine, logs bounded', async () => {
-    const before = rssMiB(ingest.pid);
-    const rss = sampleMax(() => rssMiB(ingest.pid));
+    const before = residentMb(ingest.pid);
+    const rss = sampleMax(() => residentMb(ingest.pid));
     const health = healthWatch(url);
     const result = await slowBodies(
       { host: '127.0.0.1', port, path: '/webhooks/stripe', connections: 2000, declaredBytes: 1024 * 1024, sentBytes: 128 * 1024, chunkBytes: 16 * 1024, chunkEveryMs: 250 },
@@ -115,7 +115,7 @@ describe('slow bodies against an ingest process', () => {
   });
 
   it('300 slow connections with a well-formed signature header: past the body budget 503 as their bytes arrive, the rest cut by REQUEST_TIMEOUT_MS', async () => {
-    const rss = sampleMax(() => rssMiB(ingest.pid));
+    const rss = sampleMax(() => residentMb(ingest.pid));
     const signature = `t=${Math.floor(Date.now() / 1000)},v1=${'a'.repeat(64)}`;
     const started = Date.now();
     const result = await slowBodies(

@@ -15,17 +15,14 @@
  * server-wide: nothing else should run during a measurement.
  */
 import { readFileSync } from 'node:fs';
-import { rssMiB } from '@oncehook/harness';
+import { residentMb } from '@oncehook/harness';
 import type { Redis } from 'ioredis';
 import type { Pool } from '@oncehook/shared';
 
 /** Resident memory of a process in whole MiB (0 when gone). */
 export function rssMb(pid: number): number {
-  try {
-    return Math.round(rssMiB(pid));
-  } catch {
-    return 0;
-  }
+  const mb = residentMb(pid);
+  return Number.isNaN(mb) ? 0 : Math.round(mb);
 }
 
 /** User + system CPU of a process so far, in ms (0 when gone). */

@@ -3,42 +3,13 @@
  * `npm run attack` (which measures a running ingest, this checkout's or an older one's):
  *
  * - slowBodies: many raw sockets that declare a large body and trickle part of it;
- * - blackhole: a TCP port that forwards to Postgres, or accepts and never answers;
- * - memory sampling of a process (RSS from /proc).
+ * - blackhole: a TCP port that forwards to Postgres, or accepts and never answers.
+ *
+ * (Memory of the process under attack: process-memory.ts.)
  */
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { waitFor } from './wait.js';
-
-/** Resident set size of a process, in MiB (Linux /proc). */
-export function rssMiB(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = /VmRSS:\s+(\d+)\s+kB/.exec(status)?.[1];
-  if (!kb) throw new Error(`no VmRSS for pid ${pid}`);
-  return Number(kb) / 1024;
-}
-
-/** Samples `read()` every `everyMs` until stopped; returns the samples' maximum. */
-export function sampleMax(read: () => number, everyMs = 100): { stop(): number; readonly max: number } {
-  let max = read();
-  const timer = setInterval(() => {
-    try {
-      max = Math.max(max, read());
-    } catch {
-      // the process may be gone at the very end
-    }
-  }, everyMs);
-  return {
-    stop() {
-      clearInterval(timer);
-      return max;
-    },
-    get max() {
-      return max;
-    },
-  };
-}
 
 export interface SlowBodyOptions {
   host: string;
