@@ -132,3 +132,48 @@ it('each process counts the statements it sends in oncehook_db_statements_total 
     await ingest.close();
   }
 });
+
+it('every named statement of the hot paths is planned once per connection: after Postgres’s 5 plans for values, it keeps the generic plan (a dispatch was planned again every time until its arrays went behind a CTE)', async () => {
+  // One connection, so that pg_prepared_statements (per session) sees every execution.
+  const one = createPool(db.url, { max: 1 });
+  try {
+    const external = defineHandler({ name: 'rt-plan-external', source: 'stripe', type: 'payment_intent.succeeded' }, async (_event, ctx) => {
+      await ctx.step('notify', async () => ({ sent: true }));
+    });
+    const limited = defineHandler({ name: 'rt-plan-limited', source: 'stripe', type: 'payment_intent.succeeded', concurrency: 2 }, async () => {});
+    // Fails its first attempt at each event: the retry's release, then a run job's lease.
+    const flaky = defineHandler({ name: 'rt-plan-flaky', source: 'stripe', type: 'payment_intent.succeeded' }, async (event) => {
+      if (event.attempt === 1) throw new Error('first attempt fails');
+    });
+    const paths: [string, readonly Parameters<typeof engine>[1][number][]][] = [
+      ['topup', exampleHandlers()],
+      ['external', [external]],
+      ['limited', [limited]],
+      ['retried', [flaky]],
+    ];
+    for (let i = 0; i < 8; i += 1) {
+      for (const [path, handlers] of paths) {
+        const eventId = `evt_rt_plan_${path}_${i}`;
+        const rowId = await topUp(eventId);
+        const outcome = await processJob(engine(one, handlers), { ...dispatchJob(rowId, eventId), kind: 'stripe', type: 'payment_intent.succeeded' });
+        if (path !== 'retried') {
+          expect(outcome).toMatchObject({ kind: 'runs', runs: [{ kind: 'done' }] });
+          continue;
+        }
+        expect(outcome).toMatchObject({ kind: 'runs', runs: [{ kind: 'retry' }] });
+        const retried = await processJob(engine(one, handlers), { ...dispatchJob(rowId, eventId), handler: 'rt-plan-flaky', generation: 0, attempt: 1 });
+        expect(retried).toMatchObject({ kind: 'runs', runs: [{ kind: 'done' }] });
+      }
+    }
+    const { rows } = await one.query<{ name: string; generic: number; custom: number }>(
+      `SELECT name, generic_plans::int AS generic, custom_plans::int AS custom FROM pg_prepared_statements WHERE name LIKE 'oncehook\\_%'`,
+    );
+    const names = rows.map((r) => r.name.replace(/_[0-9a-f]{12}$/, '').replace(/^oncehook_/, ''));
+    // The statements these paths run 8 times each (a sample that misses one would not check it).
+    expect(names).toEqual(expect.arrayContaining(['dispatchAndLease', 'lockLeasedRun', 'recordFinalStep', 'renewLeaseAtStep', 'acquireGatedRun', 'releaseRunForRetry', 'acquireRun', 'markRunDone']));
+    const replanned = rows.filter((r) => r.custom > 5).map((r) => `${r.name}: ${r.custom} plans for values, ${r.generic} generic`);
+    expect(replanned).toEqual([]);
+  } finally {
+    await one.end();
+  }
+});

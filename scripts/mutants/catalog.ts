@@ -594,6 +594,14 @@ export const MUTANTS: Mutant[] = [
     tests: ['test/round-trips.test.ts'],
   },
   {
+    id: 'dispatch-replanned',
+    guarantee: 'the dispatch statement is planned once per connection (its arrays behind a CTE)',
+    file: RUN_SQL,
+    search: '           FROM ev, args, unnest(args.handlers, args.tokens, args.deferred) AS h(handler, token, deferred),',
+    replace: '           FROM ev, args, unnest($2::text[], $3::uuid[], $6::bool[]) AS h(handler, token, deferred),',
+    tests: ['test/round-trips.test.ts'],
+  },
+  {
     id: 'run-job-id-ignores-generation',
     guarantee: "a replayed run's retries are not swallowed by the earlier generation's jobs",
     file: 'packages/core/src/queue.ts',
