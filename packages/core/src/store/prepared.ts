@@ -5,6 +5,12 @@
  * versions of a statement) never share one. Only for statements whose every parameter is
  * matched through a unique index, where a generic plan is the custom plan: the claim is NOT
  * prepared (a generic plan for its duplicate lookup was O(events); see claim.ts).
+ *
+ * Postgres keeps the generic plan only if it is priced no higher than the first five plans for
+ * values; an array unnested straight from a parameter is priced at its real length in those and
+ * at 10 in the generic one, which is then never kept (the statement is planned at every
+ * execution). Read such arrays through a materialized CTE (sql/runs.ts, DISPATCH_AND_LEASE);
+ * test/round-trips.test.ts checks the hot paths' statements for their generic plans.
  */
 import { createHash } from 'node:crypto';
 import type { PreparedStatement } from '@oncehook/shared';
