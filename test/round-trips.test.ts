@@ -170,7 +170,9 @@ it('every named statement of the hot paths is planned once per connection: after
     );
     const names = rows.map((r) => r.name.replace(/_[0-9a-f]{12}$/, '').replace(/^oncehook_/, ''));
     // The statements these paths run 8 times each (a sample that misses one would not check it).
-    expect(names).toEqual(expect.arrayContaining(['dispatchAndLease', 'lockLeasedRun', 'recordFinalStep', 'renewLeaseAtStep', 'acquireGatedRun', 'releaseRunForRetry', 'acquireRun', 'markRunDone']));
+    expect(names).toEqual(
+      expect.arrayContaining(['dispatchAndLease', 'lockLeasedRun', 'recordFinalStep', 'renewLeaseAtStep', 'acquireGatedRun', 'releaseRunForRetry', 'acquireRun', 'markRunDone']),
+    );
     const replanned = rows.filter((r) => r.custom > 5).map((r) => `${r.name}: ${r.custom} plans for values, ${r.generic} generic`);
     expect(replanned).toEqual([]);
   } finally {
