@@ -72,7 +72,7 @@ export function runStatements(t: Tables) {
      * planned again (pg_prepared_statements: 0 generic plans in 40 executions; planning was
      * about a fifth of Postgres's CPU in a perf profile of the end-to-end bench). Behind the
      * CTE both estimates are 10 and the generic plan is kept from the 6th execution on
-     * (test/round-trips.test.ts checks every named statement of the hot paths).
+     * (test/round-trips.test.ts checks the hot paths' named statements).
      */
     DISPATCH_AND_LEASE: `WITH ev AS (
          UPDATE ${EVENTS} SET state = 'processing', runs_pending = cardinality($2::text[]), updated_at = now(),
