@@ -23,23 +23,23 @@ import { parseScriptArgs, REDIS_URL, signStripe, spawnService, STRIPE_SECRET, ty
 import { createPool, type Pool } from '@oncehook/shared';
 import { createTestDatabaseOn, releaseAll } from './bench/databases.js';
 import { fire, listeningUrl, SHOP_ENV, topUp } from './bench/e2e.js';
-import { PEERS, type Peer } from './bench/peers.js';
+import { QUEUE_PEERS } from './bench/peers.js';
 
-type Pipeline = 'oncehook' | Peer;
+type Pipeline = 'oncehook' | (typeof QUEUE_PEERS)[number];
 
 const { values } = parseScriptArgs(import.meta.url, {
   options: {
     events: { type: 'string', default: '2000' },
     wait: { type: 'string', default: '120' },
-    pipelines: { type: 'string', default: `oncehook,${PEERS.join(',')}` },
+    pipelines: { type: 'string', default: `oncehook,${QUEUE_PEERS.join(',')}` },
   },
 });
 const events = Number(values.events);
 const waitSeconds = Number(values.wait);
 const pipelines = values.pipelines.split(',').map((p) => p.trim()) as Pipeline[];
-const unknown = pipelines.find((p) => p !== 'oncehook' && !(PEERS as readonly string[]).includes(p));
+const unknown = pipelines.find((p) => p !== 'oncehook' && !(QUEUE_PEERS as readonly string[]).includes(p));
 if (unknown !== undefined || !Number.isInteger(events) || events < 10 || !(waitSeconds > 0)) {
-  process.stderr.write(`--pipelines takes oncehook,${PEERS.join(',')}; --events an integer >= 10; --wait seconds > 0\n`);
+  process.stderr.write(`--pipelines takes oncehook,${QUEUE_PEERS.join(',')}; --events an integer >= 10; --wait seconds > 0\n`);
   process.exit(2);
 }
 

@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- [--duration S] [--connections 10,50,100|none] [--rounds R] [--e2e-events N] [--workers 1,2,4] [--profile DIR]
- *   [--baseline-root DIR] [--queue-backends redis|postgres|redis,postgres] [--queue-jobs N] [--peers graphile,bullmq,pgboss|none]
+ *   [--baseline-root DIR] [--queue-backends redis|postgres|redis,postgres] [--queue-jobs N] [--peers graphile,bullmq,pgboss,inline|none]
  *   [--variants fanout,limited,destination|none] [--stats-wait S]`
  *
  * Side by side, in one process tree, on this machine's Postgres and Redis:
@@ -22,8 +22,9 @@
  *    one, `--profile DIR` writes and summarises CPU profiles (bench/profile.ts),
  *    `--queue-backends redis,postgres` runs each worker count with the queue in Redis and in
  *    Postgres (QUEUE_BACKEND), side by side; `--peers` runs the pipelines a team would build
- *    instead (graphile-worker, BullMQ alone, pg-boss: bench/peers.ts) through the same
- *    measurement with each worker count; `--variants` adds rows of this checkout with one more
+ *    instead (graphile-worker, BullMQ alone, pg-boss: bench/peers.ts), and the floor (inline:
+ *    the top-up in the claim's transaction, no queue), through the same measurement with each
+ *    worker count; `--variants` adds rows of this checkout with one more
  *    handler (fanout), that handler flow-limited (limited) or one destination, and what each
  *    adds per event (with `--baseline-root`, each variant runs on the baseline too).
  *
@@ -397,7 +398,7 @@ export function formatBench(result: BenchResult): string {
       'Peers: the same top-ups through the pipeline a team would build instead (scripts/bench/peers.ts), same run',
       'pipeline        | workers | events/s | CPU ms/event: ingest | workers | postgres | redis | total | pg transactions | rows written | WAL bytes | redis commands | Oncehook CPU, events/s vs it',
     );
-    const name: Record<Peer, string> = { graphile: 'graphile-worker', bullmq: 'BullMQ alone', pgboss: 'pg-boss' };
+    const name: Record<Peer, string> = { graphile: 'graphile-worker', bullmq: 'BullMQ alone', pgboss: 'pg-boss', inline: 'inline (floor)' };
     for (const workers of [...new Set(result.peers.map((r) => r.workers))]) {
       const ours = result.e2e.find((r) => r.label === 'this checkout' && r.workers === workers);
       const rows: { label: string; eventsPerSecond: number; c: E2eRow['cpuMsPerEvent']; p: PeerRow['perEvent']; vs: string }[] = [];
@@ -431,8 +432,8 @@ if (process.argv[1]?.endsWith('bench.ts')) {
       'queue-backends': { type: 'string', default: 'redis' },
       /** Jobs of the BullMQ no-op ceiling (each store). */
       'queue-jobs': { type: 'string', default: '20000' },
-      /** Peer pipelines beside Oncehook end to end: graphile, bullmq, pgboss (comma-separated) or none. */
-      peers: { type: 'string', default: 'graphile,bullmq,pgboss' },
+      /** Peer pipelines beside Oncehook end to end: graphile, bullmq, pgboss, inline (the floor: no queue) (comma-separated) or none. */
+      peers: { type: 'string', default: PEERS.join(',') },
       /** Rows of this checkout with one addition: fanout, limited, destination (comma-separated) or none. */
       variants: { type: 'string', default: 'none' },
       /** Seconds to wait for Postgres's transaction and row counters after each end-to-end run (idle backends report within 10 s). */

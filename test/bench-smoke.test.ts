@@ -33,7 +33,7 @@ it('runs the ingest comparison, the end-to-end measurement, a variant and the pe
       '--workers',
       '2',
       '--peers',
-      'graphile,bullmq,pgboss',
+      'graphile,bullmq,pgboss,inline',
       '--variants',
       'destination',
       '--stats-wait',
@@ -72,6 +72,7 @@ it('runs the ingest comparison, the end-to-end measurement, a variant and the pe
     ['graphile', 100],
     ['bullmq', 100],
     ['pgboss', 100],
+    ['inline', 100],
   ]);
   expect(output).toContain('Peers: the same top-ups');
 });

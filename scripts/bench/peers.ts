@@ -1,6 +1,6 @@
 /**
  * The pipelines a team would build instead of Oncehook, for the bench's peer rows
- * (`npm run bench -- --peers graphile,bullmq,pgboss`). Each does the same work as Oncehook's
+ * (`npm run bench -- --peers graphile,bullmq,pgboss,inline`). Each does the same work as Oncehook's
  * end-to-end run (the example shop's wallet top-up), with libraries a team already knows:
  *
  *   ingest: Hono on @hono/node-server, Stripe's own SDK to verify (`constructEvent`), a claim
@@ -13,7 +13,12 @@
  *   graphile - graphile-worker; the claim and `graphile_worker.add_job(..., job_key := id)` in
  *              ONE statement (a CTE), so the claim and the job commit together;
  *   bullmq   - BullMQ on Redis, `jobId` = the event id, added after the claim commits;
- *   pgboss   - pg-boss, `singletonKey` = the event id, sent after the claim commits.
+ *   pgboss   - pg-boss, `singletonKey` = the event id, sent after the claim commits;
+ *   inline   - no queue at all, THE FLOOR: the ingest claims and runs the top-up in one
+ *              transaction before it answers (no worker process does anything). Not a pipeline
+ *              to deploy (a slow or failing handler holds or fails the provider's request, and
+ *              the provider's retries are the only retry), but the least CPU any pipeline can
+ *              spend on this work on this box: the bench's other rows are read against it.
  *
  * What none of them has (the bench's docs list it): a run fence, recorded external steps and
  * outbound idempotency keys, a reconciler for a job lost between the claim and the queue
@@ -33,7 +38,9 @@ import pg from 'pg';
 import Stripe from 'stripe';
 import { run as runGraphile, runMigrations as migrateGraphile } from 'graphile-worker';
 
-export const PEERS = ['graphile', 'bullmq', 'pgboss'] as const;
+/** The peers that put a queue between the claim and the work (bench:peer-faults crashes these). */
+export const QUEUE_PEERS = ['graphile', 'bullmq', 'pgboss'] as const;
+export const PEERS = [...QUEUE_PEERS, 'inline'] as const;
 export type Peer = (typeof PEERS)[number];
 
 interface TopUp {
@@ -55,24 +62,37 @@ const TABLE = `CREATE TABLE IF NOT EXISTS peer_events (
 /** The claim (one row per event id). */
 const CLAIM = `INSERT INTO peer_events (event_id, type, payload) VALUES ($1, $2, $3::jsonb) ON CONFLICT (event_id) DO NOTHING RETURNING event_id`;
 
-/** The top-up: the guard, then the example shop's three ledger statements, in one transaction. */
-async function topUp(client: pg.PoolClient | pg.Client, job: TopUp): Promise<void> {
+/** The inline floor's claim: the event is stored done, in the transaction of its top-up. */
+const CLAIM_DONE = `INSERT INTO peer_events (event_id, type, payload, state, done_at) VALUES ($1, $2, $3::jsonb, 'done', now()) ON CONFLICT (event_id) DO NOTHING RETURNING event_id`;
+
+/** `work` in one transaction: BEGIN, work, COMMIT (ROLLBACK when it throws). */
+async function inTransaction(client: pg.PoolClient | pg.Client, work: () => Promise<void>): Promise<void> {
   await client.query('BEGIN');
   try {
-    const { rowCount } = await client.query(`UPDATE peer_events SET state = 'done', done_at = now() WHERE event_id = $1 AND state <> 'done'`, [job.id]);
-    if (rowCount === 1) {
-      await client.query('INSERT INTO ledger_accounts (id, balance_cents) VALUES ($1::text, 0) ON CONFLICT (id) DO NOTHING', [job.customer]);
-      await client.query('UPDATE ledger_accounts SET balance_cents = balance_cents + $2::bigint, updated_at = now() WHERE id = $1::text', [job.customer, job.amount]);
-      await client.query(
-        `INSERT INTO ledger_entries (account_id, amount_cents, currency, source_provider, source_event_id) VALUES ($1::text, $2::bigint, $3::text, 'example', $4::text) RETURNING id`,
-        [job.customer, job.amount, job.currency, job.id],
-      );
-    }
+    await work();
     await client.query('COMMIT');
   } catch (error) {
     await client.query('ROLLBACK').catch(() => {});
     throw error;
   }
+}
+
+/** The example shop's three ledger statements (`creditLedger`). */
+async function credit(client: pg.PoolClient | pg.Client, job: TopUp): Promise<void> {
+  await client.query('INSERT INTO ledger_accounts (id, balance_cents) VALUES ($1::text, 0) ON CONFLICT (id) DO NOTHING', [job.customer]);
+  await client.query('UPDATE ledger_accounts SET balance_cents = balance_cents + $2::bigint, updated_at = now() WHERE id = $1::text', [job.customer, job.amount]);
+  await client.query(
+    `INSERT INTO ledger_entries (account_id, amount_cents, currency, source_provider, source_event_id) VALUES ($1::text, $2::bigint, $3::text, 'example', $4::text) RETURNING id`,
+    [job.customer, job.amount, job.currency, job.id],
+  );
+}
+
+/** The top-up: the guard, then the ledger statements, in one transaction. */
+async function topUp(client: pg.PoolClient | pg.Client, job: TopUp): Promise<void> {
+  await inTransaction(client, async () => {
+    const { rowCount } = await client.query(`UPDATE peer_events SET state = 'done', done_at = now() WHERE event_id = $1 AND state <> 'done'`, [job.id]);
+    if (rowCount === 1) await credit(client, job);
+  });
 }
 
 function env(name: string): string {
@@ -123,6 +143,31 @@ async function main(peer: Peer, role: string): Promise<void> {
     return;
   }
   const concurrency = Number(process.env.WORKER_CONCURRENCY ?? 16);
+  if (peer === 'inline') {
+    if (role === 'ingest') {
+      const db = pool();
+      // A duplicate delivered at once waits on the first one's claim (the unique index) and
+      // finds it committed: DO NOTHING, no credit.
+      serveIngest(async (event, raw, job) => {
+        const client = await db.connect();
+        try {
+          let fresh = false;
+          await inTransaction(client, async () => {
+            fresh = (await client.query(CLAIM_DONE, [event.id, event.type, raw])).rowCount === 1;
+            if (fresh) await credit(client, job);
+          });
+          return fresh;
+        } finally {
+          client.release();
+        }
+      });
+    } else {
+      // Nothing to do: the bench starts a worker for every pipeline; this one only waits.
+      setInterval(() => {}, 60_000);
+      process.stdout.write('worker ready\n');
+    }
+    return;
+  }
   if (peer === 'graphile') {
     if (role === 'ingest') {
       const db = pool();
