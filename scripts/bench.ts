@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- [--duration S] [--connections 10,50,100|none] [--rounds R] [--e2e-events N] [--workers 1,2,4] [--profile DIR]
+ * `npm run bench -- [--duration S] [--connections 10,50,100|none] [--rounds R] [--e2e-events N] [--e2e-rounds R] [--workers 1,2,4] [--profile DIR]
  *   [--baseline-root DIR] [--queue-backends redis|postgres|redis,postgres] [--queue-jobs N] [--peers graphile,bullmq,pgboss,inline|none]
  *   [--variants fanout,limited,destination|none] [--stats-wait S]`
  *
@@ -26,7 +26,10 @@
  *    the top-up in the claim's transaction, no queue), through the same measurement with each
  *    worker count; `--variants` adds rows of this checkout with one more
  *    handler (fanout), that handler flow-limited (limited) or one destination, and what each
- *    adds per event (with `--baseline-root`, each variant runs on the baseline too).
+ *    adds per event (with `--baseline-root`, each variant runs on the baseline too). With the
+ *    floor among the peers, each pipeline's CPU per event above the floor is printed too;
+ *    `--e2e-rounds R` runs every pipeline R times, alternating, and combines its rounds
+ *    (bench/rounds.ts), with the range of each per-round ratio beside the peers' ratios.
  *
  * All servers log at `warn`. Numbers are only comparable within one run (noisy machines):
  * read the ratios.
@@ -42,6 +45,7 @@ import { createTestDatabaseOn, releaseAll } from './bench/databases.js';
 import { createServer } from 'node:http';
 import { fire, listeningUrl, measureEndToEnd, measurePeer, measureQueueCeiling, VARIANTS, type E2eRow, type PeerRow, type QueueCeiling, type Variant } from './bench/e2e.js';
 import { PEERS, type Peer } from './bench/peers.js';
+import { combineRounds, ratioSpread } from './bench/rounds.js';
 
 export interface BenchOptions {
   durationSeconds: number;
@@ -49,6 +53,12 @@ export interface BenchOptions {
   /** Rounds per concurrency, alternating the servers (default 1). */
   rounds?: number;
   e2eEvents: number;
+  /**
+   * End-to-end rounds per worker count (default 1): every pipeline (this checkout, the baseline,
+   * variants, peers) runs once per round, in the same order each round, and its row combines
+   * its rounds (scripts/bench/rounds.ts); the peers table shows the per-round ratios' spread.
+   */
+  e2eRounds?: number;
   workers: number[];
   /** Another checkout of Oncehook (a worktree of an older commit, with node_modules) whose end-to-end run is measured beside this one's. */
   baselineRoot?: string;
@@ -143,8 +153,12 @@ async function backendsCpuMs(pool: Pool, database: string): Promise<number> {
 
 export interface BenchResult {
   ingest: IngestRow[];
+  /** End-to-end rows of Oncehook's checkouts and variants, each its rounds combined. */
   e2e: E2eRow[];
+  /** Peer rows, each its rounds combined. */
   peers: PeerRow[];
+  /** With several rounds: each round's CPU per event and events/s, per pipeline (`this checkout` ... or a peer's name) and worker count. */
+  rounds: { label: string; workers: number; cpuMsPerEvent: number[]; eventsPerSecond: number[] }[];
   queueCeiling: QueueCeiling;
   /** BullMQ's no-op ceiling on its Postgres backend (when postgres is among queueBackends). */
   postgresQueueCeiling?: QueueCeiling;
@@ -233,6 +247,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     // ---- 3. end to end ---------------------------------------------------------------------
     const e2e: E2eRow[] = [];
     const peers: PeerRow[] = [];
+    const perRound: BenchResult['rounds'] = [];
     const redis = createRedis(REDIS_URL, 'producer');
     // The destination variant's receiver: answers every forwarded event 204 (what a service
     // that accepts it does); the bench measures the sender's side.
@@ -243,6 +258,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
     const receiverUrl = `http://127.0.0.1:${(receiver.address() as { port: number }).port}/webhooks`;
     try {
+      const rounds = options.e2eRounds ?? 1;
       for (const workerCount of options.workers) {
         // With a baseline checkout, its run and this one's alternate (baseline first), so the
         // machine's noise falls on both.
@@ -257,47 +273,73 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
           if (options.baselineRoot) sides.push({ label: `baseline + ${variant}`, root: options.baselineRoot, workerEnv });
           sides.push({ label: `+ ${variant}`, workerEnv });
         }
-        for (const side of sides) {
-          // Profiles of the first run of each side, in <dir>/this, <dir>/baseline, <dir>/fanout ...
-          const profileDir =
-            options.profileDir && !e2e.some((r) => r.label === side.label)
-              ? path.join(options.profileDir, side.root ? 'baseline' : side.label === 'this checkout' ? 'this' : side.label.replace(/[^a-z0-9]+/gi, ''))
-              : undefined;
-          const row = await measureEndToEnd({
-            run,
-            workers: workerCount,
-            events: options.e2eEvents,
-            env,
-            redis,
-            services,
-            databases,
-            pools,
-            profileDir,
-            statsWaitMs: options.statsWaitMs,
-            ...side,
-          });
-          if (profileDir) {
-            log(`  profiles of ${side.label}:`);
-            for (const line of summarizeProfiles(profileDir, row.pids)) log(line);
+        // Every pipeline once per round, in the same order each round: the machine's noise
+        // spreads over all of them, and each row combines its rounds.
+        const sideRounds = new Map<string, E2eRow[]>(sides.map((side) => [side.label, []]));
+        const peerRounds = new Map<Peer, PeerRow[]>((options.peers ?? []).map((peer) => [peer, []]));
+        for (let r = 0; r < rounds; r += 1) {
+          // Databases, queue prefixes and event ids carry the run tag: one per round.
+          const roundRun = r === 0 ? run : `${run}r${r}`;
+          const suffix = rounds > 1 ? ` (round ${r + 1} of ${rounds})` : '';
+          for (const side of sides) {
+            // Profiles of the first run of each side, in <dir>/this, <dir>/baseline, <dir>/fanout ...
+            const profileDir =
+              options.profileDir && r === 0 && !e2e.some((row) => row.label === side.label)
+                ? path.join(options.profileDir, side.root ? 'baseline' : side.label === 'this checkout' ? 'this' : side.label.replace(/[^a-z0-9]+/gi, ''))
+                : undefined;
+            const row = await measureEndToEnd({
+              run: roundRun,
+              workers: workerCount,
+              events: options.e2eEvents,
+              env,
+              redis,
+              services,
+              databases,
+              pools,
+              profileDir,
+              statsWaitMs: options.statsWaitMs,
+              ...side,
+            });
+            if (profileDir) {
+              log(`  profiles of ${side.label}:`);
+              for (const line of summarizeProfiles(profileDir, row.pids)) log(line);
+            }
+            sideRounds.get(side.label)!.push(row);
+            log(
+              `  e2e ${row.label} workers=${workerCount}${suffix}: ${row.events} events (${row.deliveries} deliveries) done in ${row.seconds} s = ${row.eventsPerSecond} events/s; claim->start p50 ${row.claimToStartP50Ms} ms; cpu/event ${row.cpuMsPerEvent.total} ms; worker rss ${row.workerRssMb.join(', ')} MB`,
+            );
           }
-          e2e.push(row);
-          log(
-            `  e2e ${row.label} workers=${workerCount}: ${row.events} events (${row.deliveries} deliveries) done in ${row.seconds} s = ${row.eventsPerSecond} events/s; claim->start p50 ${row.claimToStartP50Ms} ms; cpu/event ${row.cpuMsPerEvent.total} ms; worker rss ${row.workerRssMb.join(', ')} MB`,
-          );
+          for (const peer of options.peers ?? []) {
+            const row = await measurePeer({
+              peer,
+              run: roundRun,
+              workers: workerCount,
+              events: options.e2eEvents,
+              env,
+              redis,
+              services,
+              databases,
+              pools,
+              statsWaitMs: options.statsWaitMs,
+            });
+            peerRounds.get(peer)!.push(row);
+            log(
+              `  e2e peer ${peer} workers=${workerCount}${suffix}: ${row.events} events (${row.deliveries} deliveries) done in ${row.seconds} s = ${row.eventsPerSecond} events/s; cpu/event ${row.cpuMsPerEvent.total} ms; worker rss ${row.workerRssMb.length > 0 ? `${row.workerRssMb.join(', ')} MB` : '- (no worker)'}`,
+            );
+          }
         }
-        for (const peer of options.peers ?? []) {
-          const row = await measurePeer({ peer, run, workers: workerCount, events: options.e2eEvents, env, redis, services, databases, pools, statsWaitMs: options.statsWaitMs });
-          peers.push(row);
-          log(
-            `  e2e peer ${peer} workers=${workerCount}: ${row.events} events (${row.deliveries} deliveries) done in ${row.seconds} s = ${row.eventsPerSecond} events/s; cpu/event ${row.cpuMsPerEvent.total} ms; worker rss ${row.workerRssMb.join(', ')} MB`,
-          );
+        for (const [label, rows] of [...sideRounds, ...peerRounds] as [string, (E2eRow | PeerRow)[]][]) {
+          if (rounds > 1)
+            perRound.push({ label, workers: workerCount, cpuMsPerEvent: rows.map((row) => row.cpuMsPerEvent.total), eventsPerSecond: rows.map((row) => row.eventsPerSecond) });
         }
+        for (const rows of sideRounds.values()) e2e.push(combineRounds(rows));
+        for (const rows of peerRounds.values()) peers.push(combineRounds(rows));
       }
     } finally {
       redis.disconnect();
       receiver.close();
     }
-    return { ingest, e2e, peers, queueCeiling, postgresQueueCeiling };
+    return { ingest, e2e, peers, rounds: perRound, queueCeiling, postgresQueueCeiling };
   } finally {
     await releaseAll({ services, pools, databases });
   }
@@ -399,18 +441,50 @@ export function formatBench(result: BenchResult): string {
       'pipeline        | workers | events/s | CPU ms/event: ingest | workers | postgres | redis | total | pg transactions | rows written | WAL bytes | redis commands | Oncehook CPU, events/s vs it',
     );
     const name: Record<Peer, string> = { graphile: 'graphile-worker', bullmq: 'BullMQ alone', pgboss: 'pg-boss', inline: 'inline (floor)' };
+    const roundsOf = (label: string, workers: number) => result.rounds.find((r) => r.label === label && r.workers === workers);
     for (const workers of [...new Set(result.peers.map((r) => r.workers))]) {
       const ours = result.e2e.find((r) => r.label === 'this checkout' && r.workers === workers);
       const rows: { label: string; eventsPerSecond: number; c: E2eRow['cpuMsPerEvent']; p: PeerRow['perEvent']; vs: string }[] = [];
       if (ours) rows.push({ label: 'Oncehook', eventsPerSecond: ours.eventsPerSecond, c: ours.cpuMsPerEvent, p: ours.perEvent, vs: '' });
+      const oursRounds = roundsOf('this checkout', workers);
       for (const peer of result.peers.filter((r) => r.workers === workers)) {
-        const vs = ours ? `${(ours.cpuMsPerEvent.total / peer.cpuMsPerEvent.total).toFixed(2)}x, ${(ours.eventsPerSecond / peer.eventsPerSecond).toFixed(2)}x` : '';
+        // With several rounds, each ratio's range over the rounds follows it in brackets.
+        const peerRounds = roundsOf(peer.peer, workers);
+        const spread = (pick: (r: BenchResult['rounds'][number]) => number[]) => {
+          const range = oursRounds && peerRounds ? ratioSpread(pick(oursRounds), pick(peerRounds)) : '';
+          return range ? ` (${range})` : '';
+        };
+        const vs = ours
+          ? `${(ours.cpuMsPerEvent.total / peer.cpuMsPerEvent.total).toFixed(2)}x${spread((r) => r.cpuMsPerEvent)}, ${(ours.eventsPerSecond / peer.eventsPerSecond).toFixed(2)}x${spread((r) => r.eventsPerSecond)}`
+          : '';
         rows.push({ label: name[peer.peer], eventsPerSecond: peer.eventsPerSecond, c: peer.cpuMsPerEvent, p: peer.perEvent, vs });
       }
       for (const { label, eventsPerSecond, c, p, vs } of rows)
         lines.push(
           `${label.padEnd(15)} | ${String(workers).padStart(7)} | ${String(eventsPerSecond).padStart(8)} | ${String(c.ingest).padStart(20)} | ${String(c.workers).padStart(7)} | ${String(c.postgres).padStart(8)} | ${String(c.redis).padStart(5)} | ${String(c.total).padStart(5)} | ${String(p.transactions).padStart(15)} | ${String(p.rowsWritten).padStart(12)} | ${String(p.walBytes).padStart(9)} | ${String(p.redisCommands).padStart(14)} | ${vs}`,
         );
+    }
+    // What each pipeline spends between the claim and the work: its CPU per event minus the
+    // floor's (inline: the same verification, claim and ledger writes with no queue).
+    const floors = result.peers.filter((r) => r.peer === 'inline');
+    if (floors.length > 0) {
+      lines.push(
+        '',
+        `Above the floor: CPU ms per event minus the inline row's (what a pipeline adds between the claim and the work), same run`,
+        "pipeline        | workers | above the floor | Oncehook's above the floor vs it",
+      );
+      for (const floor of floors) {
+        const above = (total: number) => total - floor.cpuMsPerEvent.total;
+        const ours = result.e2e.find((r) => r.label === 'this checkout' && r.workers === floor.workers);
+        const rows = [
+          ...(ours ? [{ label: 'Oncehook', total: ours.cpuMsPerEvent.total }] : []),
+          ...result.peers.filter((r) => r.workers === floor.workers && r.peer !== 'inline').map((r) => ({ label: name[r.peer], total: r.cpuMsPerEvent.total })),
+        ];
+        for (const row of rows) {
+          const vs = ours && row.label !== 'Oncehook' && above(row.total) > 0 ? `${(above(ours.cpuMsPerEvent.total) / above(row.total)).toFixed(2)}x` : '';
+          lines.push(`${row.label.padEnd(15)} | ${String(floor.workers).padStart(7)} | ${above(row.total).toFixed(2).padStart(15)} | ${vs}`);
+        }
+      }
     }
   }
   return lines.join('\n');
@@ -424,6 +498,8 @@ if (process.argv[1]?.endsWith('bench.ts')) {
       'e2e-events': { type: 'string', default: '2000' },
       workers: { type: 'string', default: '1,2,4' },
       rounds: { type: 'string', default: '1' },
+      /** End-to-end rounds per worker count: every pipeline once per round, alternating; each row combines its rounds. */
+      'e2e-rounds': { type: 'string', default: '1' },
       /** CPU profiles of the first end-to-end run's processes (node --cpu-prof) into this directory. */
       profile: { type: 'string' },
       /** Another checkout measured end to end beside this one (before/after in one run). */
@@ -448,6 +524,11 @@ if (process.argv[1]?.endsWith('bench.ts')) {
     process.stderr.write(`--queue-backends takes redis, postgres or redis,postgres (got "${values['queue-backends']}")\n`);
     process.exit(2);
   }
+  const e2eRounds = Number(values['e2e-rounds']);
+  if (!Number.isInteger(e2eRounds) || e2eRounds < 1) {
+    process.stderr.write(`--e2e-rounds takes a whole number of rounds, 1 or more (got "${values['e2e-rounds']}")\n`);
+    process.exit(2);
+  }
   const peers = values.peers === 'none' ? [] : values.peers.split(',').map((p) => p.trim());
   const unknownPeer = peers.find((p) => !(PEERS as readonly string[]).includes(p));
   if (unknownPeer !== undefined) {
@@ -466,6 +547,7 @@ if (process.argv[1]?.endsWith('bench.ts')) {
     e2eEvents: Number(values['e2e-events']),
     workers: values.workers.split(',').map(Number),
     rounds: Number(values.rounds),
+    e2eRounds,
     profileDir: values.profile ? path.resolve(values.profile) : undefined,
     baselineRoot: values['baseline-root'] ? path.resolve(values['baseline-root']) : undefined,
     queueBackends: queueBackends as QueueBackend[],

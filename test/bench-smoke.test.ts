@@ -75,4 +75,6 @@ it('runs the ingest comparison, the end-to-end measurement, a variant and the pe
     ['inline', 100],
   ]);
   expect(output).toContain('Peers: the same top-ups');
+  // Each pipeline's CPU above the floor (the inline row's), Oncehook's against each peer's.
+  expect(output).toMatch(/Above the floor[^\n]*\n[^\n]*\nOncehook +\| +2 \| +-?\d+\.\d\d \|/);
 });

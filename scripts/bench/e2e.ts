@@ -447,7 +447,8 @@ export async function measurePeer(options: {
   const ingest = spawnService('peer', peerEnv, [peer, 'ingest']);
   services.push(ingest);
   const url = await listeningUrl(ingest);
-  const workers = Array.from({ length: workerCount }, () => spawnService('peer', peerEnv, [peer, 'worker']));
+  // The floor (inline) has no worker: its ingest does the work.
+  const workers = Array.from({ length: peer === 'inline' ? 0 : workerCount }, () => spawnService('peer', peerEnv, [peer, 'worker']));
   services.push(...workers);
   await Promise.all(workers.map((w) => w.waitFor(/worker ready/)));
   const statsPool = createPool(db.url, { max: 1, applicationName: 'bench' });

@@ -15,7 +15,7 @@
  *   bullmq   - BullMQ on Redis, `jobId` = the event id, added after the claim commits;
  *   pgboss   - pg-boss, `singletonKey` = the event id, sent after the claim commits;
  *   inline   - no queue at all, THE FLOOR: the ingest claims and runs the top-up in one
- *              transaction before it answers (no worker process does anything). Not a pipeline
+ *              transaction before it answers (it has no worker process). Not a pipeline
  *              to deploy (a slow or failing handler holds or fails the provider's request, and
  *              the provider's retries are the only retry), but the least CPU any pipeline can
  *              spend on this work on this box: the bench's other rows are read against it.
@@ -24,10 +24,10 @@
  * outbound idempotency keys, a reconciler for a job lost between the claim and the queue
  * (bullmq, pgboss) or a queue emptied, give-up and redrive, flow control, the delivery log.
  *
- * `node ... scripts/bench/peers.ts <graphile|bullmq|pgboss> <setup|ingest|worker>` with
+ * `node ... scripts/bench/peers.ts <graphile|bullmq|pgboss|inline> <setup|ingest|worker>` with
  * DATABASE_URL, REDIS_URL (bullmq), QUEUE_PREFIX (bullmq), STRIPE_WEBHOOK_SECRET, PORT=0.
  * setup creates the peer's table (and the library's schema) and exits; ingest prints
- * `listening on <port>`; worker prints `worker ready`.
+ * `listening on <port>`; worker prints `worker ready` (inline has none).
  */
 import { serve } from '@hono/node-server';
 import { Queue, Worker } from 'bullmq';
@@ -65,12 +65,13 @@ const CLAIM = `INSERT INTO peer_events (event_id, type, payload) VALUES ($1, $2,
 /** The inline floor's claim: the event is stored done, in the transaction of its top-up. */
 const CLAIM_DONE = `INSERT INTO peer_events (event_id, type, payload, state, done_at) VALUES ($1, $2, $3::jsonb, 'done', now()) ON CONFLICT (event_id) DO NOTHING RETURNING event_id`;
 
-/** `work` in one transaction: BEGIN, work, COMMIT (ROLLBACK when it throws). */
-async function inTransaction(client: pg.PoolClient | pg.Client, work: () => Promise<void>): Promise<void> {
+/** `work` in one transaction: BEGIN, work, COMMIT (ROLLBACK when it throws); returns what `work` returned. */
+async function inTransaction<T>(client: pg.PoolClient | pg.Client, work: () => Promise<T>): Promise<T> {
   await client.query('BEGIN');
   try {
-    await work();
+    const result = await work();
     await client.query('COMMIT');
+    return result;
   } catch (error) {
     await client.query('ROLLBACK').catch(() => {});
     throw error;
@@ -151,21 +152,16 @@ async function main(peer: Peer, role: string): Promise<void> {
       serveIngest(async (event, raw, job) => {
         const client = await db.connect();
         try {
-          let fresh = false;
-          await inTransaction(client, async () => {
-            fresh = (await client.query(CLAIM_DONE, [event.id, event.type, raw])).rowCount === 1;
+          return await inTransaction(client, async () => {
+            const fresh = (await client.query(CLAIM_DONE, [event.id, event.type, raw])).rowCount === 1;
             if (fresh) await credit(client, job);
+            return fresh;
           });
-          return fresh;
         } finally {
           client.release();
         }
       });
-    } else {
-      // Nothing to do: the bench starts a worker for every pipeline; this one only waits.
-      setInterval(() => {}, 60_000);
-      process.stdout.write('worker ready\n');
-    }
+    } else throw new Error('the inline floor has no worker: its ingest does the work');
     return;
   }
   if (peer === 'graphile') {
