@@ -1,7 +1,7 @@
 /**
  * `npm run bench -- [--duration S] [--connections 10,50,100|none] [--rounds R] [--e2e-events N] [--e2e-rounds R] [--workers 1,2,4] [--profile DIR]
  *   [--baseline-root DIR] [--queue-backends redis|postgres|redis,postgres] [--queue-jobs N] [--peers graphile,bullmq,pgboss,inline|none]
- *   [--variants fanout,limited,destination|none] [--stats-wait S]`
+ *   [--variants fanout,limited,destination,nolog|none] [--stats-wait S]`
  *
  * Side by side, in one process tree, on this machine's Postgres and Redis:
  *
@@ -25,8 +25,8 @@
  *    instead (graphile-worker, BullMQ alone, pg-boss: bench/peers.ts), and the floor (inline:
  *    the top-up in the claim's transaction, no queue), through the same measurement with each
  *    worker count; `--variants` adds rows of this checkout with one more
- *    handler (fanout), that handler flow-limited (limited) or one destination, and what each
- *    adds per event (with `--baseline-root`, each variant runs on the baseline too). With the
+ *    handler (fanout), that handler flow-limited (limited), one destination, or the delivery log
+ *    off (nolog), and what each adds per event (with `--baseline-root`, each variant runs on the baseline too). With the
  *    floor among the peers, each pipeline's CPU per event above the floor is printed too;
  *    `--e2e-rounds R` runs every pipeline R times, alternating, and combines its rounds
  *    (bench/rounds.ts), with the range of each per-round ratio beside the peers' ratios.
@@ -43,7 +43,19 @@ import { cpuMs, rssMb } from './bench/costs.js';
 import { summarizeProfiles } from './bench/profile.js';
 import { createTestDatabaseOn, releaseAll } from './bench/databases.js';
 import { createServer } from 'node:http';
-import { fire, listeningUrl, measureEndToEnd, measurePeer, measureQueueCeiling, VARIANTS, type E2eRow, type PeerRow, type QueueCeiling, type Variant } from './bench/e2e.js';
+import {
+  fire,
+  listeningUrl,
+  measureEndToEnd,
+  measurePeer,
+  measureQueueCeiling,
+  VARIANT_INGEST_ENV,
+  VARIANTS,
+  type E2eRow,
+  type PeerRow,
+  type QueueCeiling,
+  type Variant,
+} from './bench/e2e.js';
 import { PEERS, type Peer } from './bench/peers.js';
 import { combineRounds, ratioSpread } from './bench/rounds.js';
 
@@ -78,9 +90,10 @@ export interface BenchOptions {
    */
   peers?: Peer[];
   /**
-   * Rows of this checkout with one thing added, with each worker count: `fanout` (one more
+   * Rows of this checkout with one change, with each worker count: `fanout` (one more
    * handler on the event), `limited` (that handler with a flow limit it never reaches),
-   * `destination` (each event forwarded to a receiver in the bench process).
+   * `destination` (each event forwarded to a receiver in the bench process), `nolog` (the
+   * ingest with DELIVERY_LOG=off: the delivery log taken away).
    */
   variants?: Variant[];
   /** Wait for Postgres's transaction and row counters after each end-to-end run (default 11 s; the smoke test passes 0). */
@@ -262,16 +275,17 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
       for (const workerCount of options.workers) {
         // With a baseline checkout, its run and this one's alternate (baseline first), so the
         // machine's noise falls on both.
-        const sides: { label: string; root?: string; queueBackend?: QueueBackend; workerEnv?: Record<string, string> }[] = options.baselineRoot
+        const sides: { label: string; root?: string; queueBackend?: QueueBackend; workerEnv?: Record<string, string>; ingestEnv?: Record<string, string> }[] = options.baselineRoot
           ? [{ label: 'baseline', root: options.baselineRoot }, { label: 'this checkout' }]
           : [{ label: 'this checkout' }];
         if (!backends.includes('redis')) sides.pop();
         if (backends.includes('postgres')) sides.push({ label: 'postgres queue', queueBackend: 'postgres' });
         for (const variant of options.variants ?? []) {
           const workerEnv = variant === 'destination' ? { ...VARIANTS.destination, DESTINATION_URL: receiverUrl } : VARIANTS[variant];
+          const ingestEnv = VARIANT_INGEST_ENV[variant];
           // With a baseline, each variant runs on it too (before and after in one run).
-          if (options.baselineRoot) sides.push({ label: `baseline + ${variant}`, root: options.baselineRoot, workerEnv });
-          sides.push({ label: `+ ${variant}`, workerEnv });
+          if (options.baselineRoot) sides.push({ label: `baseline + ${variant}`, root: options.baselineRoot, workerEnv, ingestEnv });
+          sides.push({ label: `+ ${variant}`, workerEnv, ingestEnv });
         }
         // Every pipeline once per round, in the same order each round: the machine's noise
         // spreads over all of them, and each row combines its rounds.
@@ -422,7 +436,7 @@ export function formatBench(result: BenchResult): string {
   if (variants.length > 0) {
     lines.push(
       '',
-      'What one addition costs per event (this checkout with it minus without it, same worker count, same run)',
+      'What one change costs per event (this checkout with it minus without it, same worker count, same run; nolog: the delivery log taken away)',
       'addition       | workers | CPU ms/event | pg statements | rows written | redis commands',
     );
     for (const row of variants) {
@@ -510,7 +524,7 @@ if (process.argv[1]?.endsWith('bench.ts')) {
       'queue-jobs': { type: 'string', default: '20000' },
       /** Peer pipelines beside Oncehook end to end: graphile, bullmq, pgboss, inline (the floor: no queue) (comma-separated) or none. */
       peers: { type: 'string', default: PEERS.join(',') },
-      /** Rows of this checkout with one addition: fanout, limited, destination (comma-separated) or none. */
+      /** Rows of this checkout with one change: fanout, limited, destination, nolog (the delivery log off) (comma-separated) or none. */
       variants: { type: 'string', default: 'none' },
       /** Seconds to wait for Postgres's transaction and row counters after each end-to-end run (idle backends report within 10 s). */
       'stats-wait': { type: 'string', default: '11' },

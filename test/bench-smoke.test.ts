@@ -65,7 +65,7 @@ it('runs the ingest comparison, the end-to-end measurement, a variant and the pe
     ['this checkout', 100],
     ['+ destination', 100],
   ]);
-  expect(output).toContain('What one addition costs per event');
+  expect(output).toContain('What one change costs per event');
   expect(result.e2e.every((r) => r.eventsPerSecond > 0)).toBe(true);
   // The peers did the same work (each checks its ledger holds one credit per event, or throws).
   expect(result.peers.map((r) => [r.peer, r.events])).toEqual([

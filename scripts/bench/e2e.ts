@@ -212,6 +212,8 @@ export interface EndToEndOptions {
   statsWaitMs?: number;
   /** More environment for the workers (a variant: another handler, a destination). */
   workerEnv?: Record<string, string>;
+  /** More environment for the ingest (a variant: the delivery log off). */
+  ingestEnv?: Record<string, string>;
 }
 
 /** What a variant row adds to the plain top-up (`--variants`): its workers' environment. */
@@ -222,8 +224,12 @@ export const VARIANTS = {
   limited: { ONCEHOOK_HANDLERS: 'examples/shop,scripts/bench/variant-handlers.ts', BENCH_VARIANT: 'limited' },
   /** One destination: every event POSTed, signed, to a receiver in the bench process (DESTINATION_URL is set by the bench). */
   destination: { DESTINATION_NAME: 'bench-receiver', DESTINATION_SECRET: `whsec_${Buffer.from('oncehook-bench-destination-secret').toString('base64')}` },
+  /** The delivery log off (DELIVERY_LOG=off, an ingest setting: VARIANT_INGEST_ENV): its delta is minus what the log costs. */
+  nolog: {},
 } as const satisfies Record<string, Record<string, string>>;
 export type Variant = keyof typeof VARIANTS;
+/** What a variant changes in the ingest's environment (VARIANTS is the workers'). */
+export const VARIANT_INGEST_ENV: Partial<Record<Variant, Record<string, string>>> = { nolog: { DELIVERY_LOG: 'off' } };
 
 export async function measureEndToEnd(options: EndToEndOptions): Promise<E2eRow> {
   const { run, workers: workerCount, events, env, redis, services, databases, pools, profileDir, root } = options;
@@ -237,10 +243,15 @@ export async function measureEndToEnd(options: EndToEndOptions): Promise<E2eRow>
   // The figure is the cost of the work, not the answer to overload: on a loaded machine a
   // claim can wait past the 750 ms default deadline and be answered 503 (correctly: a provider
   // would retry), which autocannon does not. The deadline is set far past any such wait.
-  const ingest = spawnService('ingest', { ...env, CLAIM_TIMEOUT_MS: '30000', ...options.queueEnv, DATABASE_URL: db.url, QUEUE_PREFIX: prefix, QUEUE_BACKEND: queueBackend }, [], {
-    nodeArgs,
-    root,
-  });
+  const ingest = spawnService(
+    'ingest',
+    { ...env, CLAIM_TIMEOUT_MS: '30000', ...options.ingestEnv, ...options.queueEnv, DATABASE_URL: db.url, QUEUE_PREFIX: prefix, QUEUE_BACKEND: queueBackend },
+    [],
+    {
+      nodeArgs,
+      root,
+    },
+  );
   services.push(ingest);
   const url = await listeningUrl(ingest);
   const workers = Array.from({ length: workerCount }, () =>
