@@ -295,25 +295,15 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
           // Databases, queue prefixes and event ids carry the run tag: one per round.
           const roundRun = r === 0 ? run : `${run}r${r}`;
           const suffix = rounds > 1 ? ` (round ${r + 1} of ${rounds})` : '';
+          // What every run of this round is given, Oncehook's and the peers'.
+          const shared = { run: roundRun, workers: workerCount, events: options.e2eEvents, env, redis, services, databases, pools, statsWaitMs: options.statsWaitMs };
           for (const side of sides) {
             // Profiles of the first run of each side, in <dir>/this, <dir>/baseline, <dir>/fanout ...
             const profileDir =
               options.profileDir && r === 0 && !e2e.some((row) => row.label === side.label)
                 ? path.join(options.profileDir, side.root ? 'baseline' : side.label === 'this checkout' ? 'this' : side.label.replace(/[^a-z0-9]+/gi, ''))
                 : undefined;
-            const row = await measureEndToEnd({
-              run: roundRun,
-              workers: workerCount,
-              events: options.e2eEvents,
-              env,
-              redis,
-              services,
-              databases,
-              pools,
-              profileDir,
-              statsWaitMs: options.statsWaitMs,
-              ...side,
-            });
+            const row = await measureEndToEnd({ ...shared, profileDir, ...side });
             if (profileDir) {
               log(`  profiles of ${side.label}:`);
               for (const line of summarizeProfiles(profileDir, row.pids)) log(line);
@@ -324,18 +314,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
             );
           }
           for (const peer of options.peers ?? []) {
-            const row = await measurePeer({
-              peer,
-              run: roundRun,
-              workers: workerCount,
-              events: options.e2eEvents,
-              env,
-              redis,
-              services,
-              databases,
-              pools,
-              statsWaitMs: options.statsWaitMs,
-            });
+            const row = await measurePeer({ ...shared, peer });
             peerRounds.get(peer)!.push(row);
             log(
               `  e2e peer ${peer} workers=${workerCount}${suffix}: ${row.events} events (${row.deliveries} deliveries) done in ${row.seconds} s = ${row.eventsPerSecond} events/s; cpu/event ${row.cpuMsPerEvent.total} ms; worker rss ${row.workerRssMb.length > 0 ? `${row.workerRssMb.join(', ')} MB` : '- (no worker)'}`,
