@@ -4,7 +4,7 @@
  *
  * - the three traps: a step name used twice in one run, a step result that is not plain JSON,
  *   an event type nothing handles (UNHANDLED_EVENTS=fail, and the counter);
- * - a payload that does not match the handler's schema; a step whose kind changed;
+ * - a payload that does not match the handler's schema, and one that does parsed once; a step whose kind changed;
  * - defineHandler, handler modules and handler settings refused at start with a clear message.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -129,6 +129,22 @@ describe('more mistakes that fail loudly', () => {
     expect(ran).toBe(false);
     expect(run).toMatchObject({ state: 'failed', attempts: 1 });
     expect(run?.lastError).toMatch(/^PermanentError: the payload does not match handler "typed"'s schema: payload\.data\.object\.amount: /);
+  });
+
+  it("a payload schema is parsed once per attempt, and the handler gets its output (a transform's too)", async () => {
+    let parses = 0;
+    let seen: unknown;
+    const counted = z.object({ data: z.object({ object: z.object({ amount: z.number() }) }) }).transform((payload) => {
+      parses += 1;
+      return { cents: payload.data.object.amount };
+    });
+    const handler = defineHandler({ name: 'parsed', source: 'stripe', type: 'test.parsed', payload: counted }, async (event) => {
+      seen = event.payload;
+    });
+    const { run } = await runOnce(handler, 'evt_parsed', 'test.parsed', { data: { object: { amount: 1200 } } });
+    expect(run).toMatchObject({ state: 'done' });
+    expect(seen).toEqual({ cents: 1200 });
+    expect(parses).toBe(1);
   });
 
   it('a step recorded as external and now called as a local step fails, asking for a new name', async () => {

@@ -318,12 +318,16 @@ async function resolveHandler(deps: ProcessDeps, leased: LeasedRun, token: strin
   return handler;
 }
 
-function payloadProblem(handler: Handler, payload: unknown): string | null {
-  if (!handler.payloadSchema) return null;
+/**
+ * The payload as the handler will see it: parsed by its schema (once per attempt: a schema's
+ * transforms run once, and the handler gets their output), or what does not match.
+ */
+function parsePayload(handler: Handler, payload: unknown): { value: unknown } | { problem: string } {
+  if (!handler.payloadSchema) return { value: payload };
   const result = handler.payloadSchema.safeParse(payload);
-  if (result.success) return null;
+  if (result.success) return { value: result.data };
   const issues = result.error.issues.slice(0, 5).map((issue) => `${issue.path.length ? `payload.${issue.path.join('.')}` : 'payload'}: ${issue.message}`);
-  return `the payload does not match handler "${handler.name}"'s schema: ${issues.join('; ')}`;
+  return { problem: `the payload does not match handler "${handler.name}"'s schema: ${issues.join('; ')}` };
 }
 
 function handlerEvent(event: EventRow, leased: LeasedRun, payload: unknown): HandlerEvent {
@@ -446,9 +450,9 @@ async function prepareAttempt(
     const verdict = verdictForProblem(policy, run.attempts, handler);
     return verdict.retry ? end.retry(handler, handler) : end.fail(verdict.reason);
   }
-  const problem = payloadProblem(handler, event.payload);
-  if (problem) return end.fail(`PermanentError: ${problem}`);
-  return { handler, payload: handler.payloadSchema ? handler.payloadSchema.parse(event.payload) : event.payload };
+  const parsed = parsePayload(handler, event.payload);
+  if ('problem' in parsed) return end.fail(`PermanentError: ${parsed.problem}`);
+  return { handler, payload: parsed.value };
 }
 
 async function runLeasedAttempt(deps: ProcessDeps, leased: LeasedRun, token: string): Promise<RunOutcome> {
