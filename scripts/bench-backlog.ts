@@ -7,13 +7,15 @@
  * server's `used_memory` before and after gives the bytes a queued event costs. Then one worker
  * (WORKER_CONCURRENCY 16) starts and drains the backlog; its resident memory is sampled every
  * 250 ms: when ready, at its peak, at the end. A worker that held the backlog (or a share of
- * it) in memory would peak higher with each size; one that does not peaks the same.
+ * it) in memory would peak higher with each size; one that does not peaks the same. The
+ * worker's user + system CPU from ready to drained, per event, is the worker tier alone (no
+ * ingest, no load generator beside it): steadier than the end-to-end bench's worker column.
  */
 import { Redis } from 'ioredis';
 import { parseScriptArgs, REDIS_URL, spawnService, STRIPE_SECRET, type Service } from '@oncehook/harness';
 import { createPool, type Pool } from '@oncehook/shared';
 import { EVENT_QUEUE_NAME, queueKey } from '@oncehook/core';
-import { rssMb } from './bench/costs.js';
+import { cpuMs, rssMb } from './bench/costs.js';
 import { createTestDatabaseOn, releaseAll } from './bench/databases.js';
 import { fireAll, listeningUrl, SHOP_ENV, topUp } from './bench/e2e.js';
 
@@ -37,6 +39,8 @@ interface Row {
   workerPeakMb: number;
   workerEndMb: number;
   drainSeconds: number;
+  /** The worker's user + system CPU from ready to drained, per event: the worker tier alone. */
+  workerCpuMsPerEvent: number;
 }
 
 async function measure(size: number, services: Service[], pools: Pool[], databases: string[]): Promise<Row> {
@@ -78,6 +82,7 @@ async function measure(size: number, services: Service[], pools: Pool[], databas
   services.push(worker);
   await worker.waitFor(/worker ready/);
   const started = performance.now();
+  const cpuAtReady = cpuMs(worker.pid);
   const workerReadyMb = rssMb(worker.pid);
   let workerPeakMb = workerReadyMb;
   let lastCheck = 0;
@@ -98,6 +103,7 @@ async function measure(size: number, services: Service[], pools: Pool[], databas
     workerPeakMb,
     workerEndMb: rssMb(worker.pid),
     drainSeconds: Math.round((performance.now() - started) / 100) / 10,
+    workerCpuMsPerEvent: Math.round(((cpuMs(worker.pid) - cpuAtReady) / size) * 1000) / 1000,
   };
   await Promise.all([ingest.kill9(), worker.kill9()]);
   // Done jobs are removed by the worker; what is left of the prefix goes.
@@ -119,9 +125,9 @@ try {
   await releaseAll({ services, pools, databases });
   redis.disconnect();
 }
-process.stdout.write('\nbacklog | Redis bytes per queued event | ingest RSS MB | worker RSS MB: ready, peak, end | drain s | events/s\n');
+process.stdout.write('\nbacklog | Redis bytes per queued event | ingest RSS MB | worker RSS MB: ready, peak, end | drain s | events/s | worker CPU ms/event\n');
 for (const r of rows)
   process.stdout.write(
-    `${String(r.backlog).padStart(7)} | ${String(r.redisBytesPerEvent).padStart(28)} | ${String(r.ingestRssMb).padStart(13)} | ${`${r.workerReadyMb}, ${r.workerPeakMb}, ${r.workerEndMb}`.padStart(31)} | ${String(r.drainSeconds).padStart(7)} | ${Math.round(r.backlog / r.drainSeconds)}\n`,
+    `${String(r.backlog).padStart(7)} | ${String(r.redisBytesPerEvent).padStart(28)} | ${String(r.ingestRssMb).padStart(13)} | ${`${r.workerReadyMb}, ${r.workerPeakMb}, ${r.workerEndMb}`.padStart(31)} | ${String(r.drainSeconds).padStart(7)} | ${String(Math.round(r.backlog / r.drainSeconds)).padStart(8)} | ${r.workerCpuMsPerEvent}\n`,
   );
 process.exit(0);

@@ -49,8 +49,8 @@ import {
   measureEndToEnd,
   measurePeer,
   measureQueueCeiling,
-  VARIANT_INGEST_ENV,
   VARIANTS,
+  variantEnv,
   type E2eRow,
   type PeerRow,
   type QueueCeiling,
@@ -281,8 +281,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
         if (!backends.includes('redis')) sides.pop();
         if (backends.includes('postgres')) sides.push({ label: 'postgres queue', queueBackend: 'postgres' });
         for (const variant of options.variants ?? []) {
-          const workerEnv = variant === 'destination' ? { ...VARIANTS.destination, DESTINATION_URL: receiverUrl } : VARIANTS[variant];
-          const ingestEnv = VARIANT_INGEST_ENV[variant];
+          const { workerEnv, ingestEnv } = variantEnv(variant, receiverUrl);
           // With a baseline, each variant runs on it too (before and after in one run).
           if (options.baselineRoot) sides.push({ label: `baseline + ${variant}`, root: options.baselineRoot, workerEnv, ingestEnv });
           sides.push({ label: `+ ${variant}`, workerEnv, ingestEnv });

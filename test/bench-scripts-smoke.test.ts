@@ -22,7 +22,8 @@ it('bench:backlog and bench:peer-faults run end to end and print their tables', 
   ]);
   console.log(`[figure] bench scripts smoke (tiny sizes; use the commands for real figures)\n${backlog.output.trim()}\n${faults.output.trim()}`);
   expect(backlog.code, backlog.output.slice(-2000)).toBe(0);
-  expect(backlog.output).toMatch(/\n {4}100 \| +\d+ \| +\d+ \| +\d+, \d+, \d+ \|/);
+  // backlog | Redis bytes | ingest RSS | worker RSS ready, peak, end | drain s | events/s | worker CPU ms/event
+  expect(backlog.output).toMatch(/\n {4}100 \| +\d+ \| +\d+ \| +\d+, \d+, \d+ \| +[\d.]+ \| +\d+ \| [\d.]+\n/);
   expect(faults.code, faults.output.slice(-2000)).toBe(0);
   expect(faults.output).toMatch(/BullMQ alone +\| +\d+ \| +\d+ \|/);
 });

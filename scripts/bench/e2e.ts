@@ -216,20 +216,27 @@ export interface EndToEndOptions {
   ingestEnv?: Record<string, string>;
 }
 
-/** What a variant row adds to the plain top-up (`--variants`): its workers' environment. */
+/**
+ * What a variant row adds to the plain top-up (`--variants`): the environment of its workers
+ * and, where the variant is an ingest setting, of its ingest. One entry per variant.
+ */
 export const VARIANTS = {
   /** One more handler on the same event (one local step): fan-out. */
-  fanout: { ONCEHOOK_HANDLERS: 'examples/shop,scripts/bench/variant-handlers.ts', BENCH_VARIANT: 'fanout' },
+  fanout: { workers: { ONCEHOOK_HANDLERS: 'examples/shop,scripts/bench/variant-handlers.ts', BENCH_VARIANT: 'fanout' } },
   /** The same handler with a flow limit it never reaches (concurrency 64): flow control's bookkeeping. */
-  limited: { ONCEHOOK_HANDLERS: 'examples/shop,scripts/bench/variant-handlers.ts', BENCH_VARIANT: 'limited' },
-  /** One destination: every event POSTed, signed, to a receiver in the bench process (DESTINATION_URL is set by the bench). */
-  destination: { DESTINATION_NAME: 'bench-receiver', DESTINATION_SECRET: `whsec_${Buffer.from('oncehook-bench-destination-secret').toString('base64')}` },
-  /** The delivery log off (DELIVERY_LOG=off, an ingest setting: VARIANT_INGEST_ENV): its delta is minus what the log costs. */
-  nolog: {},
-} as const satisfies Record<string, Record<string, string>>;
+  limited: { workers: { ONCEHOOK_HANDLERS: 'examples/shop,scripts/bench/variant-handlers.ts', BENCH_VARIANT: 'limited' } },
+  /** One destination: every event POSTed, signed, to a receiver in the bench process (variantEnv adds its DESTINATION_URL). */
+  destination: { workers: { DESTINATION_NAME: 'bench-receiver', DESTINATION_SECRET: `whsec_${Buffer.from('oncehook-bench-destination-secret').toString('base64')}` } },
+  /** The delivery log off (an ingest setting): its delta is minus what the log costs. */
+  nolog: { workers: {}, ingest: { DELIVERY_LOG: 'off' } },
+} as const satisfies Record<string, { workers: Record<string, string>; ingest?: Record<string, string> }>;
 export type Variant = keyof typeof VARIANTS;
-/** What a variant changes in the ingest's environment (VARIANTS is the workers'). */
-export const VARIANT_INGEST_ENV: Partial<Record<Variant, Record<string, string>>> = { nolog: { DELIVERY_LOG: 'off' } };
+
+/** A variant's environments, as measureEndToEnd takes them; `receiverUrl` is where the destination variant forwards. */
+export function variantEnv(variant: Variant, receiverUrl: string): { workerEnv: Record<string, string>; ingestEnv: Record<string, string> | undefined } {
+  const entry: { workers: Record<string, string>; ingest?: Record<string, string> } = VARIANTS[variant];
+  return { workerEnv: variant === 'destination' ? { ...entry.workers, DESTINATION_URL: receiverUrl } : entry.workers, ingestEnv: entry.ingest };
+}
 
 export async function measureEndToEnd(options: EndToEndOptions): Promise<E2eRow> {
   const { run, workers: workerCount, events, env, redis, services, databases, pools, profileDir, root } = options;
