@@ -9,6 +9,7 @@ import { paymentSucceeded } from '@oncehook/harness';
 import { createPool, type Pool } from '@oncehook/shared';
 import { processJob } from '@oncehook/core';
 import { defineHandler } from '@oncehook/sdk';
+import { preparedBaseName } from '../packages/core/src/store/prepared.js';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { claimStripe, dispatchJob, engine, exampleHandlers, q, TRUNCATE_ALL } from './helpers/stack.js';
@@ -172,7 +173,7 @@ it('every named statement of the hot paths is planned once per connection: after
     const { rows } = await one.query<{ name: string; generic: number; custom: number }>(
       `SELECT name, generic_plans::int AS generic, custom_plans::int AS custom FROM pg_prepared_statements WHERE name LIKE 'oncehook\\_%'`,
     );
-    const names = rows.map((r) => r.name.replace(/_[0-9a-f]{12}$/, '').replace(/^oncehook_/, ''));
+    const names = rows.map((r) => preparedBaseName(r.name));
     // The statements these paths run at least 8 times each (a sample that misses one would not
     // check it): 12 of the 15 named ones; not run here: finishUnhandled, renewLease (the lease
     // keeper's timer) and markRunFailed.

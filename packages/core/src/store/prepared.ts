@@ -19,3 +19,10 @@ export function prepared(name: string, text: string): (values: unknown[]) => Pre
   const full = `oncehook_${name}_${createHash('sha256').update(text).digest('hex').slice(0, 12)}`;
   return (values) => ({ name: full, text, values });
 }
+
+const PREPARED_NAME = /^oncehook_(.+)_[0-9a-f]{12}$/;
+
+/** The name a statement has in the code (`dispatchAndLease`) from its name on a connection (pg_prepared_statements); null when `prepared` did not make it. */
+export function preparedBaseName(connectionName: string): string | null {
+  return PREPARED_NAME.exec(connectionName)?.[1] ?? null;
+}
