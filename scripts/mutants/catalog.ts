@@ -701,6 +701,15 @@ export const MUTANTS: Mutant[] = [
     replace: '    if (outside.length < 0) {',
     tests: ['test/queue-shards.test.ts'],
   },
+  // ---- the handler's payload --------------------------------------------------------------
+  {
+    id: 'payload-parsed-twice',
+    guarantee: "a handler's payload schema runs once per attempt (its transforms too)",
+    file: PROCESS,
+    search: '  return { handler, payload: parsed.value };',
+    replace: '  return { handler, payload: handler.payloadSchema ? handler.payloadSchema.parse(event.payload) : parsed.value };',
+    tests: ['test/sdk.test.ts'],
+  },
   // ---- tracing --------------------------------------------------------------------------
   {
     id: 'attempt-marker-off',
