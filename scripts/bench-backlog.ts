@@ -10,12 +10,14 @@
  * it) in memory would peak higher with each size; one that does not peaks the same. The
  * worker's user + system CPU from ready to drained, per event, is the worker tier alone (no
  * ingest, no load generator beside it): steadier than the end-to-end bench's worker column.
+ * Beside it, the same span's CPU of the database's Postgres backends (the worker's, and the
+ * idle ingest's) and of the Redis server, per event: the other two tiers a drain costs.
  */
 import { Redis } from 'ioredis';
 import { parseScriptArgs, REDIS_URL, spawnService, STRIPE_SECRET, type Service } from '@oncehook/harness';
 import { createPool, type Pool } from '@oncehook/shared';
 import { EVENT_QUEUE_NAME, queueKey } from '@oncehook/core';
-import { cpuMs, rssMb } from './bench/costs.js';
+import { cpuMs, difference, rssMb, snapshot, type Subjects } from './bench/costs.js';
 import { createTestDatabaseOn, releaseAll } from './bench/databases.js';
 import { fireAll, listeningUrl, SHOP_ENV, topUp } from './bench/e2e.js';
 
@@ -41,6 +43,10 @@ interface Row {
   drainSeconds: number;
   /** The worker's user + system CPU from ready to drained, per event: the worker tier alone. */
   workerCpuMsPerEvent: number;
+  /** The database's Postgres backends, same span, per event. */
+  postgresCpuMsPerEvent: number;
+  /** The Redis server, same span, per event (0 when it does not run on this host). */
+  redisCpuMsPerEvent: number;
 }
 
 async function measure(size: number, services: Service[], pools: Pool[], databases: string[]): Promise<Row> {
@@ -81,6 +87,8 @@ async function measure(size: number, services: Service[], pools: Pool[], databas
   });
   services.push(worker);
   await worker.waitFor(/worker ready/);
+  const subjects: Subjects = { pool, database: db.name, redis, processes: { worker: worker.pid }, metricsUrls: {} };
+  const atReady = await snapshot(subjects);
   const started = performance.now();
   const cpuAtReady = cpuMs(worker.pid);
   const workerReadyMb = rssMb(worker.pid);
@@ -95,6 +103,11 @@ async function measure(size: number, services: Service[], pools: Pool[], databas
     }
     await sleep(250);
   }
+  const spent = difference(atReady, await snapshot(subjects));
+  const postgresMs = Object.entries(spent.cpuMs)
+    .filter(([tier]) => tier.startsWith('postgres'))
+    .reduce((sum, [, ms]) => sum + ms, 0);
+  const perEvent = (ms: number) => Math.round((ms / size) * 1000) / 1000;
   const row: Row = {
     backlog: size,
     redisBytesPerEvent,
@@ -103,7 +116,9 @@ async function measure(size: number, services: Service[], pools: Pool[], databas
     workerPeakMb,
     workerEndMb: rssMb(worker.pid),
     drainSeconds: Math.round((performance.now() - started) / 100) / 10,
-    workerCpuMsPerEvent: Math.round(((cpuMs(worker.pid) - cpuAtReady) / size) * 1000) / 1000,
+    workerCpuMsPerEvent: perEvent(cpuMs(worker.pid) - cpuAtReady),
+    postgresCpuMsPerEvent: perEvent(postgresMs),
+    redisCpuMsPerEvent: perEvent(spent.cpuMs.redis ?? 0),
   };
   await Promise.all([ingest.kill9(), worker.kill9()]);
   // Done jobs are removed by the worker; what is left of the prefix goes.
@@ -125,9 +140,9 @@ try {
   await releaseAll({ services, pools, databases });
   redis.disconnect();
 }
-process.stdout.write('\nbacklog | Redis bytes per queued event | ingest RSS MB | worker RSS MB: ready, peak, end | drain s | events/s | worker CPU ms/event\n');
+process.stdout.write('\nbacklog | Redis bytes per queued event | ingest RSS MB | worker RSS MB: ready, peak, end | drain s | events/s | CPU ms/event: worker, Postgres, Redis\n');
 for (const r of rows)
   process.stdout.write(
-    `${String(r.backlog).padStart(7)} | ${String(r.redisBytesPerEvent).padStart(28)} | ${String(r.ingestRssMb).padStart(13)} | ${`${r.workerReadyMb}, ${r.workerPeakMb}, ${r.workerEndMb}`.padStart(31)} | ${String(r.drainSeconds).padStart(7)} | ${String(Math.round(r.backlog / r.drainSeconds)).padStart(8)} | ${r.workerCpuMsPerEvent}\n`,
+    `${String(r.backlog).padStart(7)} | ${String(r.redisBytesPerEvent).padStart(28)} | ${String(r.ingestRssMb).padStart(13)} | ${`${r.workerReadyMb}, ${r.workerPeakMb}, ${r.workerEndMb}`.padStart(31)} | ${String(r.drainSeconds).padStart(7)} | ${String(Math.round(r.backlog / r.drainSeconds)).padStart(8)} | ${r.workerCpuMsPerEvent}, ${r.postgresCpuMsPerEvent}, ${r.redisCpuMsPerEvent}\n`,
   );
 process.exit(0);

@@ -120,7 +120,7 @@ it('ONCEHOOK_SCHEMA puts the tables in another schema, and the pipeline runs the
     const handler = defineHandler({ name: 'things', source: 'svc', type: 'thing.happened', payload: z.object({}) }, async (_event, ctx) => {
       await ctx.transaction('count', async () => ++ran, { final: true });
     });
-    const outcome = await processJob({ ...engine(pool, [handler]), queries }, { rowId: claim.rowId, provider: 'svc', eventId: 'e1', attempt: 0 });
+    const outcome = await processJob(engine(pool, [handler], {}, { schema: 'billing_hooks' }), { rowId: claim.rowId, provider: 'svc', eventId: 'e1', attempt: 0 });
     expect(outcome).toMatchObject({ runs: [{ kind: 'done' }] });
     expect((await queries.getEvent(pool, claim.rowId))?.state).toBe('done');
     expect(ran).toBe(1);

@@ -65,6 +65,23 @@ it('a dispatch job that carries the type: 5 statements of the engine around the 
   });
 });
 
+it('four dispatch jobs at once: their dispatches take 2 statements, not 4 (the first alone, the three that arrived meanwhile in one: dispatch-batcher.ts)', async () => {
+  const ids = ['evt_rt_batch_0', 'evt_rt_batch_1', 'evt_rt_batch_2', 'evt_rt_batch_3'];
+  const rows = await Promise.all(ids.map(topUp));
+  const sizes: number[] = [];
+  // One engine, as in a worker: its dispatcher sees the four jobs.
+  const shared = engine(counted, exampleHandlers(), {}, { onDispatchBatch: (n) => sizes.push(n) });
+  const before = { statements, roundTrips };
+  const outcomes = await Promise.all(ids.map((eventId, i) => processJob(shared, { ...dispatchJob(rows[i]!, eventId), kind: 'stripe', type: 'payment_intent.succeeded' })));
+  for (const outcome of outcomes) expect(outcome).toMatchObject({ kind: 'runs', runs: [{ kind: 'done' }] });
+  expect(sizes).toEqual([1, 3]);
+  // 2 dispatches; each run's step as above (BEGIN, fence, 3 ledger statements, record+done, COMMIT).
+  expect({ statements: statements - before.statements, roundTrips: roundTrips - before.roundTrips }).toEqual({
+    statements: 2 + 4 * (4 + 3),
+    roundTrips: 2 + 4 * (2 + 3),
+  });
+});
+
 it('a dispatch job from an older version (no type) reads the event first: one statement more', async () => {
   const rowId = await topUp('evt_rt_untyped');
   expect(await countsFor(dispatchJob(rowId, 'evt_rt_untyped'))).toEqual({ statements: 6 + 3, roundTrips: 4 + 3 });
@@ -169,17 +186,26 @@ it('every named statement of the hot paths is planned once per connection: after
         const retried = await processJob(engine(one, handlers), { ...dispatchJob(rowId, eventId), handler: 'rt-plan-flaky', generation: 0, attempt: 1 });
         expect(retried).toMatchObject({ kind: 'runs', runs: [{ kind: 'done' }] });
       }
+      // Dispatches that arrive together: the first alone, the next two in one statement.
+      const batchIds = [0, 1, 2].map((n) => `evt_rt_plan_batch_${i}_${n}`);
+      const batchRows = await Promise.all(batchIds.map(topUp));
+      const shared = engine(one, exampleHandlers());
+      const outcomes = await Promise.all(
+        batchIds.map((eventId, n) => processJob(shared, { ...dispatchJob(batchRows[n]!, eventId), kind: 'stripe', type: 'payment_intent.succeeded' })),
+      );
+      for (const outcome of outcomes) expect(outcome).toMatchObject({ kind: 'runs', runs: [{ kind: 'done' }] });
     }
     const { rows } = await one.query<{ name: string; generic: number; custom: number }>(
       `SELECT name, generic_plans::int AS generic, custom_plans::int AS custom FROM pg_prepared_statements WHERE name LIKE 'oncehook\\_%'`,
     );
     const names = rows.map((r) => preparedBaseName(r.name));
     // The statements these paths run at least 8 times each (a sample that misses one would not
-    // check it): 12 of the 15 named ones; not run here: finishUnhandled, renewLease (the lease
+    // check it): 13 of the 16 named ones; not run here: finishUnhandled, renewLease (the lease
     // keeper's timer) and markRunFailed.
     expect(names).toEqual(
       expect.arrayContaining([
         'dispatchAndLease',
+        'dispatchAndLeaseMany',
         'lockLeasedRun',
         'recordFinalStep',
         'renewLeaseAtStep',

@@ -15,6 +15,7 @@ import type { EventJobData } from './vocabulary.js';
 import type { EngineHooks } from './handler-context.js';
 import { processJob, type JobOutcome, type ProcessDeps, type ProcessSettings } from './process-event.js';
 import { HandlerRegistry } from './registry.js';
+import { createDispatchBatcher } from './dispatch-batcher.js';
 import { createQueries } from './store/queries.js';
 
 /**
@@ -49,6 +50,8 @@ export interface EngineOptions {
   hooks?: EngineHooks;
   /** Called when an event has no handler (webhook_events_unhandled_total). */
   onUnhandled?: ProcessDeps['onUnhandled'];
+  /** Called with the number of events of each dispatch statement (oncehook_dispatch_batch_size). */
+  onDispatchBatch?: (size: number) => void;
 }
 
 export interface Engine extends ProcessDeps {
@@ -57,13 +60,21 @@ export interface Engine extends ProcessDeps {
 }
 
 export function createEngine(options: EngineOptions): Engine {
+  const queries = createQueries(options.schema);
+  const settings = { ...DEFAULT_ENGINE_SETTINGS, ...options.settings };
   const deps: ProcessDeps = {
     pool: options.pool,
-    queries: createQueries(options.schema),
+    queries,
     registry: options.handlers instanceof HandlerRegistry ? options.handlers : new HandlerRegistry(options.handlers),
+    dispatcher: createDispatchBatcher({
+      pool: options.pool,
+      queries,
+      leaseMs: settings.leaseMs,
+      ...(options.onDispatchBatch ? { onBatch: options.onDispatchBatch } : {}),
+    }),
     log: options.log,
     faults: options.faults ?? noFaults,
-    settings: { ...DEFAULT_ENGINE_SETTINGS, ...options.settings },
+    settings,
     ...(options.hooks ? { hooks: options.hooks } : {}),
     ...(options.onUnhandled ? { onUnhandled: options.onUnhandled } : {}),
   };

@@ -5,7 +5,8 @@
  *   no handler registered for (source, type) -> the event is done (or failed, per
  *     UNHANDLED_EVENTS) with a note; counted in webhook_events_unhandled_total
  *   dispatch: received -> processing, one run per handler, each created already leased to
- *     this worker (one statement); the runs then go on at once, side by side
+ *     this worker (one statement, shared with the dispatches that arrived meanwhile:
+ *     dispatch-batcher.ts); the runs then go on at once, side by side
  *   0 rows (dispatched already: a repeated job) -> lease whatever runs are claimable
  *
  * A run job (one handler's run), and each run of a dispatch:
@@ -35,6 +36,7 @@ import type { LeasedRun, Queries, GateRequest } from './store/queries.js';
 import { attemptsExhausted, policyFor, retryDelayMs, type RetryPolicy, verdictFor, verdictForProblem } from './retry-policy.js';
 import { createRunContext, RunStoppedError, type EngineHooks, type RunContext } from './handler-context.js';
 import { keepLease } from './lease-keeper.js';
+import type { DispatchBatcher } from './dispatch-batcher.js';
 import type { HandlerRegistry } from './registry.js';
 import { gateRequest, isGated, needsEvent, priorityLevel, rateWaitMs } from './flow-control.js';
 
@@ -50,6 +52,8 @@ export interface ProcessDeps {
   pool: Pool;
   queries: Queries;
   registry: HandlerRegistry;
+  /** Dispatches through group commit (dispatch-batcher.ts), on `pool`. */
+  dispatcher: DispatchBatcher;
   log: Logger;
   faults: Faults;
   settings: ProcessSettings;
@@ -262,14 +266,13 @@ async function dispatch(deps: ProcessDeps, job: EventJobData): Promise<JobOutcom
       return { kind: 'unhandled', provider: event.provider, type: event.type, state };
     }
     const tokens = new Map(handlers.map((h) => [h.name, randomUUID()]));
+    // Taken before the dispatch waits for its batch: the lease clock starts early, never late.
     const leasedAt = performance.now();
-    const dispatched = await queries.dispatchAndLease(
-      pool,
-      event.id,
-      handlers.map((h) => ({ handler: h.name, token: tokens.get(h.name)!, deferred: special(h) })),
-      settings.leaseMs,
-      job.trace ?? null,
-    );
+    const dispatched = await deps.dispatcher.dispatch({
+      rowId: event.id,
+      runs: handlers.map((h) => ({ handler: h.name, token: tokens.get(h.name)!, deferred: special(h) })),
+      traceParent: job.trace ?? null,
+    });
     if (dispatched) {
       deps.log.debug({ rowId: event.id, handlers: handlers.map((h) => h.name) }, 'dispatched');
       const runs = await Promise.all(

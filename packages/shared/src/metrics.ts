@@ -72,6 +72,7 @@ export function createIngestMetrics(options: { defaultMetrics?: boolean } = {}):
  * webhook_reconciler_leader                                           1 if this process ran the last reconciler pass
  * webhook_outbound_calls_total{api,outcome}                           ok | retryable | permanent | network_error | timeout
  * oncehook_db_statements_total                                        statements sent to Postgres (BEGIN/COMMIT included)
+ * oncehook_dispatch_batch_size                                        events dispatched per statement (dispatch-batcher.ts's group commit)
  * oncehook_runs_delayed_total{handler,reason}                         runs that did not start: paused | concurrency | rate-limit
  * oncehook_runs_waiting{handler,reason}                               runs waiting now, by reason (flow control)
  * oncehook_paused{scope,name,by}                                      1 while a handler or a source is paused (by: operator | circuit-breaker)
@@ -92,6 +93,8 @@ export interface WorkerMetrics {
   reconcilerLeader: Gauge;
   outboundCalls: Counter<'api' | 'outcome'>;
   dbStatements: Counter;
+  /** Events per dispatch statement (group commit): 1 under light load, more as jobs arrive faster than one statement takes. */
+  dispatchBatchSize: Histogram;
   runsDelayedTotal: Counter<'handler' | 'reason'>;
   failureGroupsOpened: Counter<'handler'>;
   failureGroups: Gauge<'handler'>;
@@ -155,6 +158,12 @@ export function createWorkerMetrics(options: { defaultMetrics?: boolean } = {}):
     reconcilerLeader: new Gauge({ name: 'webhook_reconciler_leader', help: '1 if this process ran the last reconciler pass', registers }),
     outboundCalls: new Counter({ name: 'webhook_outbound_calls_total', help: 'Outbound API tries by API and outcome', labelNames: ['api', 'outcome'], registers }),
     dbStatements: dbStatementsCounter(registry),
+    dispatchBatchSize: new Histogram({
+      name: 'oncehook_dispatch_batch_size',
+      help: 'Events dispatched per statement (group commit of the dispatches that arrive while one is in flight)',
+      buckets: [1, 2, 4, 8, 16, 32, 64],
+      registers,
+    }),
     runsDelayedTotal: new Counter({
       name: 'oncehook_runs_delayed_total',
       help: 'Runs that did not start when their job came: paused, over their concurrency or their rate limit (each look counts once)',

@@ -20,7 +20,7 @@ export type { ActivityRow, ActivitySample } from './activity.js';
 export type { BackfillScheduleRow } from './backfill-schedule.js';
 export type { GateRequest, GateResult, PauseRow } from './flow.js';
 export { CLAIM_BODY_STRIPES, DELIVERY_LOG_ROWS } from './sql/claim.js';
-export { LEASE_LOST, type RunFence, type StepRecord } from './runs.js';
+export { LEASE_LOST, type DispatchRequest, type Dispatched, type RunFence, type StepRecord } from './runs.js';
 
 export function createQueries(schemaName: string) {
   const t = tablesFor(schemaName);

@@ -17,6 +17,20 @@ export interface RunFence {
   stop: boolean;
 }
 
+/** One event's dispatch (dispatchAndLease's arguments). `deferred`: created `received`, not leased. */
+export interface DispatchRequest {
+  rowId: number;
+  runs: { handler: string; token: string; deferred?: boolean }[];
+  /** The delivery's traceparent (from the dispatch job), kept on the event for later leases. */
+  traceParent: string | null;
+}
+
+/** What a dispatch created: the event (now `processing`) and its runs. */
+export interface Dispatched {
+  event: EventRow;
+  runs: RunRow[];
+}
+
 /** A step's record (stepRecord). */
 export interface StepRecord {
   runId: number;
@@ -37,6 +51,7 @@ export const LEASE_LOST = 'OH001';
 export function createRunQueries(t: Tables, schemaName: string) {
   const sql = runStatements(t);
   const DISPATCH_AND_LEASE_SQL = prepared('dispatchAndLease', sql.DISPATCH_AND_LEASE);
+  const DISPATCH_AND_LEASE_MANY_SQL = prepared('dispatchAndLeaseMany', sql.DISPATCH_AND_LEASE_MANY);
   const FINISH_UNHANDLED_SQL = prepared('finishUnhandled', sql.FINISH_UNHANDLED);
   const STEPS_OF_LEASED_RUNS_SQL = prepared('stepsOfLeasedRuns', sql.STEPS_OF_LEASED_RUNS);
   const ACQUIRE_RUN_SQL = prepared('acquireRun', sql.ACQUIRE_RUN);
@@ -63,13 +78,34 @@ export function createRunQueries(t: Tables, schemaName: string) {
     leaseMs: number,
     /** The delivery's traceparent (from the dispatch job), kept on the event for later leases. */
     traceParent: string | null = null,
-  ): Promise<{ event: EventRow; runs: RunRow[] } | null> {
+  ): Promise<Dispatched | null> {
     const { rows } = await db.query<{ event: EventRow; runs: RunRow[] | null }>(
       DISPATCH_AND_LEASE_SQL([rowId, runs.map((r) => r.handler), runs.map((r) => r.token), leaseMs, traceParent, runs.map((r) => r.deferred === true)]),
     );
     const row = rows[0];
     if (!row) return null;
     return { event: reviveEvent(row.event), runs: (row.runs ?? []).map(reviveRun) };
+  }
+
+  /**
+   * dispatchAndLease for several distinct events in one statement (sql DISPATCH_AND_LEASE_MANY):
+   * the result of each event dispatched, by its row id; an event missing is not `received`.
+   */
+  async function dispatchAndLeaseMany(db: Queryable, requests: readonly DispatchRequest[], leaseMs: number): Promise<Map<number, Dispatched>> {
+    const runs = requests.flatMap((request) => request.runs.map((run) => ({ rowId: request.rowId, ...run })));
+    const { rows } = await db.query<{ rowId: number | string; event: EventRow; runs: RunRow[] | null }>(
+      DISPATCH_AND_LEASE_MANY_SQL([
+        requests.map((r) => r.rowId),
+        requests.map((r) => r.runs.length),
+        requests.map((r) => r.traceParent),
+        runs.map((r) => r.rowId),
+        runs.map((r) => r.handler),
+        runs.map((r) => r.token),
+        runs.map((r) => r.deferred === true),
+        leaseMs,
+      ]),
+    );
+    return new Map(rows.map((row) => [Number(row.rowId), { event: reviveEvent(row.event), runs: (row.runs ?? []).map(reviveRun) }]));
   }
 
   /** An event with no handler: received -> done (or failed) with a note. false = dispatched or finished meanwhile. */
@@ -214,6 +250,7 @@ export function createRunQueries(t: Tables, schemaName: string) {
 
   return {
     dispatchAndLease,
+    dispatchAndLeaseMany,
     finishUnhandled,
     acquireRun,
     acquireGatedRun,

@@ -168,6 +168,7 @@ export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], 
     faults: options.faults ?? createFaults(config.ONCEHOOK_FAULTS),
     ...(options.hooks ? { hooks: options.hooks } : {}),
     onUnhandled: countUnhandled(metrics),
+    onDispatchBatch: (size) => metrics.dispatchBatchSize.observe(size),
   });
   const { queries } = engine;
   const eventWorker = createEventWorker({ engine, connection, queue: queues, log, metrics, settings: { ...workerSettings(config), workerId } }, { autorun: false });

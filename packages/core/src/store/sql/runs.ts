@@ -101,6 +101,53 @@ export function runStatements(t: Tables) {
               (SELECT json_agg(c) FROM created c) AS runs
         WHERE EXISTS (SELECT 1 FROM ev)`,
 
+    /**
+     * DISPATCH_AND_LEASE for several events in ONE statement (dispatch-batcher.ts: the dispatches
+     * of jobs that arrived while an earlier one was in flight). Per event ($1 distinct event rows,
+     * $2 its count of runs, $3 its traceparent) and per run, flattened ($4 its event row, $5
+     * handler, $6 token, $7 deferred); $8 lease ms. Each event exactly as DISPATCH_AND_LEASE
+     * would do it alone, and one row per event dispatched; an event missing from the result is
+     * not `received` (its caller looks for claimable runs). All or nothing: one commit for all.
+     *
+     * The events are locked in id order first (`locked`, FOR UPDATE), so two batches holding
+     * the same events (a repeated job) wait for each other instead of deadlocking; the UPDATE
+     * then only touches rows this statement holds. `received` is checked again under the lock
+     * (READ COMMITTED re-reads a row that changed while we waited for it).
+     */
+    DISPATCH_AND_LEASE_MANY: `WITH event_args AS MATERIALIZED (
+         SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[]) AS a(id, runs, trace)
+       ), run_args AS MATERIALIZED (
+         SELECT * FROM unnest($4::bigint[], $5::text[], $6::uuid[], $7::bool[]) AS h(event_row_id, handler, token, deferred)
+       ), locked AS MATERIALIZED (
+         SELECT e.id FROM ${EVENTS} e
+          WHERE e.id IN (SELECT id FROM event_args) AND e.state = 'received'
+          ORDER BY e.id FOR UPDATE
+       ), ev AS (
+         UPDATE ${EVENTS} e SET state = 'processing', runs_pending = a.runs, updated_at = now(),
+                trace_parent = coalesce(a.trace, e.trace_parent)
+           FROM locked l JOIN event_args a ON a.id = l.id
+          WHERE e.id = l.id AND e.state = 'received'
+         RETURNING e.*
+       ), planned AS (
+         SELECT ev.id AS event_row_id, h.handler, h.token, p.paused, NOT (h.deferred OR p.paused) AS leased
+           FROM ev JOIN run_args h ON h.event_row_id = ev.id,
+                LATERAL (SELECT ${PAUSED(PAUSES, 'h', 'ev')} AS paused) p
+       ), created AS (
+         INSERT INTO ${RUNS} AS r (event_row_id, handler, state, attempts, lease_token, lease_until, waiting, waiting_since)
+         SELECT event_row_id, handler, CASE WHEN leased THEN 'processing' ELSE 'received' END, CASE WHEN leased THEN 1 ELSE 0 END,
+                CASE WHEN leased THEN token END, CASE WHEN leased THEN now() + $8::int * interval '1 millisecond' END,
+                CASE WHEN paused THEN 'paused' END, CASE WHEN paused THEN now() END
+           FROM planned
+         ON CONFLICT (event_row_id, handler) DO NOTHING
+         RETURNING ${runColumns('r')}
+       ), attempt AS (
+         INSERT INTO ${ATTEMPTS} (run_id, lease_token, generation, attempt)
+         SELECT id, "leaseToken", generation, attempts FROM created WHERE state = 'processing'
+       )
+       SELECT ev.id AS "rowId", (SELECT row_to_json(x) FROM (SELECT ${eventColumns('ev')}) x) AS event,
+              (SELECT json_agg(c) FROM created c WHERE c."eventRowId" = ev.id) AS runs
+         FROM ev`,
+
     /** An event with no handler: received -> done or failed with a note. 0 rows = dispatched or finished meanwhile. */
     FINISH_UNHANDLED: `UPDATE ${EVENTS} SET state = $2::text, note = $3::text, finished_at = now(), updated_at = now()
         WHERE id = $1::bigint AND state = 'received'`,
