@@ -38,6 +38,7 @@ const LOCAL_STEP = 'packages/core/src/steps/local-step.ts';
 const EXTERNAL_STEP = 'packages/core/src/steps/external-step.ts';
 const STEP_RULES = 'packages/core/src/steps/step-rules.ts';
 const PROCESS = 'packages/core/src/process-event.ts';
+const DISPATCH_BATCHER = 'packages/core/src/dispatch-batcher.ts';
 
 export const MUTANTS: Mutant[] = [
   // ---- the claim ------------------------------------------------------------------------
@@ -104,6 +105,39 @@ export const MUTANTS: Mutant[] = [
     // round-trips: a dispatch job that carries the type always runs the dispatch statement, so
     // a repeated job for a finished event depends on this guard alone.
     tests: ['test/round-trips.test.ts', 'test/concurrent-duplicates.test.ts', 'test/testkit.test.ts'],
+  },
+  {
+    id: 'dispatch-batch-twice',
+    guarantee: 'an event is dispatched once: a batch of dispatches never re-dispatches one that is not `received`',
+    file: RUN_SQL,
+    search: `          WHERE e.id IN (SELECT id FROM event_args) AND e.state = 'received'`,
+    replace: `          WHERE e.id IN (SELECT id FROM event_args)`,
+    also: [{ search: `          WHERE e.id = l.id AND e.state = 'received'`, replace: `          WHERE e.id = l.id` }],
+    tests: ['test/dispatch-batcher.test.ts'],
+  },
+  {
+    id: 'dispatch-batch-repeats-event',
+    guarantee: 'an event is dispatched once: one event is never twice in a batch (its runs counted twice, its tokens mixed)',
+    file: DISPATCH_BATCHER,
+    search: `      if (batch.length < maxBatch && !events.has(w.request.rowId)) {`,
+    replace: `      if (batch.length < maxBatch) {`,
+    tests: ['test/dispatch-batcher.test.ts'],
+  },
+  {
+    id: 'dispatch-batch-fails-together',
+    guarantee: "one event's failed dispatch fails its own job only, not its batch's",
+    file: DISPATCH_BATCHER,
+    search: `      if (isDatabaseUnavailableError(error)) {`,
+    replace: `      if (isDatabaseUnavailableError(error) || batch.length > 0) {`,
+    tests: ['test/dispatch-batcher.test.ts'],
+  },
+  {
+    id: 'dispatch-batch-answers-first',
+    guarantee: 'each dispatch of a batch gets its own event and runs (its own lease tokens)',
+    file: DISPATCH_BATCHER,
+    search: `    for (const w of batch) w.resolve(results.get(w.request.rowId) ?? null);`,
+    replace: `    for (const w of batch) w.resolve(results.get(batch[0]!.request.rowId) ?? null);`,
+    tests: ['test/dispatch-batcher.test.ts', 'test/round-trips.test.ts'],
   },
   // ---- the fence ------------------------------------------------------------------------
   {
@@ -1221,6 +1255,14 @@ export const MUTANTS: Mutant[] = [
     search: `                LATERAL (SELECT \${PAUSED(PAUSES, 'h', 'ev')} AS paused) p`,
     replace: '                LATERAL (SELECT false AS paused) p',
     tests: ['test/flow-control-engine.test.ts', 'test/flow-control.test.ts'],
+  },
+  {
+    id: 'pause-unchecked-batch-dispatch',
+    guarantee: "a paused handler's runs are created waiting by a batch of dispatches too, not leased",
+    file: 'packages/core/src/store/sql/runs.ts',
+    search: `                LATERAL (SELECT \${PAUSED(PAUSES, 'ra', 'ev')} AS paused) p`,
+    replace: '                LATERAL (SELECT false AS paused) p',
+    tests: ['test/dispatch-batcher.test.ts'],
   },
   {
     id: 'paused-runs-requeued',

@@ -117,7 +117,7 @@ export function runStatements(t: Tables) {
     DISPATCH_AND_LEASE_MANY: `WITH event_args AS MATERIALIZED (
          SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[]) AS a(id, runs, trace)
        ), run_args AS MATERIALIZED (
-         SELECT * FROM unnest($4::bigint[], $5::text[], $6::uuid[], $7::bool[]) AS h(event_row_id, handler, token, deferred)
+         SELECT * FROM unnest($4::bigint[], $5::text[], $6::uuid[], $7::bool[]) AS ra(event_row_id, handler, token, deferred)
        ), locked AS MATERIALIZED (
          SELECT e.id FROM ${EVENTS} e
           WHERE e.id IN (SELECT id FROM event_args) AND e.state = 'received'
@@ -129,9 +129,9 @@ export function runStatements(t: Tables) {
           WHERE e.id = l.id AND e.state = 'received'
          RETURNING e.*
        ), planned AS (
-         SELECT ev.id AS event_row_id, h.handler, h.token, p.paused, NOT (h.deferred OR p.paused) AS leased
-           FROM ev JOIN run_args h ON h.event_row_id = ev.id,
-                LATERAL (SELECT ${PAUSED(PAUSES, 'h', 'ev')} AS paused) p
+         SELECT ev.id AS event_row_id, ra.handler, ra.token, p.paused, NOT (ra.deferred OR p.paused) AS leased
+           FROM ev JOIN run_args ra ON ra.event_row_id = ev.id,
+                LATERAL (SELECT ${PAUSED(PAUSES, 'ra', 'ev')} AS paused) p
        ), created AS (
          INSERT INTO ${RUNS} AS r (event_row_id, handler, state, attempts, lease_token, lease_until, waiting, waiting_since)
          SELECT event_row_id, handler, CASE WHEN leased THEN 'processing' ELSE 'received' END, CASE WHEN leased THEN 1 ELSE 0 END,
