@@ -39,6 +39,24 @@ export function runStatements(t: Tables) {
               finished_at = CASE WHEN e.runs_pending - 1 = 0 THEN now() END, updated_at = now()
          FROM run WHERE e.id = run.event_row_id`;
 
+  /**
+   * A dispatch's runs, from the CTE `planned` (event_row_id, handler, token, paused, leased):
+   * created (CTE `created`, returning each run), leased to their tokens or not, and each leased
+   * one's attempt logged (CTE `attempt`). `leaseMs`: the parameter holding the lease's length.
+   */
+  const DISPATCHED_RUNS = (leaseMs: string) => `created AS (
+         INSERT INTO ${RUNS} AS r (event_row_id, handler, state, attempts, lease_token, lease_until, waiting, waiting_since)
+         SELECT event_row_id, handler, CASE WHEN leased THEN 'processing' ELSE 'received' END, CASE WHEN leased THEN 1 ELSE 0 END,
+                CASE WHEN leased THEN token END, CASE WHEN leased THEN now() + ${leaseMs}::int * interval '1 millisecond' END,
+                CASE WHEN paused THEN 'paused' END, CASE WHEN paused THEN now() END
+           FROM planned
+         ON CONFLICT (event_row_id, handler) DO NOTHING
+         RETURNING ${runColumns('r')}
+       ), attempt AS (
+         INSERT INTO ${ATTEMPTS} (run_id, lease_token, generation, attempt)
+         SELECT id, "leaseToken", generation, attempts FROM created WHERE state = 'processing'
+       )`;
+
   /** ACQUIRE_RUN's lease and attempt CTEs (`leased`, `attempt`), with `extra` (AND ...) added to its guard. */
   const LEASE_ONE_RUN = (extra: string) => `leased AS (
          UPDATE ${RUNS} r
@@ -85,18 +103,7 @@ export function runStatements(t: Tables) {
          SELECT ev.id AS event_row_id, h.handler, h.token, p.paused, NOT (h.deferred OR p.paused) AS leased
            FROM ev, args, unnest(args.handlers, args.tokens, args.deferred) AS h(handler, token, deferred),
                 LATERAL (SELECT ${PAUSED(PAUSES, 'h', 'ev')} AS paused) p
-       ), created AS (
-         INSERT INTO ${RUNS} AS r (event_row_id, handler, state, attempts, lease_token, lease_until, waiting, waiting_since)
-         SELECT event_row_id, handler, CASE WHEN leased THEN 'processing' ELSE 'received' END, CASE WHEN leased THEN 1 ELSE 0 END,
-                CASE WHEN leased THEN token END, CASE WHEN leased THEN now() + $4::int * interval '1 millisecond' END,
-                CASE WHEN paused THEN 'paused' END, CASE WHEN paused THEN now() END
-           FROM planned
-         ON CONFLICT (event_row_id, handler) DO NOTHING
-         RETURNING ${runColumns('r')}
-       ), attempt AS (
-         INSERT INTO ${ATTEMPTS} (run_id, lease_token, generation, attempt)
-         SELECT id, "leaseToken", generation, attempts FROM created WHERE state = 'processing'
-       )
+       ), ${DISPATCHED_RUNS('$4')}
        SELECT (SELECT row_to_json(x) FROM (SELECT ${eventColumns('ev')} FROM ev) x) AS event,
               (SELECT json_agg(c) FROM created c) AS runs
         WHERE EXISTS (SELECT 1 FROM ev)`,
@@ -132,18 +139,7 @@ export function runStatements(t: Tables) {
          SELECT ev.id AS event_row_id, ra.handler, ra.token, p.paused, NOT (ra.deferred OR p.paused) AS leased
            FROM ev JOIN run_args ra ON ra.event_row_id = ev.id,
                 LATERAL (SELECT ${PAUSED(PAUSES, 'ra', 'ev')} AS paused) p
-       ), created AS (
-         INSERT INTO ${RUNS} AS r (event_row_id, handler, state, attempts, lease_token, lease_until, waiting, waiting_since)
-         SELECT event_row_id, handler, CASE WHEN leased THEN 'processing' ELSE 'received' END, CASE WHEN leased THEN 1 ELSE 0 END,
-                CASE WHEN leased THEN token END, CASE WHEN leased THEN now() + $8::int * interval '1 millisecond' END,
-                CASE WHEN paused THEN 'paused' END, CASE WHEN paused THEN now() END
-           FROM planned
-         ON CONFLICT (event_row_id, handler) DO NOTHING
-         RETURNING ${runColumns('r')}
-       ), attempt AS (
-         INSERT INTO ${ATTEMPTS} (run_id, lease_token, generation, attempt)
-         SELECT id, "leaseToken", generation, attempts FROM created WHERE state = 'processing'
-       )
+       ), ${DISPATCHED_RUNS('$8')}
        SELECT ev.id AS "rowId", (SELECT row_to_json(x) FROM (SELECT ${eventColumns('ev')}) x) AS event,
               (SELECT json_agg(c) FROM created c WHERE c."eventRowId" = ev.id) AS runs
          FROM ev`,
