@@ -29,10 +29,10 @@ beforeEach(async () => {
 });
 
 /** A batcher on the counted pool; its batches' sizes in `sizes`, its statements counted from now. */
-function batcher(queries: Parameters<typeof createDispatchBatcher>[0]['queries'] = q, pool: Pool = counted) {
+function batcher(queries: Parameters<typeof createDispatchBatcher>[0]['queries'] = q, pool: Pool = counted, maxBatch?: number) {
   const sizes: number[] = [];
   statements = 0;
-  return { sizes, dispatcher: createDispatchBatcher({ pool, queries, leaseMs: 60_000, onBatch: (n) => sizes.push(n) }) };
+  return { sizes, dispatcher: createDispatchBatcher({ pool, queries, leaseMs: 60_000, maxBatch, onBatch: (n) => sizes.push(n) }) };
 }
 
 function request(rowId: number, handlers: string[], deferred: string[] = []): DispatchRequest {
@@ -108,6 +108,17 @@ it('the same event twice at once is dispatched once: the repeat waits for the ne
     [twice],
   );
   expect(rows[0]).toEqual({ pending: 2, runs: 2 });
+});
+
+it('a batch holds at most maxBatch events; the rest wait for the next statement', async () => {
+  const ids = await events(6, 'evt_db_max');
+  const { sizes, dispatcher } = batcher(q, counted, 2);
+  const results = await Promise.all(ids.map((id) => dispatcher.dispatch(request(id, ['ledger']))));
+  expect(sizes).toEqual([1, 2, 2, 1]);
+  expect(statements).toBe(4);
+  expect(results.map((r) => r?.event.id)).toEqual(ids);
+  const { rows } = await db.pool.query<{ state: string }>(`SELECT state FROM ${T.events} ORDER BY id`);
+  expect(rows.map((r) => r.state)).toEqual(ids.map(() => 'processing'));
 });
 
 it('a batch that fails is retried one event at a time: only the event at fault fails, the others are dispatched', async () => {

@@ -124,6 +124,14 @@ export const MUTANTS: Mutant[] = [
     tests: ['test/dispatch-batcher.test.ts'],
   },
   {
+    id: 'dispatch-batch-unbounded',
+    guarantee: 'a dispatch statement holds at most maxBatch events (its size and its locks bounded)',
+    file: DISPATCH_BATCHER,
+    search: `      if (batch.length < maxBatch && !events.has(w.request.rowId)) {`,
+    replace: `      if (!events.has(w.request.rowId)) {`,
+    tests: ['test/dispatch-batcher.test.ts'],
+  },
+  {
     id: 'dispatch-batch-fails-together',
     guarantee: "one event's failed dispatch fails its own job only, not its batch's",
     file: DISPATCH_BATCHER,

@@ -24,7 +24,10 @@ export interface DispatchBatcherOptions {
   pool: Pool;
   queries: Pick<Queries, 'dispatchAndLease' | 'dispatchAndLeaseMany'>;
   leaseMs: number;
-  /** Most events in one statement. */
+  /**
+   * Most events in one statement (default 64): bounds the statement's size and its locks. A
+   * worker's concurrency usually bounds a batch first (one dispatch per job in progress).
+   */
   maxBatch?: number;
   /** Called with each batch's size (tests, benches). */
   onBatch?: (size: number) => void;
