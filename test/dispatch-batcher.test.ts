@@ -167,3 +167,55 @@ it('an unavailable database fails every dispatch of a batch at once, without try
     await down.end();
   }
 });
+
+it('two batches holding the same events in opposite orders wait for each other instead of deadlocking: each event dispatched once', async () => {
+  // Two workers' batches share events (a job repeated on both). A third transaction holds the
+  // middle event, so both statements are inside their locking when it lets go: locked in
+  // argument order, one would hold the low half and the other the high half, each waiting
+  // for the other (Postgres aborts one: 40P01). Locked in id order, the second waits behind
+  // the first, then finds the events dispatched.
+  const ids = await events(40, 'evt_db_order');
+  const holder = await db.pool.connect();
+  const [a, b] = [await db.pool.connect(), await db.pool.connect()];
+  try {
+    await holder.query('BEGIN');
+    await holder.query(`SELECT id FROM ${T.events} WHERE id = $1 FOR UPDATE`, [ids[20]]);
+    const ascending = q.dispatchAndLeaseMany(
+      a,
+      ids.map((id) => request(id, ['ledger'])),
+      60_000,
+    );
+    const descending = q.dispatchAndLeaseMany(
+      b,
+      [...ids].reverse().map((id) => request(id, ['ledger', 'email'])),
+      60_000,
+    );
+    // Both are waiting on the held row (or on each other) before it is let go.
+    await waitForLockWaits(2);
+    await holder.query('COMMIT');
+    const [first, second] = await Promise.all([ascending, descending]);
+    // All forty dispatched, each by exactly one of the two statements.
+    expect(first.size + second.size).toBe(40);
+    expect([...first.keys(), ...second.keys()].sort((x, y) => x - y)).toEqual(ids);
+    const { rows } = await db.pool.query<{ state: string; pending: number; runs: number }>(
+      `SELECT e.state, e.runs_pending AS pending, (SELECT count(*)::int FROM ${T.runs} r WHERE r.event_row_id = e.id) AS runs FROM ${T.events} e ORDER BY e.id`,
+    );
+    for (const row of rows) {
+      expect(row.state).toBe('processing');
+      expect(row.runs).toBe(row.pending);
+    }
+  } finally {
+    await holder.query('ROLLBACK').catch(() => undefined);
+    for (const client of [holder, a, b]) client.release();
+  }
+});
+
+/** Until `n` backends of this database wait for a lock. */
+async function waitForLockWaits(n: number): Promise<void> {
+  for (let i = 0; i < 500; i += 1) {
+    const { rows } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`);
+    if ((rows[0]?.n ?? 0) >= n) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error(`fewer than ${n} backends waited for a lock within 5 s`);
+}
