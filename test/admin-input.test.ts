@@ -6,8 +6,8 @@
  */
 import { deliver, paymentSucceeded, REDIS_URL, signStripe } from '@oncehook/harness';
 import { loadIngestConfig } from 'oncehook';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { runCli } from '../packages/oncehook/src/cli/main.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCliHere } from './helpers/cli-here.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { type IngestHandle, q, seedRun, startIngest, T, TEST_QUEUE_BACKEND, testPrefix } from './helpers/stack.js';
 
@@ -126,29 +126,8 @@ describe('the admin API', () => {
 });
 
 describe('the CLI', () => {
-  /**
-   * The command in this process (what the entry point runs), its output captured: a process
-   * each would cost a second of CPU for a refusal; test/cli.test.ts proves the process wiring
-   * (exit code 2 from the real entry point).
-   */
-  async function cli(args: string[]): Promise<{ code: number | 'running'; output: string }> {
-    let output = '';
-    const capture = (chunk: string | Uint8Array) => {
-      output += String(chunk);
-      return true;
-    };
-    const stdout = vi.spyOn(process.stdout, 'write').mockImplementation(capture);
-    const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(capture);
-    const saved = { ...process.env };
-    Object.assign(process.env, { DATABASE_URL: db.url, REDIS_URL, QUEUE_BACKEND: TEST_QUEUE_BACKEND, QUEUE_PREFIX: prefix });
-    try {
-      return { code: await runCli(args, []), output };
-    } finally {
-      stdout.mockRestore();
-      stderr.mockRestore();
-      process.env = saved;
-    }
-  }
+  /** In this process (helpers/cli-here.ts says why); test/cli.test.ts proves the process wiring. */
+  const cli = (args: string[]) => runCliHere(args, { DATABASE_URL: db.url, REDIS_URL, QUEUE_BACKEND: TEST_QUEUE_BACKEND, QUEUE_PREFIX: prefix });
 
   it.each([
     [['list', '--limit=-1'], /--limit: a whole number from 1 to 10000/],

@@ -13,8 +13,8 @@ import { SANDBOX_GITHUB_TOKEN, SANDBOX_PADDLE_API_KEY, SANDBOX_STRIPE_API_KEY } 
 import { defineHandler } from '@oncehook/sdk';
 import type { OncehookWorker } from 'oncehook';
 import { createGitHubSource, createPaddleSource, createWorkerMetrics, type WebhookSource } from '@oncehook/shared';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { runCli } from '../packages/oncehook/src/cli/main.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type CliResult, runCliHere } from './helpers/cli-here.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { startIngest, startWorker, T, testEnv, testPrefix, type IngestHandle } from './helpers/stack.js';
 
@@ -52,27 +52,9 @@ function oncehook(args: string[], env: Record<string, string> = {}): Promise<{ c
  * The same command in this process (what the entry point runs), for the refusals: a process
  * each would cost a second of CPU; the runs above prove the process wiring.
  */
-async function oncehookHere(args: string[], env: Record<string, string> = {}): Promise<{ code: number | 'running'; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    stdout += String(chunk);
-    return true;
-  });
-  const err = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    stderr += String(chunk);
-    return true;
-  });
-  const saved = { ...process.env };
-  Object.assign(process.env, testEnv({ databaseUrl: db.url, prefix }), { USER: 'backfill-test', STRIPE_API_KEY: SANDBOX_STRIPE_API_KEY, STRIPE_API_BASE: sandbox.url }, env);
-  for (const [name, value] of Object.entries(env)) if (value === '') delete process.env[name];
-  try {
-    return { code: await runCli(args, []), stdout, stderr };
-  } finally {
-    out.mockRestore();
-    err.mockRestore();
-    process.env = saved;
-  }
+function oncehookHere(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+  const base = { ...testEnv({ databaseUrl: db.url, prefix }), USER: 'backfill-test', STRIPE_API_KEY: SANDBOX_STRIPE_API_KEY, STRIPE_API_BASE: sandbox.url };
+  return runCliHere(args, { ...base, ...env });
 }
 
 async function stripeApi(route: string, body: unknown): Promise<Record<string, number>> {

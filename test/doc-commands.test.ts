@@ -13,8 +13,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ROOT, STRIPE_SECRET, startSandbox, type SandboxHandle } from '@oncehook/harness';
 import { SANDBOX_STRIPE_API_KEY } from '@oncehook/sandbox';
-import { afterAll, beforeAll, expect, it, vi } from 'vitest';
-import { runCli } from '../packages/oncehook/src/cli/main.js';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { runCliHere } from './helpers/cli-here.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { claimStripe, seedRun, T } from './helpers/stack.js';
 
@@ -77,25 +77,15 @@ async function freshEvent(n: number): Promise<{ row: number; key: string }> {
   return { row, key: `stripe/${eventId}` };
 }
 
-/** Runs one command in this process (what bin/oncehook.js runs), its output captured. */
+/** Runs one command in this process (what bin/oncehook.js runs), its output captured (helpers/cli-here.ts). */
 async function oncehook(args: string[]): Promise<{ code: number | 'running'; out: string }> {
-  let out = '';
-  const capture = (chunk: string | Uint8Array) => {
-    out += String(chunk);
-    return true;
-  };
-  const stdout = vi.spyOn(process.stdout, 'write').mockImplementation(capture);
-  const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(capture);
-  const saved = { ...process.env };
-  process.env.DATABASE_URL = db.url;
-  Object.assign(process.env, { STRIPE_WEBHOOK_SECRET: STRIPE_SECRET, STRIPE_API_KEY: SANDBOX_STRIPE_API_KEY, STRIPE_API_BASE: sandbox.url });
-  try {
-    return { code: await runCli(args, []), out };
-  } finally {
-    stdout.mockRestore();
-    stderr.mockRestore();
-    process.env = saved;
-  }
+  const { code, output } = await runCliHere(args, {
+    DATABASE_URL: db.url,
+    STRIPE_WEBHOOK_SECRET: STRIPE_SECRET,
+    STRIPE_API_KEY: SANDBOX_STRIPE_API_KEY,
+    STRIPE_API_BASE: sandbox.url,
+  });
+  return { code, out: output };
 }
 
 it('finds the documented commands (the CLI examples of operating.md and the README at least)', () => {
