@@ -9,10 +9,11 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createScratchDatabase, ROOT, SOURCE_NODE_ARGS } from '@oncehook/harness';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadEnvFiles, withDevSession } from '../packages/oncehook/src/cli/env-files.js';
-import { COMMANDS, runCli } from '../packages/oncehook/src/cli/main.js';
+import { COMMANDS } from '../packages/oncehook/src/cli/main.js';
 import { where } from '../packages/oncehook/src/cli/connections.js';
+import { runCliHere } from './helpers/cli-here.js';
 
 const ENTRY = path.join(ROOT, 'packages/oncehook/src/cli/entry.ts');
 let dir: string;
@@ -49,19 +50,11 @@ describe('help and exit codes', () => {
     expect(unknown.stderr).toMatch(/unknown command "migrat"/);
   });
 
-  // In process (runCli, what the process runs): a process per command would cost a second of
-  // CPU each; the processes above and below prove the process wiring.
+  // In process (helpers/cli-here.ts): a process per command would cost a second of CPU each;
+  // the processes above and below prove the process wiring.
   it.each(COMMANDS.map((c) => [c.name]))('oncehook %s --help prints its usage and exits 0', async (name) => {
-    let stdout = '';
-    const write = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
-      stdout += String(chunk);
-      return true;
-    });
-    try {
-      expect(await runCli([name, '--help'], [])).toBe(0);
-    } finally {
-      write.mockRestore();
-    }
+    const { code, stdout } = await runCliHere([name, '--help']);
+    expect(code).toBe(0);
     expect(stdout).toMatch(new RegExp(`^usage: oncehook ${name.replace('-', '\\-')}`));
     expect(stdout.length).toBeGreaterThan(120); // a paragraph of help, not only the usage line
   });

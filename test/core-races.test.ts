@@ -23,7 +23,7 @@ import { processJob } from '@oncehook/core';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { createTestDatabase, lockWaiters, type TestDatabase, untilLockWaiters } from './helpers/db.js';
 import { claimStripe, dispatchJob, engine, q, startIngest, T, testPrefix } from './helpers/stack.js';
 
 let db: TestDatabase;
@@ -68,19 +68,7 @@ afterAll(async () => {
   await db.drop();
 });
 
-/** Backends of this database waiting on a lock whose statement matches `like` (all, without). */
-async function lockWaiters(like = '%'): Promise<number> {
-  const { rows } = await db.pool.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM pg_stat_activity
-      WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND query LIKE $1`,
-    [like],
-  );
-  return rows[0]?.n ?? 0;
-}
-
-async function untilWaiting(n: number, what: string, like = '%'): Promise<void> {
-  await waitFor(async () => (await lockWaiters(like)) >= n, { timeoutMs: 20_000, intervalMs: 10, what });
-}
+const untilWaiting = (n: number, what: string, like = '%') => untilLockWaiters(db.pool, n, what, like);
 
 /** Holds advisory lock `key` on a connection of its own until the returned release is called. */
 async function holdGate(key: number): Promise<() => Promise<void>> {
@@ -330,7 +318,7 @@ describe('E. a local step longer than the lease', () => {
       // Two keeper intervals more: a keeper that renews during the step has queued by now.
       const keeperTicks = Date.now() + (2 * leaseMs) / 3 + 100;
       await waitFor(() => Date.now() > keeperTicks, { intervalMs: 20, what: 'two keeper intervals' });
-      expect(await lockWaiters('%SET lease_until%')).toBe(0);
+      expect(await lockWaiters(db.pool, '%SET lease_until%')).toBe(0);
       await release();
       released = true;
       expect(await taker).toBeNull();

@@ -8,7 +8,7 @@ import { createPool, isDatabaseUnavailableError, type Pool } from '@oncehook/sha
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { createDispatchBatcher } from '../packages/core/src/dispatch-batcher.js';
 import type { DispatchRequest } from '../packages/core/src/store/queries.js';
-import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { createTestDatabase, type TestDatabase, untilLockWaiters } from './helpers/db.js';
 import { claimStripe, q, T, TRUNCATE_ALL } from './helpers/stack.js';
 
 let db: TestDatabase;
@@ -191,7 +191,7 @@ it('two batches holding the same events in opposite orders wait for each other i
       60_000,
     );
     // Both are waiting on the held row (or on each other) before it is let go.
-    await waitForLockWaits(2);
+    await untilLockWaiters(db.pool, 2, 'both batches blocked');
     await holder.query('COMMIT');
     const [first, second] = await Promise.all([ascending, descending]);
     // All forty dispatched, each by exactly one of the two statements.
@@ -209,13 +209,3 @@ it('two batches holding the same events in opposite orders wait for each other i
     for (const client of [holder, a, b]) client.release();
   }
 });
-
-/** Until `n` backends of this database wait for a lock. */
-async function waitForLockWaits(n: number): Promise<void> {
-  for (let i = 0; i < 500; i += 1) {
-    const { rows } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`);
-    if ((rows[0]?.n ?? 0) >= n) return;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  throw new Error(`fewer than ${n} backends waited for a lock within 5 s`);
-}

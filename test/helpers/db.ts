@@ -1,5 +1,5 @@
 import { createPool, type Pool } from '@oncehook/shared';
-import { createScratchDatabase } from '@oncehook/harness';
+import { createScratchDatabase, waitFor } from '@oncehook/harness';
 import { inject } from 'vitest';
 import { testDatabaseName } from './test-database-names.js';
 
@@ -23,4 +23,19 @@ export async function createTestDatabase(): Promise<TestDatabase> {
       await database.drop();
     },
   };
+}
+
+/** Backends of the pool's database waiting on a lock whose statement matches `like` (all, without). */
+export async function lockWaiters(pool: Pool, like = '%'): Promise<number> {
+  const { rows } = await pool.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM pg_stat_activity
+      WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND query LIKE $1`,
+    [like],
+  );
+  return rows[0]?.n ?? 0;
+}
+
+/** Until `n` backends of the pool's database wait on a lock (a forced interleaving's checkpoint). */
+export async function untilLockWaiters(pool: Pool, n: number, what: string, like = '%'): Promise<void> {
+  await waitFor(async () => (await lockWaiters(pool, like)) >= n, { timeoutMs: 20_000, intervalMs: 10, what });
 }
