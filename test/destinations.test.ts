@@ -21,7 +21,7 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { createOperations, destinationHandler, linkLocalProblem, signatureHeaders } from '@oncehook/core';
+import { createOperations, destinationAddressProblem, destinationHandler, signatureHeaders } from '@oncehook/core';
 import { createScratchDatabase, deliver, killAllServices, paymentSucceeded, ROOT, signStripe, spawnService, waitFor } from '@oncehook/harness';
 import { createPool, createStandardWebhooksSource, destinationPublicKey, loadDestinations, type Destination } from '@oncehook/shared';
 import { Webhook } from 'standardwebhooks';
@@ -369,6 +369,53 @@ describe('delivery semantics, in process', () => {
     expect((await q.getRuns(db.pool, moved.rowId))[0]).toMatchObject({ state: 'failed', lastError: expect.stringContaining('redirects are not followed') });
   });
 
+  it('followRedirects: a 307 is followed as a POST, without the configured headers once it leaves the origin; a 302 and a metadata hop (any form) are dead letters', async () => {
+    const elsewhere: { headers: IncomingMessage['headers']; method: string }[] = [];
+    const other = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        elsewhere.push({ headers: req.headers, method: req.method ?? '' });
+        res.writeHead(200).end('{"ok":"moved"}');
+      });
+    });
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', () => resolve()));
+    const otherUrl = `http://127.0.0.1:${(other.address() as { port: number }).port}/moved`;
+    try {
+      const dir = await mkdtemp(path.join(tmpdir(), 'oncehook-dest-redirect-'));
+      await writeFile(
+        path.join(dir, 'd.json'),
+        JSON.stringify({ destinations: [{ name: 'svc', url, secretEnv: 'S', followRedirects: true, headersEnv: { 'X-Api-Key': 'CRM_KEY' } }] }),
+      );
+      const [dest] = loadDestinations({ ONCEHOOK_DESTINATIONS_FILE: path.join(dir, 'd.json'), S: SECRET, CRM_KEY: 'crm-key-7c1d2e' });
+      await rm(dir, { recursive: true, force: true });
+      const e = engine(db.pool, [destinationHandler(dest!)]);
+      answer = () => ({ status: 307, headers: { location: otherUrl } });
+      const moved = await newEvent();
+      await e.processJob(dispatchJob(moved.rowId, moved.eventId));
+      expect((await q.getRuns(db.pool, moved.rowId))[0]).toMatchObject({ state: 'done' });
+      expect(calls.at(-1)!.headers['x-api-key']).toBe('crm-key-7c1d2e');
+      expect(elsewhere).toHaveLength(1);
+      expect(elsewhere[0]!.method).toBe('POST');
+      expect(elsewhere[0]!.headers['x-api-key']).toBeUndefined();
+      expect(elsewhere[0]!.headers['webhook-id']).toBe(calls.at(-1)!.headers['webhook-id']);
+      const cases: [Record<string, string>, RegExp][] = [
+        [{ location: otherUrl }, /answered 302 towards .*only 307 and 308 keep it/],
+        [{ location: 'http://169.254.169.254/latest/meta-data/' }, /169\.254\.169\.254, a link-local address .*allowLinkLocal/],
+        [{ location: 'http://[::ffff:a9fe:a9fe]/latest/meta-data/' }, /carries the IPv4 address 169\.254\.169\.254/],
+      ];
+      for (const [i, [headers, message]] of cases.entries()) {
+        answer = () => ({ status: i === 0 ? 302 : 307, headers });
+        const ev = await newEvent();
+        await e.processJob(dispatchJob(ev.rowId, ev.eventId));
+        expect((await q.getRuns(db.pool, ev.rowId))[0], String(i)).toMatchObject({ state: 'failed', lastError: expect.stringMatching(message) });
+      }
+      expect(elsewhere).toHaveLength(1);
+    } finally {
+      other.closeAllConnections();
+      await new Promise((resolve) => other.close(resolve));
+    }
+  });
+
   it('sources and type globs select the events; the filter skips the others with the reason recorded, no call made', async () => {
     const file = path.join(await mkdtemp(path.join(tmpdir(), 'oncehook-dest-')), 'destinations.json');
     await writeFile(
@@ -532,10 +579,47 @@ describe('configuration: each mistake names its field', () => {
   });
 
   it('a URL whose host is link-local (cloud metadata) is refused, naming what to set; allowed when said so', async () => {
-    const metadata = loadDestinations({ DESTINATION_URL: 'http://169.254.169.254/latest/meta-data', DESTINATION_SECRET: SECRET })[0]!;
-    expect(await linkLocalProblem(metadata)).toMatch(/destination "forward": 169\.254\.169\.254 resolves to 169\.254\.169\.254, a link-local address .* set allowLinkLocal: true/);
-    expect(await linkLocalProblem({ ...metadata, url: new URL('http://[fe80::1]/x') })).toMatch(/fe80::1, a link-local address/);
-    expect(await linkLocalProblem({ ...metadata, allowLinkLocal: true })).toBeNull();
-    expect(await linkLocalProblem({ ...metadata, url: new URL('http://127.0.0.1:4020/hooks') })).toBeNull(); // a service of yours on this host: fine
+    // An address in the URL, in any form: refused when the configuration is read.
+    for (const url of [
+      'http://169.254.169.254/latest/meta-data',
+      'http://[::ffff:169.254.169.254]/',
+      'http://[::ffff:a9fe:a9fe]/',
+      'http://[64:ff9b::a9fe:a9fe]/',
+      'http://[fe80::1]/x',
+    ]) {
+      expect(() => loadDestinations({ DESTINATION_URL: url, DESTINATION_SECRET: SECRET }), url).toThrow(
+        /destination "forward": url: .*a (link-local|unspecified|cloud metadata) address .* set allowLinkLocal: true/,
+      );
+    }
+    const internal = loadDestinations({ DESTINATION_URL: 'http://127.0.0.1:4020/hooks', DESTINATION_SECRET: SECRET })[0]!;
+    expect(await destinationAddressProblem(internal)).toBeNull(); // a service of yours on this host: fine
+    const metadata = { ...internal, url: new URL('http://169.254.169.254/latest/meta-data') };
+    expect(await destinationAddressProblem(metadata)).toMatch(/destination "forward": 169\.254\.169\.254, a link-local address .* set allowLinkLocal: true/);
+    expect(await destinationAddressProblem({ ...metadata, allowLinkLocal: true })).toBeNull();
+  });
+
+  it('a header value with a line break or a control character is refused naming the field, never the value', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'oncehook-dest-headers-'));
+    const file = path.join(dir, 'd.json');
+    const canary = 'sk_canary_5b0f3c1e9d';
+    const ok = { name: 'crm', url: 'https://crm.internal/h', secretEnv: 'S' };
+    const tries: [unknown, Record<string, string>, RegExp][] = [
+      [{ ...ok, headers: { 'X-Api-Key': `${canary}\r\nX-Injected: 1` } }, {}, /destination "crm": headers\.X-Api-Key: the value contains a line break/],
+      [{ ...ok, headersEnv: { Authorization: 'CRM_AUTH' } }, { CRM_AUTH: `Bearer ${canary}\n` }, /headersEnv\.Authorization: the value of CRM_AUTH contains a line break/],
+      [{ ...ok, headers: { 'X-Api-Key': `${canary}\u0000` } }, {}, /headers\.X-Api-Key: the value contains a control character/],
+      [{ ...ok, headers: { 'X-Api-Key': `${canary}\u2028` } }, {}, /outside Latin-1/],
+    ];
+    for (const [declaration, extra, message] of tries) {
+      await writeFile(file, JSON.stringify({ destinations: [declaration] }));
+      let thrown: unknown;
+      try {
+        loadDestinations({ ONCEHOOK_DESTINATIONS_FILE: file, S: SECRET, ...extra });
+      } catch (error) {
+        thrown = error;
+      }
+      expect((thrown as Error).message).toMatch(message);
+      expect((thrown as Error).message).not.toContain(canary);
+    }
+    await rm(dir, { recursive: true, force: true });
   });
 });

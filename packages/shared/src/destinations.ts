@@ -16,7 +16,10 @@
 import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { ConfigError } from '@oncehook/sdk';
+import { isIP } from 'node:net';
 import { withoutEmpty, type Env } from './env.js';
+import { addressProblem } from './outbound/address-guard.js';
+import { headerValueProblem } from './outbound/secrets.js';
 import { z } from 'zod';
 
 /** A destination's name: the id of its runs (like a handler's name), its metrics and its pause. */
@@ -80,9 +83,9 @@ const declarationSchema = z
       .object({ consecutiveFailures: z.number().int().min(1).max(10_000) })
       .strict()
       .optional(),
-    /** Redirects are not followed unless allowed (a redirect is then followed, up to 5). */
+    /** Redirects are not followed unless allowed (then 307/308 only, up to 5 hops, never https -> http; headers dropped when a hop leaves the origin). */
     followRedirects: z.boolean().default(false),
-    /** Allows a URL whose host resolves to a link-local address (169.254.0.0/16, fe80::/10: cloud metadata lives there). */
+    /** Allows a URL whose host is or resolves to a link-local, unspecified or cloud metadata address (169.254.0.0/16, fe80::/10, 100.100.100.200, ...), in any IPv6 form. */
     allowLinkLocal: z.boolean().default(false),
     description: z.string().max(200).optional(),
   })
@@ -181,11 +184,23 @@ function check(declaration: DestinationDeclaration, env: Env, where: string): De
   const url = new URL(declaration.url);
   if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new ConfigError(`${field('url')}: must be http:// or https:// (got ${url.protocol})`);
   if (url.username || url.password) throw new ConfigError(`${field('url')}: carries credentials; put them in headersEnv (e.g. Authorization) instead`);
+  // An address in the URL is checked now; a name, when the worker starts and at every connection.
+  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  const literal = isIP(host) && !declaration.allowLinkLocal ? addressProblem(host, host) : null;
+  if (literal) throw new ConfigError(`${field('url')}: ${literal}; set allowLinkLocal: true if that really is the service`);
+  // Header values are checked here so that no call can fail on one (a client's error would
+  // quote it); the messages name the field and never show the value.
   const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries(declaration.headers)) headers[name] = value;
+  for (const [name, value] of Object.entries(declaration.headers)) {
+    const problem = headerValueProblem(value);
+    if (problem) throw new ConfigError(`${field(`headers.${name}`)}: the value ${problem} (not shown here)`);
+    headers[name] = value;
+  }
   for (const [name, variable] of Object.entries(declaration.headersEnv)) {
     const value = env[variable];
     if (value === undefined) throw new ConfigError(`${field(`headersEnv.${name}`)}: the environment variable ${variable} is not set`);
+    const problem = headerValueProblem(value);
+    if (problem) throw new ConfigError(`${field(`headersEnv.${name}`)}: the value of ${variable} ${problem} (not shown here)`);
     headers[name] = value;
   }
   for (const name of Object.keys(headers)) {

@@ -41,5 +41,9 @@ export * from './timeout.js';
 export * from './metrics.js';
 export * from './retention.js';
 export * from './destinations.js';
+// Every outbound call of Oncehook's own (destinations, notifications, providers' APIs): one guard.
+export * from './outbound/address-guard.js';
+export * from './outbound/outbound-http.js';
+export * from './outbound/secrets.js';
 export * from './log-limiter.js';
 export * from './tracing.js';

@@ -7,7 +7,12 @@
  *                                         honoured (RetryLaterError, capped at 10 minutes)
  *   no answer (timeout, connection error) retried
  *   3xx                                   a dead letter, unless the destination follows
- *                                         redirects (then up to 5 are followed)
+ *                                         redirects: then 307/308 are followed (the POST
+ *                                         stays a POST; 301/302/303 would turn it into a
+ *                                         GET: a dead letter), up to 5 hops, never https ->
+ *                                         http, its headers dropped once a hop leaves the
+ *                                         origin
+ *   a refused address (link-local, metadata, any IPv6 form, at any hop): a dead letter
  *   any other 4xx                         a dead letter at this attempt (PermanentError with the
  *                                         status and an excerpt of the answer)
  *
@@ -17,10 +22,8 @@
  * never appear in what is recorded or logged.
  */
 import { createHmac, sign } from 'node:crypto';
-import { lookup } from 'node:dns/promises';
-import { isIP } from 'node:net';
 import { PermanentError, parseRetryAfter, RetryLaterError } from '@oncehook/sdk';
-import type { Destination } from '@oncehook/shared';
+import { OutboundRefusedError, outboundFetch, outboundUrlProblem, redactSecrets, type Destination } from '@oncehook/shared';
 
 /** Most bytes of an answer read (the rest is dropped unread). */
 export const MAX_ANSWER_BYTES = 64 * 1024;
@@ -63,33 +66,19 @@ export function signatureHeaders(destination: Pick<Destination, 'hmacKey' | 'sig
   return { 'webhook-id': id, 'webhook-timestamp': String(timestamp), 'webhook-signature': signatures.join(' ') };
 }
 
-/** Link-local addresses (169.254.0.0/16, fe80::/10): where clouds serve instance metadata and credentials. */
-export function isLinkLocal(address: string): boolean {
-  if (isIP(address) === 4) return address.startsWith('169.254.');
-  if (isIP(address) === 6) {
-    const lower = address.toLowerCase();
-    return /^fe[89ab][0-9a-f]:/.test(lower) || lower.startsWith('fd00:ec2::') || /^::ffff:169\.254\./.test(lower);
-  }
-  return false;
-}
-
 /**
- * Refuses a destination whose host is or resolves to a link-local address, unless it allows
- * them: checked at start (a configuration mistake stops the worker) and before every call (a
- * name that resolves elsewhere later). Null when fine, else why not.
+ * Refuses a destination whose host is, or now resolves to, a link-local, unspecified or cloud
+ * metadata address (in any IPv6 form), unless it allows them: checked at start, so a mistake
+ * stops the worker with this message. Every call is checked again where it connects
+ * (outboundFetch). Null when fine, else why not.
  */
-export async function linkLocalProblem(destination: Pick<Destination, 'name' | 'url' | 'allowLinkLocal'>): Promise<string | null> {
-  if (destination.allowLinkLocal) return null;
-  const host = destination.url.hostname.replace(/^\[(.*)\]$/, '$1');
-  const addresses = isIP(host) ? [host] : (await lookup(host, { all: true })).map((a) => a.address);
-  const bad = addresses.find(isLinkLocal);
-  return bad
-    ? `destination "${destination.name}": ${host} resolves to ${bad}, a link-local address (cloud metadata and credentials live there); set allowLinkLocal: true if that is really the service`
-    : null;
+export async function destinationAddressProblem(destination: Pick<Destination, 'name' | 'url' | 'allowLinkLocal'>): Promise<string | null> {
+  const problem = await outboundUrlProblem(destination.url, { allowLinkLocal: destination.allowLinkLocal });
+  return problem ? `destination "${destination.name}": ${problem}; set allowLinkLocal: true if that really is the service` : null;
 }
 
 /** Reads at most MAX_ANSWER_BYTES of a body, as text. */
-async function readAnswer(response: Response): Promise<string> {
+async function readAnswer(response: Awaited<ReturnType<typeof outboundFetch>>): Promise<string> {
   if (!response.body) return '';
   const reader = response.body.getReader();
   const chunks: Uint8Array[] = [];
@@ -118,8 +107,6 @@ export async function forward(
   call: { id: string; body: string; source: string; type: string; eventId: string; signal: AbortSignal },
   observer: ForwardObserver = {},
 ): Promise<Delivered> {
-  const linkLocal = await linkLocalProblem(destination);
-  if (linkLocal) throw new PermanentError(linkLocal);
   const headers = {
     ...destination.headers,
     'content-type': 'application/json',
@@ -130,29 +117,48 @@ export async function forward(
     'x-oncehook-event-id': call.eventId,
     ...signatureHeaders(destination, call.id, call.body, Math.floor(Date.now() / 1000)),
   };
+  // Whatever is recorded or logged (an error, the answer's excerpt) has the configured header
+  // values scrubbed: a receiver that echoes its request cannot put them in the run's record.
+  const secrets = Object.values(destination.headers);
   const timeout = AbortSignal.timeout(destination.timeoutMs);
   const started = performance.now();
   const seconds = () => (performance.now() - started) / 1000;
   observer.started?.(destination.name);
   let outcome: CallOutcome = 'unreachable';
   try {
-    let response: Response;
+    let response: Awaited<ReturnType<typeof outboundFetch>>;
     try {
-      response = await fetch(destination.url, {
+      // The address is checked where each connection is made, redirects only as outboundFetch
+      // allows (307/308, never https -> http, MAX_REDIRECTS hops, the configured headers
+      // dropped when a hop leaves the origin).
+      response = await outboundFetch(destination.url, {
         method: 'POST',
         body: call.body,
         headers,
-        redirect: destination.followRedirects ? 'follow' : 'manual',
+        followRedirects: destination.followRedirects,
+        maxRedirects: MAX_REDIRECTS,
+        originHeaders: Object.keys(destination.headers),
+        policy: { allowLinkLocal: destination.allowLinkLocal },
         signal: AbortSignal.any([call.signal, timeout]),
       });
     } catch (error) {
       if (call.signal.aborted) throw call.signal.reason ?? error;
+      const refused = refusal(error);
+      if (refused) {
+        outcome = 'rejected';
+        throw new PermanentError(
+          redactSecrets(
+            `destination "${destination.name}": ${refused.message}${refused.reason === 'address' ? '; set allowLinkLocal: true if that really is the service' : ''}`,
+            secrets,
+          ),
+        );
+      }
       const why = timeout.aborted ? `no answer within ${destination.timeoutMs} ms (timeoutMs)` : `no answer: ${describeFetchError(error)}`;
-      throw new Error(`destination "${destination.name}": ${why}`);
+      throw new Error(redactSecrets(`destination "${destination.name}": ${why}`, secrets));
     }
     const answer = await readAnswer(response).catch(() => '');
     const ms = Math.round(seconds() * 1000);
-    const excerpt = excerptOf(answer);
+    const excerpt = redactSecrets(excerptOf(answer), secrets);
     const said = `answered ${response.status} in ${ms} ms${excerpt ? `: ${excerpt}` : ''}`;
     if (response.status >= 200 && response.status < 300) {
       outcome = 'delivered';
@@ -167,13 +173,20 @@ export async function forward(
     outcome = 'rejected';
     if (response.status >= 300 && response.status < 400) {
       throw new PermanentError(
-        `destination "${destination.name}" ${said}; a redirect${destination.followRedirects ? ` past ${MAX_REDIRECTS}` : ' (redirects are not followed: set followRedirects: true, or fix the URL)'}`,
+        `destination "${destination.name}" ${said}; a redirect${destination.followRedirects ? ' that cannot be followed (no Location, or not 301-308)' : ' (redirects are not followed: set followRedirects: true, or fix the URL)'}`,
       );
     }
     throw new PermanentError(`destination "${destination.name}" ${said}`);
   } finally {
     observer.ended?.(destination.name, outcome, seconds());
   }
+}
+
+/** The guard's refusal behind a fetch error (fetch wraps a connector's error as its cause). */
+function refusal(error: unknown): OutboundRefusedError | null {
+  if (error instanceof OutboundRefusedError) return error;
+  const cause = (error as { cause?: unknown }).cause;
+  return cause instanceof OutboundRefusedError ? cause : null;
 }
 
 function describeFetchError(error: unknown): string {

@@ -4,7 +4,7 @@
  * jobs, let the ones in flight finish (their leases cover the rest if the timeout hits), then
  * close connections. `oncehook worker` and apps/worker run this.
  */
-import { checkRedisMode, handlerModuleList, linkLocalProblem, loadHandlerModules } from '@oncehook/core';
+import { checkRedisMode, handlerModuleList, destinationAddressProblem, loadHandlerModules } from '@oncehook/core';
 import { announce, createLogger, loadDestinations, onShutdownSignal, StartupError, startTracing, type Env } from '@oncehook/shared';
 import { loadWorkerConfig } from '../config.js';
 import { buildWorker } from './build-worker.js';
@@ -28,9 +28,10 @@ export async function runWorker(env: Env = process.env): Promise<void> {
   for (const handler of handlers) announce(`handler ${handler.name} takes ${handler.source} ${handler.type}`);
 
   // Destinations (docs/destinations.md): checked now, each mistake naming its field; a URL that
-  // resolves to a link-local address is refused unless allowed.
+  // resolves to a link-local or metadata address is refused unless allowed (every call is
+  // checked again where it connects).
   for (const destination of destinations) {
-    const problem = await linkLocalProblem(destination).catch((error: unknown) => {
+    const problem = await destinationAddressProblem(destination).catch((error: unknown) => {
       log.warn({ destination: destination.name, err: error }, 'could not resolve the destination host now; it is checked again before every call');
       return null;
     });
