@@ -5,12 +5,13 @@
  * signature with the `standardwebhooks` library. The first try is answered 503: the next pass
  * tries again under the SAME webhook-id; then no pass notifies it again. Resolved, then failing
  * again: a second opening, a second notification. The configuration refuses a URL without its
- * secret.
+ * secret, and a link-local one. Ten notifications to a receiver that does not answer are sent at
+ * once, and the pass that opened them does not wait for them (issue 63, F8).
  */
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createEventQueue, createOperations, createReconciler, createRedis, type EventJobData, type Reconciler } from '@oncehook/core';
-import { REDIS_URL } from '@oncehook/harness';
+import { createEventQueue, createOperations, createReconciler, createRedis, type EventJobData, NOTIFY_TIMEOUT_MS, type Reconciler } from '@oncehook/core';
+import { REDIS_URL, waitFor } from '@oncehook/harness';
 import { defineHandler, PermanentError } from '@oncehook/sdk';
 import { createWorkerMetrics, destinationHmacKey } from '@oncehook/shared';
 import type { Queue } from 'bullmq';
@@ -90,13 +91,18 @@ it('a new group is counted and notified once, signed; a refused try is tried aga
     metrics,
     failureNotify: { url, hmacKey: destinationHmacKey(SECRET), adminUrl: 'https://ops.example.com' },
   });
+  // A pass wakes the notifier; its round runs apart from the pass: wait for both.
+  const pass = async () => {
+    await reconciler.runOnce();
+    await reconciler.notifier!.idle();
+  };
   const opened = async () => (await metrics.failureGroupsOpened.get()).values.find((v) => v.labels.handler === 'charge-card')?.value ?? 0;
 
   answers = [503];
-  await reconciler.runOnce();
+  await pass();
   expect(await opened()).toBe(1);
   expect(received.map((r) => r.status)).toEqual([503]);
-  await reconciler.runOnce();
+  await pass();
   expect(received.map((r) => r.status)).toEqual([503, 204]);
   expect(received[1]!.headers['webhook-id']).toBe(received[0]!.headers['webhook-id']);
   const note = verified(received[1]!);
@@ -113,19 +119,19 @@ it('a new group is counted and notified once, signed; a refused try is tried aga
 
   // More runs of the same group: no new opening, no new notification.
   await failRuns(['in_a4']);
-  await reconciler.runOnce();
-  await reconciler.runOnce();
+  await pass();
+  await pass();
   expect(received).toHaveLength(2);
   expect(await opened()).toBe(1);
 
   // Resolved by an operator; a run of it fails again later: opened again, notified again.
   const ops = createOperations({ pool: db.pool, queries: q, queue });
   expect(await ops.resolveFailureGroup(note.data.id, 'operator', 'card API fixed')).toMatchObject({ ok: true });
-  await reconciler.runOnce();
+  await pass();
   expect(received).toHaveLength(2);
   await new Promise((resolve) => setTimeout(resolve, 20));
   await failRuns(['in_a5']);
-  await reconciler.runOnce();
+  await pass();
   expect(await opened()).toBe(2);
   expect(received).toHaveLength(3);
   expect(received[2]!.headers['webhook-id']).not.toBe(received[0]!.headers['webhook-id']);
@@ -133,10 +139,10 @@ it('a new group is counted and notified once, signed; a refused try is tried aga
 
   // No failing run left: the pass closes the group; the same shape failing later is a new opening.
   await db.pool.query(`DELETE FROM oncehook.events WHERE event_id LIKE 'in_a%'`);
-  await reconciler.runOnce();
+  await pass();
   expect((await db.pool.query<{ closed: boolean }>(`SELECT closed_at IS NOT NULL AS closed FROM oncehook.failure_groups`)).rows).toEqual([{ closed: true }]);
   await failRuns(['in_b1']);
-  await reconciler.runOnce();
+  await pass();
   expect(await opened()).toBe(3);
   expect(received).toHaveLength(4);
   expect(verified(received[3]!).data).toMatchObject({ id: note.data.id, runs: 1 });
@@ -147,4 +153,59 @@ it('FAILURE_NOTIFY_URL without its secret (or a secret that is not one) stops th
   expect(() => loadWorkerConfig({ FAILURE_NOTIFY_URL: 'https://hooks.example.com/x', FAILURE_NOTIFY_SECRET: 'short' })).toThrow(/FAILURE_NOTIFY_SECRET decodes to 3 bytes/);
   expect(() => loadWorkerConfig({ FAILURE_NOTIFY_URL: 'ftp://hooks.example.com/x', FAILURE_NOTIFY_SECRET: SECRET })).toThrow(/FAILURE_NOTIFY_URL must be an http\(s\) URL/);
   expect(loadWorkerConfig({ FAILURE_NOTIFY_URL: 'https://hooks.example.com/x', FAILURE_NOTIFY_SECRET: SECRET }).FAILURE_NOTIFY_SECRET).toHaveLength(32);
+});
+
+it('ten notifications to a receiver that never answers: sent at once, the pass does not wait for them, each try cut by its timeout', async () => {
+  const held: import('node:http').ServerResponse[] = [];
+  const silent = createServer((req, res) => {
+    req.resume();
+    held.push(res);
+  });
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  const silentUrl = `http://127.0.0.1:${(silent.address() as AddressInfo).port}/hooks`;
+  try {
+    await db.pool.query(`DELETE FROM oncehook.events`);
+    await db.pool.query(`DELETE FROM oncehook.failure_groups`);
+    const words = ['alpha', 'bravo', 'charlie', 'delta', 'echo', 'foxtrot', 'golf', 'hotel', 'india', 'juliet'];
+    const shaped = defineHandler({ name: 'ten-shapes', source: 'stripe', type: 'invoice.paid' }, async (event) => {
+      throw new PermanentError(`ledger refused: ${event.eventId.split('_')[1]}`);
+    });
+    const e = engine(db.pool, [shaped]);
+    for (const word of words) {
+      const id = `in_${word}`;
+      const rowId = await claimStripe(db.pool, id, 'invoice.paid');
+      await e.processJob(dispatchJob(rowId, id));
+      await e.processJob({ rowId, provider: 'stripe', eventId: id, handler: 'ten-shapes', generation: 0, attempt: 0 });
+    }
+    const reconciler = createReconciler({
+      pool: db.pool,
+      queries: q,
+      queue,
+      log: testLog,
+      settings: { intervalMs: 1_000, requeueAfterMs: 60_000, batchSize: 100 },
+      failureNotify: { url: silentUrl, hmacKey: destinationHmacKey(SECRET) },
+    });
+    const attempts = async () => (await db.pool.query<{ n: number }>(`SELECT sum(notify_attempts)::int AS n FROM oncehook.failure_groups WHERE handler = 'ten-shapes'`)).rows[0]!.n;
+    await reconciler.runOnce();
+    // The pass is over while the ten tries are all in flight at the receiver at the same moment
+    // (none has ended: no try recorded yet). A pass that waited for them would end after them.
+    await waitFor(() => (held.length === 10 ? true : null), { timeoutMs: NOTIFY_TIMEOUT_MS, what: 'ten notifications in flight at once' });
+    expect(await attempts()).toBe(0);
+    await reconciler.notifier!.idle();
+    const { rows } = await db.pool.query<{ attempts: number; notified: boolean }>(
+      `SELECT notify_attempts AS attempts, notified_at IS NOT NULL AS notified FROM oncehook.failure_groups WHERE handler = 'ten-shapes'`,
+    );
+    expect(rows).toHaveLength(10);
+    expect(rows.every((r) => r.attempts === 1 && !r.notified)).toBe(true);
+    await reconciler.stop();
+  } finally {
+    silent.closeAllConnections();
+    await new Promise((resolve) => silent.close(resolve));
+  }
+});
+
+it('a FAILURE_NOTIFY_URL at a link-local or metadata address is refused at start, in any form', () => {
+  for (const url of ['http://169.254.169.254/x', 'http://[::ffff:a9fe:a9fe]/x', 'http://[64:ff9b::a9fe:a9fe]/x', 'http://100.100.100.200/x']) {
+    expect(() => loadWorkerConfig({ FAILURE_NOTIFY_URL: url, FAILURE_NOTIFY_SECRET: SECRET }), url).toThrow(/FAILURE_NOTIFY_URL: .* address/);
+  }
 });

@@ -30,7 +30,7 @@ import { advisoryLockKey } from './lock-keys.js';
 import type { EventJobData } from './vocabulary.js';
 import { enqueueEvent, queuesOf, type JobTarget } from './queue.js';
 import type { Queries } from './store/queries.js';
-import { type FailureNotifySettings, notifyOpenedGroups, reportOpened } from './failure-groups.js';
+import { createFailureNotifier, type FailureNotifier, type FailureNotifySettings, reportOpened } from './failure-groups.js';
 import { sampleBacklog } from './activity.js';
 
 /**
@@ -63,6 +63,8 @@ export interface ReconcileCounts {
 
 export interface Reconciler {
   runOnce(): Promise<ReconcileCounts>;
+  /** Sends failure group notifications apart from the passes (FAILURE_NOTIFY_URL); a pass this process led wakes it. */
+  readonly notifier: FailureNotifier | undefined;
   run(): void;
   stop(): Promise<void>;
 }
@@ -94,6 +96,7 @@ export function createReconciler(given: ReconcilerDeps): Reconciler {
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<unknown> | undefined;
   let stopped = false;
+  const notifier = deps.failureNotify ? createFailureNotifier({ ...deps, notify: deps.failureNotify }) : undefined;
 
   async function runOnce(): Promise<ReconcileCounts> {
     if (deps.workerId) await deps.queries.workerSeen(deps.pool, deps.workerId).catch((error: unknown) => log.warn({ err: error }, 'could not mark this worker seen'));
@@ -111,11 +114,8 @@ export function createReconciler(given: ReconcilerDeps): Reconciler {
       [taken.aged, 'lower priority, queued past PRIORITY_AGING_MS'],
     ]);
     reportOpened(taken.opened, log, metrics);
-    if (deps.failureNotify) {
-      await notifyOpenedGroups({ ...deps, notify: deps.failureNotify }).catch((error: unknown) =>
-        log.warn({ err: error }, 'failure group notifications not sent; retrying next pass'),
-      );
-    }
+    // Not awaited: notifications never hold the pass (leases and re-enqueues wait for it).
+    notifier?.wake();
     const counts = { leader: true, reclaimed: taken.reclaimed.length, requeued: taken.requeued.length, enqueueFailed };
     if (counts.reclaimed || counts.requeued || counts.enqueueFailed) log.info(counts, 'reconciler pass');
     await refreshGauges(deps).catch((error: unknown) => log.warn({ err: error }, 'queue gauges not refreshed'));
@@ -139,11 +139,13 @@ export function createReconciler(given: ReconcilerDeps): Reconciler {
 
   return {
     runOnce,
+    notifier,
     run: schedule,
     async stop() {
       stopped = true;
       clearTimeout(timer);
       await running;
+      await notifier?.stop();
     },
   };
 }

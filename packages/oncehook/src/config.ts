@@ -11,7 +11,7 @@
 import { z } from 'zod';
 import { ConfigError } from '@oncehook/sdk';
 import { clusterSlotProblem, DEFAULT_ENGINE_SETTINGS, type BackfillScheduleEntry, type ClusterSeeds } from '@oncehook/core';
-import { BACKFILL_KINDS, DEFAULT_SCHEMA, destinationHmacKey, PROVIDERS, PROVIDER_VARIABLES, SCHEMA_NAME_PATTERN, withoutEmpty, type Env } from '@oncehook/shared';
+import { addressProblem, BACKFILL_KINDS, DEFAULT_SCHEMA, destinationHmacKey, PROVIDERS, PROVIDER_VARIABLES, SCHEMA_NAME_PATTERN, withoutEmpty, type Env } from '@oncehook/shared';
 
 /** A comma-separated variable's entries, trimmed, empty ones dropped. */
 const commaList = (value: string): string[] =>
@@ -353,7 +353,15 @@ const workerSchema = z.object({
    * Webhooks POST signed with FAILURE_NOTIFY_SECRET, once per opening, by the reconciler's
    * leader. Unset: counted (oncehook_failure_groups_opened_total) and logged only.
    */
-  FAILURE_NOTIFY_URL: z.url({ protocol: /^https?$/, message: 'FAILURE_NOTIFY_URL must be an http(s) URL' }).optional(),
+  FAILURE_NOTIFY_URL: z
+    .url({ protocol: /^https?$/, message: 'FAILURE_NOTIFY_URL must be an http(s) URL' })
+    .optional()
+    .superRefine((value, ctx) => {
+      // An address in the URL is refused now; a name, when the worker starts and at every try.
+      const host = value === undefined ? '' : new URL(value).hostname.replace(/^\[(.*)\]$/, '$1');
+      const problem = host ? addressProblem(host, host) : null;
+      if (problem) ctx.addIssue({ code: 'custom', message: `FAILURE_NOTIFY_URL: ${problem}` });
+    }),
   /** The notifications' signing secret, `whsec_<base64>` (24 bytes or more): required with FAILURE_NOTIFY_URL. */
   FAILURE_NOTIFY_SECRET: z
     .string()

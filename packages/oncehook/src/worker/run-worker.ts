@@ -5,7 +5,7 @@
  * close connections. `oncehook worker` and apps/worker run this.
  */
 import { checkRedisMode, handlerModuleList, destinationAddressProblem, loadHandlerModules } from '@oncehook/core';
-import { announce, createLogger, loadDestinations, onShutdownSignal, StartupError, startTracing, type Env } from '@oncehook/shared';
+import { announce, createLogger, loadDestinations, onShutdownSignal, outboundUrlProblem, StartupError, startTracing, type Env } from '@oncehook/shared';
 import { loadWorkerConfig } from '../config.js';
 import { buildWorker } from './build-worker.js';
 
@@ -37,6 +37,11 @@ export async function runWorker(env: Env = process.env): Promise<void> {
     });
     if (problem) throw new StartupError(problem);
     announce(`destination ${destination.name} takes ${destination.sources.join(',')} ${destination.types.join(',')} to ${destination.url.origin}${destination.url.pathname}`);
+  }
+
+  if (config.FAILURE_NOTIFY_URL) {
+    const problem = await outboundUrlProblem(new URL(config.FAILURE_NOTIFY_URL));
+    if (problem) throw new StartupError(`FAILURE_NOTIFY_URL: ${problem}`);
   }
 
   const worker = buildWorker(config, handlers, { log, destinations });
