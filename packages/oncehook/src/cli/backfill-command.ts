@@ -6,7 +6,7 @@
  * done until then. Recorded as an operator action (mode `backfill`).
  */
 import { claimBackfilled, emptyBackfillCounts, type BackfillCounts } from '@oncehook/core';
-import { BACKFILL_KINDS, BackfillApiError, createLogger, providerOf, sourceDeclarations } from '@oncehook/shared';
+import { BACKFILL_KINDS, BackfillApiError, createLogger, DEFAULT_BACKFILL_LIMITS, providerOf, sourceDeclarations } from '@oncehook/shared';
 import { parseArgs } from 'node:util';
 import { loadIngestConfig } from '../config.js';
 import { parseInstant } from '../event-search.js';
@@ -21,6 +21,7 @@ const OPTIONS = {
   'dry-run': { type: 'boolean' },
   actor: { type: 'string' },
   'key-env': { type: 'string' },
+  'max-pages': { type: 'string' },
   verbose: { type: 'boolean' },
 } as const;
 
@@ -52,7 +53,7 @@ const withBackfill = () => BACKFILL_KINDS.join(', ');
 export const backfillCommand: Command = {
   name: 'backfill',
   summary: 'claim the events a provider never delivered, listed from its own API',
-  usage: 'oncehook backfill <source> --since 72h [--until T] [--types a,b] [--all] [--dry-run] [--actor NAME] [--key-env VAR] [--verbose]',
+  usage: 'oncehook backfill <source> --since 72h [--until T] [--types a,b] [--all] [--dry-run] [--actor NAME] [--key-env VAR] [--max-pages N] [--verbose]',
   help: `Lists the events of <source> (a configured source: its kind says which provider's API)
 created in the window from the provider's own API, with the account's read key, and claims
 each one through the same claim as a delivery: an event already delivered is a duplicate and
@@ -66,12 +67,17 @@ and destinations like any other. Providers with such an API: ${withBackfill()}.
   --dry-run      count what would be claimed; claim nothing
   --key-env VAR  read the API key from VAR instead of the provider's variable (a second account)
   --actor NAME   recorded with the run (default $USER)
+  --max-pages N  stop after N pages of the API's list (default ${DEFAULT_BACKFILL_LIMITS.maxPages});
+                 each answer is also capped at ${DEFAULT_BACKFILL_LIMITS.maxResponseBytes / 1024 / 1024} MiB and the run at
+                 ${DEFAULT_BACKFILL_LIMITS.maxBytes / 1024 / 1024} MiB, and a page cursor the API sends twice stops it
   --verbose      one line per event
 
 Stripe: STRIPE_API_KEY (a restricted key with Events: Read), STRIPE_API_BASE. GitHub:
 GITHUB_API_TOKEN (Webhooks: read), GITHUB_BACKFILL_HOOK (<owner>/<repo>/<hook id> or
 org/<org>/<hook id>), GITHUB_API_BASE. Paddle: PADDLE_API_KEY (notification.read),
-PADDLE_API_BASE. Uses
+PADDLE_API_BASE. Every call goes to that base's origin only (a next-page link or a
+redirect elsewhere stops the run: the key stays with the API), never to a link-local or
+metadata address. Uses
 DATABASE_URL, ONCEHOOK_SCHEMA, the queue's variables and KEY_RETENTION_DAYS. Exit 1 when the
 provider's API refused or failed (what was claimed until then stays claimed; run it again:
 those are then duplicates). See docs/operating.md, "Recovering missed events".`,
@@ -98,6 +104,9 @@ those are then duplicates). See docs/operating.md, "Recovering missed events".`,
       throw new UsageError(`--types "${values.types!.slice(0, 60)}": give event types separated by commas (payment_intent.succeeded,charge.refunded)`);
     const keyEnv = values['key-env'];
     if (keyEnv !== undefined && !/^[A-Z][A-Z0-9_]{0,63}$/.test(keyEnv)) throw new UsageError(`--key-env "${keyEnv.slice(0, 40)}" is not an environment variable name`);
+    const maxPages = values['max-pages'] === undefined ? DEFAULT_BACKFILL_LIMITS.maxPages : Number(values['max-pages']);
+    if (!Number.isInteger(maxPages) || maxPages < 1 || maxPages > 1_000_000)
+      throw new UsageError(`--max-pages "${String(values['max-pages']).slice(0, 20)}": a whole number from 1 to 1000000`);
     const dryRun = values['dry-run'] === true;
     const actor = values.actor ?? env.USER ?? 'cli';
 
@@ -126,7 +135,7 @@ those are then duplicates). See docs/operating.md, "Recovering missed events".`,
       const counts = emptyBackfillCounts();
       let pages = 0;
       const items = api.list(
-        { env: apiEnv, source: { name: declaration.name, kind: declaration.kind }, maxCalls: null, maxRateLimitWaitMs: MAX_RATE_LIMIT_WAIT_MS },
+        { env: apiEnv, source: { name: declaration.name, kind: declaration.kind }, maxCalls: null, maxRateLimitWaitMs: MAX_RATE_LIMIT_WAIT_MS, limits: { maxPages } },
         { since, until, types, all: values.all === true },
         {
           onPage() {

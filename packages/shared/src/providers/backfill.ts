@@ -11,6 +11,7 @@
  * loaded on first use), so the code the tests drive against the simulators is the code that
  * runs against the real API.
  */
+import { OutboundRefusedError, outboundFetchFor } from '../outbound/outbound-http.js';
 import type { VerifiedEvent } from '../verified-event.js';
 import type { ProviderVariable } from './provider-variable.js';
 
@@ -57,6 +58,8 @@ export interface BackfillContext {
   cursor?: string | null;
   /** How long to wait at most after one 429 before asking again (ms). */
   maxRateLimitWaitMs: number;
+  /** Caps of one listing (pages, bytes); DEFAULT_BACKFILL_LIMITS where not given. */
+  limits?: Partial<BackfillLimits>;
   /** How to sleep (tests shorten it). */
   sleep?: (ms: number) => Promise<void>;
 }
@@ -130,5 +133,126 @@ export async function withRateLimits<T>(
       hooks.onRateLimited?.(waitMs);
       await (context.sleep ?? sleepMs)(waitMs);
     }
+  }
+}
+
+/**
+ * What one listing may take from a provider's API, whatever the API (or something posing as it)
+ * answers: pages, bytes per answer, bytes in all. Past a cap the listing stops with a
+ * BackfillApiError saying which cap and what to do; what was claimed until then stays claimed.
+ */
+export interface BackfillLimits {
+  /** List pages (GitHub's delivery details are not pages). */
+  maxPages: number;
+  /** Bytes of one answer (a page of 100 Stripe events is usually under 2 MB). */
+  maxResponseBytes: number;
+  /** Bytes of every answer of the listing together. */
+  maxBytes: number;
+}
+
+export const DEFAULT_BACKFILL_LIMITS: BackfillLimits = { maxPages: 1_000, maxResponseBytes: 32 * 1024 * 1024, maxBytes: 1024 * 1024 * 1024 };
+
+/**
+ * The caps and the origin of one listing, and the `fetch` its API client calls through: every
+ * call goes through the outbound guard, only to the API's own origin (a pagination link or a
+ * redirect elsewhere is refused before the key is sent), each answer and all of them together
+ * bounded. A cursor the API sends twice stops the listing (an API that answers "more" forever
+ * would otherwise be read forever).
+ */
+export class ListingBudget {
+  readonly limits: BackfillLimits;
+  pages = 0;
+  bytes = 0;
+  /** Why the listing was stopped by the budget (a cap, another origin), once it was. */
+  stopped: string | null = null;
+  readonly #cursors = new Set<string>();
+
+  constructor(
+    /** "Stripe's API": the words of the messages. */
+    readonly api: string,
+    /** The API's origin (`https://api.stripe.com`): the only one called. */
+    readonly origin: string,
+    limits: Partial<BackfillLimits> = {},
+  ) {
+    this.limits = { ...DEFAULT_BACKFILL_LIMITS, ...limits };
+  }
+
+  /** A `fetch` for the API's client, under the guard, the origin and the byte caps. */
+  fetch(): typeof globalThis.fetch {
+    const guarded = outboundFetchFor({ allowedOrigins: [this.origin] });
+    const budget = this;
+    const counted = async (input: Parameters<typeof globalThis.fetch>[0], init?: RequestInit) => {
+      if (budget.stopped) throw new BackfillApiError(budget.stopped, null);
+      const url = typeof input === 'string' || input instanceof URL ? String(input) : input.url;
+      let response: Response;
+      try {
+        response = await guarded(input, init);
+      } catch (error) {
+        if (error instanceof OutboundRefusedError && error.reason === 'origin')
+          budget.stop(`${budget.api} sent us to ${new URL(url).origin}, not its own origin (${budget.origin}): not followed, the key stays with the API`);
+        throw error;
+      }
+      const room = Math.min(budget.limits.maxResponseBytes, budget.limits.maxBytes - budget.bytes);
+      const declared = Number(response.headers.get('content-length') ?? Number.NaN);
+      if (Number.isFinite(declared) && declared > room) {
+        await response.body?.cancel().catch(() => {});
+        throw budget.stop(budget.bytesMessage(declared > budget.limits.maxResponseBytes));
+      }
+      if (!response.body) return response;
+      let seen = 0;
+      const body = response.body.pipeThrough(
+        new TransformStream<Uint8Array, Uint8Array>({
+          transform(chunk, controller) {
+            seen += chunk.byteLength;
+            budget.bytes += chunk.byteLength;
+            if (seen > room) controller.error(budget.stop(budget.bytesMessage(seen > budget.limits.maxResponseBytes)));
+            else controller.enqueue(chunk);
+          },
+        }),
+      );
+      return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
+    };
+    return counted as typeof globalThis.fetch;
+  }
+
+  /** Counts a page about to be asked for with `cursor`; throws when a cap is reached or the cursor came before. */
+  page(cursor: string | null): void {
+    if (this.stopped) throw new BackfillApiError(this.stopped, null);
+    if (this.pages >= this.limits.maxPages)
+      throw this.stop(`stopped after ${this.pages} pages (at most ${this.limits.maxPages} per listing): list a shorter window (--since/--until), or raise --max-pages`);
+    if (cursor !== null) {
+      if (this.#cursors.has(cursor)) throw this.stop(`${this.api} sent the same page cursor twice (${cursor.slice(0, 80)}): stopped, it would list the same page forever`);
+      this.#cursors.add(cursor);
+    }
+    this.pages += 1;
+  }
+
+  /** A link the API gave for the next page: on its own origin, or the listing stops. */
+  checkLink(link: string): URL {
+    let url: URL;
+    try {
+      url = new URL(link, this.origin);
+    } catch {
+      throw this.stop(`${this.api} sent a next-page link that is not a URL: stopped`);
+    }
+    if (url.origin !== this.origin)
+      throw this.stop(`${this.api} sent a next-page link to ${url.origin}, not its own origin (${this.origin}): not followed, the key stays with the API`);
+    return url;
+  }
+
+  /** What to throw for an error of the API's client: the budget's reason when it stopped the listing. */
+  explain(error: unknown): unknown {
+    return this.stopped ? new BackfillApiError(this.stopped, null) : error;
+  }
+
+  stop(message: string): BackfillApiError {
+    this.stopped ??= message;
+    return new BackfillApiError(this.stopped, null);
+  }
+
+  bytesMessage(oneAnswer: boolean): string {
+    return oneAnswer
+      ? `${this.api} answered more than ${this.limits.maxResponseBytes} bytes in one page: stopped (a page of events is a few MB at most)`
+      : `${this.api} answered more than ${this.limits.maxBytes} bytes in this listing: stopped; list a shorter window`;
   }
 }

@@ -22,7 +22,7 @@
 import { ConfigError } from '@oncehook/sdk';
 import { z } from 'zod';
 import { VerificationError } from '../errors.js';
-import { BackfillApiError, MAX_RATE_LIMITED_IN_A_ROW, retryAfterMs, withRateLimits, type BackfillApi, type BackfillItem } from './backfill.js';
+import { BackfillApiError, ListingBudget, MAX_RATE_LIMITED_IN_A_ROW, retryAfterMs, withRateLimits, type BackfillApi, type BackfillItem } from './backfill.js';
 import type { VerifiedEvent } from '../verified-event.js';
 
 /** What @octokit/core throws, as far as a listing reads it. */
@@ -76,16 +76,10 @@ function hookRoutes(value: string | undefined) {
   throw new ConfigError(`GITHUB_BACKFILL_HOOK "${value.slice(0, 80)}" is neither <owner>/<repo>/<hook id> nor org/<org>/<hook id>`);
 }
 
-/** The `cursor` of a Link header's rel="next", or null. */
-export function nextCursor(link: string | undefined): string | null {
+/** The URL of a Link header's rel="next", or null. */
+export function nextLink(link: string | undefined): string | null {
   const next = link?.split(',').find((part) => /rel="next"/.test(part));
-  const url = next ? /<([^>]+)>/.exec(next)?.[1] : undefined;
-  if (!url) return null;
-  try {
-    return new URL(url).searchParams.get('cursor');
-  } catch {
-    return null;
-  }
+  return (next ? /<([^>]+)>/.exec(next)?.[1] : undefined) ?? null;
 }
 
 /** How github.ts reads a delivery's event (its `githubEvent`), passed in: no import cycle. */
@@ -124,7 +118,10 @@ export const githubBackfill = (eventOf: EventOf): BackfillApi => ({
     const baseUrl = (context.env.GITHUB_API_BASE ?? 'https://api.github.com').replace(/\/+$/, '');
     if (!/^https?:\/\//.test(baseUrl)) throw new ConfigError(`GITHUB_API_BASE must be an http(s) URL (got "${baseUrl.slice(0, 60)}")`);
     const Octokit = await loadOctokit();
-    const octokit = new Octokit({ auth: token, baseUrl, request: { timeout: 30_000 } });
+    // Every call through the outbound guard, to GITHUB_API_BASE's origin only, its answers
+    // bounded (ListingBudget); a Link to another origin stops the listing.
+    const budget = new ListingBudget("GitHub's API", new URL(baseUrl).origin, context.limits);
+    const octokit = new Octokit({ auth: token, baseUrl, request: { timeout: 30_000, fetch: budget.fetch() } });
     let calls = 0;
 
     /** One API call, a rate limit waited out (withRateLimits); any other failure a BackfillApiError. */
@@ -134,6 +131,7 @@ export const githubBackfill = (eventOf: EventOf): BackfillApi => ({
         calls += 1;
         return { data: response.data as T, headers: response.headers as Record<string, string | undefined> };
       } catch (error) {
+        if (budget.stopped) throw budget.explain(error);
         const e = error as OctokitErrorShape;
         throw new BackfillApiError(
           `GitHub's API ${e.status ? `answered ${e.status}` : 'could not be reached'}${rateLimitWait(error) !== null ? ` ${MAX_RATE_LIMITED_IN_A_ROW + 1} times in a row` : ''}: ${e.message ?? String(error)}`,
@@ -156,6 +154,7 @@ export const githubBackfill = (eventOf: EventOf): BackfillApi => ({
     let cursor = context.cursor ?? null;
     for (;;) {
       if (context.maxCalls !== null && calls >= context.maxCalls) return;
+      budget.page(cursor);
       const page = await call<DeliverySummary[]>(routes.list, { ...routes.params, per_page: 100, ...(cursor ? { cursor } : {}) });
       hooks.onPage?.(calls);
       let older = false;
@@ -176,7 +175,8 @@ export const githubBackfill = (eventOf: EventOf): BackfillApi => ({
         const detail = await call<DeliveryDetail>(routes.detail, { ...routes.params, delivery_id: delivery.id });
         yield toItem(eventOf, detail.data, delivery, context.source.name, routes.hookId);
       }
-      const next = nextCursor(page.headers.link);
+      const link = nextLink(page.headers.link);
+      const next = link === null ? null : budget.checkLink(link).searchParams.get('cursor');
       hooks.onCursor?.(older || next === null ? null : next);
       if (older || next === null) return;
       cursor = next;

@@ -9,7 +9,9 @@
  * - Each notification's `payload` is the body Paddle delivers (`event_id`, `event_type`,
  *   `occurred_at`, `notification_id`, `data`): read as paddle.ts reads a delivery, so the id is
  *   the same `event_id`. Two notifications of one event (two destinations) are one event.
- * - Pages of up to 200, `after` from `meta.pagination.next`, until `has_more` is false.
+ * - Pages of up to 200, `after` from `meta.pagination.next`, until `has_more` is false. The
+ *   next link is followed only on PADDLE_API_BASE's own origin (it carries the key): anything
+ *   else stops the listing. Bounded like every listing (ListingBudget).
  * - Plain `fetch`, not Paddle's Node SDK: the SDK's client only knows Paddle's production and
  *   sandbox hosts (no base URL), so it could not be pointed at a proxy or at a simulator; the
  *   REST call is one GET with a Bearer key. 429: its Retry-After is waited out.
@@ -17,7 +19,7 @@
 import { ConfigError } from '@oncehook/sdk';
 import { z } from 'zod';
 import { VerificationError } from '../errors.js';
-import { BackfillApiError, MAX_RATE_LIMITED_IN_A_ROW, retryAfterMs, withRateLimits, type BackfillApi, type BackfillItem } from './backfill.js';
+import { BackfillApiError, ListingBudget, MAX_RATE_LIMITED_IN_A_ROW, retryAfterMs, withRateLimits, type BackfillApi, type BackfillItem } from './backfill.js';
 import { topLevelEvent, type TopLevelFields } from './types.js';
 
 interface Notification {
@@ -63,18 +65,24 @@ export const paddleBackfill = (fields: TopLevelFields): BackfillApi => ({
     first.searchParams.set('from', query.since.toISOString());
     first.searchParams.set('to', query.until.toISOString());
     if (!query.all) first.searchParams.set('status', 'failed,needs_retry,not_attempted');
-    let url: string | null = context.cursor ?? first.toString();
+    // Every call through the outbound guard, to PADDLE_API_BASE's origin only, its answers
+    // bounded; a `next` link elsewhere (it would carry the key) stops the listing (ListingBudget).
+    const budget = new ListingBudget("Paddle's API", first.origin, context.limits);
+    const fetchPage = pageFetcher(budget.fetch(), key);
+    let url: string | null = context.cursor ? budget.checkLink(context.cursor).toString() : first.toString();
     let calls = 0;
     const seen = new Set<string>();
     while (url !== null) {
       if (context.maxCalls !== null && calls >= context.maxCalls) return;
+      budget.page(url === first.toString() ? null : url);
       const pageUrl: string = url;
       const page = await withRateLimits(
-        () => fetchPage(pageUrl, key),
+        () => fetchPage(pageUrl),
         (error) => (error instanceof RateLimited ? retryAfterMs(error.retryAfter, context.maxRateLimitWaitMs) : null),
         context,
         hooks,
       ).catch((error: unknown) => {
+        if (budget.stopped) throw budget.explain(error);
         throw error instanceof RateLimited ? new BackfillApiError(`Paddle's API answered 429 ${MAX_RATE_LIMITED_IN_A_ROW + 1} times in a row`, 429) : error;
       });
       calls += 1;
@@ -88,7 +96,8 @@ export const paddleBackfill = (fields: TopLevelFields): BackfillApi => ({
         if (query.types && 'event' in item && !query.types.includes(item.event.type)) continue;
         yield item;
       }
-      const next = page.meta?.pagination?.has_more ? (page.meta.pagination.next ?? null) : null;
+      // Checked before it is reported (a scheduled pass stores it as its cursor) or followed.
+      const next = page.meta?.pagination?.has_more && page.meta.pagination.next ? budget.checkLink(page.meta.pagination.next).toString() : null;
       hooks.onCursor?.(next);
       url = next;
     }
@@ -103,22 +112,26 @@ class RateLimited extends Error {
 }
 
 /** One page of notifications; throws RateLimited on a 429, BackfillApiError on any other failure. */
-async function fetchPage(url: string, key: string): Promise<NotificationPage> {
-  let response: Response;
-  try {
-    response = await fetch(url, { headers: { authorization: `Bearer ${key}`, accept: 'application/json' }, signal: AbortSignal.timeout(30_000) });
-  } catch (error) {
-    throw new BackfillApiError(`Paddle's API could not be reached: ${(error as Error).message}`, null);
-  }
-  if (response.status === 429) {
-    await response.arrayBuffer().catch(() => undefined);
-    throw new RateLimited(response.headers.get('retry-after'));
-  }
-  const body = (await response.json().catch(() => null)) as (NotificationPage & { error?: { detail?: string; code?: string } }) | null;
-  if (!response.ok || !body || !Array.isArray(body.data)) {
-    throw new BackfillApiError(`Paddle's API answered ${response.status}: ${body?.error?.detail ?? body?.error?.code ?? 'not a list of notifications'}`, response.status);
-  }
-  return body;
+function pageFetcher(fetchFn: typeof globalThis.fetch, key: string): (url: string) => Promise<NotificationPage> {
+  return async (url) => {
+    let response: Response;
+    try {
+      response = await fetchFn(url, { headers: { authorization: `Bearer ${key}`, accept: 'application/json' }, signal: AbortSignal.timeout(30_000), redirect: 'manual' });
+    } catch (error) {
+      if (error instanceof BackfillApiError) throw error;
+      const cause = (error as { cause?: { message?: string } }).cause;
+      throw new BackfillApiError(`Paddle's API could not be reached: ${cause?.message ?? (error as Error).message}`, null);
+    }
+    if (response.status === 429) {
+      await response.arrayBuffer().catch(() => undefined);
+      throw new RateLimited(response.headers.get('retry-after'));
+    }
+    const body = (await response.json().catch(() => null)) as (NotificationPage & { error?: { detail?: string; code?: string } }) | null;
+    if (!response.ok || !body || !Array.isArray(body.data)) {
+      throw new BackfillApiError(`Paddle's API answered ${response.status}: ${body?.error?.detail ?? body?.error?.code ?? 'not a list of notifications'}`, response.status);
+    }
+    return body;
+  };
 }
 
 function toItem(notification: Notification, source: { name: string; kind: string }, fields: TopLevelFields): BackfillItem {

@@ -12,6 +12,8 @@
  *   with (its `api_version` field), whatever version the client sends; an endpoint pinned to
  *   another version would have received another rendering of the same event. Handlers that read
  *   fields which differ between versions should look at `api_version` (docs/operating.md).
+ * - Bounded (ListingBudget): every call through the outbound guard and to STRIPE_API_BASE's origin
+ *   only, each answer and the listing's bytes capped, a page cursor seen twice stops it.
  * - 429: Stripe's client does not retry it (unless Stripe says `Stripe-Should-Retry`); the
  *   listing waits for its Retry-After and asks for the same page again, up to
  *   MAX_RATE_LIMITED_IN_A_ROW times in a row.
@@ -19,7 +21,7 @@
 import { ConfigError } from '@oncehook/sdk';
 import { z } from 'zod';
 import { VerificationError } from '../errors.js';
-import { BackfillApiError, MAX_RATE_LIMITED_IN_A_ROW, retryAfterMs, withRateLimits, type BackfillApi, type BackfillItem } from './backfill.js';
+import { BackfillApiError, ListingBudget, MAX_RATE_LIMITED_IN_A_ROW, retryAfterMs, withRateLimits, type BackfillApi, type BackfillItem } from './backfill.js';
 import { topLevelEvent, type TopLevelFields } from './types.js';
 
 const KEY_PATTERN = /^(rk|sk)_(live|test)_[A-Za-z0-9]{8,}$/;
@@ -75,13 +77,17 @@ export const stripeBackfill = (fields: TopLevelFields): BackfillApi => ({
       throw new ConfigError(`STRIPE_API_BASE is not a URL (got "${context.env.STRIPE_API_BASE}")`);
     }
     if (base.protocol !== 'https:' && base.protocol !== 'http:') throw new ConfigError(`STRIPE_API_BASE must be an http(s) URL (got "${base.protocol}")`);
+    if (context.cursor && !/^[\w-]{1,255}$/.test(context.cursor)) throw new ConfigError('the cursor to go on from is not a Stripe event id (evt_...): start the listing again');
     if (query.types && query.types.length > MAX_TYPES)
       throw new ConfigError(`Stripe filters events by at most ${MAX_TYPES} types at once (got ${query.types.length}): run backfill once per group of types`);
     const Stripe = await loadStripe();
+    // Every call through the outbound guard, to this origin only, its answers bounded (ListingBudget).
+    const budget = new ListingBudget("Stripe's API", base.origin, context.limits);
     const stripe = new Stripe(key, {
       host: base.hostname,
       port: base.port || (base.protocol === 'https:' ? 443 : 80),
       protocol: base.protocol === 'https:' ? 'https' : 'http',
+      httpClient: Stripe.createFetchHttpClient(budget.fetch()),
       maxNetworkRetries: 2,
       timeout: 30_000,
       telemetry: false,
@@ -91,6 +97,7 @@ export const stripeBackfill = (fields: TopLevelFields): BackfillApi => ({
     let calls = 0;
     for (;;) {
       if (context.maxCalls !== null && calls >= context.maxCalls) return;
+      budget.page(startingAfter ?? null);
       let page: Awaited<ReturnType<typeof stripe.events.list>>;
       try {
         page = await withRateLimits(
@@ -110,6 +117,7 @@ export const stripeBackfill = (fields: TopLevelFields): BackfillApi => ({
           hooks,
         );
       } catch (error) {
+        if (budget.stopped) throw budget.explain(error);
         const e = error as StripeErrorShape;
         throw new BackfillApiError(
           `Stripe's API ${e.statusCode ? `answered ${e.statusCode}` : 'could not be reached'}${e.statusCode === 429 ? ` ${MAX_RATE_LIMITED_IN_A_ROW + 1} times in a row` : ''}: ${e.message ?? String(error)}`,
