@@ -72,11 +72,15 @@ async function list(kind: 'stripe' | 'paddle' | 'github', env: Record<string, st
 }
 
 let n = 0;
+const nextId = () => {
+  n += 1;
+  return `evt_bounds_${n}`;
+};
 const stripePage = (count: number, opts: { sameIds?: boolean } = {}) => ({
   object: 'list',
   url: '/v1/events',
   has_more: true,
-  data: Array.from({ length: count }, (_, i) => paymentSucceeded(opts.sameIds ? `evt_same_${i}` : `evt_bounds_${(n += 1)}`)),
+  data: Array.from({ length: count }, (_, i) => paymentSucceeded(opts.sameIds ? `evt_same_${i}` : nextId())),
 });
 
 describe('backfill stays on the API and within its bounds', () => {
