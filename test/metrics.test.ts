@@ -4,12 +4,15 @@
  * the worker's gauges (served on the worker's own /metrics by a real worker process).
  */
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
-import { DEFAULT_SCHEMA } from '@oncehook/shared';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { DEFAULT_SCHEMA, loadDestinations, createWorkerMetrics } from '@oncehook/shared';
+import { defineHandler } from '@oncehook/sdk';
 import { advisoryLockKey } from '@oncehook/core';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { createMetricsProbe } from './helpers/metrics.js';
 import { killAllServices, spawnService, deliver, paymentSucceeded, signStripe, waitFor } from '@oncehook/harness';
-import { type IngestHandle, q, testEnv, startIngest, testPrefix, seedRun } from './helpers/stack.js';
+import { type IngestHandle, q, testEnv, startIngest, startWorker, testPrefix, seedRun } from './helpers/stack.js';
 
 let db: TestDatabase;
 let ingest: IngestHandle;
@@ -138,4 +141,41 @@ it('an event left processing by a killed worker shows in the stuck gauge, then i
   );
   await b.stop();
   await localIngest.close();
+});
+
+it("300 signed events of made-up types through a worker whose destination takes every type: the worker's series stay bounded", async () => {
+  const receiver = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(200).end('{}'));
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  const metrics = createWorkerMetrics({ defaultMetrics: false });
+  const [forward] = loadDestinations({
+    DESTINATION_NAME: 'everything',
+    DESTINATION_URL: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`,
+    DESTINATION_SECRET: `whsec_${Buffer.from('metrics-label-test-secret-32byte').toString('base64')}`,
+  });
+  const payments = defineHandler({ name: 'shop.payments', source: 'stripe', type: 'payment_intent.succeeded' }, async () => {});
+  const worker = await startWorker({ databaseUrl: db.url, prefix, handlers: [payments], destinations: [forward!], metrics });
+  try {
+    const types = Array.from({ length: 300 }, (_, i) => `junk.${i}.${Math.random().toString(36).slice(2, 10)}`);
+    for (let i = 0; i < types.length; i += 30) {
+      await Promise.all(types.slice(i, i + 30).map((type, j) => deliver(ingest.url, signStripe({ ...paymentSucceeded(`evt_label_${i + j}`), type }))));
+    }
+    await deliver(ingest.url, signStripe(paymentSucceeded('evt_label_known')));
+    await waitFor(
+      async () => ((await metrics.processedTotal.get()).values.filter((v) => v.labels.handler === 'everything').reduce((n, v) => n + v.value, 0) >= 301 ? true : null),
+      { timeoutMs: 60_000, what: '301 destination runs counted' },
+    );
+    const labels = new Set((await metrics.processedTotal.get()).values.map((v) => String(v.labels.type)));
+    expect([...labels].sort()).toEqual(['other', 'payment_intent.succeeded']);
+    const durations = new Set((await metrics.processingDuration.get()).values.map((v) => String(v.labels.type)));
+    expect([...durations].sort()).toEqual(['other', 'payment_intent.succeeded']);
+    // The whole /metrics text stays small: no series per type.
+    expect((await metrics.registry.metrics()).length).toBeLessThan(40_000);
+  } finally {
+    await worker.close();
+    receiver.closeAllConnections();
+    await new Promise((resolve) => receiver.close(resolve));
+  }
 });

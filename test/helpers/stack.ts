@@ -186,6 +186,8 @@ export async function startWorker(opts: {
   faults?: Faults;
   hooks?: EngineHooks;
   metrics?: WorkerMetrics;
+  /** Destinations run beside the handlers (loadDestinations). */
+  destinations?: readonly Destination[];
   /** Start the reconciler loop too (default: off; tests call reconciler.runOnce() when they want a pass). */
   reconciler?: boolean;
 }): Promise<OncehookWorker> {
@@ -195,6 +197,7 @@ export async function startWorker(opts: {
     faults: opts.faults ?? noFaults,
     hooks: opts.hooks,
     metrics: opts.metrics ?? createWorkerMetrics({ defaultMetrics: false }),
+    ...(opts.destinations ? { destinations: opts.destinations } : {}),
     // The scheduled backfill reads the providers' API keys from here.
     env: { ...process.env, ...opts.env },
   });

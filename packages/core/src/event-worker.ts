@@ -6,7 +6,8 @@
  */
 import { UnrecoverableError, type Worker } from 'bullmq';
 import { createEventQueueWorker, enqueueEvent, eventQueueNames, type QueueConnection, type JobTarget } from './queue.js';
-import type { Logger, WorkerMetrics } from '@oncehook/shared';
+import { createTypeLabeler, type Logger, type TypeLabeler, type WorkerMetrics } from '@oncehook/shared';
+import type { HandlerRegistry } from './registry.js';
 import type { EventJobData } from './vocabulary.js';
 import type { Engine } from './engine.js';
 import type { JobOutcome, ProcessDeps } from './process-event.js';
@@ -50,18 +51,34 @@ export interface EventWorker {
   close(): Promise<void>;
 }
 
-/** At most this many distinct `type` values in the unhandled counter; the rest count as `other`. */
-const UNHANDLED_TYPE_LABELS = 50;
+/**
+ * The unhandled-events counter, its `type` label bounded (createTypeLabeler): a type some
+ * loaded handler or destination names (for another source) keeps its name, anything else is
+ * `other`. For createEngine's onUnhandled.
+ */
+export function countUnhandled(metrics: WorkerMetrics | undefined, registry: HandlerRegistry): NonNullable<ProcessDeps['onUnhandled']> {
+  const label = createTypeLabeler(registry.all());
+  return ({ provider, type }) => {
+    metrics?.unhandledTotal.inc({ provider, type: label('', type) });
+  };
+}
 
 /**
- * The unhandled-events counter, its `type` label bounded: at most UNHANDLED_TYPE_LABELS distinct
- * values, the rest `other`. For createEngine's onUnhandled.
+ * The `type` label of a run's metrics: the type as its handler names it (createTypeLabeler),
+ * else `other` (a destination taking `*` or a glob). A run exists only for a handler the
+ * registry matched, so a type that is the handler's event name plus an action was matched as
+ * GitHub's (registry.ts typeMatches): labelled with the event name.
  */
-export function countUnhandled(metrics: WorkerMetrics | undefined): NonNullable<ProcessDeps['onUnhandled']> {
-  const unhandledTypes = new Set<string>();
-  return ({ provider, type }) => {
-    if (!unhandledTypes.has(type) && unhandledTypes.size < UNHANDLED_TYPE_LABELS) unhandledTypes.add(type);
-    metrics?.unhandledTotal.inc({ provider, type: unhandledTypes.has(type) ? type : 'other' });
+function runTypeLabels(registry: HandlerRegistry): (handler: string, type: string) => string {
+  const byHandler = new Map<string, TypeLabeler>();
+  return (handler, type) => {
+    let label = byHandler.get(handler);
+    if (!label) {
+      const found = registry.byName(handler);
+      label = createTypeLabeler(found ? [found] : []);
+      byHandler.set(handler, label);
+    }
+    return label('github', type);
   };
 }
 
@@ -106,6 +123,7 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
  */
 function jobProcessor(deps: EventWorkerDeps): (job: { data: EventJobData }) => Promise<JobOutcome['kind']> {
   const { engine } = deps;
+  const typeLabel = runTypeLabels(engine.registry);
   return async (job) => {
     const started = process.hrtime.bigint();
     const outcome = await engine.processJob(job.data);
@@ -113,7 +131,7 @@ function jobProcessor(deps: EventWorkerDeps): (job: { data: EventJobData }) => P
       throw new UnrecoverableError(`dead letter: no handler for ${outcome.provider} ${outcome.type} (UNHANDLED_EVENTS=fail)`);
     }
     if (outcome.kind !== 'runs') return outcome.kind;
-    await afterRuns(deps, job.data, outcome, Number(process.hrtime.bigint() - started) / 1e9);
+    await afterRuns(deps, job.data, outcome, Number(process.hrtime.bigint() - started) / 1e9, typeLabel);
     // Flow control's jobs: a waiting run's next look, a wake-up, a lower-priority run. Each
     // carries its run's fence; a lost one is found again by the reconciler.
     for (const next of outcome.follow) {
@@ -131,7 +149,13 @@ function jobProcessor(deps: EventWorkerDeps): (job: { data: EventJobData }) => P
 }
 
 /** Each run's metrics, and a retry's next attempt as a delayed job of its own. */
-async function afterRuns(deps: EventWorkerDeps, data: EventJobData, outcome: Extract<JobOutcome, { kind: 'runs' }>, seconds: number): Promise<void> {
+async function afterRuns(
+  deps: EventWorkerDeps,
+  data: EventJobData,
+  outcome: Extract<JobOutcome, { kind: 'runs' }>,
+  seconds: number,
+  typeLabel: (handler: string, type: string) => string,
+): Promise<void> {
   const { metrics, log } = deps;
   for (const run of outcome.runs) {
     if (run.kind === 'skipped' || run.kind === 'deferred') continue;
@@ -139,7 +163,7 @@ async function afterRuns(deps: EventWorkerDeps, data: EventJobData, outcome: Ext
       metrics?.runsDelayedTotal.inc({ handler: run.handler, reason: run.reason });
       continue;
     }
-    const labels = { provider: outcome.provider, type: run.type, handler: run.handler, outcome: run.kind };
+    const labels = { provider: outcome.provider, type: typeLabel(run.handler, run.type), handler: run.handler, outcome: run.kind };
     metrics?.processingDuration.observe(labels, seconds);
     metrics?.processedTotal.inc(labels);
     if (run.kind === 'retry') {

@@ -39,6 +39,7 @@ export * from './signing/fixtures.js';
 export * from './process.js';
 export * from './timeout.js';
 export * from './metrics.js';
+export * from './type-label.js';
 export * from './retention.js';
 export * from './destinations.js';
 // Every outbound call of Oncehook's own (destinations, notifications, providers' APIs): one guard.

@@ -167,7 +167,7 @@ export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], 
     settings: engineSettings(config),
     faults: options.faults ?? createFaults(config.ONCEHOOK_FAULTS),
     ...(options.hooks ? { hooks: options.hooks } : {}),
-    onUnhandled: countUnhandled(metrics),
+    onUnhandled: countUnhandled(metrics, registry),
     onDispatchBatch: (size) => metrics.dispatchBatchSize.observe(size),
   });
   const { queries } = engine;
