@@ -29,7 +29,8 @@ let failedId: number;
 beforeAll(async () => {
   db = await createTestDatabase();
   const prefix = testPrefix();
-  ingest = await startIngest({ databaseUrl: db.url, prefix, env: { ADMIN_TOKEN: TOKEN, ADMIN_USERNAME: USER, ADMIN_PASSWORD: PASSWORD } });
+  // Wrong credentials on every route below: more than the default failed logins per minute (their throttle: admin-budget.test.ts).
+  ingest = await startIngest({ databaseUrl: db.url, prefix, env: { ADMIN_TOKEN: TOKEN, ADMIN_USERNAME: USER, ADMIN_PASSWORD: PASSWORD, ADMIN_LOGIN_FAILURES_PER_MINUTE: '1000' } });
   readOnly = await startIngest({ databaseUrl: db.url, prefix, env: { ADMIN_TOKEN: TOKEN, ADMIN_READ_ONLY: 'true' } });
   noAdmin = await startIngest({ databaseUrl: db.url, prefix });
   // A dead letter to look at, and a duplicate delivery of it.

@@ -78,3 +78,35 @@ it('claims a burst in few statements; repeats answer duplicate; one bad payload 
   expect(await queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_b_7', attempt: 0 }))).toBeDefined();
   expect(await queue.count()).toBe(41);
 });
+
+it("a delivery's deadline covers the wait for a batch slot and a connection: with every connection taken, each is answered 503 by its own deadline", async () => {
+  // A pool of one connection, held elsewhere (an admin query on a shared pool did this in the
+  // attack run of issue 63), and a long wait for a connection: without a deadline per
+  // delivery, the deliveries behind the first batch waited for connections, then for their own
+  // full deadline, 8-15 s each.
+  const { createPool } = await import('@oncehook/shared');
+  const pool = createPool(db.url, { max: 1, connectionTimeoutMillis: 20_000 });
+  const held = await pool.connect();
+  const relay = createEnqueueRelay({ queue, log: testLog, faults: noFaults, enqueueTimeoutMs: 1_000 });
+  const batcher = createClaimBatcher({ pool, queries: q, relay, log: testLog, faults: noFaults, maxConcurrentBatches: 1, claimTimeoutMs: 300, breakerFailures: 1000 });
+  try {
+    const answers: { ms: number; error: string }[] = [];
+    // One at a time, 100 ms apart: the first batch holds the only slot while it waits for the connection.
+    const sent = Array.from({ length: 5 }, async (_, i) => {
+      await new Promise((resolve) => setTimeout(resolve, i * 100));
+      const started = Date.now();
+      const error = await batcher.claim(event(`evt_deadline_${i}`)).then(
+        () => 'claimed',
+        (e: Error) => e.name,
+      );
+      answers.push({ ms: Date.now() - started, error });
+    });
+    await Promise.all(sent);
+    expect(answers.map((a) => a.error)).toEqual(Array(5).fill('OverloadedError'));
+    // Each by its own deadline (300 ms), far from the 20 s a connection could take.
+    for (const a of answers) expect(a.ms).toBeLessThan(5_000);
+  } finally {
+    held.release();
+    await pool.end();
+  }
+});

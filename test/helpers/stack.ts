@@ -21,6 +21,7 @@ import {
   type Destination,
   type Faults,
   type IngestMetrics,
+  type Logger,
   type Pool,
   type WebhookSource,
   type WorkerMetrics,
@@ -161,11 +162,13 @@ export async function startIngest(opts: {
   metrics?: IngestMetrics;
   now?: () => Date;
   destinations?: readonly Destination[] | string;
+  /** Default: testLog (silent unless TEST_SHOW_LOGS). */
+  log?: Logger;
 }): Promise<IngestHandle> {
   const config = loadIngestConfig(testEnv({ databaseUrl: opts.databaseUrl, prefix: opts.prefix, redisUrl: opts.redisUrl, extra: opts.env }));
   const ingest = buildIngest(config, {
     sources: opts.sources ?? defaultSources(),
-    log: testLog,
+    log: opts.log ?? testLog,
     faults: opts.faults ?? noFaults,
     metrics: opts.metrics ?? createIngestMetrics({ defaultMetrics: false }),
     now: opts.now,

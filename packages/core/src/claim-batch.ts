@@ -25,6 +25,8 @@ const CLAIM_CONFLICT_ATTEMPTS = 3;
 /** A delivery waiting for its batch's answer. */
 export interface Waiting {
   event: VerifiedEvent;
+  /** When its answer is due (its arrival + claimTimeoutMs): the wait for a batch, a connection and the statement all count. */
+  deadline: number;
   resolve(result: ClaimResult): void;
   reject(error: unknown): void;
 }
@@ -51,6 +53,7 @@ export interface BatchDeps {
   /** Where the dispatch jobs of new events go, off the answer's path (enqueue-relay.ts). */
   relay: EnqueueRelay;
   faults: Faults;
+  now: () => number;
 }
 
 /**
@@ -60,7 +63,10 @@ export interface BatchDeps {
 export async function claimAndAnswer(deps: BatchDeps, batch: Waiting[], recordOutcome: (unavailable: boolean) => void): Promise<void> {
   const folded = foldRepeats(batch);
   const claiming = claimBatch(deps, folded.unique, folded.copies);
-  const claimed = await withinDeadline(claiming, deps.claimTimeoutMs);
+  // The batch is answered by its earliest delivery's deadline: time spent waiting for the batch
+  // to start (other batches holding every slot) is not given again.
+  const due = Math.min(...batch.map((w) => w.deadline));
+  const claimed = await withinDeadline(claiming, Math.max(1, due - deps.now()));
   if (claimed === 'timeout') {
     // The database did not answer in time: answer 503 now (the provider retries). The
     // statement is cut by its query_timeout; if it commits anyway, its new events are still

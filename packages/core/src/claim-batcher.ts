@@ -20,9 +20,9 @@
  * bound:
  * - at most `maxWaiting` deliveries wait for a batch (past it: OverloadedError at once); their
  *   bytes are bounded at the edge (MAX_INFLIGHT_BODY_BYTES, reserved until the answer);
- * - a batch's deliveries are answered within `claimTimeoutMs`: past it they fail
- *   (OverloadedError, 503) and the statement is cut client-side (pg's query_timeout, which
- *   destroys the connection). A statement that commits after all the same still has its new
+ * - a delivery is answered within `claimTimeoutMs` of its arrival, whatever it waits for (a
+ *   batch to start, a pool connection, the statement): past it it fails (OverloadedError, 503)
+ *   and its statement is cut client-side (pg's query_timeout, which destroys the connection). A statement that commits after all the same still has its new
  *   events enqueued; the provider's retry is then a duplicate: nothing acknowledged is lost,
  *   nothing is lost that was not acknowledged either;
  * - after `breakerFailures` batches in a row find the database unavailable (or silent), the
@@ -70,7 +70,7 @@ export interface ClaimBatcher {
 
 function batchDeps(options: ClaimBatcherOptions): BatchDeps {
   const { pool, queries, log, relay, faults } = options;
-  return { pool, queries, log, relay, faults, claimTimeoutMs: options.claimTimeoutMs ?? 750, logDeliveries: options.logDeliveries !== false };
+  return { pool, queries, log, relay, faults, claimTimeoutMs: options.claimTimeoutMs ?? 750, logDeliveries: options.logDeliveries !== false, now: options.now ?? Date.now };
 }
 
 export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
@@ -84,6 +84,7 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
   let inFlight = 0;
   let scheduled = false;
   let probing = false;
+  let sweep: NodeJS.Timeout | undefined;
   /** Batches whose statement is running: answered at once when the circuit opens. */
   const running = new Set<Waiting[]>();
 
@@ -96,6 +97,30 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
     // A promise settles once: a running batch that completes later answers no one again (its
     // new events are still enqueued).
     for (const batch of running) for (const w of batch) w.reject(error);
+  }
+
+  /**
+   * Answers 503 every waiting delivery whose deadline passed before a batch took it (every
+   * slot held by batches that wait on the database), and sets the next sweep for the earliest
+   * deadline still waiting: one timer for all of them.
+   */
+  function expireWaiting(): void {
+    sweep = undefined;
+    const t = now();
+    const late = waiting.filter((w) => w.deadline <= t);
+    if (late.length > 0) {
+      waiting = waiting.filter((w) => w.deadline > t);
+      const error = overloaded(`no database connection was free to record it within ${deps.claimTimeoutMs} ms (CLAIM_TIMEOUT_MS)`);
+      for (const w of late) w.reject(error);
+    }
+    armSweep();
+  }
+
+  function armSweep(): void {
+    if (sweep !== undefined || waiting.length === 0) return;
+    const first = waiting[0]!.deadline;
+    sweep = setTimeout(expireWaiting, Math.max(1, first - now()));
+    sweep.unref();
   }
 
   function recordOutcome(unavailable: boolean): void {
@@ -146,8 +171,9 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
       if (breaker.state() === 'open') return Promise.reject(overloaded('the database is unavailable (circuit open)'));
       if (waiting.length >= maxWaiting) return Promise.reject(overloaded(`${waiting.length} deliveries are already waiting for the database`));
       return new Promise<ClaimResult>((resolve, reject) => {
-        waiting.push({ event, resolve, reject });
+        waiting.push({ event, resolve, reject, deadline: now() + deps.claimTimeoutMs });
         schedule();
+        armSweep();
       });
     },
     get circuit() {

@@ -12,7 +12,7 @@
  * Neither ever touches a run a worker holds a live lease on (guarded UPDATEs).
  * - pause / resume: a handler or a source (flow-control.ts); recorded as operator actions.
  */
-import { PG_QUERY_CANCELED, withTransaction, type Pool } from '@oncehook/shared';
+import { cancelOnAbort, PG_QUERY_CANCELED, withTransaction, type Pool } from '@oncehook/shared';
 import type { EventJobData, RunRow, StepKind } from './vocabulary.js';
 import type { ActivityRow, RegistryEntry, EventDetail, EventFilter, EventSummary, FailureGroup, HandlerState, MovedRun, PauseRow, Queries, RecordedStep } from './store/queries.js';
 import { idempotencyKeyFor } from './idempotency-key.js';
@@ -93,7 +93,7 @@ export interface Operations {
    * a search that would take longer (a rare payload value over millions of events) throws
    * SearchTooSlowError instead of holding a connection.
    */
-  list(filter: EventFilter): Promise<EventSummary[]>;
+  list(filter: EventFilter, options?: SearchOptions): Promise<EventSummary[]>;
   /** Every registered handler and destination, with its declared settings and the workers seen with it within `seenWithinSeconds`. */
   handlers(seenWithinSeconds: number): Promise<RegistryEntry[]>;
   /** The stored activity minutes of the last `seconds` (the Activity page). */
@@ -109,7 +109,7 @@ export interface Operations {
   /** Re-drives every event matching the filter (default: failed); with dryRun, changes nothing. */
   bulkRedrive(
     filter: EventFilter,
-    options: { dryRun: boolean; actor: string; reason: string },
+    options: { dryRun: boolean; actor: string; reason: string } & SearchOptions,
   ): Promise<{ dryRun: boolean; matched: number; results: (RedriveResult | Refusal | { ok: true; rowId: number; dryRun: true })[] }>;
 }
 
@@ -121,10 +121,15 @@ export interface EventView extends EventDetail {
   payloadView: { text: string; truncated: boolean };
 }
 
+/** How a search runs: `signal` aborts it in Postgres (a cancel request) when its client goes away. */
+export interface SearchOptions {
+  signal?: AbortSignal;
+}
+
 /** A row id, or `provider/event_id`. */
 export async function resolveEventRef(pool: Pool, queries: Queries, ref: string | number): Promise<number | null> {
   if (typeof ref === 'number') return ref;
-  if (/^\d{1,15}$/.test(ref)) return Number(ref);
+  if (/^\d{1,16}$/.test(ref) && Number(ref) <= Number.MAX_SAFE_INTEGER) return Number(ref);
   const slash = ref.indexOf('/');
   if (slash <= 0) return null;
   const row = await queries.getEventByKey(pool, ref.slice(0, slash), ref.slice(slash + 1));
@@ -149,7 +154,7 @@ function prunedReason(prunedAt: Date): string {
   return `retention deleted this event's payload, runs and steps on ${prunedAt.toISOString()} (RETENTION_DAYS); only its key is kept (KEY_RETENTION_DAYS), so it cannot run again`;
 }
 
-type OperationsDeps = { pool: Pool; queries: Queries; queue: JobTarget };
+type OperationsDeps = { pool: Pool; queries: Queries; queue: JobTarget; searchTimeoutMs?: number };
 
 export function createOperations(deps: OperationsDeps): Operations {
   const { pool, queries } = deps;
@@ -158,7 +163,7 @@ export function createOperations(deps: OperationsDeps): Operations {
     resume: (target, actor, reason) => resumeTarget(deps, target, actor, reason),
     pauses: () => queries.listPauses(pool),
     handlerStates: (names) => queries.handlerStates(pool, names),
-    list: (filter) => searchEvents(deps, filter),
+    list: (filter, options = {}) => searchEvents(deps, filter, options.signal),
     failureGroups: (options) => queries.failureGroups(pool, options),
     activity: (seconds) => queries.readActivity(pool, seconds),
     handlers: (seenWithinSeconds) => queries.handlerRegistry(pool, seenWithinSeconds),
@@ -172,7 +177,7 @@ export function createOperations(deps: OperationsDeps): Operations {
     redrive: (rowId, options, actor, reason) => redriveEvent(deps, rowId, options.handler, actor, reason),
     replay: (rowId, options, actor, reason) => replayEvent(deps, rowId, options, actor, reason),
     async bulkRedrive(filter, options) {
-      const matching = await queries.listEvents(pool, { ...filter, state: filter.state ?? 'failed', limit: filter.limit ?? 1000 });
+      const matching = await searchEvents(deps, { ...filter, state: filter.state ?? 'failed', limit: filter.limit ?? 1000 }, options.signal);
       if (options.dryRun) return { dryRun: true, matched: matching.length, results: matching.map((e) => ({ ok: true as const, rowId: e.id, dryRun: true as const })) };
       const results: (RedriveResult | Refusal)[] = [];
       for (const event of matching) results.push(await redriveEvent(deps, event.id, filter.handler, options.actor, options.reason));
@@ -182,28 +187,41 @@ export function createOperations(deps: OperationsDeps): Operations {
   return operations;
 }
 
-/** How long one search may run before it is refused as too slow (a statement timeout of its own transaction). */
+/** How long one search may run before it is refused as too slow (a statement timeout of its own transaction); the admin passes ADMIN_STATEMENT_TIMEOUT_MS. */
 export const SEARCH_TIMEOUT_MS = 10_000;
 
-/** A search that would have taken longer than SEARCH_TIMEOUT_MS: narrow it. */
+/** A search that would have taken longer than its timeout: narrow it. */
 export class SearchTooSlowError extends Error {
   override name = 'SearchTooSlowError';
-  constructor() {
+  constructor(timeoutMs = SEARCH_TIMEOUT_MS) {
     super(
-      `the search took longer than ${SEARCH_TIMEOUT_MS / 1000} s and was stopped: narrow it with a time range (since/until), a source, a type or a handler (a payload search reads every event the other filters leave, newest first)`,
+      `the search took longer than ${timeoutMs / 1000} s and was stopped: narrow it with a time range (since/until), a source, a type or a handler (a payload search reads every event the other filters leave, newest first)`,
     );
   }
 }
 
-async function searchEvents({ pool, queries }: OperationsDeps, filter: EventFilter): Promise<EventSummary[]> {
+/** The search's client went away: the statement was cancelled in Postgres, nobody waits for an answer. */
+export class SearchAbandonedError extends Error {
+  override name = 'SearchAbandonedError';
+}
+
+async function searchEvents({ pool, queries, searchTimeoutMs = SEARCH_TIMEOUT_MS }: OperationsDeps, filter: EventFilter, signal?: AbortSignal): Promise<EventSummary[]> {
+  if (signal?.aborted) throw new SearchAbandonedError('the search was abandoned by its client before it started');
   try {
     return await withTransaction(pool, async (tx) => {
       // SET LOCAL: the timeout ends with this transaction, the pooled connection keeps its own.
-      await tx.query(`SET LOCAL statement_timeout = ${SEARCH_TIMEOUT_MS}`);
-      return queries.listEvents(tx, filter);
+      await tx.query(`SET LOCAL statement_timeout = ${Math.trunc(searchTimeoutMs)}`);
+      // The client gone (a closed tab, a reload): Postgres is told to stop the statement now.
+      const unwatch = cancelOnAbort(tx, signal);
+      try {
+        return await queries.listEvents(tx, filter);
+      } finally {
+        unwatch();
+      }
     });
   } catch (error) {
-    if ((error as { code?: string }).code === PG_QUERY_CANCELED) throw new SearchTooSlowError();
+    if ((error as { code?: string }).code === PG_QUERY_CANCELED)
+      throw signal?.aborted ? new SearchAbandonedError('the search was cancelled: its client went away') : new SearchTooSlowError(searchTimeoutMs);
     throw error;
   }
 }

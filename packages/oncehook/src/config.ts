@@ -276,6 +276,25 @@ const ingestSchema = z.object({
     .enum(['true', 'false'])
     .default('false')
     .transform((value) => value === 'true'),
+  /**
+   * The admin's budget (docs/security.md, "The admin's budget"): its OWN Postgres connections,
+   * so no search, page or preview can take one a delivery needs. 2: a page's queries run one
+   * after another, so two operators (or two tabs) are served at once; more waits
+   * ADMIN_POOL_WAIT_MS, then 503 `admin_busy`.
+   */
+  ADMIN_POOL_SIZE: integer(1, 50).default(2),
+  /** Longest an admin request waits for one of its connections before 503 `admin_busy` (deliveries never wait for these). */
+  ADMIN_POOL_WAIT_MS: integer(50, 60_000).default(1_000),
+  /**
+   * Longest one admin statement may run (every search, page, preview and action); past it the
+   * statement is cancelled by Postgres and the request answered 422 `search_too_slow` (a
+   * search) or 503. 10 s: a narrowed search over millions of events takes well under a second.
+   */
+  ADMIN_STATEMENT_TIMEOUT_MS: integer(100, 600_000).default(10_000),
+  /** Searches (and bulk previews) one admin user may have running at once; past it 429 `too_many_searches`. */
+  ADMIN_SEARCHES_PER_USER: integer(1, 100).default(2),
+  /** Failed admin logins accepted from one client address per minute; past it 429 until the minute is over (each failure is logged, never its password). */
+  ADMIN_LOGIN_FAILURES_PER_MINUTE: integer(1, 10_000).default(10),
   /** Milliseconds SIGTERM waits for in-flight requests before closing anyway. */
   SHUTDOWN_TIMEOUT_MS: integer(0).default(10_000),
 });

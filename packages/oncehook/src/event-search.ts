@@ -105,7 +105,7 @@ function payloadMatch(value: string): EventFilter['payload'] {
 }
 
 function positive(field: SearchField, value: string, max: number): number {
-  if (!/^\d{1,15}$/.test(value) || Number(value) < 1 || Number(value) > max) throw new Refusal(field, `a whole number from 1 to ${max} (got "${value.slice(0, 20)}")`);
+  if (!/^\d{1,16}$/.test(value) || Number(value) < 1 || Number(value) > max) throw new Refusal(field, `a whole number from 1 to ${max} (got "${value.slice(0, 20)}")`);
   return Number(value);
 }
 
@@ -124,7 +124,7 @@ export function parseEventSearch(raw: Record<string, string | undefined>, option
   try {
     const input: SearchInput = {};
     for (const [key, value] of Object.entries(raw)) {
-      if (!(SEARCH_FIELDS as readonly string[]).includes(key)) throw new Refusal('state', `unknown filter "${key.slice(0, 40)}" (the filters: ${SEARCH_FIELDS.join(', ')})`);
+      if (!(SEARCH_FIELDS as readonly string[]).includes(key)) throw new Refusal(key.slice(0, 40), `unknown filter (the filters: ${SEARCH_FIELDS.join(', ')})`);
       if (value !== undefined && value !== '') input[key as SearchField] = value;
     }
     const filter: EventFilter = {};
@@ -151,6 +151,10 @@ export function parseEventSearch(raw: Record<string, string | undefined>, option
       filter.olderThanSeconds = seconds;
     }
     if (input.payload !== undefined) filter.payload = payloadMatch(input.payload);
+    // A payload search reads the payload of every event the other filters leave: without a
+    // window it reads them all (every stored event, on a busy database millions).
+    if (filter.payload && !filter.since)
+      throw new Refusal('payload', 'a payload search needs a time range: add since (24h, 7d, or a time such as 2026-12-02T02:51Z), so it reads only that window');
     if (input.group !== undefined) {
       if (!/^[0-9a-f]{12}$/.test(input.group)) throw new Refusal('group', `a failure group id is 12 hex digits (got "${input.group.slice(0, 20)}")`);
       filter.group = input.group;

@@ -15,6 +15,7 @@ export * from './logger.js';
 export * from './schema-name.js';
 export * from './db/pool.js';
 export * from './db/admin-connection.js';
+export * from './db/cancel.js';
 export * from './db/pg-errors.js';
 export * from './providers/types.js';
 export * from './providers/descriptor.js';

@@ -16,6 +16,7 @@ import type { JobTarget, Queries, QueueBackend } from '@oncehook/core';
 import { HTTPException } from 'hono/http-exception';
 import { SpanKind } from '@opentelemetry/api';
 import { mountAdmin, type AdminSettings } from './admin/index.js';
+import { adminConfigured } from './admin/auth.js';
 import { createEdgeGuards } from './edge-guards.js';
 import { createTypeLabels, type TypeLabels } from './type-labels.js';
 import { checkReadiness, createClaimBatcher } from '@oncehook/core';
@@ -46,6 +47,8 @@ export interface IngestDeps {
   settings: IngestSettings;
   /** Admin credentials; without them no admin route is mounted. */
   admin?: AdminSettings;
+  /** The admin's own pool (ADMIN_POOL_SIZE, with its timeouts): required with `admin`, so no admin query takes a delivery's connection. */
+  adminPool?: Pool;
   /** Filled by receive-webhook, shown by the admin events view (created by createApp when absent). */
   recentDuplicates?: RecentDuplicates;
   /** When set, GET /metrics needs `Authorization: Bearer <token>` (METRICS_TOKEN). */
@@ -117,7 +120,10 @@ export function createApp(deps: IngestDeps): Hono {
     return c.json({ error: 'method_not_allowed', message: 'webhooks are delivered with POST' }, 405);
   });
 
-  if (deps.admin && mountAdmin(app, deps, deps.admin)) deps.log.info({ readOnly: deps.admin.readOnly }, 'admin mounted at /admin');
+  if (deps.admin && adminConfigured(deps.admin)) {
+    if (!deps.adminPool) throw new Error('createApp: `admin` needs `adminPool`, a pool of its own (buildIngest makes it from ADMIN_POOL_SIZE)');
+    if (mountAdmin(app, { ...deps, pool: deps.adminPool }, deps.admin)) deps.log.info({ readOnly: deps.admin.readOnly }, 'admin mounted at /admin');
+  }
 
   app.notFound((c) => c.json({ error: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` }, 404));
 

@@ -42,8 +42,12 @@ import type { EventJobData } from '@oncehook/core';
 import type { Queue } from 'bullmq';
 import type { Hono } from 'hono';
 import { createApp, type IngestSettings } from './app.js';
+import { adminConfigured } from './admin/auth.js';
 import { createTypeLabels } from './type-labels.js';
 import { RecentDuplicates } from './recent-duplicates.js';
+
+/** An admin statement waits at most this long for a row lock (a worker's run, a pause): it gives up rather than queue behind the engine. */
+const ADMIN_LOCK_TIMEOUT_MS = 2_000;
 
 export interface BuildIngestOptions {
   log?: Logger;
@@ -99,6 +103,34 @@ export function buildIngest(config: IngestConfig, options: BuildIngestOptions = 
     applicationName: 'oncehook-ingest',
     onStatement: () => metrics.dbStatements.inc(),
   });
+  const adminSettings = {
+    token: config.ADMIN_TOKEN,
+    tokens: config.ADMIN_TOKENS,
+    username: config.ADMIN_USERNAME,
+    password: config.ADMIN_PASSWORD,
+    readOnly: config.ADMIN_READ_ONLY,
+    origins: config.ADMIN_ORIGINS,
+    destinations: options.destinations ?? [],
+    budget: {
+      poolSize: config.ADMIN_POOL_SIZE,
+      poolWaitMs: config.ADMIN_POOL_WAIT_MS,
+      statementTimeoutMs: config.ADMIN_STATEMENT_TIMEOUT_MS,
+      searchesPerUser: config.ADMIN_SEARCHES_PER_USER,
+      loginFailuresPerMinute: config.ADMIN_LOGIN_FAILURES_PER_MINUTE,
+    },
+  };
+  // The admin's own connections, with Postgres-side timeouts on every statement it sends: an
+  // operator's search can wait for these, never for a delivery's (docs/security.md).
+  const adminPool = adminConfigured(adminSettings)
+    ? createPool(config.DATABASE_URL, {
+        max: config.ADMIN_POOL_SIZE,
+        connectionTimeoutMillis: config.ADMIN_POOL_WAIT_MS,
+        applicationName: 'oncehook-admin',
+        statementTimeoutMs: config.ADMIN_STATEMENT_TIMEOUT_MS,
+        lockTimeoutMs: ADMIN_LOCK_TIMEOUT_MS,
+        idleInTransactionTimeoutMs: config.ADMIN_STATEMENT_TIMEOUT_MS + ADMIN_LOCK_TIMEOUT_MS,
+      })
+    : undefined;
   const queries = createQueries(config.ONCEHOOK_SCHEMA);
   const queueStore = openQueueConnection(config, 'producer');
   const queues = createEventQueues(queueStore, config.QUEUE_PREFIX, config.QUEUE_SHARDS);
@@ -117,15 +149,8 @@ export function buildIngest(config: IngestConfig, options: BuildIngestOptions = 
     faults,
     relay,
     metrics,
-    admin: {
-      token: config.ADMIN_TOKEN,
-      tokens: config.ADMIN_TOKENS,
-      username: config.ADMIN_USERNAME,
-      password: config.ADMIN_PASSWORD,
-      readOnly: config.ADMIN_READ_ONLY,
-      origins: config.ADMIN_ORIGINS,
-      destinations: options.destinations ?? [],
-    },
+    admin: adminSettings,
+    adminPool,
     recentDuplicates: new RecentDuplicates(),
     typeLabels,
     metricsToken: config.METRICS_TOKEN,
@@ -186,6 +211,7 @@ export function buildIngest(config: IngestConfig, options: BuildIngestOptions = 
       await activity?.stop();
       await queues.close();
       await closeQueueConnection(queueStore);
+      await adminPool?.end();
       await pool.end();
     },
   };

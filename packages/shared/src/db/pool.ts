@@ -14,6 +14,10 @@ export interface PoolOptions {
   applicationName?: string;
   /** Called once per statement sent on any of the pool's connections (oncehook_db_statements_total). */
   onStatement?: () => void;
+  /** Session timeouts, set at connect (Postgres cancels past them): the admin's pool has all three. */
+  statementTimeoutMs?: number;
+  lockTimeoutMs?: number;
+  idleInTransactionTimeoutMs?: number;
 }
 
 export function createPool(connectionString: string, options: PoolOptions = {}): pg.Pool {
@@ -23,6 +27,9 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
     connectionTimeoutMillis: options.connectionTimeoutMillis ?? 2_000,
     idleTimeoutMillis: 30_000,
     application_name: options.applicationName ?? 'oncehook',
+    ...(options.statementTimeoutMs ? { statement_timeout: options.statementTimeoutMs } : {}),
+    ...(options.lockTimeoutMs ? { lock_timeout: options.lockTimeoutMs } : {}),
+    ...(options.idleInTransactionTimeoutMs ? { idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs } : {}),
   });
   // An idle client losing its connection (Postgres restarted) emits 'error' on the pool; without
   // a listener that would crash the process. The next query simply gets a fresh connection.

@@ -14,11 +14,12 @@
  *   POST /admin/api/pauses                 {"scope": "handler"|"source", "name", "reason", "now"?}   pause
  *   POST /admin/api/pauses/resume          {"scope", "name", "reason"}                       resume
  */
-import { destinationStates, type Operations, SearchTooSlowError } from '@oncehook/core';
+import { destinationStates, type Operations } from '@oncehook/core';
 import type { Context, Hono } from 'hono';
 import { z } from 'zod';
 import { parseEventSearch } from '../../event-search.js';
 import type { AdminEnv, AdminSettings } from './auth.js';
+import { type AdminBudget, inSearchSlot, type SearchSlots } from './budget.js';
 
 /** Text without NUL (Postgres text cannot hold it), of bounded length. */
 const text = (max: number) =>
@@ -29,8 +30,9 @@ const text = (max: number) =>
     .refine((value) => !value.includes('\0'), 'must not contain a NUL character');
 const rowId = z
   .string()
-  .regex(/^\d{1,15}$/, 'the event is addressed by its numeric row id')
-  .transform(Number);
+  .regex(/^\d{1,16}$/, 'the event is addressed by its numeric row id')
+  .transform(Number)
+  .refine((id) => id >= 1 && id <= Number.MAX_SAFE_INTEGER, 'a row id is from 1 to 9007199254740991');
 const MAX_LIMIT = 10_000;
 
 const redriveBody = z.object({ reason: text(1_000), handler: text(63).optional() }).strict();
@@ -79,21 +81,20 @@ async function jsonBody(c: Context): Promise<{ ok: true; value: unknown } | { ok
   }
 }
 
-export function mountAdminApi(admin: Hono<AdminEnv>, ops: Operations, settings: AdminSettings): void {
+export function mountAdminApi(admin: Hono<AdminEnv>, deps: { ops: Operations; slots: SearchSlots; budget: AdminBudget }, settings: AdminSettings): void {
+  const { ops, slots, budget } = deps;
   const bad = (c: Context, code: string, message: string) => c.json({ error: code, message }, 400);
   const readOnly = (c: Context) => c.json({ error: 'read_only', message: 'admin is read-only (ADMIN_READ_ONLY=true)' }, 403);
 
   admin.get('/api/events', async (c) => {
     const search = parseEventSearch(c.req.query(), { maxLimit: 1_000 });
     if (!search.ok) return bad(c, 'bad_filter', search.message);
-    try {
-      const events = await ops.list(search.filter);
+    // A search that is too slow is a 422 (answerAdminFailures); a client gone cancels it in Postgres.
+    return inSearchSlot(c, slots, budget, async () => {
+      const events = await ops.list(search.filter, { signal: c.req.raw.signal });
       const limit = search.filter.limit ?? 50;
       return c.json({ events, next: events.length === limit ? events[events.length - 1]!.id : null });
-    } catch (error) {
-      if (error instanceof SearchTooSlowError) return c.json({ error: 'search_too_slow', message: error.message }, 422);
-      throw error;
-    }
+    });
   });
 
   admin.get('/api/failure-groups', async (c) => {
@@ -196,6 +197,8 @@ export function mountAdminApi(admin: Hono<AdminEnv>, ops: Operations, settings: 
     const dryRun = dry_run !== false;
     if (!dryRun && settings.readOnly) return c.json({ error: 'read_only', message: 'admin is read-only (ADMIN_READ_ONLY=true); only dry runs are allowed' }, 403);
     if (!dryRun && !reason) return bad(c, 'reason_required', 'a bulk re-drive needs {"reason": "..."}');
-    return c.json(await ops.bulkRedrive(search.filter, { dryRun, actor: c.get('actor'), reason: reason ?? 'dry run' }));
+    return inSearchSlot(c, slots, budget, async () =>
+      c.json(await ops.bulkRedrive(search.filter, { dryRun, actor: c.get('actor'), reason: reason ?? 'dry run', signal: c.req.raw.signal })),
+    );
   });
 }

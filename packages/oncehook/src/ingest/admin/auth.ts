@@ -4,11 +4,21 @@
  * through Hono's bearerAuth and basicAuth, with secrets compared in constant time over sha256
  * digests (hmac.ts secretsEqual). The actor recorded with an operator action is who acted: the
  * basic-auth user, `token:<name>` for a named token, `token` for ADMIN_TOKEN.
+ *
+ * Failed logins are logged (the client's address and the user name tried, never a password or
+ * token; at most 5 lines per client per 10 s) and throttled per client address: past
+ * ADMIN_LOGIN_FAILURES_PER_MINUTE failures in a minute, that address gets 429 until the minute
+ * is over, before any credential is compared. Behind a proxy every client has the proxy's
+ * address: a flood of wrong passwords then makes everyone wait out the minute (chosen over
+ * trusting a forwarded header an attacker can write).
  */
-import { secretsEqual, type Destination } from '@oncehook/shared';
+import { getConnInfo } from '@hono/node-server/conninfo';
+import { createLogLimiter, secretsEqual, type Destination, type Logger } from '@oncehook/shared';
 import type { Context, MiddlewareHandler } from 'hono';
 import { basicAuth } from 'hono/basic-auth';
 import { bearerAuth } from 'hono/bearer-auth';
+import { HTTPException } from 'hono/http-exception';
+import type { AdminBudget } from './budget.js';
 
 export interface AdminSettings {
   token?: string;
@@ -21,6 +31,8 @@ export interface AdminSettings {
   origins?: string[];
   /** The destinations of this environment (docs/destinations.md), or what is wrong with their configuration. */
   destinations?: readonly Destination[] | string;
+  /** Pool, timeouts, searches and login failures (budget.ts); DEFAULT_ADMIN_BUDGET when absent. */
+  budget?: AdminBudget;
 }
 
 export type AdminEnv = { Variables: { actor: string } };
@@ -31,7 +43,53 @@ export function adminConfigured(settings: AdminSettings): boolean {
   return Boolean(settings.token || settings.tokens?.length || (settings.username && settings.password));
 }
 
-export function adminAuth(settings: AdminSettings): MiddlewareHandler<AdminEnv> {
+/** Where a request comes from (the socket's address); `unknown` for a request with no socket (app.request in tests). */
+function clientOf(c: Context): string {
+  try {
+    return getConnInfo(c).remote.address ?? 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+/** Failed logins per client address in the current minute (at most 10,000 addresses tracked; the oldest forgotten first). */
+function createLoginThrottle(perMinute: number, now = Date.now) {
+  const windows = new Map<string, { start: number; failures: number }>();
+  const current = (client: string) => {
+    const w = windows.get(client);
+    return w && now() - w.start < 60_000 ? w : null;
+  };
+  return {
+    /** Seconds left to wait, or 0 when this client may try. */
+    waitSeconds(client: string): number {
+      const w = current(client);
+      return w && w.failures >= perMinute ? Math.max(1, Math.ceil((w.start + 60_000 - now()) / 1000)) : 0;
+    },
+    failed(client: string): number {
+      let w = current(client);
+      if (!w) {
+        if (windows.size >= 10_000) windows.delete(windows.keys().next().value as string);
+        w = { start: now(), failures: 0 };
+        windows.set(client, w);
+      }
+      w.failures += 1;
+      return w.failures;
+    },
+  };
+}
+
+/** The user name a failed basic-auth request tried, printable and short, for the log (never the password). */
+function triedUser(header: string): string | null {
+  const match = /^basic\s+(\S+)/i.exec(header);
+  if (!match) return null;
+  const decoded = Buffer.from(match[1]!, 'base64').toString('utf8');
+  const user = decoded.includes(':') ? decoded.slice(0, decoded.indexOf(':')) : '';
+  return user.replace(/[^\x20-\x7e]/g, '?').slice(0, 64);
+}
+
+export function adminAuth(settings: AdminSettings, log?: Logger): MiddlewareHandler<AdminEnv> {
+  const throttle = createLoginThrottle(settings.budget?.loginFailuresPerMinute ?? 10);
+  const logLimit = createLogLimiter({ windowMs: 10_000, perWindow: 5, maxKeys: 10_000 });
   const { username, password } = settings;
   const tokens = [...(settings.token ? [{ label: null, token: settings.token }] : []), ...(settings.tokens ?? [])];
   const bearer =
@@ -69,7 +127,22 @@ export function adminAuth(settings: AdminSettings): MiddlewareHandler<AdminEnv> 
     const header = c.req.header('authorization') ?? '';
     // Hono's built-ins are typed for the default Env; the variables they set are ours.
     const plain = c as unknown as Context;
-    if (bearer && (/^bearer /i.test(header) || !basic)) return bearer(plain, next);
-    return basic!(plain, next);
+    const client = clientOf(plain);
+    const wait = throttle.waitSeconds(client);
+    if (wait > 0) {
+      return c.json({ error: 'too_many_failed_logins', message: `too many failed admin logins from this address; try again in ${wait} s` }, 429, { 'Retry-After': String(wait) });
+    }
+    try {
+      if (bearer && (/^bearer /i.test(header) || !basic)) return await bearer(plain, next);
+      return await basic!(plain, next);
+    } catch (error) {
+      // The built-ins throw a 401 before calling next: a failed login (a route's own errors never get here).
+      if (error instanceof HTTPException && error.status === 401 && header !== '') {
+        const failures = throttle.failed(client);
+        const { log: write, suppressed } = logLimit(client);
+        if (write) log?.warn({ client, user: triedUser(header), scheme: /^bearer /i.test(header) ? 'bearer' : 'basic', failures, suppressed }, 'admin login failed');
+      }
+      throw error;
+    }
   };
 }

@@ -13,11 +13,12 @@ import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { HonoAdapter } from '@bull-board/hono';
 import { serveStatic } from '@hono/node-server/serve-static';
 import { createOperations, queuesOf, type JobTarget, type Queries } from '@oncehook/core';
-import type { Pool } from '@oncehook/shared';
+import type { Logger, Pool } from '@oncehook/shared';
 import type { Hono } from 'hono';
 import { RecentDuplicates } from '../recent-duplicates.js';
 import { mountAdminApi } from './api.js';
 import { adminAuth, adminConfigured, type AdminEnv, type AdminSettings } from './auth.js';
+import { answerAdminFailures, createSearchSlots, DEFAULT_ADMIN_BUDGET } from './budget.js';
 import { csrfGuard, securityHeaders } from './security.js';
 import { mountActivity } from './activity-page.js';
 import { mountHandlerPages } from './handler-pages.js';
@@ -25,21 +26,27 @@ import { mountAdminViews, page } from './views.js';
 
 export type { AdminSettings } from './auth.js';
 
-/** What the admin reads and acts on: the database, the queue, the duplicates ingest saw. */
+/** What the admin reads and acts on: the database (through its OWN pool), the queue, the duplicates ingest saw. */
 export interface AdminDeps {
+  /** The admin's pool (build-ingest.ts: ADMIN_POOL_SIZE and its timeouts), never ingest's. */
   pool: Pool;
   queries: Queries;
   queue: JobTarget;
+  log: Logger;
   recentDuplicates?: RecentDuplicates;
 }
 
 export function mountAdmin(app: Hono, deps: AdminDeps, settings: AdminSettings): boolean {
   if (!adminConfigured(settings)) return false;
-  const ops = createOperations({ pool: deps.pool, queries: deps.queries, queue: deps.queue });
+  const budget = settings.budget ?? DEFAULT_ADMIN_BUDGET;
+  const ops = createOperations({ pool: deps.pool, queries: deps.queries, queue: deps.queue, searchTimeoutMs: budget.statementTimeoutMs });
+  const slots = createSearchSlots(budget.searchesPerUser);
   const admin = app.basePath('/admin') as unknown as Hono<AdminEnv>;
   admin.use('*', securityHeaders());
   admin.use('*', csrfGuard(settings.origins ?? []));
-  admin.use('*', adminAuth(settings));
+  admin.use('*', adminAuth(settings, deps.log));
+  // A busy, slow or unavailable database is a 503 or 422 naming why, never a 500.
+  admin.use('*', answerAdminFailures(budget));
   // `/admin/` as `/admin` (behind the same guards: registered after them).
   app.get('/admin/', (c) => c.redirect('/admin/events', 302));
 
@@ -62,9 +69,9 @@ export function mountAdmin(app: Hono, deps: AdminDeps, settings: AdminSettings):
   });
   admin.route('/queues', board.registerPlugin());
 
-  mountAdminApi(admin, ops, settings);
+  mountAdminApi(admin, { ops, slots, budget }, settings);
   mountActivity(admin, { ops, page: (title, body) => page(title, body) });
   mountHandlerPages(admin, { ops, page }, settings);
-  mountAdminViews(admin, { pool: deps.pool, queries: deps.queries, ops, recentDuplicates: deps.recentDuplicates ?? new RecentDuplicates() }, settings);
+  mountAdminViews(admin, { pool: deps.pool, queries: deps.queries, ops, slots, budget, recentDuplicates: deps.recentDuplicates ?? new RecentDuplicates() }, settings);
   return true;
 }

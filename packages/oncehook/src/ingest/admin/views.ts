@@ -17,14 +17,25 @@
  * script are served from /admin/assets. The actions post JSON to the admin API (api.ts).
  */
 import { readFileSync } from 'node:fs';
-import { destinationStates, EVENT_STATES, type EventDetail, type EventSummary, type FailureGroup, type Operations, type Queries, SearchTooSlowError } from '@oncehook/core';
+import {
+  destinationStates,
+  EVENT_STATES,
+  type EventDetail,
+  type EventFilter,
+  type EventSummary,
+  type FailureGroup,
+  type Operations,
+  type Queries,
+  SearchTooSlowError,
+} from '@oncehook/core';
 import type { RunRow } from '@oncehook/core';
 import type { Pool } from '@oncehook/shared';
-import type { Hono } from 'hono';
+import type { Context, Hono } from 'hono';
 import { html } from 'hono/html';
 import { parseEventSearch, type SearchInput, searchQuery } from '../../event-search.js';
 import type { RecentDuplicate, RecentDuplicates } from '../recent-duplicates.js';
 import type { AdminEnv, AdminSettings } from './auth.js';
+import { type AdminBudget, inSearchSlot, type SearchSlots } from './budget.js';
 
 /** The actions' script (assets/event-actions.js; in dist, copied next to the bundle by the build). */
 const EVENT_ACTIONS_JS = readFileSync(new URL('./assets/event-actions.js', import.meta.url), 'utf8');
@@ -227,7 +238,11 @@ ${steps.length === 0 ? html`<p class="muted">No recorded step.</p>` : steps.map(
   return forms.length === 0 ? html`<p class="muted">Nothing to re-drive or replay while runs are in flight.</p>` : html`${forms}`;
 }
 
-export function mountAdminViews(admin: Hono<AdminEnv>, deps: { pool: Pool; queries: Queries; ops: Operations; recentDuplicates: RecentDuplicates }, settings: AdminSettings): void {
+export function mountAdminViews(
+  admin: Hono<AdminEnv>,
+  deps: { pool: Pool; queries: Queries; ops: Operations; slots: SearchSlots; budget: AdminBudget; recentDuplicates: RecentDuplicates },
+  settings: AdminSettings,
+): void {
   const { pool, queries, ops } = deps;
   // Served, not inline: the pages' Content-Security-Policy allows styles and scripts from the admin only.
   admin.get('/assets/admin.css', (c) => c.body(PAGE_STYLE, 200, { 'Content-Type': 'text/css; charset=utf-8', 'Cache-Control': 'max-age=3600' }));
@@ -240,13 +255,19 @@ export function mountAdminViews(admin: Hono<AdminEnv>, deps: { pool: Pool; queri
     const form = searchForm(input);
     if (!search.ok) return c.html(page('Events', html`${form}<p class="refused">${search.message}</p>`), 400);
     const searching = Object.values(raw).some((value) => value !== '' && value !== undefined);
+    return inSearchSlot(c, deps.slots, deps.budget, () => eventsPage(c, { input, form, filter: search.filter, searching }));
+  });
+
+  async function eventsPage(c: Context<AdminEnv>, at: { input: SearchInput; form: ReturnType<typeof html>; filter: EventFilter; searching: boolean }): Promise<Response> {
+    const { input, form, searching } = at;
     let events: EventSummary[];
     try {
-      events = await ops.list(search.filter);
+      events = await ops.list(at.filter, { signal: c.req.raw.signal });
     } catch (error) {
       if (!(error instanceof SearchTooSlowError)) throw error;
       return c.html(page('Events', html`${form}<p class="refused">${error.message}</p>`), 422);
     }
+    const search = { filter: at.filter };
     const limit = search.filter.limit ?? 50;
     const next = events.length === limit ? `/admin/events?${searchQuery({ ...input, before: String(events[events.length - 1]!.id) })}` : null;
     const [stuck, failed] = searching ? [[], []] : await Promise.all([queries.listStuckRuns(pool, 60_000, 50), ops.list({ state: 'failed', limit: 50 })]);
@@ -263,7 +284,7 @@ ${searching ? '' : html`<h2>Recent duplicates (seen by this ingest instance)</h2
         settings.readOnly ? [] : ['/admin/assets/event-actions.js'],
       ),
     );
-  });
+  }
 
   admin.get('/failures', async (c) => {
     const showResolved = c.req.query('resolved') === 'true';
@@ -338,7 +359,7 @@ ${rows.map(
     );
   });
 
-  admin.get('/events/:id{[0-9]{1,15}}', async (c) => {
+  admin.get('/events/:id{[0-9]{1,16}}', async (c) => {
     const detail = await ops.show(Number(c.req.param('id')));
     if (!detail) return c.html(page('Not found', html`<p>No event ${c.req.param('id')}.</p>`), 404);
     const e = detail.event;
