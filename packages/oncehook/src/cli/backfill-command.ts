@@ -12,6 +12,7 @@ import { loadIngestConfig } from '../config.js';
 import { parseInstant } from '../event-search.js';
 import { type Command, UsageError } from './command.js';
 import { withOperations } from './connections.js';
+import { writeOut } from './terminal.js';
 
 const OPTIONS = {
   since: { type: 'string' },
@@ -31,7 +32,7 @@ const PROGRESS_EVERY_PAGES = 10;
 const MAX_RATE_LIMIT_WAIT_MS = 60_000;
 
 function out(line: string): void {
-  process.stdout.write(`${line}\n`);
+  writeOut(line);
 }
 
 /** The counts as one line. */

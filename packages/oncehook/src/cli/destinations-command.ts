@@ -10,6 +10,7 @@ import { destinationStates, type DestinationState } from '@oncehook/core';
 import { destinationPublicKey, loadDestinations } from '@oncehook/shared';
 import { type Command, UsageError } from './command.js';
 import { withOperations } from './connections.js';
+import { terminalSafe, writeOut } from './terminal.js';
 
 /** Three lines per destination: where and what it takes, its signatures and limits, how it is doing. */
 function describe(r: DestinationState): string {
@@ -61,8 +62,8 @@ signingKeyEnv) and whpk_... (its receiver verifies v1a signatures with it).`,
     }
     return withOperations(env, async ({ ops }) => {
       const rows = await destinationStates(ops, destinations);
-      if (values.json) process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
-      else for (const r of rows) process.stdout.write(describe(r));
+      if (values.json) writeOut(JSON.stringify(rows, null, 2));
+      else for (const r of rows) process.stdout.write(terminalSafe(describe(r)));
       return 0;
     });
   },

@@ -18,6 +18,7 @@ import { migrateCommand } from './migrate-command.js';
 import { operatorCommands } from './operator-commands.js';
 import { ingestCommand, workerCommand } from './process-commands.js';
 import { sendCommand } from './send-command.js';
+import { writeErr } from './terminal.js';
 
 export const COMMANDS: Command[] = [migrateCommand, ingestCommand, workerCommand, devCommand, ...operatorCommands, backfillCommand, destinationsCommand, sendCommand];
 
@@ -72,14 +73,14 @@ export async function runCli(argv: string[], self: string[], options: { exportEn
     return await command.run(args, { env, envFiles: files, cwd, self });
   } catch (error) {
     if (error instanceof UsageError) {
-      process.stderr.write(`oncehook ${command.name}: ${error.message}\nusage: ${command.usage}\n`);
+      writeErr(`oncehook ${command.name}: ${error.message}\nusage: ${command.usage}`);
       return 2;
     }
     if (isConfigError(error) || error instanceof StartupError) {
-      process.stderr.write(`oncehook ${command.name}: ${(error as Error).message}\n`);
+      writeErr(`oncehook ${command.name}: ${(error as Error).message}`);
       return 1;
     }
-    process.stderr.write(`oncehook ${command.name} failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    writeErr(`oncehook ${command.name} failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
     return 1;
   }
 }

@@ -8,6 +8,7 @@ import { type EventFilter, type EventSummary, type EventView, type Operations, t
 import { parseEventSearch, SEARCH_FIELDS } from '../event-search.js';
 import { type Command, UsageError } from './command.js';
 import { withOperations } from './connections.js';
+import { writeOut } from './terminal.js';
 
 const COMMANDS = {
   list: {
@@ -226,8 +227,8 @@ function parseInvocation(command: string, args: string[]): Invocation {
     },
     needTarget() {
       if (target === undefined) return usage(`${command} needs a row id or provider/event_id`);
-      if (!/^\d{1,15}$/.test(target) && !/^[^/]{1,63}\/.{1,300}$/.test(target)) {
-        return usage(`"${target.slice(0, 40)}" is neither a row id (1 to 15 digits) nor provider/event_id`);
+      if (!(/^\d{1,16}$/.test(target) && Number(target) <= Number.MAX_SAFE_INTEGER) && !/^[^/]{1,63}\/.{1,300}$/.test(target)) {
+        return usage(`"${target.slice(0, 40)}" is neither a row id (1 to 9007199254740991) nor provider/event_id`);
       }
       return target;
     },
@@ -236,7 +237,8 @@ function parseInvocation(command: string, args: string[]): Invocation {
 
 /** Prints a line, or a value as indented JSON. */
 function out(value: unknown): void {
-  process.stdout.write(`${typeof value === 'string' ? value : JSON.stringify(value, null, 2)}\n`);
+  // Event types, ids and errors come from outside: control characters are printed escaped.
+  writeOut(typeof value === 'string' ? value : JSON.stringify(value, null, 2));
 }
 
 /** Prints a last line, returns the exit code. */

@@ -15,6 +15,7 @@ import { fixture, fixtureTypes, providerOf, secretsOf, signedDelivery, sourceDec
 import { loadIngestConfig } from '../config.js';
 import { type Command, invocation, UsageError } from './command.js';
 import { withDevSecrets } from './dev-env.js';
+import { writeOut } from './terminal.js';
 
 function kindOf(declaration: SourceDeclaration): DeliveryKind {
   return declaration.kind;
@@ -119,7 +120,7 @@ async function send(args: string[], shell: Record<string, string>): Promise<numb
       } catch {
         // not JSON: print as is
       }
-      process.stdout.write(`  #${n + 1} -> ${response.status} ${summary}\n`);
+      writeOut(`  #${n + 1} -> ${response.status} ${summary}`);
       if (response.status === 401)
         process.stdout.write(
           `     (ingest verifies with another secret: give both the same ${secretVariable(declaration)}, e.g. in .env.local, or leave both unset under oncehook dev)\n`,
