@@ -191,12 +191,14 @@ export async function startWorker(opts: {
   metrics?: WorkerMetrics;
   /** Destinations run beside the handlers (loadDestinations). */
   destinations?: readonly Destination[];
+  /** Default: testLog (silent unless TEST_SHOW_LOGS). */
+  log?: Logger;
   /** Start the reconciler loop too (default: off; tests call reconciler.runOnce() when they want a pass). */
   reconciler?: boolean;
 }): Promise<OncehookWorker> {
   const config = loadWorkerConfig(testEnv({ databaseUrl: opts.databaseUrl, prefix: opts.prefix, redisUrl: opts.redisUrl, sandboxUrl: opts.sandboxUrl, extra: opts.env }));
   const worker = buildWorker(config, opts.handlers ?? exampleHandlers(opts.sandboxUrl), {
-    log: testLog,
+    log: opts.log ?? testLog,
     faults: opts.faults ?? noFaults,
     hooks: opts.hooks,
     metrics: opts.metrics ?? createWorkerMetrics({ defaultMetrics: false }),

@@ -12,6 +12,7 @@
  * runs against the real API.
  */
 import { OutboundRefusedError, outboundFetchFor } from '../outbound/outbound-http.js';
+import { redactSecrets } from '../outbound/secrets.js';
 import type { VerifiedEvent } from '../verified-event.js';
 import type { ProviderVariable } from './provider-variable.js';
 
@@ -255,4 +256,30 @@ export class ListingBudget {
       ? `${this.api} answered more than ${this.limits.maxResponseBytes} bytes in one page: stopped (a page of events is a few MB at most)`
       : `${this.api} answered more than ${this.limits.maxBytes} bytes in this listing: stopped; list a shorter window`;
   }
+}
+
+/**
+ * A provider's backfill whose errors never carry its key: an API (or a stand-in posing as it)
+ * may echo what it was sent in its error's message, which the CLI prints and a scheduled pass
+ * stores. The key is the API's first variable (`env[0]`); every variable whose name says KEY or
+ * TOKEN is scrubbed too.
+ */
+export function keyRedacted(api: BackfillApi): BackfillApi {
+  return {
+    ...api,
+    async *list(context, query, hooks) {
+      const secrets = api.env
+        .filter((v, i) => i === 0 || /KEY|TOKEN|SECRET/.test(v.name))
+        .flatMap((v) => {
+          const value = context.env[v.name];
+          return value ? [value] : [];
+        });
+      try {
+        yield* api.list(context, query, hooks);
+      } catch (error) {
+        if (error instanceof Error) error.message = redactSecrets(error.message, secrets);
+        throw error;
+      }
+    },
+  };
 }

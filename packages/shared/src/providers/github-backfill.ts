@@ -22,7 +22,7 @@
 import { ConfigError } from '@oncehook/sdk';
 import { z } from 'zod';
 import { VerificationError } from '../errors.js';
-import { BackfillApiError, ListingBudget, MAX_RATE_LIMITED_IN_A_ROW, retryAfterMs, withRateLimits, type BackfillApi, type BackfillItem } from './backfill.js';
+import { BackfillApiError, keyRedacted, ListingBudget, MAX_RATE_LIMITED_IN_A_ROW, retryAfterMs, withRateLimits, type BackfillApi, type BackfillItem } from './backfill.js';
 import type { VerifiedEvent } from '../verified-event.js';
 
 /** What @octokit/core throws, as far as a listing reads it. */
@@ -86,103 +86,104 @@ export function nextLink(link: string | undefined): string | null {
 type EventOf = (source: string, headers: { delivery: string; hookId: string; eventName: string; targetType: string | null }, json: Buffer, hash: Buffer | null) => VerifiedEvent;
 
 /** GitHub's backfill, reading each delivery's event as github.ts reads a delivery (`eventOf`). */
-export const githubBackfill = (eventOf: EventOf): BackfillApi => ({
-  env: [
-    {
-      name: 'GITHUB_API_TOKEN',
-      schema: z.string().optional(),
-      shown: 'unset',
-      meaning:
-        "A GitHub token that can read the webhook's deliveries (fine-grained: the repository's Webhooks, read; an organization's hook: its Webhooks, read), for `oncehook backfill github`",
-    },
-    {
-      name: 'GITHUB_BACKFILL_HOOK',
-      schema: z.string().optional(),
-      shown: 'unset',
-      meaning: 'The webhook `oncehook backfill github` reads: `<owner>/<repo>/<hook id>` or `org/<org>/<hook id>`',
-    },
-    {
-      name: 'GITHUB_API_BASE',
-      schema: z.string().url().optional(),
-      shown: 'https://api.github.com',
-      meaning: "Where `oncehook backfill github` reaches GitHub's API (GitHub Enterprise Server: `https://<host>/api/v3`)",
-    },
-  ],
-  history: { days: 3, what: "GitHub keeps a webhook's deliveries for 3 days" },
-  knowsUndelivered: true,
+export const githubBackfill = (eventOf: EventOf): BackfillApi =>
+  keyRedacted({
+    env: [
+      {
+        name: 'GITHUB_API_TOKEN',
+        schema: z.string().optional(),
+        shown: 'unset',
+        meaning:
+          "A GitHub token that can read the webhook's deliveries (fine-grained: the repository's Webhooks, read; an organization's hook: its Webhooks, read), for `oncehook backfill github`",
+      },
+      {
+        name: 'GITHUB_BACKFILL_HOOK',
+        schema: z.string().optional(),
+        shown: 'unset',
+        meaning: 'The webhook `oncehook backfill github` reads: `<owner>/<repo>/<hook id>` or `org/<org>/<hook id>`',
+      },
+      {
+        name: 'GITHUB_API_BASE',
+        schema: z.string().url().optional(),
+        shown: 'https://api.github.com',
+        meaning: "Where `oncehook backfill github` reaches GitHub's API (GitHub Enterprise Server: `https://<host>/api/v3`)",
+      },
+    ],
+    history: { days: 3, what: "GitHub keeps a webhook's deliveries for 3 days" },
+    knowsUndelivered: true,
 
-  async *list(context, query, hooks = {}) {
-    const token = context.env.GITHUB_API_TOKEN;
-    if (!token) throw new ConfigError("GITHUB_API_TOKEN is not set: backfill reads the webhook's deliveries with a token that can (fine-grained: Webhooks, read)");
-    const routes = hookRoutes(context.env.GITHUB_BACKFILL_HOOK);
-    const baseUrl = (context.env.GITHUB_API_BASE ?? 'https://api.github.com').replace(/\/+$/, '');
-    if (!/^https?:\/\//.test(baseUrl)) throw new ConfigError(`GITHUB_API_BASE must be an http(s) URL (got "${baseUrl.slice(0, 60)}")`);
-    const Octokit = await loadOctokit();
-    // Every call through the outbound guard, to GITHUB_API_BASE's origin only, its answers
-    // bounded (ListingBudget); a Link to another origin stops the listing.
-    const budget = new ListingBudget("GitHub's API", new URL(baseUrl).origin, context.limits);
-    const octokit = new Octokit({ auth: token, baseUrl, request: { timeout: 30_000, fetch: budget.fetch() } });
-    let calls = 0;
+    async *list(context, query, hooks = {}) {
+      const token = context.env.GITHUB_API_TOKEN;
+      if (!token) throw new ConfigError("GITHUB_API_TOKEN is not set: backfill reads the webhook's deliveries with a token that can (fine-grained: Webhooks, read)");
+      const routes = hookRoutes(context.env.GITHUB_BACKFILL_HOOK);
+      const baseUrl = (context.env.GITHUB_API_BASE ?? 'https://api.github.com').replace(/\/+$/, '');
+      if (!/^https?:\/\//.test(baseUrl)) throw new ConfigError(`GITHUB_API_BASE must be an http(s) URL (got "${baseUrl.slice(0, 60)}")`);
+      const Octokit = await loadOctokit();
+      // Every call through the outbound guard, to GITHUB_API_BASE's origin only, its answers
+      // bounded (ListingBudget); a Link to another origin stops the listing.
+      const budget = new ListingBudget("GitHub's API", new URL(baseUrl).origin, context.limits);
+      const octokit = new Octokit({ auth: token, baseUrl, request: { timeout: 30_000, fetch: budget.fetch() } });
+      let calls = 0;
 
-    /** One API call, a rate limit waited out (withRateLimits); any other failure a BackfillApiError. */
-    async function call<T>(route: string, params: Record<string, unknown>): Promise<{ data: T; headers: Record<string, string | undefined> }> {
-      try {
-        const response = await withRateLimits(() => octokit.request(route, params), rateLimitWait, context, hooks);
-        calls += 1;
-        return { data: response.data as T, headers: response.headers as Record<string, string | undefined> };
-      } catch (error) {
-        if (budget.stopped) throw budget.explain(error);
-        const e = error as OctokitErrorShape;
-        throw new BackfillApiError(
-          `GitHub's API ${e.status ? `answered ${e.status}` : 'could not be reached'}${rateLimitWait(error) !== null ? ` ${MAX_RATE_LIMITED_IN_A_ROW + 1} times in a row` : ''}: ${e.message ?? String(error)}`,
-          e.status ?? null,
-        );
-      }
-    }
-
-    /** GitHub's rate limits: a 429, or a 403 with `x-ratelimit-remaining: 0`; wait for Retry-After, or until `x-ratelimit-reset`. */
-    function rateLimitWait(error: unknown): number | null {
-      const e = error as OctokitErrorShape;
-      const headers = e.response?.headers ?? {};
-      if (!(e.status === 429 || (e.status === 403 && headers['x-ratelimit-remaining'] === '0'))) return null;
-      if (headers['retry-after']) return retryAfterMs(headers['retry-after'], context.maxRateLimitWaitMs);
-      const reset = headers['x-ratelimit-reset'] ? Number(headers['x-ratelimit-reset']) * 1000 - Date.now() : 1_000;
-      return Math.min(Math.max(reset, 0), context.maxRateLimitWaitMs);
-    }
-
-    const seen = new Set<string>();
-    let cursor = context.cursor ?? null;
-    for (;;) {
-      if (context.maxCalls !== null && calls >= context.maxCalls) return;
-      budget.page(cursor);
-      const page = await call<DeliverySummary[]>(routes.list, { ...routes.params, per_page: 100, ...(cursor ? { cursor } : {}) });
-      hooks.onPage?.(calls);
-      let older = false;
-      for (const delivery of page.data) {
-        const at = Date.parse(delivery.delivered_at);
-        if (at > query.until.getTime()) continue;
-        if (at < query.since.getTime()) {
-          older = true;
-          break;
+      /** One API call, a rate limit waited out (withRateLimits); any other failure a BackfillApiError. */
+      async function call<T>(route: string, params: Record<string, unknown>): Promise<{ data: T; headers: Record<string, string | undefined> }> {
+        try {
+          const response = await withRateLimits(() => octokit.request(route, params), rateLimitWait, context, hooks);
+          calls += 1;
+          return { data: response.data as T, headers: response.headers as Record<string, string | undefined> };
+        } catch (error) {
+          if (budget.stopped) throw budget.explain(error);
+          const e = error as OctokitErrorShape;
+          throw new BackfillApiError(
+            `GitHub's API ${e.status ? `answered ${e.status}` : 'could not be reached'}${rateLimitWait(error) !== null ? ` ${MAX_RATE_LIMITED_IN_A_ROW + 1} times in a row` : ''}: ${e.message ?? String(error)}`,
+            e.status ?? null,
+          );
         }
-        if (seen.has(delivery.guid)) continue;
-        const ok = delivery.status_code >= 200 && delivery.status_code < 300;
-        seen.add(delivery.guid);
-        // Newest first: a redelivery that succeeded is listed before the failed attempts of its GUID.
-        if (ok && !query.all) continue;
-        const type = delivery.action ? `${delivery.event}.${delivery.action}` : delivery.event;
-        if (query.types && !query.types.includes(type) && !query.types.includes(delivery.event)) continue;
-        const detail = await call<DeliveryDetail>(routes.detail, { ...routes.params, delivery_id: delivery.id });
-        yield toItem(eventOf, detail.data, delivery, context.source.name, routes.hookId);
       }
-      const link = nextLink(page.headers.link);
-      const next = link === null ? null : budget.checkLink(link).searchParams.get('cursor');
-      hooks.onCursor?.(older || next === null ? null : next);
-      if (older || next === null) return;
-      cursor = next;
-    }
-  },
-});
+
+      /** GitHub's rate limits: a 429, or a 403 with `x-ratelimit-remaining: 0`; wait for Retry-After, or until `x-ratelimit-reset`. */
+      function rateLimitWait(error: unknown): number | null {
+        const e = error as OctokitErrorShape;
+        const headers = e.response?.headers ?? {};
+        if (!(e.status === 429 || (e.status === 403 && headers['x-ratelimit-remaining'] === '0'))) return null;
+        if (headers['retry-after']) return retryAfterMs(headers['retry-after'], context.maxRateLimitWaitMs);
+        const reset = headers['x-ratelimit-reset'] ? Number(headers['x-ratelimit-reset']) * 1000 - Date.now() : 1_000;
+        return Math.min(Math.max(reset, 0), context.maxRateLimitWaitMs);
+      }
+
+      const seen = new Set<string>();
+      let cursor = context.cursor ?? null;
+      for (;;) {
+        if (context.maxCalls !== null && calls >= context.maxCalls) return;
+        budget.page(cursor);
+        const page = await call<DeliverySummary[]>(routes.list, { ...routes.params, per_page: 100, ...(cursor ? { cursor } : {}) });
+        hooks.onPage?.(calls);
+        let older = false;
+        for (const delivery of page.data) {
+          const at = Date.parse(delivery.delivered_at);
+          if (at > query.until.getTime()) continue;
+          if (at < query.since.getTime()) {
+            older = true;
+            break;
+          }
+          if (seen.has(delivery.guid)) continue;
+          const ok = delivery.status_code >= 200 && delivery.status_code < 300;
+          seen.add(delivery.guid);
+          // Newest first: a redelivery that succeeded is listed before the failed attempts of its GUID.
+          if (ok && !query.all) continue;
+          const type = delivery.action ? `${delivery.event}.${delivery.action}` : delivery.event;
+          if (query.types && !query.types.includes(type) && !query.types.includes(delivery.event)) continue;
+          const detail = await call<DeliveryDetail>(routes.detail, { ...routes.params, delivery_id: delivery.id });
+          yield toItem(eventOf, detail.data, delivery, context.source.name, routes.hookId);
+        }
+        const link = nextLink(page.headers.link);
+        const next = link === null ? null : budget.checkLink(link).searchParams.get('cursor');
+        hooks.onCursor?.(older || next === null ? null : next);
+        if (older || next === null) return;
+        cursor = next;
+      }
+    },
+  });
 
 function toItem(eventOf: EventOf, detail: DeliveryDetail, summary: DeliverySummary, source: string, hookId: string): BackfillItem {
   const headers = new Map(Object.entries(detail.request?.headers ?? {}).map(([name, value]) => [name.toLowerCase(), value]));

@@ -19,7 +19,7 @@
 import { ConfigError } from '@oncehook/sdk';
 import { z } from 'zod';
 import { VerificationError } from '../errors.js';
-import { BackfillApiError, ListingBudget, MAX_RATE_LIMITED_IN_A_ROW, retryAfterMs, withRateLimits, type BackfillApi, type BackfillItem } from './backfill.js';
+import { BackfillApiError, keyRedacted, ListingBudget, MAX_RATE_LIMITED_IN_A_ROW, retryAfterMs, withRateLimits, type BackfillApi, type BackfillItem } from './backfill.js';
 import { topLevelEvent, type TopLevelFields } from './types.js';
 
 interface Notification {
@@ -35,74 +35,75 @@ interface NotificationPage {
 }
 
 /** Paddle Billing's backfill, reading each payload as paddle.ts reads a delivery (`fields`). */
-export const paddleBackfill = (fields: TopLevelFields): BackfillApi => ({
-  env: [
-    {
-      name: 'PADDLE_API_KEY',
-      schema: z.string().optional(),
-      shown: 'unset',
-      meaning: 'A Paddle Billing API key with `notification.read`, for `oncehook backfill paddle`',
-    },
-    {
-      name: 'PADDLE_API_BASE',
-      schema: z.string().url().optional(),
-      shown: 'https://api.paddle.com',
-      meaning: "Where `oncehook backfill paddle` reaches Paddle's API (`https://sandbox-api.paddle.com` for a sandbox account)",
-    },
-  ],
-  history: { days: 90, what: 'Paddle keeps notifications for 90 days' },
-  knowsUndelivered: true,
+export const paddleBackfill = (fields: TopLevelFields): BackfillApi =>
+  keyRedacted({
+    env: [
+      {
+        name: 'PADDLE_API_KEY',
+        schema: z.string().optional(),
+        shown: 'unset',
+        meaning: 'A Paddle Billing API key with `notification.read`, for `oncehook backfill paddle`',
+      },
+      {
+        name: 'PADDLE_API_BASE',
+        schema: z.string().url().optional(),
+        shown: 'https://api.paddle.com',
+        meaning: "Where `oncehook backfill paddle` reaches Paddle's API (`https://sandbox-api.paddle.com` for a sandbox account)",
+      },
+    ],
+    history: { days: 90, what: 'Paddle keeps notifications for 90 days' },
+    knowsUndelivered: true,
 
-  async *list(context, query, hooks = {}) {
-    const key = context.env.PADDLE_API_KEY;
-    if (!key) throw new ConfigError('PADDLE_API_KEY is not set: backfill reads notifications with a Paddle API key that can (permission notification.read)');
-    if (key.length < 20 || /\s/.test(key)) throw new ConfigError('PADDLE_API_KEY does not look like a Paddle API key (pdl_live_apikey_... or pdl_sdbx_apikey_...)');
-    const base = (context.env.PADDLE_API_BASE ?? 'https://api.paddle.com').replace(/\/+$/, '');
-    if (!/^https?:\/\//.test(base)) throw new ConfigError(`PADDLE_API_BASE must be an http(s) URL (got "${base.slice(0, 60)}")`);
-    const first = new URL(`${base}/notifications`);
-    first.searchParams.set('per_page', '200');
-    first.searchParams.set('order_by', 'id[DESC]');
-    first.searchParams.set('from', query.since.toISOString());
-    first.searchParams.set('to', query.until.toISOString());
-    if (!query.all) first.searchParams.set('status', 'failed,needs_retry,not_attempted');
-    // Every call through the outbound guard, to PADDLE_API_BASE's origin only, its answers
-    // bounded; a `next` link elsewhere (it would carry the key) stops the listing (ListingBudget).
-    const budget = new ListingBudget("Paddle's API", first.origin, context.limits);
-    const fetchPage = pageFetcher(budget.fetch(), key);
-    let url: string | null = context.cursor ? budget.checkLink(context.cursor).toString() : first.toString();
-    let calls = 0;
-    const seen = new Set<string>();
-    while (url !== null) {
-      if (context.maxCalls !== null && calls >= context.maxCalls) return;
-      budget.page(url === first.toString() ? null : url);
-      const pageUrl: string = url;
-      const page = await withRateLimits(
-        () => fetchPage(pageUrl),
-        (error) => (error instanceof RateLimited ? retryAfterMs(error.retryAfter, context.maxRateLimitWaitMs) : null),
-        context,
-        hooks,
-      ).catch((error: unknown) => {
-        if (budget.stopped) throw budget.explain(error);
-        throw error instanceof RateLimited ? new BackfillApiError(`Paddle's API answered 429 ${MAX_RATE_LIMITED_IN_A_ROW + 1} times in a row`, 429) : error;
-      });
-      calls += 1;
-      hooks.onPage?.(calls);
-      for (const notification of page.data) {
-        const item = toItem(notification, context.source, fields);
-        // One event notified to several destinations: listed once.
-        const id = 'event' in item ? item.event.eventId : item.refused.id;
-        if (seen.has(id)) continue;
-        seen.add(id);
-        if (query.types && 'event' in item && !query.types.includes(item.event.type)) continue;
-        yield item;
+    async *list(context, query, hooks = {}) {
+      const key = context.env.PADDLE_API_KEY;
+      if (!key) throw new ConfigError('PADDLE_API_KEY is not set: backfill reads notifications with a Paddle API key that can (permission notification.read)');
+      if (key.length < 20 || /\s/.test(key)) throw new ConfigError('PADDLE_API_KEY does not look like a Paddle API key (pdl_live_apikey_... or pdl_sdbx_apikey_...)');
+      const base = (context.env.PADDLE_API_BASE ?? 'https://api.paddle.com').replace(/\/+$/, '');
+      if (!/^https?:\/\//.test(base)) throw new ConfigError(`PADDLE_API_BASE must be an http(s) URL (got "${base.slice(0, 60)}")`);
+      const first = new URL(`${base}/notifications`);
+      first.searchParams.set('per_page', '200');
+      first.searchParams.set('order_by', 'id[DESC]');
+      first.searchParams.set('from', query.since.toISOString());
+      first.searchParams.set('to', query.until.toISOString());
+      if (!query.all) first.searchParams.set('status', 'failed,needs_retry,not_attempted');
+      // Every call through the outbound guard, to PADDLE_API_BASE's origin only, its answers
+      // bounded; a `next` link elsewhere (it would carry the key) stops the listing (ListingBudget).
+      const budget = new ListingBudget("Paddle's API", first.origin, context.limits);
+      const fetchPage = pageFetcher(budget.fetch(), key);
+      let url: string | null = context.cursor ? budget.checkLink(context.cursor).toString() : first.toString();
+      let calls = 0;
+      const seen = new Set<string>();
+      while (url !== null) {
+        if (context.maxCalls !== null && calls >= context.maxCalls) return;
+        budget.page(url === first.toString() ? null : url);
+        const pageUrl: string = url;
+        const page = await withRateLimits(
+          () => fetchPage(pageUrl),
+          (error) => (error instanceof RateLimited ? retryAfterMs(error.retryAfter, context.maxRateLimitWaitMs) : null),
+          context,
+          hooks,
+        ).catch((error: unknown) => {
+          if (budget.stopped) throw budget.explain(error);
+          throw error instanceof RateLimited ? new BackfillApiError(`Paddle's API answered 429 ${MAX_RATE_LIMITED_IN_A_ROW + 1} times in a row`, 429) : error;
+        });
+        calls += 1;
+        hooks.onPage?.(calls);
+        for (const notification of page.data) {
+          const item = toItem(notification, context.source, fields);
+          // One event notified to several destinations: listed once.
+          const id = 'event' in item ? item.event.eventId : item.refused.id;
+          if (seen.has(id)) continue;
+          seen.add(id);
+          if (query.types && 'event' in item && !query.types.includes(item.event.type)) continue;
+          yield item;
+        }
+        // Checked before it is reported (a scheduled pass stores it as its cursor) or followed.
+        const next = page.meta?.pagination?.has_more && page.meta.pagination.next ? budget.checkLink(page.meta.pagination.next).toString() : null;
+        hooks.onCursor?.(next);
+        url = next;
       }
-      // Checked before it is reported (a scheduled pass stores it as its cursor) or followed.
-      const next = page.meta?.pagination?.has_more && page.meta.pagination.next ? budget.checkLink(page.meta.pagination.next).toString() : null;
-      hooks.onCursor?.(next);
-      url = next;
-    }
-  },
-});
+    },
+  });
 
 /** A 429 from Paddle, with its Retry-After. */
 class RateLimited extends Error {

@@ -21,7 +21,7 @@
 import { ConfigError } from '@oncehook/sdk';
 import { z } from 'zod';
 import { VerificationError } from '../errors.js';
-import { BackfillApiError, ListingBudget, MAX_RATE_LIMITED_IN_A_ROW, retryAfterMs, withRateLimits, type BackfillApi, type BackfillItem } from './backfill.js';
+import { BackfillApiError, keyRedacted, ListingBudget, MAX_RATE_LIMITED_IN_A_ROW, retryAfterMs, withRateLimits, type BackfillApi, type BackfillItem } from './backfill.js';
 import { topLevelEvent, type TopLevelFields } from './types.js';
 
 const KEY_PATTERN = /^(rk|sk)_(live|test)_[A-Za-z0-9]{8,}$/;
@@ -42,99 +42,100 @@ async function loadStripe(): Promise<typeof import('stripe').default> {
 }
 
 /** Stripe's backfill, reading each event's fields as stripe.ts reads a delivery's (`fields`). */
-export const stripeBackfill = (fields: TopLevelFields): BackfillApi => ({
-  env: [
-    {
-      name: 'STRIPE_API_KEY',
-      schema: z.string().optional(),
-      shown: 'unset',
-      meaning: 'A Stripe key that can read events (a restricted key, `rk_live_...`, with Events: Read), for `oncehook backfill stripe`; nothing else uses it',
-    },
-    {
-      name: 'STRIPE_API_BASE',
-      schema: z.string().url().optional(),
-      shown: 'https://api.stripe.com',
-      meaning: "Where `oncehook backfill stripe` reaches Stripe's API (a proxy, or the sandbox's simulator in tests)",
-    },
-  ],
-  history: { days: 30, what: 'Stripe lists the events of the last 30 days' },
-  knowsUndelivered: true,
+export const stripeBackfill = (fields: TopLevelFields): BackfillApi =>
+  keyRedacted({
+    env: [
+      {
+        name: 'STRIPE_API_KEY',
+        schema: z.string().optional(),
+        shown: 'unset',
+        meaning: 'A Stripe key that can read events (a restricted key, `rk_live_...`, with Events: Read), for `oncehook backfill stripe`; nothing else uses it',
+      },
+      {
+        name: 'STRIPE_API_BASE',
+        schema: z.string().url().optional(),
+        shown: 'https://api.stripe.com',
+        meaning: "Where `oncehook backfill stripe` reaches Stripe's API (a proxy, or the sandbox's simulator in tests)",
+      },
+    ],
+    history: { days: 30, what: 'Stripe lists the events of the last 30 days' },
+    knowsUndelivered: true,
 
-  async *list(context, query, hooks = {}) {
-    const key = context.env.STRIPE_API_KEY;
-    if (!key)
-      throw new ConfigError(
-        'STRIPE_API_KEY is not set: backfill reads events with a Stripe key that can (create a restricted key with Events: Read in the Dashboard, Developers > API keys)',
-      );
-    if (!KEY_PATTERN.test(key))
-      throw new ConfigError(
-        'STRIPE_API_KEY is not a Stripe secret or restricted key (rk_live_..., rk_test_..., sk_...): a publishable key (pk_...) or a webhook secret (whsec_...) cannot read events',
-      );
-    let base: URL;
-    try {
-      base = new URL(context.env.STRIPE_API_BASE ?? 'https://api.stripe.com');
-    } catch {
-      throw new ConfigError(`STRIPE_API_BASE is not a URL (got "${context.env.STRIPE_API_BASE}")`);
-    }
-    if (base.protocol !== 'https:' && base.protocol !== 'http:') throw new ConfigError(`STRIPE_API_BASE must be an http(s) URL (got "${base.protocol}")`);
-    if (context.cursor && !/^[\w-]{1,255}$/.test(context.cursor)) throw new ConfigError('the cursor to go on from is not a Stripe event id (evt_...): start the listing again');
-    if (query.types && query.types.length > MAX_TYPES)
-      throw new ConfigError(`Stripe filters events by at most ${MAX_TYPES} types at once (got ${query.types.length}): run backfill once per group of types`);
-    const Stripe = await loadStripe();
-    // Every call through the outbound guard, to this origin only, its answers bounded (ListingBudget).
-    const budget = new ListingBudget("Stripe's API", base.origin, context.limits);
-    const stripe = new Stripe(key, {
-      host: base.hostname,
-      port: base.port || (base.protocol === 'https:' ? 443 : 80),
-      protocol: base.protocol === 'https:' ? 'https' : 'http',
-      httpClient: Stripe.createFetchHttpClient(budget.fetch()),
-      maxNetworkRetries: 2,
-      timeout: 30_000,
-      telemetry: false,
-    });
-    const seconds = (date: Date) => Math.floor(date.getTime() / 1000);
-    let startingAfter = context.cursor ?? undefined;
-    let calls = 0;
-    for (;;) {
-      if (context.maxCalls !== null && calls >= context.maxCalls) return;
-      budget.page(startingAfter ?? null);
-      let page: Awaited<ReturnType<typeof stripe.events.list>>;
+    async *list(context, query, hooks = {}) {
+      const key = context.env.STRIPE_API_KEY;
+      if (!key)
+        throw new ConfigError(
+          'STRIPE_API_KEY is not set: backfill reads events with a Stripe key that can (create a restricted key with Events: Read in the Dashboard, Developers > API keys)',
+        );
+      if (!KEY_PATTERN.test(key))
+        throw new ConfigError(
+          'STRIPE_API_KEY is not a Stripe secret or restricted key (rk_live_..., rk_test_..., sk_...): a publishable key (pk_...) or a webhook secret (whsec_...) cannot read events',
+        );
+      let base: URL;
       try {
-        page = await withRateLimits(
-          () =>
-            stripe.events.list({
-              created: { gte: seconds(query.since), lte: seconds(query.until) },
-              limit: 100,
-              ...(query.all ? {} : { delivery_success: false }),
-              ...(query.types ? { types: [...query.types] } : {}),
-              ...(startingAfter ? { starting_after: startingAfter } : {}),
-            }),
-          (error) => {
-            const e = error as StripeErrorShape;
-            return e.statusCode === 429 ? retryAfterMs(e.headers?.['retry-after'], context.maxRateLimitWaitMs) : null;
-          },
-          context,
-          hooks,
-        );
-      } catch (error) {
-        if (budget.stopped) throw budget.explain(error);
-        const e = error as StripeErrorShape;
-        throw new BackfillApiError(
-          `Stripe's API ${e.statusCode ? `answered ${e.statusCode}` : 'could not be reached'}${e.statusCode === 429 ? ` ${MAX_RATE_LIMITED_IN_A_ROW + 1} times in a row` : ''}: ${e.message ?? String(error)}`,
-          e.statusCode ?? null,
-        );
+        base = new URL(context.env.STRIPE_API_BASE ?? 'https://api.stripe.com');
+      } catch {
+        throw new ConfigError(`STRIPE_API_BASE is not a URL (got "${context.env.STRIPE_API_BASE}")`);
       }
-      calls += 1;
-      hooks.onPage?.(calls);
-      for (const event of page.data) yield toItem(event, context.source, fields);
-      const last = page.data.at(-1);
-      const more = page.has_more && last !== undefined;
-      hooks.onCursor?.(more ? last.id : null);
-      if (!more) return;
-      startingAfter = last.id;
-    }
-  },
-});
+      if (base.protocol !== 'https:' && base.protocol !== 'http:') throw new ConfigError(`STRIPE_API_BASE must be an http(s) URL (got "${base.protocol}")`);
+      if (context.cursor && !/^[\w-]{1,255}$/.test(context.cursor)) throw new ConfigError('the cursor to go on from is not a Stripe event id (evt_...): start the listing again');
+      if (query.types && query.types.length > MAX_TYPES)
+        throw new ConfigError(`Stripe filters events by at most ${MAX_TYPES} types at once (got ${query.types.length}): run backfill once per group of types`);
+      const Stripe = await loadStripe();
+      // Every call through the outbound guard, to this origin only, its answers bounded (ListingBudget).
+      const budget = new ListingBudget("Stripe's API", base.origin, context.limits);
+      const stripe = new Stripe(key, {
+        host: base.hostname,
+        port: base.port || (base.protocol === 'https:' ? 443 : 80),
+        protocol: base.protocol === 'https:' ? 'https' : 'http',
+        httpClient: Stripe.createFetchHttpClient(budget.fetch()),
+        maxNetworkRetries: 2,
+        timeout: 30_000,
+        telemetry: false,
+      });
+      const seconds = (date: Date) => Math.floor(date.getTime() / 1000);
+      let startingAfter = context.cursor ?? undefined;
+      let calls = 0;
+      for (;;) {
+        if (context.maxCalls !== null && calls >= context.maxCalls) return;
+        budget.page(startingAfter ?? null);
+        let page: Awaited<ReturnType<typeof stripe.events.list>>;
+        try {
+          page = await withRateLimits(
+            () =>
+              stripe.events.list({
+                created: { gte: seconds(query.since), lte: seconds(query.until) },
+                limit: 100,
+                ...(query.all ? {} : { delivery_success: false }),
+                ...(query.types ? { types: [...query.types] } : {}),
+                ...(startingAfter ? { starting_after: startingAfter } : {}),
+              }),
+            (error) => {
+              const e = error as StripeErrorShape;
+              return e.statusCode === 429 ? retryAfterMs(e.headers?.['retry-after'], context.maxRateLimitWaitMs) : null;
+            },
+            context,
+            hooks,
+          );
+        } catch (error) {
+          if (budget.stopped) throw budget.explain(error);
+          const e = error as StripeErrorShape;
+          throw new BackfillApiError(
+            `Stripe's API ${e.statusCode ? `answered ${e.statusCode}` : 'could not be reached'}${e.statusCode === 429 ? ` ${MAX_RATE_LIMITED_IN_A_ROW + 1} times in a row` : ''}: ${e.message ?? String(error)}`,
+            e.statusCode ?? null,
+          );
+        }
+        calls += 1;
+        hooks.onPage?.(calls);
+        for (const event of page.data) yield toItem(event, context.source, fields);
+        const last = page.data.at(-1);
+        const more = page.has_more && last !== undefined;
+        hooks.onCursor?.(more ? last.id : null);
+        if (!more) return;
+        startingAfter = last.id;
+      }
+    },
+  });
 
 /** A listed event as a delivery of it would be verified (the same fields, the same limits). */
 function toItem(event: { id: string }, source: { name: string; kind: string }, fields: TopLevelFields): BackfillItem {
