@@ -47,7 +47,6 @@ import {
   killAllServices,
   parseScriptArgs,
   rawPosts,
-  REDIS_URL,
   residentMb,
   sampleMax,
   SECRETS,
@@ -56,13 +55,13 @@ import {
   spawnService,
   startBlackhole,
   startHealthProber,
-  STRIPE_SECRET,
-  type Service,
   createScratchDatabase,
 } from '@oncehook/harness';
-import pg from 'pg';
+import { count, countRows, env, type ScenarioRun, sql, startIngest } from './attack/common.js';
+import { ROUND_THREE } from './attack/round-three.js';
 
 const SCENARIOS = [
+  ...(Object.keys(ROUND_THREE) as (keyof typeof ROUND_THREE)[]),
   'slow-bodies',
   'blackhole',
   'labels',
@@ -76,43 +75,6 @@ const SCENARIOS = [
   'liveness',
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
-
-async function countRows(url: string): Promise<number> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    const { rows } = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM oncehook.events');
-    return rows[0]?.n ?? -1;
-  } finally {
-    await client.end();
-  }
-}
-
-function env(databaseUrl: string): Record<string, string> {
-  return {
-    DATABASE_URL: databaseUrl,
-    REDIS_URL,
-    QUEUE_PREFIX: `attack-${randomBytes(4).toString('hex')}`,
-    STRIPE_WEBHOOK_SECRET: STRIPE_SECRET,
-    GITHUB_WEBHOOK_SECRET: SECRETS.github,
-    PORT: '0',
-    HOST: '127.0.0.1',
-    LOG_LEVEL: 'info',
-  };
-}
-
-async function startIngest(root: string | undefined, databaseUrl: string, extra: Record<string, string> = {}): Promise<{ ingest: Service; url: string; port: number }> {
-  const ingest = spawnService('ingest', { ...env(databaseUrl), ...extra }, [], { root });
-  const line = await ingest.waitFor(/ingest listening on \d+/);
-  const port = Number(/listening on (\d+)/.exec(line)?.[1]);
-  return { ingest, url: `http://127.0.0.1:${port}`, port };
-}
-
-function count<T extends { status: number }>(answers: T[]): Record<number, number> {
-  const out: Record<number, number> = {};
-  for (const a of answers) out[a.status] = (out[a.status] ?? 0) + 1;
-  return out;
-}
 
 async function slowBodyScenario(root: string | undefined, databaseUrl: string): Promise<string> {
   const { ingest, url, port } = await startIngest(root, databaseUrl);
@@ -217,17 +179,6 @@ async function poisonScenario(root: string | undefined, databaseUrl: string): Pr
   await ingest.stop();
   const others = answers.filter((_, i) => i !== 26);
   return `poison: the poison got ${answers[26]?.status}; the other 53: ${JSON.stringify(count(others))}`;
-}
-
-/** One SQL query on the attack's database. */
-async function sql<R extends Record<string, unknown>>(url: string, text: string, values: unknown[] = []): Promise<R[]> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query<R>(text, values)).rows;
-  } finally {
-    await client.end();
-  }
 }
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
@@ -448,7 +399,8 @@ async function main(): Promise<void> {
       const migrate = spawnService('migrate', { DATABASE_URL: databaseUrl }, [], { root });
       const { code } = await migrate.exited;
       if (code !== 0) throw new Error(`migrate exited ${code}:\n${migrate.lines.slice(-10).join('\n')}`);
-      const run = {
+      const run: ScenarioRun = {
+        ...ROUND_THREE,
         'slow-bodies': slowBodyScenario,
         blackhole: blackholeScenario,
         labels: labelScenario,

@@ -90,7 +90,7 @@ export function mountAdminApi(admin: Hono<AdminEnv>, deps: { ops: Operations; sl
     const search = parseEventSearch(c.req.query(), { maxLimit: 1_000 });
     if (!search.ok) return bad(c, 'bad_filter', search.message);
     // A search that is too slow is a 422 (answerAdminFailures); a client gone cancels it in Postgres.
-    return inSearchSlot(c, slots, budget, async () => {
+    return inSearchSlot(c, c.get('actor'), slots, budget, async () => {
       const events = await ops.list(search.filter, { signal: c.req.raw.signal });
       const limit = search.filter.limit ?? 50;
       return c.json({ events, next: events.length === limit ? events[events.length - 1]!.id : null });
@@ -197,7 +197,7 @@ export function mountAdminApi(admin: Hono<AdminEnv>, deps: { ops: Operations; sl
     const dryRun = dry_run !== false;
     if (!dryRun && settings.readOnly) return c.json({ error: 'read_only', message: 'admin is read-only (ADMIN_READ_ONLY=true); only dry runs are allowed' }, 403);
     if (!dryRun && !reason) return bad(c, 'reason_required', 'a bulk re-drive needs {"reason": "..."}');
-    return inSearchSlot(c, slots, budget, async () =>
+    return inSearchSlot(c, c.get('actor'), slots, budget, async () =>
       c.json(await ops.bulkRedrive(search.filter, { dryRun, actor: c.get('actor'), reason: reason ?? 'dry run', signal: c.req.raw.signal })),
     );
   });

@@ -14,7 +14,6 @@
 import { isDatabaseUnavailableError, PG_LOCK_NOT_AVAILABLE, PG_QUERY_CANCELED } from '@oncehook/shared';
 import { SearchAbandonedError, SearchTooSlowError } from '@oncehook/core';
 import type { Context, MiddlewareHandler } from 'hono';
-import type { AdminEnv } from './auth.js';
 
 export interface AdminBudget {
   poolSize: number;
@@ -50,9 +49,9 @@ export function createSearchSlots(perUser: number) {
 
 export type SearchSlots = ReturnType<typeof createSearchSlots>;
 
-/** Runs a search in one of the user's slots, or answers 429. */
-export async function inSearchSlot(c: Context<AdminEnv>, slots: SearchSlots, budget: AdminBudget, search: () => Promise<Response>): Promise<Response> {
-  const give = slots.take(c.get('actor'));
+/** Runs a search in one of the user's (`actor`'s) slots, or answers 429. */
+export async function inSearchSlot(c: Context, actor: string, slots: SearchSlots, budget: AdminBudget, search: () => Promise<Response>): Promise<Response> {
+  const give = slots.take(actor);
   if (!give) {
     c.header('Retry-After', '2');
     return c.json(
@@ -96,7 +95,7 @@ export function adminFailure(error: unknown, budget: AdminBudget): { status: 422
 }
 
 /** Answers the failures adminFailure knows with their status, after any admin route threw. */
-export function answerAdminFailures(budget: AdminBudget): MiddlewareHandler<AdminEnv> {
+export function answerAdminFailures(budget: AdminBudget): MiddlewareHandler {
   return async (c, next) => {
     await next();
     const failure = c.error ? adminFailure(c.error, budget) : null;

@@ -255,7 +255,7 @@ export function mountAdminViews(
     const form = searchForm(input);
     if (!search.ok) return c.html(page('Events', html`${form}<p class="refused">${search.message}</p>`), 400);
     const searching = Object.values(raw).some((value) => value !== '' && value !== undefined);
-    return inSearchSlot(c, deps.slots, deps.budget, () => eventsPage(c, { input, form, filter: search.filter, searching }));
+    return inSearchSlot(c, c.get('actor'), deps.slots, deps.budget, () => eventsPage(c, { input, form, filter: search.filter, searching }));
   });
 
   async function eventsPage(c: Context<AdminEnv>, at: { input: SearchInput; form: ReturnType<typeof html>; filter: EventFilter; searching: boolean }): Promise<Response> {
