@@ -123,14 +123,33 @@ describe('the admin beside deliveries', () => {
     expect(refused.length).toBeGreaterThanOrEqual(1);
     expect(((await refused[0]!.json()) as { error: string; message: string }).message).toMatch(/you have 2 searches running \(ADMIN_SEARCHES_PER_USER\)/);
     for (const r of three) await r.arrayBuffer().catch(() => {});
-    // Both connections held by two other users' searches: a third user's page waits 300 ms, then 503.
-    const holding = [USERS[1]!, USERS[2]!].map((u) => get(`/admin/api/events?since=30d&payload=${encodeURIComponent('~y')}`, u.token));
-    await waitFor(async () => ((await adminBackends()) === 2 ? true : null), { timeoutMs: 10_000, what: 'two admin connections busy' });
-    const busy = await get('/admin/api/pauses', USERS[3]!.token);
-    if (busy.status === 503) {
+    // Both connections held by two other users' searches, waiting on a lock of the events table
+    // (up to the admin's 2 s lock_timeout): a third user's page waits 300 ms, then 503.
+    const locker = await db.pool.connect();
+    await locker.query('BEGIN');
+    await locker.query(`LOCK TABLE ${T.events} IN ACCESS EXCLUSIVE MODE`);
+    let holding: Promise<Response>[] = [];
+    try {
+      holding = [USERS[1]!, USERS[2]!].map((u) => get('/admin/api/events?since=1h', u.token));
+      await waitFor(
+        async () =>
+          (await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'oncehook-admin' AND wait_event_type = 'Lock'`)).rows[0]!
+            .n === 2
+            ? true
+            : null,
+        { timeoutMs: 2_000, intervalMs: 20, what: 'both admin connections waiting on the lock' },
+      );
+      const busy = await get('/admin/api/pauses', USERS[3]!.token);
+      expect(busy.status).toBe(503);
       expect(busy.headers.get('retry-after')).toBe('5');
-      expect(((await busy.json()) as { error: string; message: string }).message).toMatch(/ADMIN_POOL_SIZE.*deliveries are not affected/);
-    } else expect(busy.status).toBe(200); // the searches ended first on a fast machine
+      expect((await busy.json()) as { error: string; message: string }).toMatchObject({
+        error: 'admin_busy',
+        message: expect.stringMatching(/ADMIN_POOL_SIZE.*deliveries are not affected/),
+      });
+    } finally {
+      await locker.query('ROLLBACK');
+      locker.release();
+    }
     for (const r of await Promise.all(holding)) await r.arrayBuffer();
   });
 });
