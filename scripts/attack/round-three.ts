@@ -157,8 +157,10 @@ const adminSearches: ScenarioRun = async (root, databaseUrl) => {
        FROM generate_series(1, ${filled}) g`,
   );
   await sql(databaseUrl, 'ANALYZE oncehook.events');
-  const token = 'readonly-attack-token-0123456789';
-  const { ingest, url } = await startIngest(root, databaseUrl, { ADMIN_TOKENS: `viewer=${token}`, ADMIN_READ_ONLY: 'true' });
+  // Read-only credentials: one token shared by every client (the finding's shape), and one per
+  // client (what a per-user bound does not cover: only the admin's own pool does).
+  const tokens = Array.from({ length: 50 }, (_, i) => `viewer${i}-readonly-attack-token-0123456789`);
+  const { ingest, url } = await startIngest(root, databaseUrl, { ADMIN_TOKENS: tokens.map((t, i) => `viewer${i}=${t}`).join(','), ADMIN_READ_ONLY: 'true' });
   const lines: string[] = [];
   let n = 0;
   const deliverOne = async () => {
@@ -180,10 +182,16 @@ const adminSearches: ScenarioRun = async (root, databaseUrl) => {
   lines.push(
     `admin-searches: ${filled} events stored; no search: one at a time ${JSON.stringify(count(quiet.one))} ${spread(quiet.one.map((a) => a.ms))}; bursts of 50 ${JSON.stringify(count(quiet.bursts))} ${spread(quiet.bursts.map((a) => a.ms))}`,
   );
-  for (const clients of [10, 50]) {
+  for (const [clients, users] of [
+    [10, 1],
+    [50, 1],
+    [10, 10],
+    [50, 50],
+  ] as const) {
     let running = true;
     const searches = new Map<number, number>();
     const client = async (i: number) => {
+      const token = tokens[i % users]!;
       while (running) {
         const preview = i % 5 === 4;
         const started = performance.now();
@@ -216,7 +224,7 @@ const adminSearches: ScenarioRun = async (root, databaseUrl) => {
     running = false;
     await Promise.all([clientsDone, readyWatch]);
     lines.push(
-      `  ${clients} clients searching: one at a time ${JSON.stringify(count(during.one))} ${spread(during.one.map((a) => a.ms))}; bursts of 50 ${JSON.stringify(count(during.bursts))} ${spread(during.bursts.map((a) => a.ms))}; /readyz ${ready.filter((s) => s !== 200).length} of ${ready.length} not 200; searches answered ${JSON.stringify(Object.fromEntries(searches))}`,
+      `  ${clients} clients searching with ${users === 1 ? 'one token' : `${users} tokens`}: one at a time ${JSON.stringify(count(during.one))} ${spread(during.one.map((a) => a.ms))}; bursts of 50 ${JSON.stringify(count(during.bursts))} ${spread(during.bursts.map((a) => a.ms))}; /readyz ${ready.filter((s) => s !== 200).length} of ${ready.length} not 200; searches answered ${JSON.stringify(Object.fromEntries(searches))}`,
     );
   }
   await ingest.stop();

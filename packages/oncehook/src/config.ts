@@ -379,7 +379,7 @@ const workerSchema = z.object({
       // An address in the URL is refused now; a name, when the worker starts and at every try.
       const host = value === undefined ? '' : new URL(value).hostname.replace(/^\[(.*)\]$/, '$1');
       const problem = host ? addressProblem(host, host) : null;
-      if (problem) ctx.addIssue({ code: 'custom', message: `FAILURE_NOTIFY_URL: ${problem}` });
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
     }),
   /** The notifications' signing secret, `whsec_<base64>` (24 bytes or more): required with FAILURE_NOTIFY_URL. */
   FAILURE_NOTIFY_SECRET: z
