@@ -534,13 +534,25 @@ const notifyStall: ScenarioRun = async (root, databaseUrl) => {
 
 /** F9. */
 const terminalEscapes: ScenarioRun = async (root, databaseUrl) => {
-  await sql(databaseUrl, `INSERT INTO oncehook.events (provider, kind, event_id, type, payload, state) VALUES ('stripe', 'stripe', 'evt_f9', $1, '{}', 'failed')`, [
-    'invoice.paid\u001b[2J\u001b[H\u001b[32mall good\u001b[0m',
-  ]);
-  const cli = spawnService('cli', env(databaseUrl), ['list', '--state', 'failed'], { root });
-  await cli.exited;
-  const text = cli.lines.join('\n');
-  return `terminal-escapes: oncehook list printed ${(text.match(/\u001b/g) ?? []).length} raw ESC byte(s)${text.includes('\\x1b') ? ', the sequences shown escaped (\\x1b)' : ''}`;
+  const hostile = 'invoice.paid\u001b[2J\u001b[H\u001b[32mall good\u001b[0m';
+  const [event] = await sql<{ id: number }>(
+    databaseUrl,
+    `INSERT INTO oncehook.events (provider, kind, event_id, type, payload, state) VALUES ('stripe', 'stripe', 'evt_f9', $1, '{}', 'failed') RETURNING id`,
+    [hostile],
+  );
+  await sql(
+    databaseUrl,
+    `INSERT INTO oncehook.handler_runs (event_row_id, handler, state, attempts, last_error, error_shape) VALUES ($1, 'ledger', 'failed', 1, $2, oncehook.error_shape($2))`,
+    [event!.id, `PermanentError: declined \u001b]0;owned\u0007${hostile}`],
+  );
+  const counts: string[] = [];
+  for (const args of [['list', '--state', 'failed'], ['show', 'stripe/evt_f9'], ['failures']]) {
+    const cli = spawnService('cli', env(databaseUrl), args, { root });
+    await cli.exited;
+    const text = cli.lines.join('\n');
+    counts.push(`${args[0]} ${(text.match(/[\u001b\u0007]/g) ?? []).length}`);
+  }
+  return `terminal-escapes: raw ESC and BEL bytes printed by oncehook ${counts.join(', ')}`;
 };
 
 /** F10. */
