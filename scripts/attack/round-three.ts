@@ -279,8 +279,9 @@ const destinationRedirects: ScenarioRun = async (root, databaseUrl) => {
   let route = '';
   const service = await standIn((req, res) => {
     if (route === 'metadata') return res.writeHead(302, { location: `http://${METADATA}/latest/meta-data/iam` }).end();
+    if (route === 'metadata-307') return res.writeHead(307, { location: `http://[::ffff:${METADATA}]/latest/meta-data/iam` }).end();
     if (route === 'other') return res.writeHead(302, { location: `${other.url}/elsewhere` }).end();
-    if (route === 'to-get') return res.writeHead(req.method === 'POST' ? 301 : 200).end(req.method === 'POST' ? '' : '{"seen":"GET"}');
+    if (route === 'to-get') return req.method === 'POST' ? res.writeHead(301, { location: '/hooks/moved' }).end() : res.writeHead(200).end('{"seen":"GET"}');
     const hop = Number(/hop=(\d+)/.exec(req.url ?? '')?.[1] ?? 0);
     res.writeHead(307, { location: `/hooks?hop=${hop + 1}` }).end();
   });
@@ -308,8 +309,9 @@ const destinationRedirects: ScenarioRun = async (root, databaseUrl) => {
       )[0];
     for (const [name, what] of [
       ['metadata', `302 to http://${METADATA}/latest/meta-data/iam`],
+      ['metadata-307', `307 to http://[::ffff:${METADATA}]/latest/meta-data/iam`],
       ['other', '302 to another origin'],
-      ['to-get', '301 (fetch would resend the POST as a GET)'],
+      ['to-get', '301 to the same service (fetch resends the POST as a GET, answered 200)'],
       ['loop', '307 forever'],
     ] as const) {
       route = name;
@@ -321,7 +323,7 @@ const destinationRedirects: ScenarioRun = async (root, databaseUrl) => {
       const run = await runOf(eventId);
       const leaked = other.requests.slice(otherBefore).filter((r) => r.headers['x-api-key'] !== undefined).length;
       lines.push(
-        `  ${what}: run ${run?.state ?? 'none'}${run?.last_error ? ` (${run.last_error.slice(0, 90)})` : ''}; hops to the service ${service.requests.length - serviceBefore}; to ${METADATA}: ${metadata.server ? metadata.server.requests.length - metaBefore : 'n/a'}; to the other origin ${other.requests.length - otherBefore}, carrying X-Api-Key ${leaked}`,
+        `  ${what}: run ${run?.state ?? 'none'}${run?.last_error ? ` (${run.last_error.slice(0, 160)})` : ''}; hops to the service ${service.requests.length - serviceBefore}; to ${METADATA}: ${metadata.server ? metadata.server.requests.length - metaBefore : 'n/a'}; to the other origin ${other.requests.length - otherBefore}, carrying X-Api-Key ${leaked}`,
       );
     }
     await worker.stop();
