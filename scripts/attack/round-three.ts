@@ -28,17 +28,19 @@
  *   admin-logins          F10: 100 wrong passwords from one address: answers, log lines; the
  *                         largest row id as `before`
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { paymentSucceeded, residentMb, sampleMax, type Service, signStripe, spawnService } from '@oncehook/harness';
+import { fileURLToPath } from 'node:url';
+import { paymentSucceeded, residentMb, sampleMax, type Service, signStripe, SOURCE_NODE_ARGS, spawnService } from '@oncehook/harness';
 import { count, env, type ScenarioRun, spread, sql, startIngest } from './common.js';
 
 const METADATA = '169.254.169.254';
+const SEARCH_CLIENTS = fileURLToPath(new URL('./search-clients.ts', import.meta.url));
 const DESTINATION_SECRET = `whsec_${Buffer.from('attack-round-three-destination!!').toString('base64')}`;
 
 interface StandIn {
@@ -189,28 +191,12 @@ const adminSearches: ScenarioRun = async (root, databaseUrl) => {
     [50, 50],
   ] as const) {
     let running = true;
-    const searches = new Map<number, number>();
-    const client = async (i: number) => {
-      const token = tokens[i % users]!;
-      while (running) {
-        const preview = i % 5 === 4;
-        const started = performance.now();
-        const response = await fetch(
-          preview ? `${url}/admin/api/redrive` : `${url}/admin/api/events?since=30d&payload=${encodeURIComponent(`~no needle ${i}`)}`,
-          preview
-            ? {
-                method: 'POST',
-                headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-                body: JSON.stringify({ dry_run: true, state: 'done', since: '30d', payload: `~no needle ${i}` }),
-              }
-            : { headers: { authorization: `Bearer ${token}` } },
-        ).catch(() => null);
-        await response?.arrayBuffer().catch(() => undefined);
-        const status = response?.status ?? 0;
-        searches.set(status, (searches.get(status) ?? 0) + 1);
-        if (status !== 200 && performance.now() - started < 100) await sleep(100);
-      }
-    };
+    // The attackers in a process of their own: this one only times the deliveries.
+    const attackers = spawn(process.execPath, [...SOURCE_NODE_ARGS, SEARCH_CLIENTS, url, String(clients), tokens.slice(0, users).join(',')], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let printed = '';
+    attackers.stdout.on('data', (chunk: Buffer) => (printed += chunk.toString()));
     const ready: number[] = [];
     const readyWatch = (async () => {
       while (running) {
@@ -218,13 +204,15 @@ const adminSearches: ScenarioRun = async (root, databaseUrl) => {
         await sleep(500);
       }
     })();
-    const clientsDone = Promise.all(Array.from({ length: clients }, (_, i) => client(i)));
     await sleep(2_000);
     const during = await deliveries();
     running = false;
-    await Promise.all([clientsDone, readyWatch]);
+    const exited = new Promise((resolve) => attackers.once('close', resolve));
+    attackers.kill('SIGTERM');
+    await Promise.all([exited, readyWatch]);
+    const searches = printed.trim().split('\n').pop() ?? '{}';
     lines.push(
-      `  ${clients} clients searching with ${users === 1 ? 'one token' : `${users} tokens`}: one at a time ${JSON.stringify(count(during.one))} ${spread(during.one.map((a) => a.ms))}; bursts of 50 ${JSON.stringify(count(during.bursts))} ${spread(during.bursts.map((a) => a.ms))}; /readyz ${ready.filter((s) => s !== 200).length} of ${ready.length} not 200; searches answered ${JSON.stringify(Object.fromEntries(searches))}`,
+      `  ${clients} clients searching with ${users === 1 ? 'one token' : `${users} tokens`}: one at a time ${JSON.stringify(count(during.one))} ${spread(during.one.map((a) => a.ms))}; bursts of 50 ${JSON.stringify(count(during.bursts))} ${spread(during.bursts.map((a) => a.ms))}; /readyz ${ready.filter((s) => s !== 200).length} of ${ready.length} not 200; searches answered ${searches}`,
     );
   }
   await ingest.stop();

@@ -1,0 +1,50 @@
+/**
+ * The admin-searches scenario's attackers, in a process of their own (so the deliveries the
+ * scenario times are not slowed by its own event loop): `clients` loops, each repeating a slow
+ * payload search (every fifth a bulk re-drive preview) with one of `tokens`, as fast as the
+ * answers come (100 ms after an answer other than 200). On SIGTERM it prints the answers'
+ * statuses as one JSON line and exits.
+ *
+ *   node ... scripts/attack/search-clients.ts <url> <clients> <token,token,...>
+ */
+const [url, clientsText, tokensText] = process.argv.slice(2);
+if (!url || !clientsText || !tokensText) {
+  process.stderr.write('usage: search-clients.ts <url> <clients> <token,token,...>\n');
+  process.exit(2);
+}
+const tokens = tokensText.split(',');
+const statuses: Record<number, number> = {};
+let running = true;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function client(i: number): Promise<void> {
+  const token = tokens[i % tokens.length]!;
+  while (running) {
+    const preview = i % 5 === 4;
+    const started = performance.now();
+    const response = await fetch(
+      preview ? `${url}/admin/api/redrive` : `${url}/admin/api/events?since=30d&payload=${encodeURIComponent(`~no needle ${i}`)}`,
+      preview
+        ? {
+            method: 'POST',
+            headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ dry_run: true, state: 'done', since: '30d', payload: `~no needle ${i}` }),
+          }
+        : { headers: { authorization: `Bearer ${token}` } },
+    ).catch(() => null);
+    await response?.arrayBuffer().catch(() => undefined);
+    const status = response?.status ?? 0;
+    statuses[status] = (statuses[status] ?? 0) + 1;
+    if (status !== 200 && performance.now() - started < 100) await sleep(100);
+  }
+}
+
+const all = Promise.all(Array.from({ length: Number(clientsText) }, (_, i) => client(i)));
+process.on('SIGTERM', () => {
+  running = false;
+  void all.then(() => {
+    process.stdout.write(`${JSON.stringify(statuses)}\n`);
+    process.exit(0);
+  });
+});
+process.stdout.write('searching\n');
