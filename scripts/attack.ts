@@ -34,6 +34,10 @@
  *   liveness               F7: 4,000 deliveries at once; /healthz on the main port and on
  *                          HEALTH_PORT (when the checkout has it), probed from another process
  *
+ * Issue 63 (the third round): admin-searches, destination-addresses, destination-redirects,
+ *   header-crlf, paddle-next, worker-labels, backfill-unbounded, notify-stall, terminal-escapes,
+ *   admin-logins (scripts/attack/round-three.ts says what each does)
+ *
  * Exits 1 if a scenario could not run (the figures are for reading, not asserted; the
  * regression tests assert them: test/edge-bounds.alone.test.ts, test/backpressure.alone.test.ts).
  */
