@@ -165,8 +165,8 @@ describe('failure groups', () => {
     const messages = [
       'PermanentError: customer cus_NffrFeUfNV2Hib not found for order 123456',
       'PermanentError: customer cus_A1b2C3d4 not found for order 7',
-      'PermanentError: payment api 422: currency not supported (request 3f2c9a1e-1b2c-4d5e-8f90-0a1b2c3d4e5f)',
-      'PermanentError: payment api 409: currency not supported (request 0a1b2c3d-1b2c-4d5e-8f90-3f2c9a1e0000)',
+      'PermanentError: payment api answered 422: currency not supported (request 3f2c9a1e-1b2c-4d5e-8f90-0a1b2c3d4e5f)',
+      'PermanentError: payment api answered 409: currency not supported (request 0a1b2c3d-1b2c-4d5e-8f90-3f2c9a1e0000)',
     ];
     for (const [i, message] of messages.entries()) {
       await db.pool.query(
@@ -187,8 +187,8 @@ describe('failure groups', () => {
     const found = await groups();
     expect(found.map((g) => [g.shape, g.failed, g.retrying]).sort()).toEqual([
       ['PermanentError: customer <id> not found for order #', 2, 1],
-      ['PermanentError: payment api 409: currency not supported (request <uuid>)', 1, 0],
-      ['PermanentError: payment api 422: currency not supported (request <uuid>)', 1, 0],
+      ['PermanentError: payment api answered 409: currency not supported (request <uuid>)', 1, 0],
+      ['PermanentError: payment api answered 422: currency not supported (request <uuid>)', 1, 0],
     ]);
     const customer = found.find((g) => g.shape.includes('customer'))!;
     // Its events, by the group filter: the three events of the group, nothing else.

@@ -58,7 +58,7 @@ afterAll(async () => {
 });
 
 const charge = defineHandler({ name: 'charge-card', source: 'stripe', type: 'invoice.paid' }, async (event) => {
-  throw new PermanentError(`card API 422: currency not supported for invoice ${event.eventId} (${Math.floor(Math.random() * 1e6)})`);
+  throw new PermanentError(`card API answered 422: currency not supported for invoice ${event.eventId} (${Math.floor(Math.random() * 1e6)})`);
 });
 
 async function failRuns(ids: string[]): Promise<void> {
@@ -78,7 +78,7 @@ function verified(entry: { headers: IncomingHttpHeaders; body: string }): { type
 it('a new group is counted and notified once, signed; a refused try is tried again under the same id; a group failing again after its resolution is notified again', async () => {
   await failRuns(['in_a1', 'in_a2', 'in_a3']);
   expect((await q.failureGroups(db.pool)).map((g) => [g.handler, g.shape, g.failed])).toEqual([
-    ['charge-card', 'PermanentError: card API 422: currency not supported for invoice <id> (#)', 3],
+    ['charge-card', 'PermanentError: card API answered 422: currency not supported for invoice <id> (#)', 3],
   ]);
   const metrics = createWorkerMetrics({ defaultMetrics: false });
   const settings = { intervalMs: 1_000, requeueAfterMs: 60_000, batchSize: 100 };
@@ -108,7 +108,7 @@ it('a new group is counted and notified once, signed; a refused try is tried aga
   const note = verified(received[1]!);
   expect(note).toMatchObject({
     type: 'failure_group.opened',
-    data: { handler: 'charge-card', runs: 3, shape: 'PermanentError: card API 422: currency not supported for invoice <id> (#)' },
+    data: { handler: 'charge-card', runs: 3, shape: 'PermanentError: card API answered 422: currency not supported for invoice <id> (#)' },
   });
   expect(note.data.url).toBe(`https://ops.example.com/admin/events?group=${note.data.id}&handler=charge-card`);
   // A tampered body does not verify (the signature covers it).

@@ -186,6 +186,7 @@ it('upgrades a database from before the schema: tables moved, data kept, in-flig
         'oncehook/0015_event_origin.sql',
         'oncehook/0016_backfill_schedule.sql',
         'oncehook/0017_lease_lost.sql',
+        'oncehook/0018_error_shape_ids_and_statuses.sql',
         'shop/0001_shop.sql',
       ],
       upgradedLegacy: true,

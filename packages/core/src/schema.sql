@@ -3,11 +3,15 @@ CREATE SCHEMA oncehook;
 
 CREATE FUNCTION oncehook.error_shape(message text) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    AS $$ select left(btrim(regexp_replace(regexp_replace(regexp_replace(regexp_replace(regexp_replace(coalesce(message, ''),
+    AS $$ select left(btrim(regexp_replace(replace(regexp_replace(regexp_replace(regexp_replace(regexp_replace(regexp_replace(regexp_replace(coalesce(message, ''),
     '[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}', '<uuid>', 'g'),
+    '\m(acct|adj|ba|btok|card|cbtxn|ch|cn|cs|ctm|cus|dp|du|evt|fee|file|ic|ii|il|in|ipi|ntf|po|pi|pm|pri|price|pro|prod|py|re|seti|si|src|sub|tok|tr|txn|txr|whsec)_(?=[A-Za-z0-9]*[0-9A-Z])[A-Za-z0-9]{8,}\M', '<id>', 'g'),
     '\m[A-Za-z]{1,10}_[A-Za-z0-9]*[0-9][A-Za-z0-9]*\M', '<id>', 'g'),
     '\m[0-9a-fA-F]*[0-9][0-9a-fA-F]*[a-fA-F][0-9a-fA-F]*\M|\m[0-9a-fA-F]*[a-fA-F][0-9a-fA-F]*[0-9][0-9a-fA-F]*\M', '<hex>', 'g'),
-    '(?![1-5][0-9][0-9]\M)\m[0-9]+(\.[0-9]+)?', '#', 'g'),
+    -- A status code, marked (chr(2)) so the next rule leaves it.
+    '((answered|status|code|http(/[0-9.]+)?)[ :=]{0,3})([1-5][0-9][0-9])\M', '\1' || chr(2) || '\4', 'gi'),
+    '(?<!' || chr(2) || ')\m[0-9]+(\.[0-9]+)?', '#', 'g'),
+    chr(2), ''),
     '\s+', ' ', 'g')), 200) $$;
 
 CREATE FUNCTION oncehook.flow_gate(lock_key bigint, p_handler text, p_flow_key text, wait boolean) RETURNS integer
