@@ -56,7 +56,7 @@ describe('the shape of an error', () => {
     );
   });
 
-  it('the attack run\'s message and its kin, with Stripe-shaped ids and response times: one shape', async () => {
+  it("the attack run's message and its kin, with Stripe-shaped ids and response times: one shape", async () => {
     const shapes = new Set<string>();
     for (let i = 0; i < 50; i += 1) {
       shapes.add(
@@ -131,9 +131,7 @@ it('the upgrade re-shapes failing runs and merges their groups: the earliest ope
   const merged = await db.pool.query<{ shape: string; early: boolean; notified: boolean; attempts: number }>(
     `SELECT shape, opened_at < now() - interval '90 minutes' AS early, notified_at IS NOT NULL AS notified, notify_attempts AS attempts FROM oncehook.failure_groups`,
   );
-  expect(merged.rows).toEqual([
-    { shape: 'PermanentError: destination "crm" answered 400 in # ms: customer <id> has no ledger account', early: true, notified: true, attempts: 3 },
-  ]);
+  expect(merged.rows).toEqual([{ shape: 'PermanentError: destination "crm" answered 400 in # ms: customer <id> has no ledger account', early: true, notified: true, attempts: 3 }]);
   const runs = await db.pool.query<{ error_shape: string }>(`SELECT DISTINCT error_shape FROM ${T.runs}`);
   expect(runs.rows).toEqual([{ error_shape: 'PermanentError: destination "crm" answered 400 in # ms: customer <id> has no ledger account' }]);
   // No new opening: the reconciler's next pass opens nothing (the merged group is known and notified).

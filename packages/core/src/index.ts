@@ -30,6 +30,7 @@ export * from './handler-context.js';
 export * from './idempotency-key.js';
 export * from './load-handlers.js';
 export * from './migrate.js';
+export * from './database-ready.js';
 export * from './operations.js';
 export * from './backfill.js';
 export * from './backfill-scheduler.js';

@@ -4,8 +4,8 @@
  * (each either commits its claim and answers, or answers 5xx), then close the queue, its store
  * and the pool. `oncehook ingest` and apps/ingest run this.
  */
-import { checkRedisMode } from '@oncehook/core';
-import { announce, loadDestinations, onShutdownSignal, startLiveness, startTracing, type Destination, type Env } from '@oncehook/shared';
+import { awaitDatabase, checkRedisMode } from '@oncehook/core';
+import { announce, createLogger, loadDestinations, onShutdownSignal, startLiveness, startTracing, type Destination, type Env } from '@oncehook/shared';
 import { loadIngestConfig } from '../config.js';
 import { buildIngest } from './build-ingest.js';
 
@@ -23,7 +23,11 @@ export async function runIngest(env: Env = process.env): Promise<void> {
   } catch (error) {
     destinations = (error as Error).message;
   }
-  const ingest = buildIngest(config, { destinations });
+  // Its database exists, takes its credentials and has Oncehook's tables up to date (else one
+  // line and exit 1); one that cannot be reached yet is waited for before listening.
+  const log = createLogger('ingest', config.LOG_LEVEL, config.LOG_FORMAT);
+  await awaitDatabase(config.DATABASE_URL, { schema: config.ONCEHOOK_SCHEMA, log });
+  const ingest = buildIngest(config, { destinations, log });
   const { port } = await ingest.listen();
   // Tests and scripts wait for this line (and read the port when PORT=0).
   ingest.log.info({ port, sources: [...ingest.sources.keys()] }, `ingest listening on ${port}`);

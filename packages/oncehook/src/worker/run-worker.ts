@@ -4,7 +4,7 @@
  * jobs, let the ones in flight finish (their leases cover the rest if the timeout hits), then
  * close connections. `oncehook worker` and apps/worker run this.
  */
-import { checkRedisMode, handlerModuleList, destinationAddressProblem, loadHandlerModules } from '@oncehook/core';
+import { awaitDatabase, checkRedisMode, destinationAddressProblem, handlerModuleList, loadHandlerModules } from '@oncehook/core';
 import { announce, createLogger, loadDestinations, onShutdownSignal, outboundUrlProblem, StartupError, startTracing, type Env } from '@oncehook/shared';
 import { loadWorkerConfig } from '../config.js';
 import { buildWorker } from './build-worker.js';
@@ -16,6 +16,9 @@ export async function runWorker(env: Env = process.env): Promise<void> {
   // OpenTelemetry, when the OTEL_* variables ask for it (tracing.ts); before anything makes a span.
   const tracing = await startTracing('oncehook-worker', env);
   const log = createLogger('worker', config.LOG_LEVEL, config.LOG_FORMAT);
+  // Its database exists, takes its credentials and has Oncehook's tables up to date (else one
+  // line and exit 1); one that cannot be reached yet is waited for: nothing says ready before.
+  await awaitDatabase(config.DATABASE_URL, { schema: config.ONCEHOOK_SCHEMA, log });
   const { handlers, modules } = await loadHandlerModules(handlerModuleList(config.ONCEHOOK_HANDLERS));
   for (const handler of handlers) {
     log.info({ source: handler.source, type: handler.type, handler: handler.name, ...(handler.description ? { description: handler.description } : {}) }, 'handler loaded');
