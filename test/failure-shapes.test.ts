@@ -4,7 +4,8 @@
  * words that look like ids (`in_progress`, `card_declined`) stay words. 50 runs failing at one
  * destination with varying response times and Stripe-shaped ids are one group. The upgrade
  * (migration 0018) re-shapes the failing runs and merges their groups, keeping the earliest
- * opening and a notification already sent: the upgrade notifies nothing.
+ * opening and a notification already sent: the upgrade notifies nothing. And a retry is one log
+ * line (finding 5): the stack once per run.
  */
 import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
@@ -12,7 +13,9 @@ import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { destinationHandler } from '@oncehook/core';
 import { ROOT } from '@oncehook/harness';
+import { defineHandler } from '@oncehook/sdk';
 import { loadDestinations } from '@oncehook/shared';
+import { pino } from 'pino';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
@@ -137,4 +140,26 @@ it('the upgrade re-shapes failing runs and merges their groups: the earliest ope
   // No new opening: the reconciler's next pass opens nothing (the merged group is known and notified).
   expect(await q.openFailureGroups(db.pool)).toEqual([]);
   expect(await q.unnotifiedFailureGroups(db.pool, 10, 20)).toEqual([]);
+});
+
+it('a retry is one log line (what failed, the attempt, the next try); the stack once per run, then at debug', async () => {
+  const lines: string[] = [];
+  const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
+  const flaky = defineHandler({ name: 'flaky', source: 'stripe', type: 'invoice.paid' }, async () => {
+    throw new Error('notify API answered 503 to POST /notifications');
+  });
+  const e = engine(db.pool, [flaky], { retry: { maxAttempts: 4, backoffMs: 1 } }, { log });
+  const eventId = 'evt_retry_logs';
+  const rowId = await claimStripe(db.pool, eventId, 'invoice.paid');
+  await e.processJob(dispatchJob(rowId, eventId));
+  for (let attempt = 1; attempt < 4; attempt += 1) await e.processJob({ rowId, provider: 'stripe', eventId, handler: 'flaky', generation: 0, attempt });
+  const retries = lines.map((l) => JSON.parse(l) as { msg: string; err?: { stack?: string }; attempt?: number }).filter((l) => l.msg.startsWith('run failed: attempt'));
+  expect(retries.map((r) => r.msg)).toEqual([
+    expect.stringMatching(/^run failed: attempt 1 of 4 failed; next try in \d+\.\d s$/),
+    expect.stringMatching(/^run failed: attempt 2 of 4 failed; next try in /),
+    expect.stringMatching(/^run failed: attempt 3 of 4 failed; next try in /),
+  ]);
+  expect(retries.filter((r) => r.err?.stack !== undefined)).toHaveLength(1);
+  // Each later retry is one line: no stack frame in it.
+  for (const r of retries.slice(1)) expect(JSON.stringify(r)).not.toMatch(/\\n\s+at /);
 });

@@ -402,7 +402,15 @@ function attemptEndings(deps: ProcessDeps, leased: LeasedRun, token: string, log
     },
     async retry(error, logged) {
       if (!(await queries.releaseRunForRetry(pool, run.id, token, error))) return outcome('lease-lost');
-      log.warn({ err: logged }, 'run failed; will retry');
+      const delayMs = retryDelayMs(policy, run.attempts, logged);
+      // One line per retry (what failed, which attempt, when the next): an API down for a while
+      // retries many runs many times. The stack once per run (its first failure), else at debug.
+      const next = `attempt ${run.attempts} of ${policy.maxAttempts} failed; next try in ${delayMs < 10_000 ? `${(delayMs / 1000).toFixed(1)} s` : `${Math.round(delayMs / 1000)} s`}`;
+      if (run.attempts <= 1) log.warn({ err: logged, attempt: run.attempts, nextTryInMs: delayMs }, `run failed: ${next}`);
+      else {
+        log.warn({ error, attempt: run.attempts, nextTryInMs: delayMs }, `run failed: ${next}`);
+        log.debug({ err: logged }, 'the failure in full');
+      }
       const own = run.handler === '' ? undefined : deps.registry.byName(run.handler);
       return {
         kind: 'retry',
@@ -411,7 +419,7 @@ function attemptEndings(deps: ProcessDeps, leased: LeasedRun, token: string, log
         error,
         attempt: run.attempts,
         generation: run.generation,
-        delayMs: retryDelayMs(policy, run.attempts, logged),
+        delayMs,
         priority: jobPriority(own),
       };
     },
