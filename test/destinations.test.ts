@@ -258,6 +258,18 @@ describe('receivers in other processes', () => {
         `SELECT s.result FROM ${T.steps} s JOIN ${T.runs} r ON r.id = s.run_id WHERE r.handler = 'py-service'`,
       );
       expect(rows.map((r) => r.result)).toEqual(Array.from({ length: N }, () => expect.objectContaining({ status: 200, excerpt: '{"applied": true}' })));
+      // It says what each call did, one line each, with the amount the event carries.
+      const said = receiver
+        .output()
+        .split('\n')
+        .filter((l) => l.includes('applied: credited'));
+      expect(said).toHaveLength(N);
+      expect(said[0]).toMatch(/^payment_intent\.succeeded evt_py_\d+ \(webhook-id \S+\): applied: credited 1\d\d$/);
+      // An invoice's amount is its amount_paid (not 0, finding 7 of issue 64).
+      const invoice = { id: 'evt_py_invoice', object: 'event', type: 'invoice.paid', created: Math.floor(Date.now() / 1000), data: { object: { id: 'in_py', amount_paid: 2000 } } };
+      expect((await deliver(ingest.url, signStripe(invoice))).status).toBe(202);
+      await waitFor(() => (receiver.output().includes('invoice.paid evt_py_invoice') ? true : null), { timeoutMs: 30_000, what: 'the invoice applied' });
+      expect(receiver.output()).toMatch(/invoice\.paid evt_py_invoice \(webhook-id \S+\): applied: credited 2000/);
       await ingest.close();
     } finally {
       await rm(dir, { recursive: true, force: true });

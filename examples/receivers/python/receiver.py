@@ -31,6 +31,16 @@ db.executescript(
 lock = threading.Lock()  # one writer at a time (sqlite); a server database would use its own locks
 
 
+def amount_of(envelope) -> int:
+    """The amount of a Stripe-shaped event: an invoice's amount_paid, a payment intent's
+    amount_received, a charge's amount (0 when the event carries none)."""
+    obj = ((envelope.get("data") or {}).get("data") or {}).get("object") or {}
+    for field in ("amount_paid", "amount_received", "amount"):
+        if isinstance(obj.get(field), int):
+            return obj[field]
+    return 0
+
+
 def verified(headers, body: bytes) -> bool:
     """The Standard Webhooks check: HMAC-SHA256 of "<id>.<timestamp>.<body>", compared in
     constant time with each v1 signature; the timestamp within 5 minutes both ways."""
@@ -61,7 +71,7 @@ class Receiver(BaseHTTPRequestHandler):
             return
         envelope = json.loads(body)
         webhook_id = self.headers["webhook-id"]
-        amount = ((envelope.get("data") or {}).get("data") or {}).get("object", {}).get("amount", 0)
+        amount = amount_of(envelope)
         with lock:
             try:
                 db.execute("BEGIN IMMEDIATE")
@@ -77,6 +87,9 @@ class Receiver(BaseHTTPRequestHandler):
                 self.send_response(503)  # Oncehook retries later with the same webhook-id
                 self.end_headers()
                 return
+        # One line per call: what it was, and whether it applied anything (a repeat applies nothing).
+        what = f"applied: credited {amount}" if first == 1 else "a repeat of that webhook-id: nothing applied"
+        print(f"{envelope['type']} {envelope['eventId']} (webhook-id {webhook_id}): {what}", flush=True)
         answer = json.dumps({"applied": first == 1}).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")

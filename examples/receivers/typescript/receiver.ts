@@ -27,7 +27,13 @@ interface Envelope {
   source: string;
   type: string;
   eventId: string;
-  data: { data?: { object?: { amount?: number } } };
+  data: { data?: { object?: { amount?: number; amount_paid?: number; amount_received?: number } } };
+}
+
+/** The amount of a Stripe-shaped event: an invoice's amount_paid, a payment intent's amount_received, a charge's amount. */
+function amountOf(envelope: Envelope): number {
+  const object = envelope.data.data?.object ?? {};
+  return object.amount_paid ?? object.amount_received ?? object.amount ?? 0;
 }
 
 const server = createServer((req, res) => {
@@ -58,9 +64,13 @@ const server = createServer((req, res) => {
       // The key first: a repeat finds it and applies nothing (a concurrent repeat waits on it).
       const first = await client.query('INSERT INTO received_webhooks (webhook_id, type) VALUES ($1, $2) ON CONFLICT DO NOTHING', [id, envelope.type]);
       if (first.rowCount === 1) {
-        await client.query('INSERT INTO credits (event_id, amount, webhook_id) VALUES ($1, $2, $3)', [envelope.eventId, envelope.data.data?.object?.amount ?? 0, id]);
+        await client.query('INSERT INTO credits (event_id, amount, webhook_id) VALUES ($1, $2, $3)', [envelope.eventId, amountOf(envelope), id]);
       }
       await client.query('COMMIT');
+      // One line per call: what it was, and whether it applied anything (a repeat applies nothing).
+      console.log(
+        `${envelope.type} ${envelope.eventId} (webhook-id ${id}): ${first.rowCount === 1 ? `applied: credited ${amountOf(envelope)}` : 'a repeat of that webhook-id: nothing applied'}`,
+      );
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ applied: first.rowCount === 1 }));
     } catch (error) {
       broken ??= error as Error;

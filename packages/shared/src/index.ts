@@ -35,6 +35,8 @@ export * from './providers/scheme.js';
 export * from './providers/senders.js';
 // Deliveries signed as each provider signs them, and realistic payloads (`oncehook send`, the test kit).
 export * from './signing/signed-delivery.js';
+// A stand-in for a handler's API: the test kit's, and `oncehook dev --stand-in`'s.
+export * from './stand-in-api.js';
 export * from './signing/sign-scheme.js';
 export * from './signing/fixtures.js';
 export * from './process.js';

@@ -4,6 +4,7 @@
  */
 import { ConfigError } from '@oncehook/sdk';
 import { StartupError } from './errors.js';
+import type { LogFormat, Logger } from './logger.js';
 
 /**
  * A plain line on stdout for supervisors and scripts ("ingest listening on 3000", "worker
@@ -11,6 +12,17 @@ import { StartupError } from './errors.js';
  */
 export function announce(line: string): void {
   process.stdout.write(`oncehook: ${line}\n`);
+}
+
+/**
+ * Something a person and a log pipeline both want to know (ready, listening, migrated): with
+ * JSON logs, a log line for the pipeline and the plain line above; with LOG_FORMAT=pretty (a
+ * person at a terminal: `oncehook dev`, `npm start`), the plain line alone, not the same news
+ * twice.
+ */
+export function announceLogged(log: Logger, format: LogFormat, fields: Record<string, unknown>, message: string, line = message): void {
+  if (format === 'json') log.info(fields, message);
+  announce(line);
 }
 
 export function runMain(main: () => Promise<void>): void {

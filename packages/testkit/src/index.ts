@@ -14,7 +14,7 @@ export {
   type StandInApiOptions,
   type StandInEffect,
   type StandInRequest,
-} from './stand-in-api.js';
+} from '@oncehook/shared';
 export { checkHandler, SimulatedCrash, type CheckEvent, type CheckOptions, type CheckReport, type ScenarioReport } from './check-handler.js';
 // The signer and fixtures live beside the verifiers (@oncehook/shared), where `oncehook send`
 // finds them too: the command carries no test support. One signer: signedDelivery signs as any

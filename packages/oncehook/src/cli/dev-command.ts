@@ -11,7 +11,12 @@
  * 3. The queue: Redis at REDIS_URL (default 127.0.0.1:6379) unless QUEUE_BACKEND says
  *    otherwise; when REDIS_URL is not set and nothing answers there, the queue goes in Postgres
  *    for this session (it says so). A REDIS_URL that does not answer is an error.
- * 4. Migrates (Oncehook's tables and each --dir of yours), starts ingest and --workers workers
+ * 4. Stand-ins (`--stand-in NOTIFY_API_URL`): for each variable your handlers read an API's URL
+ *    from that is not set, a stand-in API on 127.0.0.1 (4020, then 4021, ...; `VAR=PORT` to
+ *    choose), the variable pointed at it: it answers every call 200 with an id, honours
+ *    idempotency keys as real APIs do, and each call is printed. A first event runs end to end
+ *    before your API exists; set the variable (.env.local) to use your own.
+ * 5. Migrates (Oncehook's tables and each --dir of yours), starts ingest and --workers workers
  *    (child processes: `oncehook ingest`, `oncehook worker`), relays their output, and prints
  *    how to reach everything once each one is ready. Ctrl-C stops them all; if one dies, the
  *    others are stopped and the exit code is 1.
@@ -23,7 +28,7 @@ import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { checkRedisMode } from '@oncehook/core';
-import { fixtureTypes, sourceDeclarations, StartupError } from '@oncehook/shared';
+import { fixtureTypes, sourceDeclarations, StartupError, startStandInApi, type StandInApi } from '@oncehook/shared';
 import { loadIngestConfig, loadWorkerConfig } from '../config.js';
 import { type Command, type CommandContext, invocation, UsageError } from './command.js';
 import { where } from './connections.js';
@@ -34,6 +39,8 @@ import { migrateCommand } from './migrate-command.js';
 
 const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/oncehook';
 const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+/** The first stand-in's port (docs/use-in-your-project.md and the starter name it). */
+export const STAND_IN_PORT = 4020;
 
 const say = (line: string) => process.stderr.write(`oncehook: ${line}\n`);
 
@@ -181,13 +188,24 @@ export function devOptions(args: string[]) {
         workers: { type: 'string' },
         dir: { type: 'string', multiple: true },
         set: { type: 'string', multiple: true },
+        'stand-in': { type: 'string', multiple: true },
       },
     });
     const workers = values.workers === undefined ? undefined : Number(values.workers);
     if (workers !== undefined && (!Number.isInteger(workers) || workers < 1 || workers > 16))
       throw new UsageError(`--workers must be a whole number from 1 to 16 (got "${values.workers}")`);
     const migrateArgs = [...(values.dir ?? []).flatMap((d) => ['--dir', d]), ...(values.set ?? []).flatMap((s) => ['--set', s])];
-    return { handlers: values.handlers, workers, migrateArgs };
+    const standIns = (values['stand-in'] ?? []).map((given, i) => {
+      const match = /^([A-Z][A-Z0-9_]{0,63})(?:=(\d{1,5}))?$/.exec(given);
+      if (!match)
+        throw new UsageError(
+          `--stand-in "${given.slice(0, 40)}": give the variable your handler reads the API's URL from, e.g. --stand-in NOTIFY_API_URL (or NOTIFY_API_URL=4020)`,
+        );
+      const port = match[2] === undefined ? STAND_IN_PORT + i : Number(match[2]);
+      if (port < 1 || port > 65535) throw new UsageError(`--stand-in ${given}: the port must be from 1 to 65535`);
+      return { variable: match[1]!, port };
+    });
+    return { handlers: values.handlers, workers, migrateArgs, standIns };
   } catch (error) {
     if (error instanceof UsageError) throw error;
     throw new UsageError((error as Error).message);
@@ -197,13 +215,17 @@ export function devOptions(args: string[]) {
 export const devCommand: Command = {
   name: 'dev',
   summary: 'everything in one terminal on your handlers: Postgres (embedded if need be), migrate, ingest, workers',
-  usage: 'oncehook dev [--handlers ./src/webhooks] [--workers 2] [--dir ./migrations [--set app]]...',
+  usage: 'oncehook dev [--handlers ./src/webhooks] [--workers 2] [--dir ./migrations [--set app]]... [--stand-in VAR[=PORT]]...',
   help: `For developing handlers. Reads the environment (the shell, .env.local, .env), gives every
 built-in provider without a configured secret a development secret (oncehook send signs with
 the same), finds a Postgres (DATABASE_URL; else 127.0.0.1:5432; else an embedded one with its
 data in .oncehook/, the queue then in it too), migrates (Oncehook's tables and each --dir of
 yours), starts ingest and --workers workers (default 2; WORKERS) running --handlers (or
 ONCEHOOK_HANDLERS), and prints where everything is. Ctrl-C stops everything.
+--stand-in NOTIFY_API_URL: when that variable is not set, a stand-in API on 127.0.0.1:${STAND_IN_PORT}
+(the next ones on ${STAND_IN_PORT + 1}, ...; VAR=PORT to choose) answers your handler's calls (200 with
+an id, idempotency keys honoured, each call printed), the variable pointed at it; set the
+variable (.env.local) to call your own API instead.
 Then, in another terminal: npx oncehook send <source> <type> (the banner suggests a type your
 handlers take)`,
   async run(args, context) {
@@ -251,6 +273,25 @@ handlers take)`,
         await checkPort(workerConfig.METRICS_PORT + i, workerConfig.METRICS_HOST, i === 0 ? 'METRICS_PORT' : `METRICS_PORT (+${i}, worker ${i + 1})`);
     }
 
+    // Stand-ins for the APIs the handlers call, for variables nobody set.
+    const standIns: { variable: string; api: StandInApi }[] = [];
+    for (const { variable, port } of options.standIns) {
+      if (env[variable] !== undefined) {
+        say(`${variable} is set (${env[variable]}): your handlers call it; no stand-in for it`);
+        continue;
+      }
+      await checkPort(port, '127.0.0.1', `--stand-in ${variable}=${port}`);
+      const api = await startStandInApi({
+        port,
+        onAnswer: (request, answer) =>
+          say(
+            `stand-in ${variable}: ${request.method} ${request.path}${request.key ? ` (key ${request.key})` : ''} -> ${answer.status}${answer.replayed ? ' (the stored answer: a repeat of the key)' : ''}`,
+          ),
+      });
+      env[variable] = api.url;
+      standIns.push({ variable, api });
+    }
+
     const children: Child[] = [];
     let stopping = false;
     let interrupted = false;
@@ -268,6 +309,7 @@ handlers take)`,
         ),
       );
       await database.embedded?.stop().catch((error: unknown) => say(`the embedded Postgres did not stop cleanly: ${describe(error)}`));
+      await Promise.all(standIns.map(({ api }) => api.close()));
     };
     const onSignal = () => {
       if (interrupted) return;
@@ -304,6 +346,7 @@ handlers take)`,
           generatedPassword
             ? `  admin:                     ${url}/admin  (user admin, password ${env.ADMIN_PASSWORD}: this session only; set ADMIN_PASSWORD to choose)`
             : `  admin:                     ${url}/admin`,
+          ...standIns.map(({ variable, api }) => `  stand-in API:              ${variable}=${api.url}  (answers 200 with an id; set ${variable} to use your own)`),
           '  Ctrl-C stops everything.',
           '',
         ].join('\n'),

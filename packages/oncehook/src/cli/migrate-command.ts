@@ -4,7 +4,7 @@
  * each tracked under its name. Prints what it applied.
  */
 import { ensureDatabase, migrate, type MigrationSet } from '@oncehook/core';
-import { announce, createLogger, createPool } from '@oncehook/shared';
+import { announce, announceLogged, createLogger, createPool } from '@oncehook/shared';
 import { loadCommonConfig } from '../config.js';
 import { parseArgs } from 'node:util';
 import { type Command, UsageError } from './command.js';
@@ -48,8 +48,13 @@ to run from several replicas at once. Uses DATABASE_URL and ONCEHOOK_SCHEMA.`,
     try {
       const result = await migrate(pool, { schema: config.ONCEHOOK_SCHEMA, sets });
       if (result.upgradedLegacy) announce(`moved Oncehook's tables from public into schema ${config.ONCEHOOK_SCHEMA}`);
-      log.info({ applied: result.applied }, result.applied.length ? `applied ${result.applied.length} migration(s)` : 'schema up to date');
-      announce(result.applied.length ? `applied ${result.applied.length} migration(s): ${result.applied.join(', ')}` : 'schema up to date');
+      announceLogged(
+        log,
+        config.LOG_FORMAT,
+        { applied: result.applied },
+        result.applied.length ? `applied ${result.applied.length} migration(s)` : 'schema up to date',
+        result.applied.length ? `applied ${result.applied.length} migration(s): ${result.applied.join(', ')}` : 'schema up to date',
+      );
       return 0;
     } finally {
       await pool.end();

@@ -5,7 +5,7 @@
  * and the pool. `oncehook ingest` and apps/ingest run this.
  */
 import { awaitDatabase, checkRedisMode } from '@oncehook/core';
-import { announce, createLogger, loadDestinations, onShutdownSignal, startLiveness, startTracing, type Destination, type Env } from '@oncehook/shared';
+import { announceLogged, createLogger, loadDestinations, onShutdownSignal, startLiveness, startTracing, type Destination, type Env } from '@oncehook/shared';
 import { loadIngestConfig } from '../config.js';
 import { buildIngest } from './build-ingest.js';
 
@@ -30,8 +30,7 @@ export async function runIngest(env: Env = process.env): Promise<void> {
   const ingest = buildIngest(config, { destinations, log });
   const { port } = await ingest.listen();
   // Tests and scripts wait for this line (and read the port when PORT=0).
-  ingest.log.info({ port, sources: [...ingest.sources.keys()] }, `ingest listening on ${port}`);
-  announce(`ingest listening on ${port}`);
+  announceLogged(ingest.log, config.LOG_FORMAT, { port, sources: [...ingest.sources.keys()] }, `ingest listening on ${port}`);
   // Liveness on a port of its own, answered off the main event loop (liveness.ts).
   const liveness = config.HEALTH_PORT === undefined ? null : await startLiveness({ port: config.HEALTH_PORT, host: config.HOST, stallMs: config.LIVENESS_STALL_MS });
   if (liveness) ingest.log.info({ port: liveness.port, stallMs: config.LIVENESS_STALL_MS }, `liveness on ${liveness.port}`);

@@ -5,7 +5,7 @@
  * close connections. `oncehook worker` and apps/worker run this.
  */
 import { awaitDatabase, checkRedisMode, destinationAddressProblem, handlerModuleList, loadHandlerModules } from '@oncehook/core';
-import { announce, createLogger, loadDestinations, onShutdownSignal, outboundUrlProblem, StartupError, startTracing, type Env } from '@oncehook/shared';
+import { announce, announceLogged, createLogger, loadDestinations, onShutdownSignal, outboundUrlProblem, StartupError, startTracing, type Env } from '@oncehook/shared';
 import { loadWorkerConfig } from '../config.js';
 import { buildWorker } from './build-worker.js';
 
@@ -20,8 +20,10 @@ export async function runWorker(env: Env = process.env): Promise<void> {
   // line and exit 1); one that cannot be reached yet is waited for: nothing says ready before.
   await awaitDatabase(config.DATABASE_URL, { schema: config.ONCEHOOK_SCHEMA, log });
   const { handlers, modules } = await loadHandlerModules(handlerModuleList(config.ONCEHOOK_HANDLERS));
-  for (const handler of handlers) {
-    log.info({ source: handler.source, type: handler.type, handler: handler.name, ...(handler.description ? { description: handler.description } : {}) }, 'handler loaded');
+  if (config.LOG_FORMAT === 'json') {
+    for (const handler of handlers) {
+      log.info({ source: handler.source, type: handler.type, handler: handler.name, ...(handler.description ? { description: handler.description } : {}) }, 'handler loaded');
+    }
   }
   const destinations = loadDestinations(env);
   if (handlers.length === 0 && destinations.length === 0)
@@ -51,8 +53,7 @@ export async function runWorker(env: Env = process.env): Promise<void> {
   const { metricsPort } = await worker.start();
   announce(`worker metrics on ${metricsPort}`);
   // Tests and scripts wait for this line.
-  log.info({ concurrency: config.WORKER_CONCURRENCY }, 'worker ready');
-  announce(`worker ready (pid ${process.pid})`);
+  announceLogged(log, config.LOG_FORMAT, { concurrency: config.WORKER_CONCURRENCY }, 'worker ready', `worker ready (pid ${process.pid})`);
 
   onShutdownSignal(async (signal) => {
     log.info({ signal }, 'shutting down: no new jobs, finishing in-flight ones');

@@ -1,5 +1,7 @@
 /**
- * A stand-in for the API your handler calls, for your tests: a real HTTP server on 127.0.0.1
+ * A stand-in for the API your handler calls, for your tests (the test kit's startStandInApi) and
+ * for `oncehook dev --stand-in VAR` (a first event runs end to end before your API exists): a
+ * real HTTP server on 127.0.0.1
  * that behaves the way APIs with idempotency keys behave (Stripe's rules), records every
  * request, and fails on demand. Point your handler's setting at `api.url` and run
  * `checkHandler`: no server of your own to write, and nothing reaches a real API.
@@ -51,6 +53,10 @@ export interface StandInApiOptions {
   keyHeader?: string;
   /** How long each applied request takes to answer, ms (default 0). */
   delayMs?: number;
+  /** Where it listens (default 0: a free port). */
+  port?: number;
+  /** Called with each request and what it was answered (oncehook dev prints it). */
+  onAnswer?: (request: StandInRequest, answer: { status: number; replayed: boolean }) => void;
 }
 
 export interface StandInApi {
@@ -80,7 +86,7 @@ export async function startStandInApi(options: StandInApiOptions = {}): Promise<
   let stored = new Map<string, { fingerprint: string; state: 'in-flight' | 'done'; answer?: { status: number; body: unknown } }>();
   let failures: { status: number; afterApply: boolean }[] = [];
 
-  const send = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void => {
+  const answerWith = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void => {
     res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
   };
 
@@ -95,6 +101,10 @@ export async function startStandInApi(options: StandInApiOptions = {}): Promise<
     }
     const request: StandInRequest = { n: requests.length + 1, method: req.method ?? 'GET', path: req.url ?? '/', key, body: text, json, headers: req.headers };
     requests.push(request);
+    const send = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void => {
+      answerWith(res, status, body, headers);
+      options.onAnswer?.(request, { status, replayed: headers['idempotent-replayed'] === 'true' });
+    };
     const fingerprint = createHash('sha256').update(`${request.method} ${request.path}\0${text}`).digest('hex');
     const failure = failures.shift();
     if (failure && !failure.afterApply) return send(res, failure.status, { error: 'stand-in failure (failNext)' });
@@ -128,10 +138,13 @@ export async function startStandInApi(options: StandInApiOptions = {}): Promise<
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
-      handle(req, res, Buffer.concat(chunks).toString('utf8')).catch((error: unknown) => send(res, 500, { error: 'stand-in error', message: String(error) }));
+      handle(req, res, Buffer.concat(chunks).toString('utf8')).catch((error: unknown) => answerWith(res, 500, { error: 'stand-in error', message: String(error) }));
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, '127.0.0.1', () => resolve());
+  });
   const { port } = server.address() as { port: number };
 
   return {
