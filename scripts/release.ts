@@ -30,6 +30,13 @@ const RELEASED: { dir: string; bundles: string[] }[] = [
   { dir: 'packages/testkit', bundles: ['core', 'shared'] },
 ];
 
+interface Manifest {
+  dependencies?: Record<string, unknown>;
+  peerDependencies?: Record<string, unknown>;
+  peerDependenciesMeta?: Record<string, unknown>;
+  bundleDependencies?: string[];
+}
+
 const npm = (args: string[], cwd: string) => execFileSync('npm', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
 
 /** `npm pack` of a folder into `into`; returns the tarball's path. */
@@ -63,7 +70,18 @@ async function main(): Promise<void> {
       if (bundles.length > 0) {
         for (const bundled of bundles) await cp(unpacked.get(bundled)!, path.join(staged, 'node_modules/@oncehook', bundled), { recursive: true });
         const manifestPath = path.join(staged, 'package.json');
-        const manifest = JSON.parse(await readFile(manifestPath, 'utf8')) as Record<string, unknown>;
+        const manifest = JSON.parse(await readFile(manifestPath, 'utf8')) as Manifest;
+        // npm installs a bundled package's files, not its dependencies: the bundling package
+        // declares them (the engine's bullmq, the ground's pino, undici, ...), and its peers.
+        for (const bundled of bundles) {
+          const inner = JSON.parse(await readFile(path.join(unpacked.get(bundled)!, 'package.json'), 'utf8')) as Manifest;
+          for (const field of ['dependencies', 'peerDependencies', 'peerDependenciesMeta'] as const) {
+            for (const [name, spec] of Object.entries(inner[field] ?? {})) {
+              if (field === 'dependencies' && name.startsWith('@oncehook/') && name !== '@oncehook/sdk') continue;
+              manifest[field] = { ...manifest[field], [name]: manifest[field]?.[name] ?? spec };
+            }
+          }
+        }
         manifest.bundleDependencies = bundles.map((b) => `@oncehook/${b}`);
         await writeFile(manifestPath, `${JSON.stringify(manifest, null, 2)}\n`);
       }

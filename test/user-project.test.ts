@@ -1,11 +1,16 @@
 /**
- * Oncehook used from a team's own project, the way they install it (issue 22): every public
- * package is built and packed; a project is made in an empty folder OUTSIDE this repository
- * from docs/use-in-your-project.md's own steps (its shell lines run as written, the Oncehook
- * packages taken from those tarballs instead of the registry; its files from the doc's code
- * blocks, which must be examples/starter's files, the template a team copies), and then, with
- * the project's own scripts:
+ * Oncehook used from a team's own project, the way they install it (issues 22 and 64): the
+ * release is made (`npm run release`, into `<folder>/oncehook/release`, as a checkout beside the
+ * project would hold it); a project is made in an empty folder OUTSIDE this repository from
+ * docs/use-in-your-project.md's own steps, word for word (its shell lines run as written, with
+ * the `@oncehook` scope's registry pointed at a dead address: nothing of ours comes from a
+ * registry; its files from the doc's code blocks, which must be examples/starter's files, the
+ * template a team copies), and then, with the project's own scripts:
  *
+ * - one copy of @oncehook/sdk (npm ls), no registry URL for @oncehook/* in the lockfile; the
+ *   published form of the install lines is the release's with the packages' names;
+ * - `npm run dev` (a stand-in for the handler's API on 4020), `npm run send -- stripe
+ *   charge.refunded`: the starter's first event ends `done`, the handler unchanged;
  * - `oncehook` and `@oncehook/sdk` alone (no test kit) give a working command;
  * - `npm install -D typescript` gives TypeScript 7: the project type-checks with it and with 5.9;
  * - its handler's setting and its Stripe secret live only in `.env.local`: the worker and ingest
@@ -30,13 +35,14 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { createScratchDatabase, PG_BASE_URL, REDIS_URL, ROOT, SOURCE_NODE_ARGS, waitFor } from '@oncehook/harness';
-import { docBlock } from './helpers/docs.js';
+import { docBlock, docBlockStarting } from './helpers/docs.js';
 import { createPool } from '@oncehook/shared';
 import Stripe from 'stripe';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 
 const run = promisify(execFile);
 const PACKAGES = ['sdk', 'shared', 'core', 'oncehook', 'testkit'];
+/** What the release holds, by package (the others: packed for the linters). */
 const SECRET = 'whsec_user_project_secret_for_the_test';
 const stripe = new Stripe('sk_test_unused');
 
@@ -86,31 +92,24 @@ function spawnIn(cwd: string, args: string[], env: Record<string, string>): { ch
   return { child, output: () => out };
 }
 
-/** The project's package.json made to take the engine's own packages (dependencies of `oncehook`) from their tarballs, as a registry would serve them. */
-async function pointedAtTarballs(project: string): Promise<void> {
-  const manifestPath = path.join(project, 'package.json');
-  const manifest = JSON.parse(await readFile(manifestPath, 'utf8')) as { overrides?: Record<string, string> };
-  const file = (name: string) => `file:${tarballs[name]}`;
-  // Only the ones never installed directly (npm refuses an override that differs from a direct
-  // dependency's spec); the SDK and the test kit are installed from their tarballs by the lines.
-  manifest.overrides = { '@oncehook/core': file('core'), '@oncehook/shared': file('shared') };
-  await writeFile(manifestPath, JSON.stringify(manifest, null, 2));
-}
-
 it('a project of its own: installs the packed packages, type-checks, migrates, runs its handler exactly once, dead-letters a 422 at once, and its own testkit test passes', {
   timeout: 600_000,
 }, async () => {
-  // 1. Build and pack every public package (compiled JavaScript, .d.ts, no private dependency).
-  // npm test has just type-checked the repository: the build only emits.
-  const built = await run(process.execPath, [...SOURCE_NODE_ARGS, 'scripts/build.ts', '--no-check'], { cwd: ROOT, maxBuffer: 20 * 1024 * 1024 });
-  expect(built.stdout).toContain('build: done');
+  // 1. The release, as `npm run release` in a checkout beside the project makes it (npm test has
+  // just type-checked the repository: the build only emits).
+  const release = path.join(dir, 'oncehook/release');
+  const made = await run(process.execPath, [...SOURCE_NODE_ARGS, 'scripts/release.ts', '--no-check', '--out', release], { cwd: ROOT, maxBuffer: 20 * 1024 * 1024 });
+  expect(made.stdout).toContain('build: done');
+  const version = (JSON.parse(await readFile(path.join(ROOT, 'packages/oncehook/package.json'), 'utf8')) as { version: string }).version;
+  expect((await readdir(release)).sort()).toEqual([`oncehook-${version}.tgz`, `oncehook-sdk-${version}.tgz`, `oncehook-testkit-${version}.tgz`]);
+  for (const name of ['oncehook', 'sdk', 'testkit']) tarballs[name] = path.join(release, name === 'oncehook' ? `oncehook-${version}.tgz` : `oncehook-${name}-${version}.tgz`);
+  // The internal packages, packed for the type linter only (the release carries them inside).
   const packs = path.join(dir, 'packs');
   await mkdir(packs, { recursive: true });
-  for (const name of PACKAGES) {
+  for (const name of ['shared', 'core']) {
     const { stdout } = await run('npm', ['pack', '--pack-destination', packs, '--silent'], { cwd: path.join(ROOT, 'packages', name) });
     tarballs[name] = path.join(packs, stdout.trim().split('\n').pop()!);
   }
-  expect((await readdir(packs)).sort()).toHaveLength(PACKAGES.length);
 
   // 2. The ecosystem's package linters, on what would be published (meanwhile, the install).
   const linted = (async () => {
@@ -146,45 +145,56 @@ it('a project of its own: installs the packed packages, type-checks, migrates, r
       timeout: 300_000,
     }).catch((error: { stdout: string; stderr: string }) => ({ stdout: `${error.stdout}${error.stderr}`, stderr: '', failed: true }));
 
-  // 3. The project, made from docs/use-in-your-project.md's own steps, in an empty folder outside
-  // the repository: its shell lines run as written (the Oncehook packages of the install lines
-  // taken from the tarballs instead of the registry), its files written from its code blocks.
+  // 3. The project, made from docs/use-in-your-project.md's own steps, in an empty folder beside
+  // the release's checkout: its shell lines run as written, the `@oncehook` scope's registry
+  // pointed at a dead address (the user's .npmrc: nothing of ours may come from a registry).
   const doc = 'docs/use-in-your-project.md';
+  const releaseBlock = await docBlockStarting(doc, 'sh', 'npm ci && npm run release');
+  expect(releaseBlock).toContain(`release/oncehook-${version}.tgz, oncehook-sdk-${version}.tgz, oncehook-testkit-${version}.tgz`);
   const installBlock = await docBlock(doc, 'sh', 'mkdir acme-billing && cd acme-billing && npm init -y && npm pkg set type=module');
   const lines = installBlock.split('\n').filter((line) => line.trim() !== '');
   const project = path.join(dir, 'acme-billing');
-  const sh = (line: string, cwd: string) =>
-    run('bash', ['-c', line], { cwd, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp' }, maxBuffer: 20 * 1024 * 1024, timeout: 300_000 }).catch(
-      (error: { stdout: string; stderr: string }) => ({ stdout: `${error.stdout}${error.stderr}`, stderr: '', failed: true }),
-    );
-  /** An install line with each Oncehook package taken from its tarball. */
-  const fromTarballs = (line: string) =>
-    line
-      .split(' ')
-      .map((word) => (word === 'oncehook' ? tarballs.oncehook! : word.startsWith('@oncehook/') ? tarballs[word.slice('@oncehook/'.length)]! : word))
-      .join(' ');
+  const sh = (line: string, cwd: string, env: Record<string, string> = {}) =>
+    run('bash', ['-c', line], {
+      cwd,
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', npm_config_userconfig: path.join(dir, 'user.npmrc'), ...env },
+      maxBuffer: 20 * 1024 * 1024,
+      timeout: 300_000,
+    }).catch((error: { stdout: string; stderr: string }) => ({ stdout: `${error.stdout}${error.stderr}`, stderr: '', failed: true }));
+  await writeFile(path.join(dir, 'user.npmrc'), '@oncehook:registry=http://127.0.0.1:9/\n');
   const [create, installProd, installDev, ...rest] = lines;
   expect(create).toMatch(/^mkdir acme-billing/);
+  expect(installProd).toBe(`npm install ../oncehook/release/oncehook-${version}.tgz ../oncehook/release/oncehook-sdk-${version}.tgz zod`);
+  expect(installDev).toBe(`npm install -D ../oncehook/release/oncehook-testkit-${version}.tgz typescript vitest @types/node stripe`);
+  // Once published, the same lines with the packages' names, word for word.
+  const published = await docBlock(doc, 'sh', 'npm install oncehook @oncehook/sdk zod');
+  const named = (line: string) =>
+    line.replace(`../oncehook/release/oncehook-${version}.tgz`, 'oncehook').replace(/\.\.\/oncehook\/release\/oncehook-(\w+)-[\d.]+\.tgz/g, '@oncehook/$1');
+  expect(published.trim().split('\n')).toEqual([named(installProd!), named(installDev!)]);
   const created = await sh(create!, dir);
   expect('failed' in created, created.stdout).toBe(false);
-  await pointedAtTarballs(project); // the engine's own packages too (a registry would serve them)
-  const prod = await sh(fromTarballs(installProd!), project);
-  expect(installProd).toBe('npm install oncehook @oncehook/sdk zod');
+  const prod = await sh(installProd!, project);
   expect('failed' in prod, prod.stdout).toBe(false);
   // What production installs: the command works without the test kit.
   await expect(readdir(path.join(project, 'node_modules/@oncehook/testkit'))).rejects.toThrow();
   const bare = await sh('node node_modules/oncehook/bin/oncehook.js --help && node node_modules/oncehook/bin/oncehook.js send --list', project);
   expect('failed' in bare, bare.stdout).toBe(false);
   expect(bare.stdout).toContain('stripe (stripe): payment_intent.succeeded');
-  const dev = await sh(fromTarballs(installDev!), project);
+  const dev = await sh(installDev!, project);
   expect('failed' in dev, dev.stdout).toBe(false);
   for (const line of rest) {
     const done = await sh(line.replace(/\s+#.*$/, ''), project);
     expect('failed' in done, `${line}\n${done.stdout}`).toBe(false);
   }
   await linted;
-  const installed = await readdir(path.join(project, 'node_modules/@oncehook'));
-  expect(installed.sort()).toEqual(['core', 'sdk', 'shared', 'testkit']);
+  // One SDK: the command's and the test kit's dependency on it is the project's own copy.
+  const sdkCopies = await sh('npm ls @oncehook/sdk --all --parseable', project);
+  expect(new Set(sdkCopies.stdout.trim().split('\n')).size, sdkCopies.stdout).toBe(1);
+  const lockfile = await readFile(path.join(project, 'package-lock.json'), 'utf8');
+  const lock = JSON.parse(lockfile) as { packages: Record<string, { resolved?: string }> };
+  const ours = Object.entries(lock.packages).filter(([where]) => /node_modules\/(@oncehook\/|oncehook$)/.test(where));
+  expect(ours.length).toBeGreaterThan(0);
+  for (const [where, entry] of ours) expect(entry.resolved ?? '(bundled or linked)', where).not.toMatch(/^https?:/);
   await expect(readdir(path.join(project, 'node_modules/@octokit'))).rejects.toThrow(); // a Stripe-only project
   // What `npm install -D typescript` gives a new user today.
   const typescript = JSON.parse(await readFile(path.join(project, 'node_modules/typescript/package.json'), 'utf8')) as { version: string };
@@ -208,6 +218,50 @@ it('a project of its own: installs the packed packages, type-checks, migrates, r
   const { scripts: projectScripts } = JSON.parse(await readFile(path.join(project, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
   const { scripts: starterScripts } = JSON.parse(await readFile(path.join(ROOT, 'examples/starter/package.json'), 'utf8')) as { scripts: Record<string, string> };
   expect(projectScripts).toEqual(starterScripts);
+  // 4. The first event, as "4. Develop" says: `npm run dev` (NOTIFY_API_URL unset: its stand-in
+  // answers the handler on 4020), then `npm run send -- stripe charge.refunded` in another
+  // terminal: the event ends done, the handler unchanged. Where it runs is the test's own
+  // (DATABASE_URL, PORT, METRICS_PORT, QUEUE_PREFIX: the README's variables), not the doc's.
+  const developBlock = await docBlockStarting(doc, 'sh', 'npm run dev');
+  expect(developBlock.split('\n')[0]).toMatch(/^npm run dev\s+#/);
+  const sendLine = (await docBlockStarting(doc, 'sh', 'npm run send -- stripe charge.refunded')).split('\n')[0]!.replace(/\s+#.*$/, '');
+  const devDatabase = await createScratchDatabase({ prefix: 'oncehook_user_dev' });
+  const devEnv = {
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    HOME: process.env.HOME ?? '/tmp',
+    DATABASE_URL: devDatabase.url,
+    REDIS_URL,
+    PORT: '0',
+    METRICS_PORT: '0',
+    QUEUE_PREFIX: `user-dev-${Date.now() % 1_000_000}`,
+  };
+  const devRun = spawn('npm', ['run', 'dev'], { cwd: project, env: devEnv, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  let devOutput = '';
+  devRun.stdout?.on('data', (c: Buffer) => (devOutput += c.toString()));
+  devRun.stderr?.on('data', (c: Buffer) => (devOutput += c.toString()));
+  try {
+    await waitFor(() => (devOutput.includes('oncehook is up') ? true : null), { timeoutMs: 90_000, what: `oncehook dev up:\n${devOutput}` });
+    expect(devOutput).toContain('stand-in API:              NOTIFY_API_URL=http://127.0.0.1:4020');
+    const sent = await sh(sendLine, project, { REDIS_URL });
+    expect('failed' in sent, sent.stdout).toBe(false);
+    expect(sent.stdout).toMatch(/#1 -> 202 accepted/);
+    const show = /see it: (npx oncehook show \S+)/.exec(sent.stdout)?.[1];
+    expect(show, sent.stdout).toBeDefined();
+    const shown = await waitFor(
+      async () => {
+        const out = await sh(show!, project);
+        return /state done/.test(out.stdout) ? out.stdout : null;
+      },
+      { timeoutMs: 60_000, what: `the starter's first event done:\n${devOutput.slice(-3000)}` },
+    );
+    expect(shown).toMatch(/refunds: done/);
+    expect(devOutput).toMatch(/stand-in NOTIFY_API_URL: POST \/notifications \(key \S+\) -> 200/);
+  } finally {
+    if (devRun.pid) process.kill(-devRun.pid, 'SIGINT');
+    await new Promise((resolve) => devRun.once('exit', resolve));
+    await devDatabase.drop();
+  }
+
   // The settings live in .env.local, as the doc shows (its example URL pointed at this test's API),
   // never in the processes' environment: the worker's handler and ingest read them from the file.
   const envLocal = await docBlock(doc, 'sh', '# .env.local');

@@ -23,6 +23,16 @@ export async function docBlock(doc: string, language: string, firstLine: string)
   throw new Error(`${doc} has no \`\`\`${language} block starting with "${firstLine}"`);
 }
 
+/** The ```<language> block of `doc` whose first line starts with `prefix` (a command followed by its comment). */
+export async function docBlockStarting(doc: string, language: string, prefix: string): Promise<string> {
+  const text = await readFile(path.join(ROOT, doc), 'utf8');
+  for (const match of text.matchAll(new RegExp(`\`\`\`${language}\n([\\s\\S]*?)\`\`\``, 'g'))) {
+    const code = match[1]!;
+    if (code.startsWith(prefix)) return code;
+  }
+  throw new Error(`${doc} has no \`\`\`${language} block whose first line starts with "${prefix}"`);
+}
+
 /** The first line of a ```sh block of `doc` that starts with `prefix` (a command the doc tells the reader to run). */
 export async function docCommand(doc: string, prefix: string | RegExp): Promise<string> {
   const text = await readFile(path.join(ROOT, doc), 'utf8');
