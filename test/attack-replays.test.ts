@@ -153,8 +153,11 @@ describe('GitHub', () => {
     for (const headers of forgeries) {
       expect(await send(ingest.url, 'github', withHeaders(original, headers))).toMatchObject({ status: 200, json: { status: 'duplicate' } });
     }
-    const { rows } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${T.events}`);
+    const { rows } = await db.pool.query<{ n: number; id: number }>(`SELECT count(*) OVER ()::int AS n, id FROM ${T.events}`);
     expect(rows[0]?.n).toBe(1);
+    // The event's deliveries say how each forgery was recognised: by its body, under another id.
+    const detail = (await q.showEvent(db.pool, rows[0]!.id))!;
+    expect(detail.deliveries.map((d) => d.matchedBy)).toEqual([null, 'body', 'body']);
   });
 
   it('a body sent under another event name is refused (400), nothing stored', async () => {

@@ -248,7 +248,11 @@ describe('oncehook backfill stripe', () => {
     expect(noKey.stderr + noKey.stdout).toMatch(/STRIPE_API_KEY is not set/);
     const secretAsKey = await oncehookHere(['backfill', 'stripe', '--since', '1h'], { STRIPE_API_KEY: STRIPE_SECRET });
     expect(secretAsKey.code).toBe(1);
-    expect(secretAsKey.stderr + secretAsKey.stdout).toMatch(/not a Stripe secret or restricted key/);
+    expect(secretAsKey.stderr + secretAsKey.stdout).toMatch(/STRIPE_API_KEY is a webhook signing secret \(whsec_\.\.\.\): that is STRIPE_WEBHOOK_SECRET's/);
+    // A key cut short says so (issue 64: it used to get the publishable-key message).
+    const cut = await oncehookHere(['backfill', 'stripe', '--since', '1h'], { STRIPE_API_KEY: 'rk_test_x' });
+    expect(cut.code).toBe(1);
+    expect(cut.stderr + cut.stdout).toMatch(/STRIPE_API_KEY starts like a Stripe key \(rk_test_\) but is too short .*copy the whole key/);
     const unknown = await oncehookHere(['backfill', 'strpe', '--since', '1h']);
     expect(unknown.code).toBe(1);
     expect(unknown.stdout).toMatch(/no source named "strpe" is configured \(configured: stripe/);

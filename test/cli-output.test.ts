@@ -46,3 +46,13 @@ it('terminalSafe keeps the layout (newlines, tabs) and plain text', () => {
   expect(terminalSafe('a\tb\nc é 日本')).toBe('a\tb\nc é 日本');
   expect(terminalSafe('\u0000\u007f\u0085\u2066')).toBe('\\x00\\x7f\\x85\\u2066');
 });
+
+it('a hint names a command that works where it is printed: npm run oncehook -- only in this repository', async () => {
+  const { invocation } = await import('../packages/oncehook/src/cli/command.js');
+  const { ROOT } = await import('@oncehook/harness');
+  const here = { npm_package_name: 'oncehook', npm_lifecycle_event: 'dev', npm_package_json: `${ROOT}/package.json` };
+  expect(invocation(here)).toBe('npm run oncehook --');
+  // A team's project that happens to be named oncehook has no such script.
+  expect(invocation({ ...here, npm_package_json: '/tmp/oncehook-elsewhere/package.json' })).toBe('npx oncehook');
+  expect(invocation({ npm_package_name: 'acme-billing', npm_lifecycle_event: 'dev' })).toBe('npx oncehook');
+});

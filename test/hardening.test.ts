@@ -222,6 +222,11 @@ describe('F3 the delivery log of one event delivered 2,000 times', () => {
     const detail = await (await fetch(`${ingest.url}/admin/api/events/${event!.id}`, { headers: { authorization: `Bearer ${TOKEN}` } })).json();
     expect(detail).toMatchObject({ deliveryCount: 2000 });
     expect((detail as { deliveries: unknown[] }).deliveries).toHaveLength(DELIVERY_LOG_ROWS);
+    // How each was recognised: the first created the event, the others by its id (issue 64: the
+    // old `sameBody: false` of an identical redelivery read as "another body").
+    const matched = (detail as { deliveries: { matchedBy: string | null }[] }).deliveries.map((d) => d.matchedBy);
+    expect(matched.filter((m) => m === null)).toHaveLength(1);
+    expect(matched.filter((m) => m !== null).every((m) => m === 'id')).toBe(true);
     expect((await probe.value('webhook_events_total', { provider: 'stripe', result: 'duplicate' })) - before).toBe(1999);
   });
 });

@@ -232,7 +232,13 @@ export interface DeliveryRecord {
   receivedAt: Date;
   /** false for the delivery that created the event. */
   duplicate: boolean;
-  /** A duplicate found by its body, under another id (body dedupe). */
+  /**
+   * How a duplicate was recognised: `id`, the provider's id of an event already claimed (a
+   * redelivery: the usual case); `body`, the same body as a claimed event under another id (body
+   * dedupe, docs/providers.md). Null for the delivery that created the event.
+   */
+  matchedBy: 'id' | 'body' | null;
+  /** @deprecated `matchedBy === 'body'`; kept for one release (CHANGELOG.md). It said `false` for an identical redelivery, which read as "another body". */
   sameBody: boolean;
 }
 

@@ -11,7 +11,7 @@ import { parseArgs } from 'node:util';
 import { loadIngestConfig } from '../config.js';
 import { parseInstant } from '../event-search.js';
 import { type Command, UsageError } from './command.js';
-import { withOperations } from './connections.js';
+import { operatorName, withOperations } from './connections.js';
 import { writeOut } from './terminal.js';
 
 const OPTIONS = {
@@ -40,9 +40,11 @@ export function describeCounts(counts: BackfillCounts, dryRun: boolean): string 
   const parts = [
     `listed ${counts.listed}`,
     `already known ${counts.known}`,
-    dryRun
-      ? `new ${counts.new} (would be claimed)`
-      : `new ${counts.new} (claimed${counts.enqueueFailed > 0 ? `; ${counts.enqueueFailed} not enqueued now, the reconciler will` : ', dispatch enqueued'})`,
+    counts.new === 0
+      ? 'new 0'
+      : dryRun
+        ? `new ${counts.new} (would be claimed)`
+        : `new ${counts.new} (claimed${counts.enqueueFailed > 0 ? `; ${counts.enqueueFailed} not enqueued now, the reconciler will` : ', dispatch enqueued'})`,
     `refused ${counts.refused}`,
   ];
   if (counts.expired > 0) parts.push(`older than the key horizon ${counts.expired} (not claimed)`);
@@ -109,7 +111,7 @@ those are then duplicates). See docs/operating.md, "Recovering missed events".`,
     if (!Number.isInteger(maxPages) || maxPages < 1 || maxPages > 1_000_000)
       throw new UsageError(`--max-pages "${String(values['max-pages']).slice(0, 20)}": a whole number from 1 to 1000000`);
     const dryRun = values['dry-run'] === true;
-    const actor = values.actor ?? env.USER ?? 'cli';
+    const actor = values.actor ?? operatorName(env);
 
     const config = loadIngestConfig(env);
     const declarations = sourceDeclarations(config);

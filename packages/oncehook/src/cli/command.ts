@@ -5,6 +5,9 @@
  * Exit codes, every command: 0 done; 1 failed, refused or not found (the reason on stderr or in
  * the output); 2 a usage mistake (the usage is printed).
  */
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+
 export interface CommandContext {
   /** The environment: the shell over .env.local over .env (env-files.ts). */
   env: Record<string, string>;
@@ -37,5 +40,10 @@ export class UsageError extends Error {}
  * is printed.
  */
 export function invocation(env: Record<string, string | undefined>): string {
-  return env.npm_package_name === 'oncehook' && env.npm_lifecycle_event !== undefined ? 'npm run oncehook --' : 'npx oncehook';
+  // This repository: its root package is named `oncehook` AND holds the command's sources (a
+  // team's project that happened to be named `oncehook` must not be told to run a script it
+  // does not have).
+  const root = env.npm_package_json ? path.dirname(env.npm_package_json) : null;
+  const here = root !== null && existsSync(path.join(root, 'packages/oncehook/src/cli/entry.ts'));
+  return env.npm_package_name === 'oncehook' && env.npm_lifecycle_event !== undefined && here ? 'npm run oncehook --' : 'npx oncehook';
 }

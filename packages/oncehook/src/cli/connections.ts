@@ -3,6 +3,7 @@
  * never the user or the password; the one line it prints when a database does not answer,
  * instead of a driver's stack trace; and the connections an operator command works through.
  */
+import { hostname, userInfo } from 'node:os';
 import { closeQueueConnection, createEventQueues, createOperations, createQueries, openQueueConnection, type Operations, type Queries } from '@oncehook/core';
 import { createPool, StartupError, type Pool } from '@oncehook/shared';
 import { loadCommonConfig, type CommonConfig } from '../config.js';
@@ -81,4 +82,20 @@ export async function withOperations<T>(env: Record<string, string | undefined>,
     await closeQueueConnection(queueStore);
     await pool.end();
   }
+}
+
+/**
+ * Who an operator action is recorded as by default (`--actor` says otherwise): the login name,
+ * from USER, else the operating system's account (a container has no USER), with the host.
+ */
+export function operatorName(env: Record<string, string | undefined>): string {
+  let user = env.USER ?? env.LOGNAME;
+  if (!user) {
+    try {
+      user = userInfo().username;
+    } catch {
+      user = 'unknown';
+    }
+  }
+  return `${user}@${hostname()} (oncehook CLI)`;
 }

@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import { type EventFilter, type EventSummary, type EventView, type Operations, type ReplayPlan, SearchTooSlowError } from '@oncehook/core';
 import { parseEventSearch, SEARCH_FIELDS } from '../event-search.js';
 import { type Command, UsageError } from './command.js';
-import { withOperations } from './connections.js';
+import { operatorName, withOperations } from './connections.js';
 import { writeOut } from './terminal.js';
 
 const COMMANDS = {
@@ -217,7 +217,7 @@ function parseInvocation(command: string, args: string[]): Invocation {
     target,
     paused,
     filter: search.filter,
-    actor: text('actor') ?? process.env.USER ?? 'cli',
+    actor: text('actor') ?? operatorName(process.env),
     flag,
     text,
     needReason() {

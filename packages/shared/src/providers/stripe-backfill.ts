@@ -25,6 +25,17 @@ import { BackfillApiError, keyRedacted, ListingBudget, MAX_RATE_LIMITED_IN_A_ROW
 import { topLevelEvent, type TopLevelFields } from './types.js';
 
 const KEY_PATTERN = /^(rk|sk)_(live|test)_[A-Za-z0-9]{8,}$/;
+/** Why STRIPE_API_KEY is not a key that can read events, in the words that fit what it is. */
+function stripeKeyProblem(key: string): string {
+  const prefix = /^(rk|sk)_(live|test)_/.exec(key)?.[0];
+  if (prefix)
+    return `STRIPE_API_KEY starts like a Stripe key (${prefix}) but is too short or holds characters a key does not (${key.length} characters): copy the whole key from the Dashboard, Developers > API keys`;
+  if (key.startsWith('pk_')) return 'STRIPE_API_KEY is a publishable key (pk_...), which cannot read events: use a restricted key (rk_...) with Events: Read';
+  if (key.startsWith('whsec_'))
+    return "STRIPE_API_KEY is a webhook signing secret (whsec_...): that is STRIPE_WEBHOOK_SECRET's; backfill needs a restricted key (rk_...) with Events: Read";
+  return 'STRIPE_API_KEY is not a Stripe secret or restricted key (rk_live_..., rk_test_..., sk_...): create a restricted key with Events: Read in the Dashboard, Developers > API keys';
+}
+
 /** What Stripe's client throws, as far as a listing reads it. */
 type StripeErrorShape = { statusCode?: number; message?: string; headers?: Record<string, string> };
 
@@ -67,10 +78,7 @@ export const stripeBackfill = (fields: TopLevelFields): BackfillApi =>
         throw new ConfigError(
           'STRIPE_API_KEY is not set: backfill reads events with a Stripe key that can (create a restricted key with Events: Read in the Dashboard, Developers > API keys)',
         );
-      if (!KEY_PATTERN.test(key))
-        throw new ConfigError(
-          'STRIPE_API_KEY is not a Stripe secret or restricted key (rk_live_..., rk_test_..., sk_...): a publishable key (pk_...) or a webhook secret (whsec_...) cannot read events',
-        );
+      if (!KEY_PATTERN.test(key)) throw new ConfigError(stripeKeyProblem(key));
       let base: URL;
       try {
         base = new URL(context.env.STRIPE_API_BASE ?? 'https://api.stripe.com');

@@ -241,7 +241,8 @@ export function operatorStatements(t: Tables) {
          FROM ${ACTIONS} a LEFT JOIN ${RUNS} r ON r.id = a.run_id
         WHERE a.event_row_id = $1::bigint ORDER BY a.created_at`,
     /** The first DELIVERY_LOG_ROWS deliveries: the log keeps no more rows. */
-    SHOW_DELIVERIES: `SELECT received_at AS "receivedAt", duplicate, same_body AS "sameBody"
+    SHOW_DELIVERIES: `SELECT received_at AS "receivedAt", duplicate,
+              CASE WHEN NOT duplicate THEN NULL WHEN same_body THEN 'body' ELSE 'id' END AS "matchedBy", same_body AS "sameBody"
          FROM ${DELIVERIES} WHERE event_row_id = $1::bigint ORDER BY received_at LIMIT ${DELIVERY_LOG_ROWS}`,
     SHOW_DELIVERY_TOTAL: `SELECT ${DELIVERY_TOTAL} AS total, (SELECT dc.last_at FROM ${DELIVERY_COUNTS} dc WHERE dc.event_row_id = e.id) AS "lastAt"
          FROM ${EVENTS} e WHERE e.id = $1::bigint`,

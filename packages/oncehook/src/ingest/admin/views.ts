@@ -149,7 +149,7 @@ export function timelineEntries(detail: EventDetail): Entry[] {
       what:
         i === 0 && !d.duplicate
           ? 'delivery 1: claimed (the event was created)'
-          : `delivery ${i + 1}: duplicate${d.sameBody ? ' (the same body under another id)' : ''}, nothing new done`,
+          : `delivery ${i + 1}: duplicate ${d.matchedBy === 'body' ? '(the same body under another id)' : '(the same event id)'}, nothing new done`,
     });
   });
   if (detail.deliveryCount > detail.deliveries.length) {
