@@ -83,6 +83,12 @@ describe('the admin API', () => {
     expect(typeof answer.body.message).toBe('string');
   });
 
+  it('an unknown filter is named as itself, with the filters there are', async () => {
+    const answer = await get('/admin/api/events?q=refund');
+    expect(answer.status).toBe(400);
+    expect(String(answer.body.message)).toMatch(/^q: unknown filter \(the filters: state, waiting, source/);
+  });
+
   it.each([
     ['redrive of an id beyond bigint', '/admin/api/events/99999999999999999999999/redrive', '{"reason":"x"}', /bad_id/],
     ['redrive with a null body', `/admin/api/events/{id}/redrive`, 'null', /bad_body/],
