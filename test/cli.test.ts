@@ -138,7 +138,11 @@ describe('the environment: the shell over .env.local over .env', () => {
     const live = withDevSession(project, loadEnvFiles(project, {}));
     expect(live.loaded.env.DATABASE_URL).toBe('postgres://from-session/x');
     expect(live.note).toMatch(/using the running oncehook dev/);
-    expect(withDevSession(project, loadEnvFiles(project, { DATABASE_URL: 'postgres://from-shell/x' })).loaded.env.DATABASE_URL).toBe('postgres://from-shell/x');
+    // DATABASE_URL from the shell names another stack: the session is not read at all (no note,
+    // none of its other variables), so a dev running in the same folder changes nothing.
+    const shell = withDevSession(project, loadEnvFiles(project, { DATABASE_URL: 'postgres://from-shell/x' }));
+    expect(shell.loaded.env.DATABASE_URL).toBe('postgres://from-shell/x');
+    expect(shell.note).toBeNull();
     // A pid that is not running (a dev killed with -9 leaves its file behind).
     const gone = spawnSync(process.execPath, ['-e', 'process.exit(0)']).pid;
     await writeFile(path.join(project, '.oncehook/dev.env'), session(gone));

@@ -12,6 +12,7 @@ import path from 'node:path';
 import { createServer, type Server } from 'node:net';
 import { freePort, REDIS_URL, ROOT, urlFor, waitFor, withAdmin, SOURCE_NODE_ARGS } from '@oncehook/harness';
 import { createPool, PROVIDER_KINDS } from '@oncehook/shared';
+import { createTestDatabase } from './helpers/db.js';
 import { afterAll, expect, it } from 'vitest';
 import { docCommand, npmCommand } from './helpers/docs.js';
 
@@ -221,12 +222,14 @@ it('npm start refuses in one line on stderr, naming the cause and the variable: 
 });
 
 it('ingest alone on a taken port says so in one line and exits 1', async () => {
+  // A database with Oncehook's tables (one without them stops ingest before it listens).
+  const db = await createTestDatabase();
   const taken: Server = createServer();
   const port = await new Promise<number>((resolve) => taken.listen(0, '127.0.0.1', () => resolve((taken.address() as { port: number }).port)));
   try {
     const ingest = run('apps/ingest/src/server.ts', [], {
       STRIPE_WEBHOOK_SECRET: 'whsec_local_development_secret',
-      DATABASE_URL: urlFor('postgres'),
+      DATABASE_URL: db.url,
       REDIS_URL,
       PORT: String(port),
       HOST: '127.0.0.1',
@@ -235,6 +238,7 @@ it('ingest alone on a taken port says so in one line and exits 1', async () => {
     expect(ingest.stderr().trim()).toBe(`port ${port} is already in use (PORT): stop what uses it, or set PORT to a free port`);
   } finally {
     taken.close();
+    await db.drop();
   }
 });
 

@@ -74,5 +74,8 @@ export async function npmCommand(line: string): Promise<{ env: Record<string, st
   const command = scripts[script]?.split(/\s+/) ?? [];
   if (command[0] !== 'node') throw new Error(`package.json script "${script}" is not a single node command: ${scripts[script]}`);
   // What npm itself sets for a script (the command's printed hints read them).
-  return { env: { npm_lifecycle_event: script, npm_package_name: 'oncehook', ...env }, nodeArgs: [...command.slice(1), ...extra] };
+  return {
+    env: { npm_lifecycle_event: script, npm_package_name: 'oncehook', npm_package_json: path.join(ROOT, 'package.json'), ...env },
+    nodeArgs: [...command.slice(1), ...extra],
+  };
 }

@@ -87,11 +87,14 @@ function alive(pid: number): boolean {
 /**
  * `loaded` with the running dev session's variables beneath the shell's (an env file's value
  * gives way to the session's: dev chose its database from the same files). `note` says what
- * was used or ignored, for stderr; null when there is no session file.
+ * was used or ignored, for stderr; null when there is no session file, or when the shell names
+ * its own DATABASE_URL (then the session is not the stack meant).
  */
 export function withDevSession(dir: string, loaded: LoadedEnv): { loaded: LoadedEnv; note: string | null } {
   const file = path.join(dir, DEV_SESSION_FILE);
   if (!existsSync(file)) return { loaded, note: null };
+  // DATABASE_URL given in the shell names the stack to talk to: not the dev session's.
+  if (loaded.origin.DATABASE_URL === 'the shell') return { loaded, note: null };
   const session = parseEnv(readFileSync(file, 'utf8'));
   const pid = Number(session.ONCEHOOK_DEV_PID);
   if (!Number.isInteger(pid) || pid <= 0 || !alive(pid)) {
