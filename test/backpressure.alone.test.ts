@@ -58,6 +58,8 @@ async function timed(url: string, delivery: Delivery): Promise<{ status: number;
 function cutBy(head: string): 'claim deadline' | 'database unavailable' | 'body budget' | string {
   const message = /\r\n\r\n(\{.*\})/s.exec(head)?.[1] ?? '';
   if (message.includes(`the database did not answer within ${CLAIM_TIMEOUT_MS} ms`)) return 'claim deadline';
+  // The same deadline, reached while the delivery waited for a batch and a connection.
+  if (message.includes(`no database connection was free to record it within ${CLAIM_TIMEOUT_MS} ms`)) return 'claim deadline';
   if (message.includes('the database is unavailable')) return 'database unavailable';
   if (message.includes('too many deliveries in progress')) return 'body budget';
   return message || head.slice(0, 200);

@@ -85,17 +85,16 @@ export async function withOperations<T>(env: Record<string, string | undefined>,
 }
 
 /**
- * Who an operator action is recorded as by default (`--actor` says otherwise): the login name,
- * from USER, else the operating system's account (a container has no USER), with the host.
+ * Who an operator action is recorded as by default (`--actor` says otherwise): the login name
+ * (USER, LOGNAME), else the operating system's account with the host (a container has no USER),
+ * never a bare "cli".
  */
 export function operatorName(env: Record<string, string | undefined>): string {
-  let user = env.USER ?? env.LOGNAME;
-  if (!user) {
-    try {
-      user = userInfo().username;
-    } catch {
-      user = 'unknown';
-    }
+  const user = env.USER ?? env.LOGNAME;
+  if (user) return user;
+  try {
+    return `${userInfo().username}@${hostname()}`;
+  } catch {
+    return `unknown@${hostname()}`;
   }
-  return `${user}@${hostname()} (oncehook CLI)`;
 }
