@@ -161,6 +161,7 @@ describe('the environment: the shell over .env.local over .env', () => {
       'redrive-all',
       'failures',
       'resolve',
+      'backfill',
       'destinations',
       'send',
     ]);

@@ -14,7 +14,7 @@ import { freePort, REDIS_URL, ROOT, urlFor, waitFor, withAdmin, SOURCE_NODE_ARGS
 import { createPool, PROVIDER_KINDS } from '@oncehook/shared';
 import { createTestDatabase } from './helpers/db.js';
 import { afterAll, expect, it } from 'vitest';
-import { docCommand, npmCommand } from './helpers/docs.js';
+import { docBlockStarting, docCommand, npmCommand } from './helpers/docs.js';
 
 /** The `oncehook` command, from this checkout's sources. */
 const CLI = 'packages/oncehook/src/cli/entry.ts';
@@ -118,7 +118,10 @@ async function firstMinutes(queueBackend: 'redis' | 'postgres'): Promise<void> {
   // The banner's suggestion is accepted too (after the balance check: it may credit again).
   const sentSuggested = await runDocumented(suggested!, env);
   expect(await sentSuggested.exited, sentSuggested.output() + sentSuggested.stderr()).toBe(0);
-  if (queueBackend === 'redis') await everySenderDone(env);
+  if (queueBackend === 'redis') {
+    await everySenderDone(env);
+    await backfillFromTheSandbox(env);
+  }
 
   // Ctrl-C (SIGINT to the whole foreground group: npm start, the sandbox, ingest, the workers)
   // on one backend; on the other, SIGTERM to the command alone (a process manager's stop): it
@@ -139,6 +142,39 @@ async function firstMinutes(queueBackend: 'redis' | 'postgres'): Promise<void> {
     }
   };
   await waitFor(() => !groupAlive() || null, { timeoutMs: 10_000, what: 'every process of the stack gone' });
+}
+
+/**
+ * docs/operating.md's "Try it without a Stripe account", as written, against `npm start`'s
+ * sandbox (at this test's SANDBOX_PORT instead of 4010): the curl stores an undelivered event,
+ * the backfill claims it (`new 1`), and a second run finds it known.
+ */
+async function backfillFromTheSandbox(env: Record<string, string>): Promise<void> {
+  const block = await docBlockStarting('docs/operating.md', 'sh', 'curl -s -X POST http://127.0.0.1:4010/stripe/_events');
+  const [curl, backfill] = block
+    .trim()
+    .split('\n')
+    .map((line) => line.replaceAll('127.0.0.1:4010', `127.0.0.1:${env.SANDBOX_PORT}`));
+  const stored = await runShell(curl!, env);
+  expect(stored.output, stored.stderr).toMatch(/"stored":1/);
+  const assignments = Object.fromEntries([...backfill!.matchAll(/\b([A-Z_]+)=(\S+)/g)].map((m) => [m[1]!, m[2]!]));
+  const command = backfill!.replace(/^(\s*[A-Z_]+=\S+\s+)+/, '');
+  for (const expected of ['new 1', 'already known 1']) {
+    const run = await runDocumented(command, { ...env, ...assignments });
+    expect(await run.exited, run.output() + run.stderr()).toBe(0);
+    expect(run.output()).toContain(expected);
+  }
+}
+
+/** A shell line of the docs (curl), run by bash. */
+async function runShell(line: string, env: Record<string, string>): Promise<{ output: string; stderr: string }> {
+  const child = spawn('bash', ['-c', line], { cwd: ROOT, env: { ...CLEAN, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  let stderr = '';
+  child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  await new Promise((resolve) => child.on('close', resolve));
+  return { output, stderr };
 }
 
 /**

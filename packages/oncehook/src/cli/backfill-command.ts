@@ -55,6 +55,8 @@ const withBackfill = () => BACKFILL_KINDS.join(', ');
 
 export const backfillCommand: Command = {
   name: 'backfill',
+  // It talks to the running stack: a running oncehook dev or npm start's database and queue.
+  usesDevSession: true,
   summary: 'claim the events a provider never delivered, listed from its own API',
   usage: 'oncehook backfill <source> --since 72h [--until T] [--types a,b] [--all] [--dry-run] [--actor NAME] [--key-env VAR] [--max-pages N] [--verbose]',
   help: `Lists the events of <source> (a configured source: its kind says which provider's API)
@@ -115,9 +117,19 @@ those are then duplicates). See docs/operating.md, "Recovering missed events".`,
 
     const config = loadIngestConfig(env);
     const declarations = sourceDeclarations(config);
-    const declaration = declarations.find((d) => d.name === sourceName);
+    let declaration: { name: string; kind: string } | undefined = declarations.find((d) => d.name === sourceName);
+    if (!declaration && BACKFILL_KINDS.includes(sourceName)) {
+      // Not configured in this shell (no webhook secret here: ingest holds it), but the name of
+      // a provider with a backfill: the source ingest names after that provider by default.
+      declaration = { name: sourceName, kind: sourceName };
+      out(
+        `backfill: no source "${sourceName}" is configured in this environment; claiming under source "${sourceName}", the name ingest gives ${sourceName}'s deliveries by default`,
+      );
+    }
     if (!declaration) {
-      out(`backfill: no source named "${sourceName}" is configured (configured: ${declarations.map((d) => d.name).join(', ') || 'none'})`);
+      out(
+        `backfill: no source named "${sourceName}" is configured (configured: ${declarations.map((d) => d.name).join(', ') || 'none'}; providers with a backfill: ${withBackfill()})`,
+      );
       return 1;
     }
     const api = providerOf(declaration.kind).backfill;
