@@ -4,7 +4,8 @@
  * node_modules, and breaks in a user's install); no package imports an app; the engine's
  * packages form layers (the SDK a leaf; the engine never reaches up to the command); relative
  * imports stay inside their package; no import cycle between files of a package, of values or
- * of types (a type circle is a bag of dependencies passed around: STYLE.md 25).
+ * of types (a type circle is a bag of dependencies passed around: STYLE.md 4). STYLE.md at the
+ * repository's root is the habits the code follows; a citation of it names a habit it has.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
@@ -252,5 +253,29 @@ describe('the layout', () => {
 
   it('no cycle of type imports either (hand each module only what it uses)', () => {
     expect(cyclesOf(() => true)).toEqual([]);
+  });
+
+  it('STYLE.md is the repository\'s own: its examples are files here, and every "STYLE.md N" cited in the code names a habit it has', () => {
+    const style = readFileSync(path.join(ROOT, 'STYLE.md'), 'utf8');
+    const habits = new Set([...style.matchAll(/^(\d+)\. \*\*/gm)].map((m) => Number(m[1])));
+    expect(habits.size).toBeGreaterThan(10);
+    // Each example it gives is a file of this repository.
+    const missing = [...style.matchAll(/`((?:packages|apps|test|scripts)\/[\w./-]+\.(?:ts|sql))`/g)]
+      .map((m) => m[1]!)
+      .filter((file) => !file.includes('*') && !/\/\d{4}_\*/.test(file))
+      .filter((file) => {
+        try {
+          readFileSync(path.join(ROOT, file));
+          return false;
+        } catch {
+          return true;
+        }
+      });
+    expect(missing).toEqual([]);
+    const citing = [...WORKSPACES.flatMap((w) => w.files), ...sourceFiles(path.join(ROOT, 'test')), ...sourceFiles(path.join(ROOT, 'scripts'))];
+    const unknown = citing.flatMap((file) =>
+      [...readFileSync(file, 'utf8').matchAll(/STYLE\.md (\d+)/g)].map((m) => Number(m[1])).filter((n) => !habits.has(n)).map((n) => `${path.relative(ROOT, file)}: STYLE.md ${n}`),
+    );
+    expect(unknown).toEqual([]);
   });
 });
