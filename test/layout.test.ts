@@ -274,7 +274,10 @@ describe('the layout', () => {
     expect(missing).toEqual([]);
     const citing = [...WORKSPACES.flatMap((w) => w.files), ...sourceFiles(path.join(ROOT, 'test')), ...sourceFiles(path.join(ROOT, 'scripts'))];
     const unknown = citing.flatMap((file) =>
-      [...readFileSync(file, 'utf8').matchAll(/STYLE\.md (\d+)/g)].map((m) => Number(m[1])).filter((n) => !habits.has(n)).map((n) => `${path.relative(ROOT, file)}: STYLE.md ${n}`),
+      [...readFileSync(file, 'utf8').matchAll(/STYLE\.md (\d+)/g)]
+        .map((m) => Number(m[1]))
+        .filter((n) => !habits.has(n))
+        .map((n) => `${path.relative(ROOT, file)}: STYLE.md ${n}`),
     );
     expect(unknown).toEqual([]);
   });
