@@ -5,7 +5,7 @@
  * processes use: a variable renamed or removed in the config makes this fail instead of a
  * variant row that silently measures the plain top-up.
  */
-import { loadDestinations } from '@oncehook/shared';
+import { loadDestinations } from '@oncehook/core';
 import { loadIngestConfig, loadWorkerConfig } from 'oncehook';
 import { describe, expect, it } from 'vitest';
 import { VARIANTS, variantEnv, type Variant } from '../scripts/bench/e2e.js';

@@ -21,10 +21,21 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { createOperations, destinationAddressProblem, destinationHandler, signatureHeaders } from '@oncehook/core';
+import {
+  createOperations,
+  destinationAddressProblem,
+  destinationHandler,
+  HandlerRegistry,
+  signatureHeaders,
+  destinationPublicKey,
+  loadDestinations,
+  type Destination,
+} from '@oncehook/core';
 import { createScratchDatabase, deliver, killAllServices, paymentSucceeded, ROOT, signStripe, spawnService, waitFor } from '@oncehook/harness';
-import { createPool, createStandardWebhooksSource, destinationPublicKey, loadDestinations, type Destination } from '@oncehook/shared';
+import { createPool, createStandardWebhooksSource } from '@oncehook/shared';
 import { Webhook } from 'standardwebhooks';
+import { CONFIG_VARIABLES, loadIngestConfig, loadWorkerConfig } from 'oncehook';
+import { defineHandler } from '@oncehook/sdk';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { claimStripe, dispatchJob, engine, q, startIngest, T, testEnv, testPrefix, testQueues, testQueueStore } from './helpers/stack.js';
@@ -548,7 +559,7 @@ describe('oncehook destinations', () => {
     const publicKey = /whpk_\S+/.exec(keys)![0];
     // The pair works: a v1a signature made with the private key verifies with the public one.
     const dest = loadDestinations({ ONCEHOOK_DESTINATIONS_FILE: '', DESTINATION_URL: 'https://x.internal/h', DESTINATION_SECRET: SECRET })[0]!;
-    const signingKey = (await import('@oncehook/shared')).destinationSigningKey(privateKey);
+    const signingKey = (await import('@oncehook/core')).destinationSigningKey(privateKey);
     const headers = signatureHeaders({ hmacKey: dest.hmacKey, signingKey }, 'k2', '{}', Math.floor(Date.now() / 1000));
     const verifier = createStandardWebhooksSource({ name: 'pair-check', secrets: [publicKey] });
     expect(verifier.verify({ rawBody: Buffer.from('{}'), header: (name) => (headers as Record<string, string>)[name.toLowerCase()] ?? null, now: new Date() })).toMatchObject({
@@ -574,6 +585,25 @@ describe('configuration: each mistake names its field', () => {
   for (const [what, env, message] of cases) {
     it(what, () => expect(() => loadDestinations(env)).toThrow(message));
   }
+
+  it("read with the processes' other settings: the worker's config refuses a mistake, ingest's keeps it for the admin page", () => {
+    expect(loadWorkerConfig(base).destinations.map((d) => d.name)).toEqual(['forward']);
+    expect(() => loadWorkerConfig({ ...base, DESTINATION_NAME: 'Billing Service' })).toThrow(/destination "Billing Service": name:/);
+    expect(loadIngestConfig({ ...base, DESTINATION_NAME: 'Billing Service' }).destinations).toMatch(/destination "Billing Service": name:/);
+    expect(CONFIG_VARIABLES.worker).toEqual(expect.arrayContaining(['DESTINATION_URL', 'DESTINATION_SECRET', 'ONCEHOOK_DESTINATIONS_FILE']));
+  });
+
+  it('registered like any handler: a destination named like a handler is refused, naming both', () => {
+    const [forward] = loadDestinations(base);
+    const handler = defineHandler({ name: 'forward', source: 'stripe', type: 'charge.refunded' }, async () => {});
+    expect(() => new HandlerRegistry([handler]).add(destinationHandler(forward!), 'the destinations')).toThrow(
+      /two handlers are named "forward" \(stripe charge.refunded and the destination "forward", the second from the destinations\)/,
+    );
+    // It takes the events its sources and type globs say, through the same lookup as a handler.
+    const registry = new HandlerRegistry().add(destinationHandler({ ...forward!, types: ['invoice.*'] }));
+    expect(registry.match('stripe', 'stripe', 'invoice.paid').map((h) => h.name)).toEqual(['forward']);
+    expect(registry.match('stripe', 'stripe', 'charge.refunded')).toEqual([]);
+  });
 
   it('a file: unknown fields, a filter path, a reserved header, two destinations of one name', async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'oncehook-dest-config-'));

@@ -10,10 +10,10 @@
  */
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createEventQueue, createOperations, createReconciler, createRedis, type EventJobData, NOTIFY_TIMEOUT_MS, type Reconciler } from '@oncehook/core';
+import { createEventQueue, createOperations, createReconciler, createRedis, type EventJobData, NOTIFY_TIMEOUT_MS, type Reconciler, destinationHmacKey } from '@oncehook/core';
 import { REDIS_URL, waitFor } from '@oncehook/harness';
 import { defineHandler, PermanentError } from '@oncehook/sdk';
-import { createWorkerMetrics, destinationHmacKey } from '@oncehook/shared';
+import { createWorkerMetrics } from '@oncehook/shared';
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { loadWorkerConfig } from 'oncehook';

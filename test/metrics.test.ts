@@ -6,9 +6,9 @@
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { DEFAULT_SCHEMA, loadDestinations, createWorkerMetrics } from '@oncehook/shared';
+import { DEFAULT_SCHEMA, createWorkerMetrics } from '@oncehook/shared';
 import { defineHandler } from '@oncehook/sdk';
-import { advisoryLockKey } from '@oncehook/core';
+import { advisoryLockKey, loadDestinations } from '@oncehook/core';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { createMetricsProbe } from './helpers/metrics.js';
 import { killAllServices, spawnService, deliver, paymentSucceeded, signStripe, waitFor } from '@oncehook/harness';

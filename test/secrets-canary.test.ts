@@ -12,6 +12,7 @@
  * (The receiver a destination is configured for, and the provider APIs, receive their keys: that
  * is their purpose, so what they receive is not searched.)
  */
+import { loadDestinations } from '@oncehook/core';
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -19,7 +20,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
-import { createStripeSource, createWorkerMetrics, loadDestinations } from '@oncehook/shared';
+import { createStripeSource, createWorkerMetrics } from '@oncehook/shared';
 import { defineHandler } from '@oncehook/sdk';
 import { pino } from 'pino';
 import { afterAll, beforeAll, expect, it } from 'vitest';

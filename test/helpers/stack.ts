@@ -18,7 +18,6 @@ import {
   createWorkerMetrics,
   DEFAULT_SCHEMA,
   noFaults,
-  type Destination,
   type Faults,
   type IngestMetrics,
   type Logger,
@@ -38,6 +37,7 @@ import {
   type ProcessSettings,
   type QueueBackend,
   type QueueConnection,
+  type Destination,
 } from '@oncehook/core';
 
 export const testLog = createLogger('test', process.env.TEST_SHOW_LOGS ? 'debug' : 'silent');

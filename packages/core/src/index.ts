@@ -46,6 +46,7 @@ export * from './retention-sweep.js';
 export * from './retry-policy.js';
 export * from './store/queries.js';
 export * from './engine.js';
+export * from './destinations/destination-config.js';
 export * from './destinations/destination-handler.js';
 export * from './destinations/forward.js';
 export * from './destinations/destination-states.js';

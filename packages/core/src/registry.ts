@@ -5,13 +5,23 @@
  * events; one registered for a KIND (`stripe`) receives the events of every source of that
  * kind. Every matching handler gets its own run of the event (per-handler exactly once).
  * GitHub: a handler for an event name without an action (`issues`) also receives every
- * `issues.<action>` event. A destination (destinations/) says itself which events it takes:
- * its sources and type globs.
+ * `issues.<action>` event. A handler may instead choose its events itself (`Selecting`: a
+ * destination's sources and type globs); the registry treats both alike.
  */
 import { HandlerDefinitionError } from '@oncehook/sdk';
 import { isHandler, type Handler } from '@oncehook/sdk';
 import { priorityLevel } from './flow-control.js';
-import { isDestinationHandler } from './destinations/destination-handler.js';
+
+/** A handler that chooses its events itself instead of by its source and type. */
+export interface Selecting {
+  selects(source: string, kind: string, type: string): boolean;
+  /** How a message names it (`the destination "crm"`). */
+  readonly label: string;
+}
+
+function selecting(handler: Handler): (Handler & Selecting) | null {
+  return typeof (handler as Partial<Selecting>).selects === 'function' ? (handler as Handler & Selecting) : null;
+}
 
 export class HandlerRegistry {
   readonly #byName = new Map<string, Handler>();
@@ -25,7 +35,7 @@ export class HandlerRegistry {
     if (!isHandler(handler)) throw new HandlerDefinitionError(`${origin}: expected a handler made by defineHandler(), got ${describe(handler)}`);
     const existing = this.#byName.get(handler.name);
     if (existing) {
-      const what = (h: Handler) => (isDestinationHandler(h) ? `the destination "${h.name}"` : `${h.source} ${h.type}`);
+      const what = (h: Handler) => selecting(h)?.label ?? `${h.source} ${h.type}`;
       throw new HandlerDefinitionError(
         `two handlers are named "${handler.name}" (${what(existing)} and ${what(handler)}, the second from ${origin}); handler and destination names must be unique`,
       );
@@ -55,7 +65,7 @@ export class HandlerRegistry {
   /** Every handler for an event of this source, kind and type, in name order. */
   match(provider: string, kind: string, type: string): Handler[] {
     return this.all()
-      .filter((h) => (isDestinationHandler(h) ? h.selects(provider, kind, type) : (h.source === provider || h.source === kind) && typeMatches(kind, h.type, type)))
+      .filter((h) => selecting(h)?.selects(provider, kind, type) ?? ((h.source === provider || h.source === kind) && typeMatches(kind, h.type, type)))
       .sort((a, b) => a.name.localeCompare(b.name));
   }
 }

@@ -10,8 +10,17 @@
  */
 import { z } from 'zod';
 import { ConfigError } from '@oncehook/sdk';
-import { clusterSlotProblem, DEFAULT_ENGINE_SETTINGS, type BackfillScheduleEntry, type ClusterSeeds } from '@oncehook/core';
-import { addressProblem, BACKFILL_KINDS, DEFAULT_SCHEMA, destinationHmacKey, PROVIDERS, PROVIDER_VARIABLES, SCHEMA_NAME_PATTERN, withoutEmpty, type Env } from '@oncehook/shared';
+import {
+  clusterSlotProblem,
+  DEFAULT_ENGINE_SETTINGS,
+  DESTINATION_VARIABLES,
+  destinationHmacKey,
+  loadDestinations,
+  type Destination,
+  type BackfillScheduleEntry,
+  type ClusterSeeds,
+} from '@oncehook/core';
+import { addressProblem, BACKFILL_KINDS, DEFAULT_SCHEMA, PROVIDERS, PROVIDER_VARIABLES, SCHEMA_NAME_PATTERN, withoutEmpty, type Env } from '@oncehook/shared';
 
 /** A comma-separated variable's entries, trimmed, empty ones dropped. */
 const commaList = (value: string): string[] =>
@@ -402,7 +411,7 @@ const workerSchema = z.object({
 export const CONFIG_VARIABLES = {
   common: Object.keys(commonSchema.shape),
   ingest: [...Object.keys(ingestSchema.shape), ...PROVIDER_VARIABLES.map((variable) => variable.name)],
-  worker: Object.keys(workerSchema.shape),
+  worker: [...Object.keys(workerSchema.shape), ...DESTINATION_VARIABLES],
 } as const;
 
 export type CommonConfig = z.infer<typeof commonSchema>;
@@ -410,8 +419,18 @@ export type IngestConfig = CommonConfig &
   z.infer<typeof ingestSchema> & {
     /** Every provider's variables, parsed by its descriptor (providers/providers.ts); unset ones absent. */
     readonly providerVariables: Readonly<Record<string, unknown>>;
+    /**
+     * The destinations the workers forward to, for the admin's page; or what is wrong with their
+     * declaration (ingest does not run them: a mistake is shown there and stops the workers, not
+     * ingest).
+     */
+    readonly destinations: readonly Destination[] | string;
   };
-export type WorkerConfig = CommonConfig & z.infer<typeof workerSchema>;
+export type WorkerConfig = CommonConfig &
+  z.infer<typeof workerSchema> & {
+    /** Every declared destination, checked (DESTINATION_*, ONCEHOOK_DESTINATIONS_FILE, the sources file). */
+    readonly destinations: readonly Destination[];
+  };
 
 function parse<T extends z.ZodType>(schema: T, env: Env): z.infer<T> {
   const result = schema.safeParse(withoutEmpty(env));
@@ -499,7 +518,13 @@ export function loadIngestConfig(env: Env = process.env): IngestConfig {
     if (parsed[name] !== undefined) providerVariables[name] = parsed[name];
     delete parsed[name];
   }
-  return { ...(parsed as Omit<IngestConfig, 'providerVariables'>), providerVariables };
+  let destinations: readonly Destination[] | string;
+  try {
+    destinations = loadDestinations(env);
+  } catch (error) {
+    destinations = (error as Error).message;
+  }
+  return { ...(parsed as Omit<IngestConfig, 'providerVariables' | 'destinations'>), providerVariables, destinations };
 }
 
 export function loadWorkerConfig(env: Env = process.env): WorkerConfig {
@@ -525,5 +550,5 @@ export function loadWorkerConfig(env: Env = process.env): WorkerConfig {
       });
     }
   });
-  return parse(schema, env);
+  return { ...parse(schema, env), destinations: loadDestinations(env) };
 }

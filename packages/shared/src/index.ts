@@ -44,7 +44,6 @@ export * from './timeout.js';
 export * from './metrics.js';
 export * from './type-label.js';
 export * from './retention.js';
-export * from './destinations.js';
 // Every outbound call of Oncehook's own (destinations, notifications, providers' APIs): one guard.
 export * from './outbound/address-guard.js';
 export * from './outbound/outbound-http.js';

@@ -15,18 +15,14 @@
  * - What the receiver gets is the envelope (envelopeOf): the provider's payload as JSON with
  *   the event's source, type, provider id and times, the same bytes on every attempt.
  */
+import { type Destination, destinationTakes, filterProblem, valueAt } from './destination-config.js';
 import { defineHandler, type Handler, type HandlerEvent } from '@oncehook/sdk';
-import { type Destination, destinationTakes, filterProblem, valueAt } from '@oncehook/shared';
 import { forward, type ForwardObserver } from './forward.js';
+import type { Selecting } from '../registry.js';
 
-/** A handler made from a destination: the registry asks it which events it takes. */
-export interface DestinationHandler extends Handler {
+/** A handler made from a destination: it chooses its events itself (registry.ts, `Selecting`). */
+export interface DestinationHandler extends Handler, Selecting {
   readonly destination: Destination;
-  selects(provider: string, kind: string, type: string): boolean;
-}
-
-export function isDestinationHandler(handler: Handler): handler is DestinationHandler {
-  return typeof (handler as Partial<DestinationHandler>).selects === 'function' && (handler as Partial<DestinationHandler>).destination !== undefined;
 }
 
 /**
@@ -91,5 +87,6 @@ export function destinationHandler(destination: Destination, observer: ForwardOb
     ...handler,
     destination,
     selects: (provider: string, kind: string, type: string) => destinationTakes(destination, provider, kind, type),
+    label: `the destination "${destination.name}"`,
   });
 }

@@ -4,7 +4,7 @@
  * take, their limits, and how each is doing (runs in flight, waiting, dead letters, a pause,
  * the last error). One owner, so the command and the page never disagree.
  */
-import type { Destination } from '@oncehook/shared';
+import type { Destination } from './destination-config.js';
 import type { Operations } from '../operations.js';
 
 export interface DestinationState {

@@ -21,9 +21,10 @@
  * read; the excerpt recorded is shorter still. Secrets (the signing key, configured headers)
  * never appear in what is recorded or logged.
  */
+import type { Destination } from './destination-config.js';
 import { createHmac, sign } from 'node:crypto';
 import { PermanentError, parseRetryAfter, RetryLaterError } from '@oncehook/sdk';
-import { OutboundRefusedError, outboundFetch, outboundUrlProblem, redactSecrets, type Destination } from '@oncehook/shared';
+import { OutboundRefusedError, outboundFetch, outboundUrlProblem, redactSecrets } from '@oncehook/shared';
 
 /** Most bytes of an answer read (the rest is dropped unread). */
 export const MAX_ANSWER_BYTES = 64 * 1024;

@@ -6,8 +6,7 @@
  */
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { destinationStates, type DestinationState } from '@oncehook/core';
-import { destinationPublicKey, loadDestinations } from '@oncehook/shared';
+import { destinationStates, type DestinationState, destinationPublicKey, loadDestinations } from '@oncehook/core';
 import { type Command, UsageError } from './command.js';
 import { withOperations } from './connections.js';
 import { terminalSafe, writeOut } from './terminal.js';

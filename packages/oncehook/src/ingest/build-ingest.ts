@@ -22,6 +22,7 @@ import {
   createEnqueueRelay,
   createActivityFlusher,
   deliveryReadings,
+  type Destination,
 } from '@oncehook/core';
 import {
   listenFailure,
@@ -35,7 +36,6 @@ import {
   type Logger,
   type Pool,
   type WebhookSource,
-  type Destination,
 } from '@oncehook/shared';
 import type { IngestConfig } from '../config.js';
 import type { EventJobData } from '@oncehook/core';

@@ -5,7 +5,7 @@
  * and the pool. `oncehook ingest` and apps/ingest run this.
  */
 import { awaitDatabase, checkRedisMode } from '@oncehook/core';
-import { announceLogged, createLogger, loadDestinations, onShutdownSignal, startLiveness, startTracing, type Destination, type Env } from '@oncehook/shared';
+import { announceLogged, createLogger, onShutdownSignal, startLiveness, startTracing, type Env } from '@oncehook/shared';
 import { loadIngestConfig } from '../config.js';
 import { buildIngest } from './build-ingest.js';
 
@@ -15,19 +15,11 @@ export async function runIngest(env: Env = process.env): Promise<void> {
   await checkRedisMode(config);
   // OpenTelemetry, when the OTEL_* variables ask for it (tracing.ts); before anything makes a span.
   const tracing = await startTracing('oncehook-ingest', env);
-  // The destinations the workers forward to, for the admin's page (ingest does not run them: a
-  // mistake in them is shown there, and stops the workers, not ingest).
-  let destinations: readonly Destination[] | string;
-  try {
-    destinations = loadDestinations(env);
-  } catch (error) {
-    destinations = (error as Error).message;
-  }
   // Its database exists, takes its credentials and has Oncehook's tables up to date (else one
   // line and exit 1); one that cannot be reached yet is waited for before listening.
   const log = createLogger('ingest', config.LOG_LEVEL, config.LOG_FORMAT);
   await awaitDatabase(config.DATABASE_URL, { schema: config.ONCEHOOK_SCHEMA, log });
-  const ingest = buildIngest(config, { destinations, log });
+  const ingest = buildIngest(config, { destinations: config.destinations, log });
   const { port } = await ingest.listen();
   // Tests and scripts wait for this line (and read the port when PORT=0).
   announceLogged(ingest.log, config.LOG_FORMAT, { port, sources: [...ingest.sources.keys()] }, `ingest listening on ${port}`);

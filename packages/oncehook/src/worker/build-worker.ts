@@ -31,9 +31,10 @@ import {
   runReadings,
   type BackfillScheduler,
   type RegisteredHandler,
+  type Destination,
 } from '@oncehook/core';
 import { observeOutbound, type Handler } from '@oncehook/sdk';
-import { createFaults, createLogger, createPool, createWorkerMetrics, type Faults, type Logger, type Destination, type Pool, type WorkerMetrics } from '@oncehook/shared';
+import { createFaults, createLogger, createPool, createWorkerMetrics, type Faults, type Logger, type Pool, type WorkerMetrics } from '@oncehook/shared';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { WorkerConfig } from '../config.js';
@@ -47,7 +48,7 @@ export interface BuildWorkerOptions {
   metrics?: WorkerMetrics;
   faults?: Faults;
   hooks?: EngineHooks;
-  /** The destinations this worker forwards to (loadDestinations), run beside the handlers. */
+  /** The destinations this worker forwards to, run beside the handlers (default: `config.destinations`). */
   destinations?: readonly Destination[];
   /** Where the scheduled backfill reads the providers' API keys (default process.env). */
   env?: Record<string, string | undefined>;
@@ -144,7 +145,7 @@ export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], 
     },
   };
   const registry = new HandlerRegistry(handlers);
-  for (const destination of options.destinations ?? []) registry.add(destinationHandler(destination, observer), 'the destinations');
+  for (const destination of options.destinations ?? config.destinations) registry.add(destinationHandler(destination, observer), 'the destinations');
   const pool = createPool(config.DATABASE_URL, {
     max: config.DATABASE_POOL_SIZE,
     connectionTimeoutMillis: config.DATABASE_CONNECT_TIMEOUT_MS,

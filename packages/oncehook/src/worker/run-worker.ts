@@ -5,7 +5,7 @@
  * close connections. `oncehook worker` and apps/worker run this.
  */
 import { awaitDatabase, checkRedisMode, destinationAddressProblem, handlerModuleList, loadHandlerModules } from '@oncehook/core';
-import { announce, announceLogged, createLogger, loadDestinations, onShutdownSignal, outboundUrlProblem, StartupError, startTracing, type Env } from '@oncehook/shared';
+import { announce, announceLogged, createLogger, onShutdownSignal, outboundUrlProblem, StartupError, startTracing, type Env } from '@oncehook/shared';
 import { loadWorkerConfig } from '../config.js';
 import { buildWorker } from './build-worker.js';
 
@@ -25,7 +25,7 @@ export async function runWorker(env: Env = process.env): Promise<void> {
       log.info({ source: handler.source, type: handler.type, handler: handler.name, ...(handler.description ? { description: handler.description } : {}) }, 'handler loaded');
     }
   }
-  const destinations = loadDestinations(env);
+  const { destinations } = config;
   if (handlers.length === 0 && destinations.length === 0)
     log.warn({ unhandled: config.UNHANDLED_EVENTS }, 'no handler loaded (ONCEHOOK_HANDLERS is empty): every event will be unhandled');
   announce(`worker loaded ${handlers.length} handler(s) from ${modules.length ? modules.join(', ') : 'no module'}`);
@@ -49,7 +49,7 @@ export async function runWorker(env: Env = process.env): Promise<void> {
     if (problem) throw new StartupError(`FAILURE_NOTIFY_URL: ${problem}`);
   }
 
-  const worker = buildWorker(config, handlers, { log, destinations });
+  const worker = buildWorker(config, handlers, { log });
   const { metricsPort } = await worker.start();
   announce(`worker metrics on ${metricsPort}`);
   // Tests and scripts wait for this line.

@@ -12,8 +12,9 @@
  * address: a flood of wrong passwords then makes everyone wait out the minute (chosen over
  * trusting a forwarded header an attacker can write).
  */
+import type { Destination } from '@oncehook/core';
 import { getConnInfo } from '@hono/node-server/conninfo';
-import { createLogLimiter, secretsEqual, type Destination, type Logger } from '@oncehook/shared';
+import { createLogLimiter, secretsEqual, type Logger } from '@oncehook/shared';
 import type { Context, MiddlewareHandler } from 'hono';
 import { basicAuth } from 'hono/basic-auth';
 import { bearerAuth } from 'hono/bearer-auth';

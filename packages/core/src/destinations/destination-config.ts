@@ -1,8 +1,8 @@
 /**
  * Destinations: forwarding each verified, claimed event to a team's own HTTP service, in any
  * language (docs/destinations.md). This file is their configuration: declared, checked once at
- * start, every mistake a message naming the field. The engine runs them (packages/core
- * destinations/).
+ * start (the processes' config.ts reads it with their other settings), every mistake a message
+ * naming the field. The rest of this folder runs them.
  *
  * Two ways to declare them, usable together:
  * - environment variables for one destination: DESTINATION_URL, DESTINATION_SECRET, and
@@ -17,9 +17,7 @@ import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { ConfigError } from '@oncehook/sdk';
 import { isIP } from 'node:net';
-import { withoutEmpty, type Env } from './env.js';
-import { addressProblem } from './outbound/address-guard.js';
-import { headerValueProblem } from './outbound/secrets.js';
+import { addressProblem, headerValueProblem, withoutEmpty, type Env } from '@oncehook/shared';
 import { z } from 'zod';
 
 /** A destination's name: the id of its runs (like a handler's name), its metrics and its pause. */
@@ -254,11 +252,22 @@ function readJson(file: string, variable: string): unknown {
 }
 
 /** The declarations of the environment form (DESTINATION_URL ...), or none. */
+/** The variables that declare destinations (the processes' config.ts lists them with its own). */
+export const DESTINATION_VARIABLES = [
+  'DESTINATION_URL',
+  'DESTINATION_SECRET',
+  'DESTINATION_NAME',
+  'DESTINATION_SOURCES',
+  'DESTINATION_TYPES',
+  'DESTINATION_TIMEOUT_MS',
+  'ONCEHOOK_DESTINATIONS_FILE',
+] as const;
+
 function fromVariables(all: Env): DestinationDeclaration[] {
   // Empty is unset: docker-compose.yml passes every variable, `${DESTINATION_NAME:-}` included.
   const env: Env = withoutEmpty(all);
   if (!env.DESTINATION_URL) {
-    const stray = ['DESTINATION_SECRET', 'DESTINATION_NAME', 'DESTINATION_SOURCES', 'DESTINATION_TYPES', 'DESTINATION_TIMEOUT_MS'].filter((name) => env[name]);
+    const stray = DESTINATION_VARIABLES.filter((name) => name.startsWith('DESTINATION_') && name !== 'DESTINATION_URL' && env[name]);
     if (stray.length > 0) throw new ConfigError(`${stray.join(', ')} set without DESTINATION_URL: set DESTINATION_URL to the URL to forward events to`);
     return [];
   }
