@@ -8,8 +8,9 @@
  * The working tree is never touched. Before the mutants it runs all their test files once
  * unmutated: a mutant "killed" by an already failing test would prove nothing.
  *
- * Prints a table (mutant, killed by, seconds) and exits 1 if any mutant survived or any rule
- * no longer matches the code. Not part of `npm test`: it takes several minutes.
+ * Where each mutant applies: scripts/mutants/locate.ts (a marker above the guard). Prints a
+ * table (mutant, killed by, seconds) and exits 1 if any mutant survived or any rule no longer
+ * matches the code. Not part of `npm test`: it takes several minutes.
  */
 import { spawn } from 'node:child_process';
 import { cp, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
@@ -17,6 +18,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { MUTANTS, type Mutant } from './mutants/catalog.js';
+import { findMarkers, locate } from './mutants/locate.js';
 import { parseScriptArgs } from '@oncehook/harness';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -55,19 +57,12 @@ async function scratchCopy(into: string): Promise<void> {
   for (const [name, workspace] of workspaces) await symlink(path.join(into, workspace), path.join(modules, name));
 }
 
-async function apply(dir: string, mutant: Mutant): Promise<boolean> {
-  const texts = new Map<string, string>();
-  for (const edit of [{ file: mutant.file, search: mutant.search, replace: mutant.replace }, ...(mutant.also ?? [])]) {
-    const file = path.join(dir, edit.file ?? mutant.file);
-    const text = texts.get(file) ?? (await readFile(file, 'utf8'));
-    if (text.split(edit.search).length !== 2) return false;
-    texts.set(
-      file,
-      text.replace(edit.search, () => edit.replace),
-    );
-  }
-  for (const [file, text] of texts) await writeFile(file, text);
-  return true;
+/** Applies the mutant in the scratch copy; what is wrong with its rule when it cannot. */
+async function apply(dir: string, mutant: Mutant, markers: Awaited<ReturnType<typeof findMarkers>>['at']): Promise<string | null> {
+  const located = await locate(dir, mutant, markers);
+  if ('problem' in located) return located.problem;
+  for (const [file, text] of located.files) await writeFile(path.join(dir, file), text);
+  return null;
 }
 
 interface VitestResult {
@@ -150,7 +145,7 @@ async function main(): Promise<number> {
   }
   const selected = only ? MUTANTS.filter((m) => only.includes(m.id)) : MUTANTS;
   if (values.list) {
-    for (const m of selected) process.stdout.write(`${m.id.padEnd(28)} ${m.file}  (${m.guarantee})\n`);
+    for (const m of selected) process.stdout.write(`${m.id.padEnd(28)} ${m.marker ? `marker ${m.marker}` : m.file}  (${m.guarantee})\n`);
     return 0;
   }
   const timeoutMs = Number(values['timeout-seconds']) * 1000;
@@ -177,8 +172,9 @@ async function main(): Promise<number> {
       await scratchCopy(dir);
       const started = Date.now();
       let outcome: Outcome;
-      if (!(await apply(dir, mutant))) {
-        outcome = { mutant, status: 'STALE RULE', killedBy: `search text not found exactly once in ${mutant.file}`, seconds: 0 };
+      const stale = await apply(dir, mutant, (await findMarkers(dir)).at);
+      if (stale !== null) {
+        outcome = { mutant, status: 'STALE RULE', killedBy: stale, seconds: 0 };
       } else {
         const result = await vitest(dir, mutant.tests, timeoutMs);
         const seconds = (Date.now() - started) / 1000;

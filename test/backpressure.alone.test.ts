@@ -69,7 +69,9 @@ const BOUNDS = ['claim deadline', 'database unavailable', 'body budget'];
 const CLAIM_TIMEOUT_MS = 750;
 const CONNECT_TIMEOUT_MS = 10_000;
 
-it('Postgres blackholed: 1000 verified 200 KB deliveries each get 503, cut by the claim deadline or its circuit; RSS < 350 MiB; accepted once it heals', async () => {
+it('Postgres blackholed: 1000 verified 200 KB deliveries each get 503, cut by the claim deadline or its circuit; RSS < 350 MiB; accepted once it heals', {
+  timeout: 120_000,
+}, async () => {
   const viaBlackhole = new URL(db.url);
   viaBlackhole.port = String(blackhole.port);
   // A connection attempt into the blackhole waits DATABASE_CONNECT_TIMEOUT_MS: 10 s here, far
@@ -127,7 +129,18 @@ it('Postgres blackholed: 1000 verified 200 KB deliveries each get 503, cut by th
 
   // The path heals: the circuit half-opens, a probe succeeds, deliveries are accepted again.
   blackhole.forward();
-  await waitFor(async () => ((await timed(url, bigPayment('evt_probe'))).status === 202 ? true : null), { timeoutMs: 20_000, intervalMs: 250, what: 'ingest accepting again' });
+  // Connections opened during the outage stay dead (as after a real one) until their connect
+  // timeout (CONNECT_TIMEOUT_MS, 10 s) drops them; the circuit then half-opens and a probe
+  // closes it. Usually 1-5 s after the heal; a CI run beside a loaded hour once took more than
+  // 20 s, so the bound is what the mechanism allows (timeouts of the stranded connections and
+  // a probe after them), not a speed: the figure shows how long it took.
+  const healStarted = Date.now();
+  await waitFor(async () => ((await timed(url, bigPayment('evt_probe'))).status === 202 ? true : null), {
+    timeoutMs: 3 * CONNECT_TIMEOUT_MS + 15_000,
+    intervalMs: 250,
+    what: 'ingest accepting again',
+  });
+  console.log(`[figure] accepting again ${Date.now() - healStarted} ms after the path healed`);
   // The provider's retries, 40 at a time (more at once would meet the in-flight body budget,
   // which answers 503 too: correctly). A 503 is retried as a provider would: on a busy machine
   // a batch of 40 x 200 KB can outlast the 750 ms claim deadline right after the heal (seen

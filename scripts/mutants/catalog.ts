@@ -1,24 +1,30 @@
 /**
  * The curated mutants of Oncehook's guarantees: each one is a small, plausible bug in the code
- * a guarantee rests on, written as an exact search/replace on one file. `npm run mutants`
- * applies each alone to a scratch copy, runs only the test files listed for it, and expects at
- * least one to fail ("killed"). A survivor means the guarantee has no test that notices.
+ * a guarantee rests on, written as a search/replace. `npm run mutants` applies each alone to a
+ * scratch copy, runs only the test files listed for it, and expects at least one to fail
+ * ("killed"). A survivor means the guarantee has no test that notices.
  *
  * Rules:
- * - `search` must occur exactly once in `file` (the runner refuses a stale rule, so a rule
- *   whose code moved is noticed the day it moves, not silently skipped); a bug that spans two
- *   places lists the others in `also` (in the same file unless they name theirs), each held to
- *   the same rule;
+ * - a rule names its guard by a marker in the code: a `// mutant: <id>` line above the guarded
+ *   statement (scripts/mutants/locate.ts). Moving the guard to another file, or re-wrapping its
+ *   lines, keeps the mutant; its `search` must occur exactly once in the marker's window (any
+ *   whitespace matches any whitespace). A marker found nowhere or twice, or a search not found
+ *   once, fails test/mutants-catalog.test.ts the day it happens, and `npm run mutants` calls the
+ *   rule stale. Only code that must never change (a shipped migration) is named by `file`;
+ * - a bug that spans two places lists the others in `also` (in the marker's file unless they
+ *   name theirs), each held to the same rule in its whole file;
  * - `tests` lists the files that are supposed to guard the guarantee, most specific first;
- * - every new guarantee adds its mutants here (and docs/reliability.md shows the table).
+ * - every new guarantee adds its mutants here, with their markers (docs/reliability.md shows the table).
  */
 export interface Mutant {
   /** Stable short name, used in test comments ("Mutant killed: ..."). */
   id: string;
   /** The guarantee it breaks, in a few words. */
   guarantee: string;
-  /** Repository-relative path. */
-  file: string;
+  /** The id of the `// mutant: <id>` line above the guard (usually the mutant's own id). */
+  marker?: string;
+  /** Repository-relative path, for a guard that carries no marker (a shipped migration). */
+  file?: string;
   search: string;
   replace: string;
   /** Further edits, applied after the first, in order (in `file` unless they name another). */
@@ -27,25 +33,14 @@ export interface Mutant {
   tests: string[];
 }
 
-const CLAIM_SQL = 'packages/core/src/store/sql/claim.ts';
-const RUN_SQL = 'packages/core/src/store/sql/runs.ts';
-const RECOVERY_SQL = 'packages/core/src/store/sql/recovery.ts';
-const OPERATOR_SQL = 'packages/core/src/store/sql/operators.ts';
 const RUN_QUERIES = 'packages/core/src/store/runs.ts';
-const RETRY = 'packages/core/src/retry-policy.ts';
-const FENCE = 'packages/core/src/steps/run-fence.ts';
-const LOCAL_STEP = 'packages/core/src/steps/local-step.ts';
-const EXTERNAL_STEP = 'packages/core/src/steps/external-step.ts';
-const STEP_RULES = 'packages/core/src/steps/step-rules.ts';
-const PROCESS = 'packages/core/src/process-event.ts';
-const DISPATCH_BATCHER = 'packages/core/src/dispatch-batcher.ts';
 
 export const MUTANTS: Mutant[] = [
   // ---- the claim ------------------------------------------------------------------------
   {
     id: 'claim-check-then-act',
     guarantee: 'one delivery creates work: the batched claim is atomic',
-    file: CLAIM_SQL,
+    marker: 'claim-check-then-act',
     search: `FROM input CROSS JOIN body_stripes ORDER BY provider, event_id
                ON CONFLICT DO NOTHING`,
     replace: `FROM input
@@ -55,7 +50,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'claim-single-check-then-act',
     guarantee: 'one delivery creates work: the single claim is atomic',
-    file: CLAIM_SQL,
+    marker: 'claim-single-check-then-act',
     search: `         VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb, $8::bytea, octet_length($5::text)\${origin ? ", 'backfill', $9::text" : ''})
          ON CONFLICT DO NOTHING`,
     replace: `         SELECT $1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb, $8::bytea, octet_length($5::text)\${origin ? ", 'backfill', $9::text" : ''}
@@ -65,7 +60,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'claim-keys-unordered',
     guarantee: 'two batched claims holding the same keys wait for each other, never deadlock (event ids)',
-    file: CLAIM_SQL,
+    marker: 'claim-keys-unordered',
     search: 'FROM input CROSS JOIN body_stripes ORDER BY provider, event_id',
     replace: 'FROM input CROSS JOIN body_stripes ORDER BY ord',
     tests: ['test/core-races.test.ts'],
@@ -73,7 +68,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'claim-body-stripes-off',
     guarantee: 'two batched claims holding the same body hashes wait for each other, never deadlock',
-    file: CLAIM_SQL,
+    marker: 'claim-body-stripes-off',
     search: 'SELECT count(pg_advisory_xact_lock(k)) AS n FROM',
     replace: 'SELECT count(k) AS n FROM',
     tests: ['test/core-races.test.ts'],
@@ -81,7 +76,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'claim-conflict-not-retried',
     guarantee: 'a claim that lost a race (deadlock, a key deleted mid-claim) is run again, not answered as an error',
-    file: 'packages/core/src/claim-batch.ts',
+    marker: 'claim-conflict-not-retried',
     search: '      if (!isClaimConflictError(error) || attempt >= CLAIM_CONFLICT_ATTEMPTS) throw error;',
     replace: '        throw error;',
     tests: ['test/core-races.test.ts'],
@@ -89,7 +84,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'claim-same-body-in-batch-unmatched',
     guarantee: 'the delivery log counts every delivery of a body claimed under two ids in one batch',
-    file: CLAIM_SQL,
+    marker: 'claim-same-body-in-batch-unmatched',
     search: '                 FROM input i JOIN inserted x ON x.provider = i.provider AND x.body_hash = i.body_hash AND x.event_id <> i.event_id',
     replace: '                 FROM input i JOIN inserted x ON false',
     tests: ['test/core-races.test.ts'],
@@ -97,7 +92,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'dispatch-twice',
     guarantee: 'an event is dispatched once: two workers never both create and run its runs',
-    file: RUN_SQL,
+    marker: 'dispatch-twice',
     search: `          WHERE id = $1::bigint AND state = 'received'
          RETURNING *`,
     replace: `          WHERE id = $1::bigint
@@ -109,7 +104,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'dispatch-batch-twice',
     guarantee: 'an event is dispatched once: a batch of dispatches never re-dispatches one that is not `received`',
-    file: RUN_SQL,
+    marker: 'dispatch-batch-twice',
     search: `          WHERE e.id IN (SELECT id FROM event_args) AND e.state = 'received'`,
     replace: `          WHERE e.id IN (SELECT id FROM event_args)`,
     also: [{ search: `          WHERE e.id = l.id AND e.state = 'received'`, replace: `          WHERE e.id = l.id` }],
@@ -118,7 +113,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'dispatch-batch-lock-order',
     guarantee: 'two batches of dispatches holding the same events wait for each other instead of deadlocking (events locked in id order first)',
-    file: RUN_SQL,
+    marker: 'dispatch-batch-lock-order',
     // Dropping only ORDER BY is equivalent on today's plans (the scan under FOR UPDATE reads the
     // events in id order anyway); without the pre-lock, the UPDATE locks in the arguments' order.
     search: `         SELECT e.id FROM \${EVENTS} e
@@ -130,7 +125,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'dispatch-batch-repeats-event',
     guarantee: 'an event is dispatched once: one event is never twice in a batch (its runs counted twice, its tokens mixed)',
-    file: DISPATCH_BATCHER,
+    marker: 'dispatch-batch-repeats-event',
     search: `      if (batch.length < maxBatch && !events.has(w.request.rowId)) {`,
     replace: `      if (batch.length < maxBatch) {`,
     tests: ['test/dispatch-batcher.test.ts'],
@@ -138,7 +133,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'dispatch-batch-unbounded',
     guarantee: 'a dispatch statement holds at most maxBatch events (its size and its locks bounded)',
-    file: DISPATCH_BATCHER,
+    marker: 'dispatch-batch-unbounded',
     search: `      if (batch.length < maxBatch && !events.has(w.request.rowId)) {`,
     replace: `      if (!events.has(w.request.rowId)) {`,
     tests: ['test/dispatch-batcher.test.ts'],
@@ -146,7 +141,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'dispatch-batch-fails-together',
     guarantee: "one event's failed dispatch fails its own job only, not its batch's",
-    file: DISPATCH_BATCHER,
+    marker: 'dispatch-batch-fails-together',
     search: `      if (isDatabaseUnavailableError(error)) {`,
     replace: `      if (isDatabaseUnavailableError(error) || batch.length > 0) {`,
     tests: ['test/dispatch-batcher.test.ts'],
@@ -154,7 +149,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'dispatch-batch-answers-first',
     guarantee: 'each dispatch of a batch gets its own event and runs (its own lease tokens)',
-    file: DISPATCH_BATCHER,
+    marker: 'dispatch-batch-answers-first',
     search: `    for (const w of batch) w.resolve(results.get(w.request.rowId) ?? null);`,
     replace: `    for (const w of batch) w.resolve(results.get(batch[0]!.request.rowId) ?? null);`,
     tests: ['test/dispatch-batcher.test.ts', 'test/round-trips.test.ts'],
@@ -163,7 +158,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'fence-lock-token',
     guarantee: 'a worker that lost its lease commits no step',
-    file: RUN_SQL,
+    marker: 'fence-lock-token',
     search: `        WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
         FOR NO KEY UPDATE`,
     replace: `        WHERE id = $1::bigint AND $2::uuid IS NOT NULL AND state = 'processing'
@@ -173,7 +168,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'fence-done-token',
     guarantee: 'a worker that lost its lease cannot mark the run done',
-    file: RUN_SQL,
+    marker: 'fence-done-token',
     search: `                updated_at = now(), note = coalesce($3::text, note)
           WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
     replace: `                updated_at = now(), note = coalesce($3::text, note)
@@ -183,7 +178,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'fence-retry-token',
     guarantee: 'a worker that lost its lease cannot send the run back to received',
-    file: RUN_SQL,
+    marker: 'fence-retry-token',
     search: `          WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
          RETURNING id
        ), \${ATTEMPT_VERDICT('retry', '$3::text')}`,
@@ -195,7 +190,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'fence-failed-token',
     guarantee: 'a worker that lost its lease cannot dead-letter the run',
-    file: RUN_SQL,
+    marker: 'fence-failed-token',
     search: `          WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
          RETURNING id, event_row_id
        ), \${ATTEMPT_VERDICT('failed'`,
@@ -207,7 +202,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'acquire-steps-in-returning',
     guarantee: 'a takeover that waited on the old owner sees the step it committed (never runs it again)',
-    file: RUN_SQL,
+    marker: 'acquire-steps-in-returning',
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the search text is source code containing a template literal
     search: "  const LEASED_RUN_RETURNING = `${runColumns('r')}, row_to_json((SELECT x FROM (SELECT ${eventColumns('e')}) x)) AS event`;",
     replace:
@@ -230,7 +225,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'fence-without-begin',
     guarantee: 'the fence and the step it guards are one transaction (BEGIN travels with the fence)',
-    file: 'packages/shared/src/db/pool.ts',
+    marker: 'fence-without-begin',
     search: "    connection.parse({ text: 'BEGIN' });\n    connection.bind();\n    connection.execute();\n",
     replace: '',
     also: [{ search: "if (all.length !== 2 || all[0]?.command !== 'BEGIN' || !last)", replace: 'if (!last)' }],
@@ -239,7 +234,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'begin-parse-vouches',
     guarantee: "a pipelined statement whose Parse failed is parsed again (BEGIN's ParseComplete does not mark it prepared)",
-    file: 'packages/shared/src/db/pool.ts',
+    marker: 'begin-parse-vouches',
     search:
       "    if (!self.hasBeenParsed(connection)) {\n      connection.parse({ text: self.text, name: self.name });\n      connection.submittedNamedStatements[self.name] = self.text;\n    }\n    connection.parse({ text: 'BEGIN' });\n    connection.bind();\n    connection.execute();\n",
     replace:
@@ -249,7 +244,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'final-record-lease-lost-silent',
     guarantee: 'a final record that finds the lease lost fails, so the COMMIT sent with it is skipped',
-    file: RUN_SQL,
+    marker: 'final-record-lease-lost-silent',
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the search text is source code containing a template literal
     search: '       SELECT CASE WHEN EXISTS (SELECT 1 FROM event) THEN 1 ELSE ${S}.lease_lost($1::bigint) END AS recorded`,',
     replace: '       SELECT 1 AS recorded FROM event`,',
@@ -258,7 +253,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'step-lease-not-renewed',
     guarantee: 'a local step that held the run row past a third of the lease renews it before COMMIT',
-    file: FENCE,
+    marker: 'step-lease-not-renewed',
     search: '  if (Date.now() - fencedAt <= run.leaseMs / 3) return null;',
     replace: '  return null;',
     tests: ['test/core-races.test.ts'],
@@ -266,7 +261,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'keeper-renews-during-step',
     guarantee: "the lease keeper does not queue renewals behind a local step's row lock",
-    file: 'packages/core/src/lease-keeper.ts',
+    marker: 'keeper-renews-during-step',
     search: '      if (holdsRunRow()) return;',
     replace: '',
     tests: ['test/core-races.test.ts'],
@@ -274,7 +269,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'external-call-without-lease',
     guarantee: 'a worker that lost its lease makes no external call',
-    file: EXTERNAL_STEP,
+    marker: 'external-call-without-lease',
     search: `  const renewed = await deps.queries.renewLeaseAtStep(deps.pool, run.runId, run.token, run.leaseMs);
   if (!renewed) throw new LeaseLostError(run.runId);`,
     replace: '  const renewed = { stop: false };',
@@ -283,7 +278,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'event-state-counters',
     guarantee: 'an event is done exactly when its last run is (per-run counters)',
-    file: RUN_SQL,
+    marker: 'event-state-counters',
     search: `          SET runs_pending = e.runs_pending - 1, state = \${EVENT_STATE_AFTER('-1', '0')},`,
     replace: `          SET runs_pending = e.runs_pending, state = \${EVENT_STATE_AFTER('0', '0')},`,
     tests: ['test/state-machine.test.ts', 'test/reconciler.test.ts'],
@@ -292,7 +287,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'key-includes-attempt',
     guarantee: 'every attempt of an external step sends the same idempotency key',
-    file: EXTERNAL_STEP,
+    marker: 'key-includes-attempt',
     search: '    step: name,\n    generation: run.generation,',
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the replacement is source code containing a template literal
     replace: '    step: `${name}#${run.attempt}`,\n    generation: run.generation,',
@@ -301,7 +296,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'key-ignores-generation',
     guarantee: 'a deliberate replay sends new keys (one new effect), a re-drive the same',
-    file: 'packages/core/src/idempotency-key.ts',
+    marker: 'key-ignores-generation',
     search: '[input.handler, input.step, String(input.generation)]',
     replace: '[input.handler, input.step]',
     tests: ['test/operations.test.ts'],
@@ -309,7 +304,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'key-ignores-handler',
     guarantee: 'two handlers of one event send different keys',
-    file: 'packages/core/src/idempotency-key.ts',
+    marker: 'key-ignores-handler',
     search: '[input.handler, input.step, String(input.generation)]',
     replace: '[input.step, String(input.generation)]',
     tests: ['test/idempotency-key.test.ts'],
@@ -317,7 +312,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'legacy-key-scheme',
     guarantee: 'runs carried over from before handler names keep their keys',
-    file: 'packages/core/src/idempotency-key.ts',
+    marker: 'legacy-key-scheme',
     search: 'input.keyScheme === 1 ?',
     replace: 'input.keyScheme === 3 ?',
     tests: ['test/migrations.test.ts', 'test/idempotency-key.test.ts'],
@@ -325,7 +320,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'skip-local-step',
     guarantee: 'a committed local step is not run again',
-    file: LOCAL_STEP,
+    marker: 'skip-local-step',
     search: `  if (record) {
     // Committed by an earlier attempt`,
     replace: `  if (record && false) {
@@ -335,7 +330,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'skip-external-step',
     guarantee: 'a recorded external step is not called again',
-    file: EXTERNAL_STEP,
+    marker: 'skip-external-step',
     search: `  if (record) {
     scope.log.info({ step: name, kind: 'external' }`,
     replace: `  if (record && false) {
@@ -345,7 +340,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'step-name-reuse',
     guarantee: 'a step name used twice in one run fails loudly (never one call for two)',
-    file: STEP_RULES,
+    marker: 'step-name-reuse',
     search: '  if (used.has(name)) {',
     replace: '  if (false) {',
     tests: ['test/sdk.test.ts'],
@@ -353,7 +348,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'step-result-not-json',
     guarantee: 'a step result that JSON would change is refused, never recorded changed',
-    file: 'packages/sdk/src/json.ts',
+    marker: 'step-result-not-json',
     search: '  const problem = findNonJson(value);\n  if (problem) {',
     replace: '  const problem = findNonJson(value);\n  if (problem && false) {',
     tests: ['test/sdk.test.ts'],
@@ -361,7 +356,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'replay-reuses-nothing',
     guarantee: 'a replay of some steps reuses the records of the others (no double local effect)',
-    file: OPERATOR_SQL,
+    marker: 'replay-reuses-nothing',
     search: '          WHERE s.name = ANY($3::text[])',
     replace: '          WHERE false',
     tests: ['test/operations.test.ts'],
@@ -370,7 +365,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'signature-length-only',
     guarantee: 'signatures are compared by content (constant time), not by shape',
-    file: 'packages/shared/src/providers/hmac.ts',
+    marker: 'signature-length-only',
     search: 'return a.length === b.length && timingSafeEqual(a, b);',
     replace: 'return a.length === b.length;',
     tests: ['test/providers.test.ts'],
@@ -378,7 +373,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'signature-presence-only',
     guarantee: 'a signature must match, not merely be present (Stripe v1 and Paddle h1 lists)',
-    file: 'packages/shared/src/providers/timestamped-hmac.ts',
+    marker: 'signature-presence-only',
     search: 'return signatures.some((candidate) => signaturesEqual(expected, candidate));',
     replace: 'return expected.length > 0 && signatures.length > 0;',
     tests: ['test/providers.test.ts'],
@@ -386,7 +381,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'verify-before-claim',
     guarantee: 'verify, THEN claim: a forged delivery cannot pre-consume an id',
-    file: 'packages/shared/src/providers/timestamped-hmac.ts',
+    marker: 'verify-before-claim',
     search: "      if (!valid) throw new VerificationError(401, 'bad_signature',",
     replace: "      if (!valid) console.warn('bad Stripe/Paddle signature (mutant: logged, not refused)');\n      if (false) throw new VerificationError(401, 'bad_signature',",
     tests: ['test/providers.test.ts', 'test/ingest-edge.test.ts'],
@@ -394,7 +389,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'timestamp-too-old',
     guarantee: 'a stale signed timestamp is refused (replay window)',
-    file: 'packages/shared/src/providers/types.ts',
+    marker: 'timestamp-too-old',
     search: '  if (age > toleranceSeconds) {',
     replace: '  if (age > toleranceSeconds * 1000) {',
     tests: ['test/providers.test.ts'],
@@ -402,7 +397,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'timestamp-in-future',
     guarantee: 'a signed timestamp too far in the future is refused',
-    file: 'packages/shared/src/providers/types.ts',
+    marker: 'timestamp-in-future',
     search: '  if (-age > toleranceSeconds) {',
     replace: '  if (-age > toleranceSeconds * 1000) {',
     tests: ['test/providers.test.ts'],
@@ -411,7 +406,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'reconciler-expired-leases',
     guarantee: 'a run whose worker died is released and run again',
-    file: RECOVERY_SQL,
+    marker: 'reconciler-expired-leases',
     search: `         WHERE state = 'processing' AND lease_until < now()
          ORDER BY lease_until`,
     replace: `         WHERE state = 'processing' AND lease_until < now() - interval '1 hour'
@@ -421,7 +416,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'reconciler-stale-runs',
     guarantee: 'a run whose retry job Redis lost is enqueued again',
-    file: RECOVERY_SQL,
+    marker: 'reconciler-stale-runs',
     search: `        SELECT id FROM \${RUNS}
          WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 millisecond'`,
     replace: `        SELECT id FROM \${RUNS}
@@ -431,7 +426,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'reconciler-stale-events',
     guarantee: 'an event whose dispatch Redis lost (or ingest never sent) is enqueued again',
-    file: RECOVERY_SQL,
+    marker: 'reconciler-stale-events',
     search: `        SELECT id FROM \${EVENTS}
          WHERE state = 'received' AND updated_at < now() - $1::int * interval '1 millisecond'`,
     replace: `        SELECT id FROM \${EVENTS}
@@ -442,7 +437,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'renewal-off',
     guarantee: 'a long handler keeps its lease (renewal)',
-    file: 'packages/core/src/lease-keeper.ts',
+    marker: 'renewal-off',
     search: '        .then(() => queries.renewLease(pool, runId, token, leaseMs))',
     replace: '        .then(() => true)',
     tests: ['test/lease-guards.test.ts'],
@@ -450,7 +445,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'cap-off',
     guarantee: 'a run that kills its worker every time reaches failed',
-    file: RETRY,
+    marker: 'cap-off',
     search: '  return attempt > policy.maxAttempts;',
     replace: '  return false;',
     tests: ['test/lease-guards.test.ts'],
@@ -458,7 +453,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'cap-last-attempt',
     guarantee: 'the last failed attempt dead-letters the run',
-    file: RETRY,
+    marker: 'cap-last-attempt',
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the search text is source code containing a template literal
     search: '  if (attempt >= policy.maxAttempts) return { retry: false, reason: `attempt ${attempt}/${policy.maxAttempts} failed: ${message}` };',
     replace: '',
@@ -467,7 +462,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'cap-count',
     guarantee: 'every claim counts as an attempt (crashes included)',
-    file: RUN_SQL,
+    marker: 'cap-count',
     search: `                attempts = r.attempts + 1, updated_at = now(),
                 waiting = NULL, waiting_since = NULL, flow_key = $5::text`,
     replace: `                attempts = r.attempts, updated_at = now(),
@@ -477,7 +472,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'backoff-zero',
     guarantee: 'failed attempts are retried after a growing, jittered delay',
-    file: RETRY,
+    marker: 'backoff-zero',
     search: "  const backoff = backoffDelayMs(failedAttempt, { baseMs: policy.backoffMs, capMs: RUN_RETRY_CAP_MS, jitter: 'half' });",
     replace: '  const backoff = 0;',
     tests: ['test/lease-guards.test.ts'],
@@ -486,7 +481,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'ack-before-commit',
     guarantee: 'the 2xx is sent only after the claim committed',
-    file: 'packages/oncehook/src/ingest/receive-webhook.ts',
+    marker: 'ack-before-commit',
     search: '    claim = await claims.claim(traceparent ? { ...event, traceparent } : event);',
     replace:
       "    claim = await Promise.race([claims.claim(traceparent ? { ...event, traceparent } : event), new Promise<ClaimResult>((resolve) => setImmediate(() => resolve({ outcome: 'new', rowId: -1 })))]);",
@@ -495,7 +490,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'ack-failed-claim',
     guarantee: 'a claim that failed in Postgres is never answered 2xx',
-    file: 'packages/core/src/claim-batch.ts',
+    marker: 'ack-failed-claim',
     search: "    if ('error' in result) waiter.reject(result.error);",
     replace: "    if ('error' in result) waiter.resolve({ outcome: 'duplicate-concurrent' });",
     tests: ['test/dependency-loss.test.ts', 'test/claim-batcher.test.ts'],
@@ -504,7 +499,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'shopify-body-dedupe-off',
     guarantee: 'a captured Shopify body replayed under a new id or topic is a duplicate',
-    file: 'packages/shared/src/providers/shopify.ts',
+    marker: 'shopify-body-dedupe-off',
     search: "        bodyHash: dedupe === 'off' ? null :",
     replace: "        bodyHash: dedupe !== 'off' ? null :",
     tests: ['test/attack-replays.test.ts'],
@@ -512,7 +507,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'github-body-dedupe-off',
     guarantee: 'a captured GitHub body replayed under a new delivery id is a duplicate',
-    file: 'packages/shared/src/providers/github.ts',
+    marker: 'github-body-dedupe-off',
     search: '        dedupeOnBody ? bodyHash(request.rawBody) : null,',
     replace: '        null,',
     tests: ['test/attack-replays.test.ts'],
@@ -520,7 +515,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'github-event-unchecked',
     guarantee: 'a GitHub body sent under another event name is refused',
-    file: 'packages/shared/src/providers/github.ts',
+    marker: 'github-event-unchecked',
     search: '  if (field !== undefined && !(field in parsed.json)) {',
     replace: '  if (field === undefined && !(field in parsed.json)) {',
     tests: ['test/attack-replays.test.ts'],
@@ -528,7 +523,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'unsigned-header-id-accepted',
     guarantee: 'a generic source taking its id from an unsigned header is refused at start',
-    file: 'packages/shared/src/providers/generic-hmac.ts',
+    marker: 'unsigned-header-id-accepted',
     search: "  if ('header' in options.id && !signed(options.id.header) && !options.bodyDedupe) {",
     replace: "  if ('header' in options.id && !signed(options.id.header) && !options.bodyDedupe && false) {",
     tests: ['test/attack-replays.test.ts', 'test/sources-config.test.ts'],
@@ -536,7 +531,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'domain-key-ignored',
     guarantee: "a step keyed on a domain object sends that object's key for every event about it",
-    file: 'packages/core/src/idempotency-key.ts',
+    marker: 'domain-key-ignored',
     search: '  if (input.subject != null) {',
     replace: '  if (input.subject === "never") {',
     tests: ['test/attack-replays.test.ts', 'test/sdk.test.ts'],
@@ -544,7 +539,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'csrf-guard-off',
     guarantee: "a page on another site cannot make an operator's browser act on the admin",
-    file: 'packages/oncehook/src/ingest/admin/index.ts',
+    marker: 'csrf-guard-off',
     search: "  admin.use('*', csrfGuard(settings.origins ?? []));",
     replace: '',
     tests: ['test/admin-csrf.test.ts'],
@@ -552,7 +547,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'precheck-off',
     guarantee: 'a delivery without its signature headers is refused before its body is read',
-    file: 'packages/oncehook/src/ingest/edge-guards.ts',
+    marker: 'precheck-off',
     search: '      source.precheck((header) => c.req.header(header) ?? null, deps.now?.() ?? new Date());',
     replace: '',
     tests: ['test/edge-bounds.alone.test.ts'],
@@ -560,7 +555,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'inflight-budget-off',
     guarantee: 'the bodies held by deliveries in progress are bounded',
-    file: 'packages/oncehook/src/ingest/edge-guards.ts',
+    marker: 'inflight-budget-off',
     search: '    if (length !== null && inflight + length > settings.maxInflightBodyBytes) {',
     replace: '    if (length !== null && inflight + length > Number.MAX_SAFE_INTEGER) {',
     also: [{ search: "      if (inflight + bytes > settings.maxInflightBodyBytes) return 'over-budget';", replace: '' }],
@@ -569,7 +564,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'claim-deadline-off',
     guarantee: 'a database that stops answering gets deliveries a 503 within CLAIM_TIMEOUT_MS',
-    file: 'packages/core/src/claim-batch.ts',
+    marker: 'claim-deadline-off',
     search: '  const claimed = await withinDeadline(claiming, Math.max(1, due - deps.now()));',
     replace: '  const claimed = await claiming;',
     tests: ['test/backpressure.alone.test.ts'],
@@ -577,7 +572,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'claim-circuit-never-opens',
     guarantee: 'after N batches find the database unavailable, claims fail at once instead of waiting out a timeout',
-    file: 'packages/core/src/claim-circuit.ts',
+    marker: 'claim-circuit-never-opens',
     search: '      if (failures < options.failures) return false;',
     replace: '      return false;',
     tests: ['test/claim-circuit.test.ts', 'test/backpressure.alone.test.ts'],
@@ -585,7 +580,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'poison-fails-batch',
     guarantee: 'one payload Postgres refuses fails alone, not its whole batch',
-    file: 'packages/core/src/claim-batch.ts',
+    marker: 'poison-fails-batch',
     search: '    if (unavailable || events.length === 1) return { results: events.map(() => ({ error })), unavailable };',
     replace: '    return { results: events.map(() => ({ error })), unavailable };',
     tests: ['test/backpressure.alone.test.ts', 'test/claim-batcher.test.ts'],
@@ -593,7 +588,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'type-label-unbounded',
     guarantee: 'senders cannot create metric series: unknown types count as other',
-    file: 'packages/shared/src/type-label.ts',
+    marker: 'type-label-unbounded',
     search: '    return OTHER_TYPE;',
     replace: '    return type;',
     tests: ['test/metrics.test.ts', 'test/edge-bounds.alone.test.ts'],
@@ -601,7 +596,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'chunked-body-unlimited',
     guarantee: 'a body without Content-Length is still bounded by BODY_LIMIT_BYTES',
-    file: 'packages/oncehook/src/ingest/edge-guards.ts',
+    marker: 'chunked-body-unlimited',
     search: "      if (mine.bytes + bytes > settings.bodyLimitBytes) return 'too-large';",
     replace: '',
     tests: ['test/ingest-edge.test.ts'],
@@ -610,7 +605,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'relay-never-adds',
     guarantee: 'a committed event is enqueued right after the answer, not only by the reconciler',
-    file: 'packages/core/src/enqueue-relay.ts',
+    marker: 'relay-never-adds',
     search: "        await withTimeout(enqueueNewEvents(options.queue, jobs), options.enqueueTimeoutMs, 'enqueue');",
     replace: '        await Promise.resolve(jobs);',
     tests: ['test/enqueue-relay.test.ts', 'test/ingest-edge.test.ts', 'test/claim-batcher.test.ts'],
@@ -618,7 +613,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'relay-unbounded',
     guarantee: 'with Redis down the relay backlog stays within maxPending',
-    file: 'packages/core/src/enqueue-relay.ts',
+    marker: 'relay-unbounded',
     search: '      const room = Math.max(0, maxPending - pending.length);',
     replace: '      const room = jobs.length;',
     tests: ['test/enqueue-relay.test.ts'],
@@ -626,7 +621,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'shard-ignores-key',
     guarantee: 'QUEUE_SHARDS spreads events over every shard by their key',
-    file: 'packages/core/src/queue.ts',
+    marker: 'shard-ignores-key',
     search: '  return Number.parseInt(eventKeyDigest(job.provider, job.eventId).slice(0, 8), 16) % shards;',
     replace: '  return 0;',
     tests: ['test/queue-shards.test.ts'],
@@ -634,7 +629,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'worker-consumes-all-shards',
     guarantee: 'WORKER_QUEUE_SHARDS pins a worker to its shards',
-    file: 'packages/core/src/event-worker.ts',
+    marker: 'worker-consumes-all-shards',
     search: '  const consumed = settings.consumeShards.length > 0 ? settings.consumeShards : names.map((_, i) => i);',
     replace: '  const consumed = names.map((_, i) => i);',
     tests: ['test/queue-shards.test.ts'],
@@ -642,7 +637,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'dispatch-reads-event',
     guarantee: 'a dispatch job that carries the type needs no event read (round trips per event)',
-    file: PROCESS,
+    marker: 'dispatch-reads-event',
     search: '    job.kind !== undefined && job.type !== undefined ? {',
     replace: '    job.kind === undefined && job.type !== undefined ? {',
     tests: ['test/round-trips.test.ts'],
@@ -650,7 +645,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'dispatch-replanned',
     guarantee: 'the dispatch statement is planned once per connection (its arrays behind a CTE)',
-    file: RUN_SQL,
+    marker: 'dispatch-replanned',
     search: '           FROM ev, args, unnest(args.handlers, args.tokens, args.deferred) AS h(handler, token, deferred),',
     replace: '           FROM ev, args, unnest($2::text[], $3::uuid[], $6::bool[]) AS h(handler, token, deferred),',
     tests: ['test/round-trips.test.ts'],
@@ -658,7 +653,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'run-job-id-ignores-generation',
     guarantee: "a replayed run's retries are not swallowed by the earlier generation's jobs",
-    file: 'packages/core/src/queue.ts',
+    marker: 'run-job-id-ignores-generation',
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the search text is source code containing a template literal
     search: "  const generation = job.generation ? `g${job.generation}-` : '';",
     replace: "  const generation = '';",
@@ -668,7 +663,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'ordered-never-stale',
     guarantee: 'ctx.ordered: an older update never overwrites a newer one',
-    file: RUN_QUERIES,
+    marker: 'ordered-never-stale',
     search: '    return { stale: previous !== null && previous > version, previous };',
     replace: '    return { stale: false, previous };',
     tests: ['test/ordering.test.ts', 'test/effects.test.ts'],
@@ -676,7 +671,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'ordered-version-lowered',
     guarantee: 'ctx.ordered: a stale update does not lower the recorded version',
-    file: RUN_SQL,
+    marker: 'ordered-version-lowered',
     search: '          SET version = greatest(v.version, excluded.version), previous_version = v.version,',
     replace: '          SET version = excluded.version, previous_version = v.version,',
     tests: ['test/ordering.test.ts', 'test/core-races.test.ts'],
@@ -684,7 +679,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'ordered-previous-from-snapshot',
     guarantee: "ctx.ordered's previous is the newest version committed before it, under contention",
-    file: RUN_SQL,
+    marker: 'ordered-previous-from-snapshot',
     search: `\`INSERT INTO \${VERSIONS} AS v (handler, object_key, version) VALUES ($1::text, $2::text, $3::numeric)`,
     replace: `\`WITH prior AS (SELECT version FROM \${VERSIONS} WHERE handler = $1::text AND object_key = $2::text), up AS (INSERT INTO \${VERSIONS} AS v (handler, object_key, version) VALUES ($1::text, $2::text, $3::numeric)`,
     also: [
@@ -698,7 +693,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'object-lock-noop',
     guarantee: 'ctx.lock serialises local steps about one object',
-    file: RUN_SQL,
+    marker: 'object-lock-noop',
     search: "    LOCK_OBJECT: 'SELECT pg_advisory_xact_lock($1::bigint)',",
     replace: "    LOCK_OBJECT: 'SELECT $1::bigint',",
     tests: ['test/ordering.test.ts'],
@@ -707,7 +702,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'prune-deletes-key',
     guarantee: 'past the payload horizon the key stays: a late redelivery is a duplicate',
-    file: RECOVERY_SQL,
+    marker: 'prune-deletes-key',
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the search text is source code containing a template literal
     search: "      UPDATE ${EVENTS} SET payload = NULL, meta = '{}', note = NULL, pruned_at = now()",
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the replacement is source code containing a template literal
@@ -717,7 +712,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'expiry-on-payload-horizon',
     guarantee: 'ingest answers expired only past the key horizon',
-    file: 'packages/oncehook/src/ingest/receive-webhook.ts',
+    marker: 'expiry-on-payload-horizon',
     search: '  const horizonDays = deps.settings.retention.keyDays;',
     replace: '  const horizonDays = deps.settings.retention.defaultDays;',
     tests: ['test/key-horizon.test.ts', 'test/retention.test.ts'],
@@ -725,7 +720,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'key-horizon-unchecked',
     guarantee: 'a key horizon shorter than a payload horizon is refused at start',
-    file: 'packages/oncehook/src/config.ts',
+    marker: 'key-horizon-unchecked',
     search: '  if (config.KEY_RETENTION_DAYS < longest) {',
     replace: '  if (config.KEY_RETENTION_DAYS < 0) {',
     tests: ['test/key-horizon.test.ts'],
@@ -733,7 +728,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'retention-window-unchecked',
     guarantee: "a payload horizon shorter than the provider's redelivery window is refused at start",
-    file: 'packages/shared/src/providers/sources.ts',
+    marker: 'retention-window-unchecked',
     search: '  if (tooShort.length > 0) throw',
     replace: '  if (tooShort.length < 0) throw',
     tests: ['test/config.test.ts'],
@@ -741,7 +736,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'pruned-event-replayed',
     guarantee: 'an event whose payload retention deleted cannot run again',
-    file: 'packages/core/src/operations.ts',
+    marker: 'pruned-event-replayed',
     search: '  if (event.prunedAt) return { ok: false, rowId, reason: prunedReason(event.prunedAt) };\n  const run = await pickRun(',
     replace: '  const run = await pickRun(',
     tests: ['test/key-horizon.test.ts'],
@@ -750,7 +745,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'missing-shard-accepted',
     guarantee: 'a worker asked for a shard that does not exist refuses to start',
-    file: 'packages/oncehook/src/config.ts',
+    marker: 'missing-shard-accepted',
     search: '    if (outside.length > 0) {',
     replace: '    if (outside.length < 0) {',
     tests: ['test/queue-shards.test.ts'],
@@ -759,7 +754,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'payload-parsed-twice',
     guarantee: "a handler's payload schema runs once per attempt (its transforms too)",
-    file: PROCESS,
+    marker: 'payload-parsed-twice',
     search: '  return { handler, payload: parsed.value };',
     replace: '  return { handler, payload: handler.payloadSchema ? handler.payloadSchema.parse(event.payload) : parsed.value };',
     tests: ['test/sdk.test.ts'],
@@ -768,7 +763,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'attempt-marker-off',
     guarantee: "a killed worker's attempt still shows in the event's trace",
-    file: PROCESS,
+    marker: 'attempt-marker-off',
     search: "        .startSpan('oncehook.attempt', { attributes: { 'oncehook.handler': run.handler, 'oncehook.attempt': run.attempts } })\n        .end();",
     replace: '',
     tests: ['test/tracing-crash.test.ts'],
@@ -776,7 +771,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'trace-not-on-event',
     guarantee: "retries and recoveries continue the delivery's trace (it is kept on the event row)",
-    file: RUN_SQL,
+    marker: 'trace-not-on-event',
     search: '                trace_parent = coalesce($5::text, trace_parent)',
     replace: '                trace_parent = trace_parent',
     tests: ['test/tracing.test.ts', 'test/tracing-crash.test.ts'],
@@ -784,7 +779,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'relay-no-flush-on-shutdown',
     guarantee: 'a stopping ingest adds the jobs of the deliveries it answered before its queue closes',
-    file: 'packages/oncehook/src/ingest/build-ingest.ts',
+    marker: 'relay-no-flush-on-shutdown',
     search: '      await relay.flush(config.ENQUEUE_TIMEOUT_MS * 2);',
     replace: '',
     tests: ['test/crash-recovery.test.ts'],
@@ -793,7 +788,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'pg-queue-ignored',
     guarantee: 'QUEUE_BACKEND=postgres runs without Redis: the queue lives in Postgres',
-    file: 'packages/core/src/queue.ts',
+    marker: 'pg-queue-ignored',
     search: "  if (settings.QUEUE_BACKEND === 'redis') return { backend: 'redis', redis: createRedisClient(settings, role) };",
     replace: "  if (settings.QUEUE_BACKEND !== 'nothing') return { backend: 'redis', redis: createRedisClient(settings, role) };",
     tests: ['test/postgres-queue.test.ts'],
@@ -801,7 +796,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'pg-queue-count-retention',
     guarantee: "on Postgres a completed job deletes only its own row (BullMQ's count retention deadlocks under concurrency)",
-    file: 'packages/core/src/queue.ts',
+    marker: 'pg-queue-count-retention',
     search: 'export const POSTGRES_EVENT_JOB_OPTIONS = { ...EVENT_JOB_OPTIONS, removeOnComplete: true } as const;',
     replace: 'export const POSTGRES_EVENT_JOB_OPTIONS = { ...EVENT_JOB_OPTIONS } as const;',
     tests: ['test/postgres-queue.test.ts'],
@@ -810,7 +805,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'cluster-nodes-ignored',
     guarantee: 'REDIS_CLUSTER_NODES connects every process through the Cluster client (MOVED, ASK, failovers followed)',
-    file: 'packages/core/src/queue.ts',
+    marker: 'cluster-nodes-ignored',
     search: '  return settings.REDIS_CLUSTER_NODES ? createRedisCluster(settings.REDIS_CLUSTER_NODES, role) : createRedis(settings.REDIS_URL, role);',
     replace:
       "  return settings.REDIS_CLUSTER_NODES ? createRedis('redis://' + settings.REDIS_CLUSTER_NODES.nodes[0]!.host + ':' + settings.REDIS_CLUSTER_NODES.nodes[0]!.port, role) : createRedis(settings.REDIS_URL, role);",
@@ -819,7 +814,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'readiness-ping-only',
     guarantee: "readiness checks that every shard's slot takes a write, not that one node answers PING",
-    file: 'packages/core/src/queue.ts',
+    marker: 'readiness-ping-only',
     search: "  return Promise.all(names.map((name) => redis.set(queueKey(prefix, name, 'oncehook-ready'), String(Date.now()), 'PX', 60_000)));",
     replace: '  return redis.ping();',
     tests: ['test/redis-cluster.test.ts'],
@@ -827,7 +822,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'one-cluster-node-accepted',
     guarantee: 'a REDIS_URL naming one node of a Redis Cluster is refused at start, naming REDIS_CLUSTER_NODES',
-    file: 'packages/core/src/queue.ts',
+    marker: 'one-cluster-node-accepted',
     search: '  if (clustered && !seed) {',
     replace: '  if (clustered && !seed && Math.random() > 2) {',
     tests: ['test/redis-cluster.test.ts'],
@@ -835,7 +830,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'cluster-prefix-unchecked',
     guarantee: 'a queue prefix whose keys would cross cluster slots (CROSSSLOT) is refused by the configuration',
-    file: 'packages/oncehook/src/config.ts',
+    marker: 'cluster-prefix-unchecked',
     search: "  if (!config.REDIS_CLUSTER_NODES || config.QUEUE_BACKEND !== 'redis') return;",
     replace: '  return;',
     tests: ['test/redis-cluster.test.ts'],
@@ -843,7 +838,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'reconciler-waits-on-silent-redis',
     guarantee: 'a Redis that stops answering (no reset) cannot stop the reconciler: each add is bounded, a later pass retries',
-    file: 'packages/core/src/reconciler.ts',
+    marker: 'reconciler-waits-on-silent-redis',
     search: "        await withTimeout(enqueueEvent(queue, job, { replaceFinished: true }), redisTimeoutMs, 're-enqueue');",
     replace: '        await enqueueEvent(queue, job, { replaceFinished: true });',
     tests: ['test/reconciler.test.ts'],
@@ -851,7 +846,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'checked-out-client-unlistened',
     guarantee: 'Postgres ending a connection held between statements fails that statement, it does not kill the process',
-    file: 'packages/shared/src/db/pool.ts',
+    marker: 'checked-out-client-unlistened',
     search: "    client.on('error', () => {});",
     replace: '',
     tests: ['test/db-pool.test.ts'],
@@ -860,7 +855,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'payload-number-limit-off',
     guarantee: 'a number jsonb would print as thousands of digits is refused at the edge',
-    file: 'packages/shared/src/payload-limits.ts',
+    marker: 'payload-number-limit-off',
     search: '      if (printed > MAX_NUMBER_CHARS) {',
     replace: '      if (false) {',
     tests: ['test/hardening.test.ts'],
@@ -868,7 +863,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'payload-depth-limit-off',
     guarantee: 'a payload nested deeper than 128 levels is refused at the edge',
-    file: 'packages/shared/src/payload-limits.ts',
+    marker: 'payload-depth-limit-off',
     search: '      if (depth > MAX_PAYLOAD_DEPTH) throw',
     replace: '      if (false) throw',
     tests: ['test/hardening.test.ts'],
@@ -876,7 +871,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'unreadable-payload-returned',
     guarantee: 'a payload stored before the limits that no process can read is never sent to one (no crash loop)',
-    file: 'packages/core/src/store/columns.ts',
+    marker: 'unreadable-payload-returned',
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the search text is source code containing a template literal
     search: '    CASE WHEN ${UNREADABLE_PAYLOAD(alias)} THEN NULL ELSE ${alias}.payload END AS payload,',
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the replacement is source code containing a template literal
@@ -886,7 +881,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'delivery-log-unbounded',
     guarantee: 'one event delivered thousands of times keeps at most DELIVERY_LOG_ROWS log rows',
-    file: CLAIM_SQL,
+    marker: 'delivery-log-unbounded',
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the search text is source code containing a template literal
     search: 'generate_series(1, greatest(0, least(dups, ${DELIVERY_LOG_ROWS} - before)::int))',
     replace: 'generate_series(1, dups)',
@@ -895,7 +890,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'body-budget-reserves-declared',
     guarantee: 'sockets that declare large bodies and trickle do not hold the body budget (it counts what arrived)',
-    file: 'packages/oncehook/src/ingest/edge-guards.ts',
+    marker: 'body-budget-reserves-declared',
     search: '    const mine = { bytes: 0 };',
     replace: '    const mine = { bytes: length ?? settings.bodyLimitBytes };\n    inflight += mine.bytes;',
     tests: ['test/edge-hardening.alone.test.ts'],
@@ -903,7 +898,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'precheck-timestamp-off',
     guarantee: 'a signature header with a stale timestamp is refused before the body',
-    file: 'packages/shared/src/providers/timestamped-hmac.ts',
+    marker: 'precheck-timestamp-off',
     search: '      checkTimestamp(parseTimestampedHmacHeader(format, header).timestamp, now, toleranceSeconds, where);',
     replace: '      void parseTimestampedHmacHeader(format, header);',
     tests: ['test/edge-hardening.alone.test.ts'],
@@ -911,7 +906,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'pipelined-after-refusal-processed',
     guarantee: 'a delivery pipelined behind an early refusal is not stored (its answer could never be sent)',
-    file: 'packages/oncehook/src/ingest/receive-webhook.ts',
+    marker: 'pipelined-after-refusal-processed',
     search: "  if (edge.connectionClosing(c)) {\n    log.info('delivery pipelined",
     replace: "  if (false) {\n    log.info('delivery pipelined",
     // The batch path's copy of the check goes too.
@@ -921,7 +916,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'hmac-accepts-non-objects',
     guarantee: 'an hmac source refuses a signed body that is not a JSON object',
-    file: 'packages/shared/src/providers/generic-hmac.ts',
+    marker: 'hmac-accepts-non-objects',
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the search text is source code containing a template literal
     search: '      const { text, json } = parseJsonObject(request.rawBody, `${name} (hmac source)`);',
     replace: '      const text = request.rawBody.toString();\n      const json = JSON.parse(text) as Record<string, unknown>;',
@@ -930,7 +925,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'liveness-ignores-heartbeat',
     guarantee: 'liveness answers 503 when the main event loop has stalled past LIVENESS_STALL_MS',
-    file: 'packages/shared/src/liveness.ts',
+    marker: 'liveness-ignores-heartbeat',
     search: '  const live = age < workerData.stallMs;',
     replace: '  const live = true;',
     tests: ['test/edge-hardening.alone.test.ts'],
@@ -939,7 +934,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'error-brand-per-copy',
     guarantee: "a PermanentError from the handler's own copy of the SDK fails the run at attempt 1 (not retried)",
-    file: 'packages/sdk/src/errors.ts',
+    marker: 'error-brand-per-copy',
     search: "const KINDS = Symbol.for('oncehook.error.kinds');",
     replace: "const KINDS = Symbol('oncehook.error.kinds');",
     tests: ['test/user-project.test.ts'],
@@ -947,7 +942,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'handler-brand-per-copy',
     guarantee: "handlers made with the handler module's own copy of the SDK are loaded by the worker",
-    file: 'packages/sdk/src/define-handler.ts',
+    marker: 'handler-brand-per-copy',
     search: "const HANDLER_BRAND = Symbol.for('oncehook.handler');",
     replace: "const HANDLER_BRAND = Symbol('oncehook.handler');",
     tests: ['test/user-project.test.ts'],
@@ -955,7 +950,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'outbound-observers-per-copy',
     guarantee: "the worker counts the outbound calls of the handler module's own copy of the SDK",
-    file: 'packages/sdk/src/outbound-client.ts',
+    marker: 'outbound-observers-per-copy',
     search: "const OBSERVERS = Symbol.for('oncehook.outbound.observers');",
     replace: "const OBSERVERS = Symbol('oncehook.outbound.observers');",
     tests: ['test/user-project.test.ts'],
@@ -963,7 +958,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'migration-file-skipped',
     guarantee: 'a file in a migrations folder the runner would not apply is an error naming it, never skipped',
-    file: 'packages/core/src/migrate.ts',
+    marker: 'migration-file-skipped',
     search: '  if (unexpected.length > 0) {',
     replace: '  if (unexpected.length < 0) {',
     tests: ['test/cli.test.ts'],
@@ -971,7 +966,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'handler-retries-ignored',
     guarantee: "a handler's own retries (maxAttempts, backoffMs) override the worker's for its runs",
-    file: 'packages/core/src/retry-policy.ts',
+    marker: 'handler-retries-ignored',
     search: '  const own = handler?.retries;',
     replace: '  const own = undefined as Partial<RetryPolicy> | undefined;',
     tests: ['test/state-machine.test.ts'],
@@ -980,7 +975,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'scheme-hmac-any-digest',
     guarantee: "a table sender's HMAC is compared with the one we computed, not only its length",
-    file: 'packages/shared/src/providers/hmac.ts',
+    marker: 'scheme-hmac-any-digest',
     search: '  return bytes !== null && bytes.length === expected.length && timingSafeEqual(bytes, expected);',
     replace: '  return bytes !== null && bytes.length === expected.length;',
     tests: ['test/providers.test.ts'],
@@ -988,7 +983,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'scheme-asymmetric-unchecked',
     guarantee: 'an ed25519 / ECDSA signature is verified with the configured public key',
-    file: 'packages/shared/src/providers/scheme-signature.ts',
+    marker: 'scheme-asymmetric-unchecked',
     search: "        const ok = received !== null && verifySignature(signature.family === 'ed25519' ? null : 'sha256', data, key as KeyObject, received);",
     replace: '        const ok = received !== null;',
     tests: ['test/providers.test.ts'],
@@ -996,7 +991,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'scheme-in-body-signature-unchecked',
     guarantee: "Mailgun's signature inside the body is checked",
-    file: 'packages/shared/src/providers/scheme-signature.ts',
+    marker: 'scheme-in-body-signature-unchecked',
     search: '        if (digestMatches(expected, received, signature.encoding)) return secret;',
     replace: '        return secret;',
     tests: ['test/providers.test.ts'],
@@ -1004,7 +999,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'scheme-token-unchecked',
     guarantee: "a token sender's token is compared with the configured ones",
-    file: 'packages/shared/src/providers/scheme-signature.ts',
+    marker: 'scheme-token-unchecked',
     search: '      const token = keys.find(({ secret }) => secretsEqual(secret, received));',
     replace: '      const token = keys[0];',
     tests: ['test/providers.test.ts'],
@@ -1012,7 +1007,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'scheme-timestamp-unchecked',
     guarantee: "a table sender's signed timestamp is checked against the tolerance after verification",
-    file: 'packages/shared/src/providers/scheme-signature.ts',
+    marker: 'scheme-timestamp-unchecked',
     search: '    checkTimestamp(parseTimestamp(spec, timestampText, timestampWhere(scheme)), now, tolerance, timestampWhere(scheme));',
     replace: '    parseTimestamp(spec, timestampText, timestampWhere(scheme));',
     tests: ['test/providers.test.ts'],
@@ -1020,7 +1015,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'sender-url-unrequired',
     guarantee: 'a sender that signs its URL (HubSpot, Square, Twilio) without the URL configured stops ingest, naming the variable',
-    file: 'packages/shared/src/providers/scheme.ts',
+    marker: 'sender-url-unrequired',
     search: '  if (signsUrl && !options.url) {',
     replace: '  if (signsUrl && !options.url && Math.random() > 2) {',
     tests: ['test/sources-config.test.ts'],
@@ -1028,7 +1023,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'batch-first-element-only',
     guarantee: 'every element of a batch delivery is claimed on its own',
-    file: 'packages/oncehook/src/ingest/receive-webhook.ts',
+    marker: 'batch-first-element-only',
     search: '    outcomes.push(...(await Promise.allSettled(events.slice(start, start + chunk).map(claimOne))));',
     replace: '    outcomes.push(...(await Promise.allSettled(events.slice(start, start + 1).map(claimOne))));',
     tests: ['test/provider-families.test.ts'],
@@ -1036,7 +1031,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'batch-answer-before-commit',
     guarantee: "a batch's 2xx is sent only after every element's claim committed",
-    file: 'packages/oncehook/src/ingest/receive-webhook.ts',
+    marker: 'batch-answer-before-commit',
     search:
       "    const claim = await claims.claim(traceparent ? { ...event, traceparent } : event);\n    if (claim.outcome !== 'new') await onDuplicate(deps, edge, event.provider, event, claim, now, log);",
     replace:
@@ -1046,7 +1041,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'batch-unchunked',
     guarantee: 'a batch larger than the claim waiting room is claimed in chunks, not refused for ever',
-    file: 'packages/oncehook/src/ingest/receive-webhook.ts',
+    marker: 'batch-unchunked',
     search: '  const chunk = Math.max(1, Math.min(100, Math.floor(deps.settings.maxWaitingClaims / 4)));',
     replace: '  const chunk = Math.max(1, events.length);',
     tests: ['test/provider-families.test.ts'],
@@ -1054,7 +1049,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'handshake-stored-as-event',
     guarantee: 'a handshake (Zoom validation, Twitch verification, Discord PING) is answered and creates no event',
-    file: 'packages/shared/src/providers/scheme.ts',
+    marker: 'handshake-stored-as-event',
     search: '      if (reply) return { reply };',
     replace: '      if (reply && Math.random() > 2) return { reply };',
     tests: ['test/provider-families.test.ts'],
@@ -1062,7 +1057,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'meta-verify-token-unchecked',
     guarantee: "Meta's GET subscription check echoes the challenge only for the configured verify token",
-    file: 'packages/shared/src/providers/senders.ts',
+    marker: 'meta-verify-token-unchecked',
     search: "      if (!options.verifyToken || !secretsEqual(options.verifyToken, query.get('hub.verify_token') ?? '')) {",
     replace: '      if (!options.verifyToken) {',
     tests: ['test/provider-families.test.ts'],
@@ -1070,7 +1065,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'github-form-unsigned-bytes',
     guarantee: 'a form-encoded GitHub hook is verified on the raw bytes, not on the JSON inside',
-    file: 'packages/shared/src/providers/github.ts',
+    marker: 'github-form-unsigned-bytes',
     search: "    requireBodySignature(options.secrets, request.rawBody, 'hex', signature, 'X-Hub-Signature-256');",
     replace: "    requireBodySignature(options.secrets, githubJson(request), 'hex', signature, 'X-Hub-Signature-256');",
     tests: ['test/provider-families.test.ts'],
@@ -1078,7 +1073,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'v1a-any-signature',
     guarantee: 'a Standard Webhooks v1a signature is verified with the whpk_ public key',
-    file: 'packages/shared/src/providers/standard-webhooks.ts',
+    marker: 'v1a-any-signature',
     search: '          return signature !== null && signature.length === 64 && publicKeys.some((key) => verifySignature(null, signed(), key, signature));',
     replace: '          return signature !== null && signature.length === 64;',
     tests: ['test/provider-families.test.ts'],
@@ -1086,7 +1081,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'signature-base64url-accepted',
     guarantee: 'a base64 signature is accepted only as the text the sender prints (standard base64, padded), not re-encoded as base64url',
-    file: 'packages/shared/src/providers/hmac.ts',
+    marker: 'signature-base64url-accepted',
     search: `  if (received.length === 0 || received.length % 4 !== 0 || !/^[A-Za-z0-9+/]+={0,2}$/.test(received)) return null;
   const bytes = Buffer.from(received, 'base64');
   return bytes.toString('base64') === received ? bytes : null;`,
@@ -1097,7 +1092,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'shopify-two-webhook-ids',
     guarantee: 'a Shopify delivery whose two header sets name two different webhook ids is refused (the id is the dedupe key)',
-    file: 'packages/shared/src/providers/shopify.ts',
+    marker: 'shopify-two-webhook-ids',
     search: '  if (ids[0] !== null && ids[1] !== null && ids[0] !== ids[1]) {',
     replace: '  if (ids[0] !== null && ids[1] !== null && ids[0] !== ids[1] && false) {',
     tests: ['test/providers.test.ts', 'test/provider-families.test.ts'],
@@ -1106,7 +1101,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'destination-key-per-attempt',
     guarantee: "a destination's webhook-id is the same on every attempt of one event and generation (a crash after the answer is absorbed by the receiver)",
-    file: 'packages/core/src/destinations/destination-handler.ts',
+    marker: 'destination-key-per-attempt',
     search: '        const body = envelopeOf(event, idempotencyKey, destination.name);',
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the replacement is source code containing a template literal
     replace: '        idempotencyKey = `${idempotencyKey}.${event.attempt}`;\n        const body = envelopeOf(event, idempotencyKey, destination.name);',
@@ -1115,7 +1110,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'destination-signature-without-body',
     guarantee: "a destination call's signature covers its body (the official libraries verify it)",
-    file: 'packages/core/src/destinations/forward.ts',
+    marker: 'destination-signature-without-body',
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the search text is source code containing a template literal
     search: '  const signed = `${id}.${timestamp}.${body}`;',
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the replacement is source code containing a template literal
@@ -1125,7 +1120,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'destination-409-dead-letter',
     guarantee: 'a 409 (and 408, 425, 429, 5xx) from a destination is retried, not dead-lettered',
-    file: 'packages/core/src/destinations/forward.ts',
+    marker: 'destination-409-dead-letter',
     search: '  return status === 408 || status === 409 || status === 425 || status === 429 || status >= 500;',
     replace: '  return status === 408 || status === 425 || status === 429 || status >= 500;',
     tests: ['test/destinations.test.ts'],
@@ -1133,7 +1128,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'destination-filter-ignored',
     guarantee: "an event a destination's filter turns away is not sent",
-    file: 'packages/core/src/destinations/destination-handler.ts',
+    marker: 'destination-filter-ignored',
     search: '      const skip = filterProblem(destination.filter, event.payload);',
     replace: '      const skip = filterProblem([], event.payload);',
     tests: ['test/destinations.test.ts'],
@@ -1151,7 +1146,7 @@ export const MUTANTS: Mutant[] = [
     id: 'flow-slot-statement-snapshot',
     guarantee:
       "the one-statement gate counts the slots in a snapshot taken after its lock was granted, not in its statement's (taken before it queued): the lease the previous holder committed is counted",
-    file: 'packages/core/src/store/sql/runs.ts',
+    marker: 'flow-slot-statement-snapshot',
     search: `\${LEASE_ONE_RUN('AND (SELECT in_use FROM gate) < $7::int')}`,
     replace: `\${LEASE_ONE_RUN(\`AND (SELECT count(*) FROM \${RUNS} x WHERE x.handler = $2::text AND x.state = 'processing' AND x.lease_until > now()) + 0 * (SELECT in_use FROM gate) < $7::int\`)}`,
     tests: ['test/flow-control-engine.test.ts'],
@@ -1167,7 +1162,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'flow-concurrency-ignored',
     guarantee: "a run over its handler's concurrency waits instead of starting",
-    file: 'packages/core/src/store/sql/runs.ts',
+    marker: 'flow-concurrency-ignored',
     search: `\${LEASE_ONE_RUN('AND (SELECT in_use FROM gate) < $7::int')}`,
     replace: `\${LEASE_ONE_RUN('AND (SELECT in_use FROM gate) < $7::int + 1000')}`,
     also: [
@@ -1198,7 +1193,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'flow-rate-unchecked',
     guarantee: 'runs start no faster than their rate limit: a full window makes the run wait',
-    file: 'packages/core/src/store/sql/flow.ts',
+    marker: 'flow-rate-unchecked',
     search: '        WHERE excluded.window_start > w.window_start OR w.started < $4::int',
     replace: '        WHERE excluded.window_start > w.window_start OR w.started < $4::int + 1000000',
     tests: ['test/flow-control-engine.test.ts', 'test/flow-control.test.ts'],
@@ -1206,7 +1201,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'flow-wait-unfenced',
     guarantee: 'a stale job of a waiting run schedules nothing (one chain of jobs per waiting run)',
-    file: 'packages/core/src/store/sql/flow.ts',
+    marker: 'flow-wait-unfenced',
     search: '          AND ($5::int IS NULL OR r.waits = $5::int)',
     replace: '          AND ($5::int IS NULL OR r.waits >= 0)',
     tests: ['test/flow-control-engine.test.ts'],
@@ -1214,7 +1209,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'flow-no-hand-over',
     guarantee: 'a run that frees a slot wakes the run waiting longest for it (waiters have no job of their own)',
-    file: 'packages/core/src/process-event.ts',
+    marker: 'flow-no-hand-over',
     search: '  if (request.concurrency) await handOver(deps, handler.name, request.concurrency.key, follow);',
     replace: '  void handOver;',
     tests: ['test/flow-control-engine.test.ts'],
@@ -1223,7 +1218,7 @@ export const MUTANTS: Mutant[] = [
     id: 'flow-contended-no-second-look',
     guarantee:
       'a run that waits for a slot (counted full, or joined the line while the lock was busy) looks at the slots again after its commit, so a slot freed meanwhile is not lost',
-    file: 'packages/core/src/process-event.ts',
+    marker: 'flow-contended-no-second-look',
     search: '      if ((await queries.slotsInUse(pool, handler.name, request.concurrency.key)) < request.concurrency.limit) await handOver(',
     replace: '      if ((await queries.slotsInUse(pool, handler.name, request.concurrency.key)) < 0) await handOver(',
     tests: ['test/flow-control-engine.test.ts'],
@@ -1231,7 +1226,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'lease-clock-off',
     guarantee: 'a run whose lease can no longer be renewed abandons its calls before the lease runs out (a limit holds at the downstream)',
-    file: 'packages/core/src/lease-clock.ts',
+    marker: 'lease-clock-off',
     search: '    options.onExpiring();',
     replace: '    void options.onExpiring;',
     tests: ['test/flow-control-engine.test.ts', 'test/postgres-outage.test.ts'],
@@ -1239,7 +1234,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'slot-waiters-requeued',
     guarantee: 'the reconciler leaves runs waiting for a taken slot alone (no re-enqueue, no write)',
-    file: 'packages/core/src/store/sql/recovery.ts',
+    marker: 'slot-waiters-requeued',
     search: "           AND waiting IS DISTINCT FROM 'concurrency'",
     replace: '           AND true',
     tests: ['test/flow-control-engine.test.ts'],
@@ -1247,7 +1242,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'stalled-slots-not-woken',
     guarantee: 'the reconciler wakes the waiters of a group with a free slot whose wake-up was lost',
-    file: 'packages/core/src/store/sql/flow.ts',
+    marker: 'stalled-slots-not-woken',
     search: '                                 ORDER BY x.waiting_since LIMIT greatest(f.n, 0) FOR UPDATE SKIP LOCKED) w',
     replace: '                                 ORDER BY x.waiting_since LIMIT 0 FOR UPDATE SKIP LOCKED) w',
     tests: ['test/flow-control-engine.test.ts'],
@@ -1255,7 +1250,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'stalled-slots-full-woken',
     guarantee: 'the reconciler wakes no waiter of a group whose slots are all taken',
-    file: 'packages/core/src/store/sql/flow.ts',
+    marker: 'stalled-slots-full-woken',
     search: '                                 ORDER BY x.waiting_since LIMIT greatest(f.n, 0) FOR UPDATE SKIP LOCKED) w',
     replace: '                                 ORDER BY x.waiting_since LIMIT greatest(f.n, 0) + 100 FOR UPDATE SKIP LOCKED) w',
     tests: ['test/flow-control-engine.test.ts'],
@@ -1263,7 +1258,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'pause-unchecked-lease',
     guarantee: "a paused handler's run is not leased by its job (a retry, a recovery, a resume of another pause)",
-    file: 'packages/core/src/store/sql/runs.ts',
+    marker: 'pause-unchecked-lease',
     search: `            AND NOT \${PAUSED(PAUSES, 'r', 'e')} \${extra}`,
     replace: `            \${extra}`,
     tests: ['test/flow-control-engine.test.ts'],
@@ -1271,7 +1266,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'pause-unchecked-dispatch',
     guarantee: "a paused handler's runs are created waiting by the dispatch, not leased",
-    file: 'packages/core/src/store/sql/runs.ts',
+    marker: 'pause-unchecked-dispatch',
     search: `                LATERAL (SELECT \${PAUSED(PAUSES, 'h', 'ev')} AS paused) p`,
     replace: '                LATERAL (SELECT false AS paused) p',
     tests: ['test/flow-control-engine.test.ts', 'test/flow-control.test.ts'],
@@ -1279,7 +1274,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'pause-unchecked-batch-dispatch',
     guarantee: "a paused handler's runs are created waiting by a batch of dispatches too, not leased",
-    file: 'packages/core/src/store/sql/runs.ts',
+    marker: 'pause-unchecked-batch-dispatch',
     search: `                LATERAL (SELECT \${PAUSED(PAUSES, 'ra', 'ev')} AS paused) p`,
     replace: '                LATERAL (SELECT false AS paused) p',
     tests: ['test/dispatch-batcher.test.ts'],
@@ -1287,7 +1282,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'paused-runs-requeued',
     guarantee: 'the reconciler leaves paused runs alone (no re-enqueue, no churn)',
-    file: 'packages/core/src/store/sql/recovery.ts',
+    marker: 'paused-runs-requeued',
     search: "           AND waiting IS DISTINCT FROM 'paused'",
     replace: '           AND true',
     tests: ['test/flow-control-engine.test.ts', 'test/flow-control.test.ts'],
@@ -1295,7 +1290,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'breaker-never-trips',
     guarantee: 'a circuit breaker pauses its handler after N failed attempts in a row',
-    file: 'packages/core/src/process-event.ts',
+    marker: 'breaker-never-trips',
     search: '      if (failures >= after) {',
     replace: '      if (failures >= after * 1000) {',
     tests: ['test/flow-control-engine.test.ts'],
@@ -1303,7 +1298,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'priority-ignored',
     guarantee: "a lower-priority handler's runs wait behind better ones (prioritized jobs) instead of running inside their dispatch",
-    file: 'packages/core/src/process-event.ts',
+    marker: 'priority-ignored',
     search: '  const special = (h: Handler) => isGated(h) || priorityLevel(h) > best;',
     replace: '  const special = (h: Handler) => isGated(h) || (priorityLevel(h) > best && false);',
     tests: ['test/flow-control.test.ts'],
@@ -1311,7 +1306,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'stop-now-ignored-external',
     guarantee: 'pause --now stops a run in progress before its next external call',
-    file: EXTERNAL_STEP,
+    marker: 'stop-now-ignored-external',
     search: '  if (renewed.stop) throw new RunStoppedError(run.runId);',
     replace: '  void renewed.stop;',
     tests: ['test/flow-control-engine.test.ts'],
@@ -1319,7 +1314,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'stop-now-ignored-local',
     guarantee: 'pause --now stops a run in progress before its next local step',
-    file: FENCE,
+    marker: 'stop-now-ignored-local',
     search: '      if (fence.stop) throw new RunStoppedError(run.runId);',
     replace: '      void fence.stop;',
     tests: ['test/flow-control-engine.test.ts'],
@@ -1328,7 +1323,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'failure-shape-not-written',
     guarantee: 'a run that fails for good joins its failure group (its error shape is written with its error)',
-    file: RUN_SQL,
+    marker: 'failure-shape-not-written',
     search: `                last_error = $3::text, error_shape = \${S}.error_shape($3::text), updated_at = now()
           WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
          RETURNING id, event_row_id`,
@@ -1340,7 +1335,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'notified-without-delivery',
     guarantee: "a failure group's opening is notified until a receiver answers 2xx, not marked notified on a refusal",
-    file: OPERATOR_SQL,
+    marker: 'notified-without-delivery',
     search: 'notified_at = CASE WHEN $4::boolean THEN now() END',
     replace: 'notified_at = now()',
     tests: ['test/failure-notify.test.ts'],
@@ -1348,7 +1343,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'time-range-ids-inverted',
     guarantee: 'a time range finds every event received in it (its row ids found by a binary search)',
-    file: 'packages/core/src/store/operators.ts',
+    marker: 'time-range-ids-inverted',
     search: '      if (row === undefined || row.receivedAt >= at) hi = mid;',
     replace: '      if (row === undefined || row.receivedAt <= at) hi = mid;',
     tests: ['test/admin-console.test.ts'],
@@ -1356,7 +1351,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'search-page-overlap',
     guarantee: 'keyset pages of a search neither repeat nor skip an event',
-    file: OPERATOR_SQL,
+    marker: 'search-page-overlap',
     search: '          AND ($15::bigint IS NULL OR e.id < $15::bigint)',
     replace: '          AND ($15::bigint IS NULL OR e.id <= $15::bigint)',
     tests: ['test/admin-console.test.ts'],
@@ -1365,7 +1360,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'redrive-live-lease',
     guarantee: 're-drive never takes a run from a worker holding a live lease',
-    file: OPERATOR_SQL,
+    marker: 'redrive-live-lease',
     search: "            AND (state IN ('failed', 'received') OR (state = 'processing' AND lease_until < now()))",
     replace: "            AND (state IN ('failed', 'received') OR state = 'processing')",
     tests: ['test/operations.test.ts'],
@@ -1373,7 +1368,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'replay-in-flight',
     guarantee: 'replay applies only to finished runs, never to one in flight',
-    file: OPERATOR_SQL,
+    marker: 'replay-in-flight',
     search: "          WHERE event_row_id = $1::bigint AND handler = $2::text AND state IN ('done', 'failed')",
     replace: "          WHERE event_row_id = $1::bigint AND handler = $2::text AND state IN ('done', 'failed', 'processing')",
     tests: ['test/operations.test.ts'],
@@ -1382,7 +1377,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'backfill-claim-bypasses-key',
     guarantee: "a backfilled event is claimed on the delivery's own key: one already delivered (or backfilled) is a duplicate, never a second event",
-    file: 'packages/core/src/backfill.ts',
+    marker: 'backfill-claim-bypasses-key',
     search: '    const claim = await queries.claimEvent(pool, event, { backfill: { detail: options.detail } });',
     replace: "    const claim = await queries.claimEvent(pool, { ...event, eventId: event.eventId + ':backfill' }, { backfill: { detail: options.detail } });",
     tests: ['test/backfill.test.ts'],
@@ -1390,7 +1385,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'backfill-origin-not-recorded',
     guarantee: 'an event found only by a backfill is recorded with origin backfill and which backfill fetched it',
-    file: CLAIM_SQL,
+    marker: 'backfill-origin-not-recorded',
     search: `\${origin ? ", 'backfill', $9::text" : ''}`,
     replace: `\${origin ? ", 'delivery', $9::text" : ''}`,
     tests: ['test/backfill.test.ts'],
@@ -1398,7 +1393,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'backfill-dry-run-claims',
     guarantee: 'a dry run of a backfill claims nothing',
-    file: 'packages/core/src/backfill.ts',
+    marker: 'backfill-dry-run-claims',
     search: '    if (options.dryRun) {',
     replace: '    if (options.dryRun && false) {',
     tests: ['test/backfill.test.ts'],
@@ -1406,7 +1401,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'backfill-schedule-every-process',
     guarantee: "one process at a time runs a source's scheduled backfill pass, once per interval fleet-wide (its row's lease)",
-    file: 'packages/core/src/store/sql/backfill-schedule.ts',
+    marker: 'backfill-schedule-every-process',
     search: '        WHERE source = $1::text AND next_at <= now() AND (leased_until IS NULL OR leased_until < now())',
     replace: '        WHERE source = $1::text',
     tests: ['test/backfill.test.ts'],
@@ -1414,7 +1409,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'github-backfill-lists-delivered',
     guarantee: 'the GitHub backfill lists only the deliveries GitHub could not make (not answered 2xx)',
-    file: 'packages/shared/src/providers/github-backfill.ts',
+    marker: 'github-backfill-lists-delivered',
     search: '        if (ok && !query.all) continue;',
     replace: '        if (ok && !query.all && false) continue;',
     tests: ['test/backfill.test.ts'],
@@ -1422,7 +1417,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'github-backfill-ignores-redelivery',
     guarantee: 'a failed GitHub delivery whose GUID was later redelivered successfully is not listed as undelivered',
-    file: 'packages/shared/src/providers/github-backfill.ts',
+    marker: 'github-backfill-ignores-redelivery',
     search: '        seen.add(delivery.guid);',
     replace: '        if (!ok) seen.add(delivery.guid);',
     tests: ['test/backfill.test.ts'],
@@ -1430,7 +1425,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'paddle-backfill-lists-delivered',
     guarantee: 'the Paddle backfill lists only the notifications Paddle could not deliver',
-    file: 'packages/shared/src/providers/paddle-backfill.ts',
+    marker: 'paddle-backfill-lists-delivered',
     search: "    if (!query.all) first.searchParams.set('status', 'failed,needs_retry,not_attempted');",
     replace: "    if (!query.all) first.searchParams.set('status', 'failed,needs_retry,not_attempted,delivered');",
     tests: ['test/backfill.test.ts'],
@@ -1439,7 +1434,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'admin-shares-ingest-pool',
     guarantee: "the admin's queries never take a delivery's connection",
-    file: 'packages/oncehook/src/ingest/app.ts',
+    marker: 'admin-shares-ingest-pool',
     search: 'mountAdmin(app, { ...deps, pool: deps.adminPool }, deps.admin)',
     replace: 'mountAdmin(app, { ...deps, pool: deps.pool }, deps.admin)',
     tests: ['test/admin-budget.test.ts'],
@@ -1447,7 +1442,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'admin-searches-uncapped',
     guarantee: 'one admin user runs at most ADMIN_SEARCHES_PER_USER searches at once',
-    file: 'packages/oncehook/src/ingest/admin/budget.ts',
+    marker: 'admin-searches-uncapped',
     search: '      if (now >= perUser) return null;',
     replace: '',
     tests: ['test/admin-budget.test.ts'],
@@ -1455,7 +1450,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'admin-search-not-cancelled',
     guarantee: 'a search whose client went away is cancelled in Postgres, not left to its timeouts',
-    file: 'packages/core/src/operations.ts',
+    marker: 'admin-search-not-cancelled',
     search: '      const unwatch = cancelOnAbort(tx, signal);',
     replace: '      const unwatch = () => {};',
     tests: ['test/admin-budget.test.ts'],
@@ -1463,7 +1458,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'payload-search-unbounded',
     guarantee: 'a payload search is bounded by a time range',
-    file: 'packages/oncehook/src/event-search.ts',
+    marker: 'payload-search-unbounded',
     search: '    if (filter.payload && !filter.since)',
     replace: '    if (filter.payload && !filter.since && false)',
     tests: ['test/admin-budget.test.ts'],
@@ -1471,7 +1466,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'admin-busy-is-500',
     guarantee: 'an admin that cannot get a connection answers 503 naming why, never 500',
-    file: 'packages/oncehook/src/ingest/admin/budget.ts',
+    marker: 'admin-busy-is-500',
     search: '  if (isPoolWait(error))',
     replace: '  if (isPoolWait(error) && false)',
     tests: ['test/admin-budget.test.ts'],
@@ -1479,7 +1474,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'claim-deadline-from-batch-start',
     guarantee: "a delivery's deadline covers its wait for a batch and a connection",
-    file: 'packages/core/src/claim-batcher.ts',
+    marker: 'claim-deadline-from-batch-start',
     search: '        armSweep();\n      });',
     replace: '      });',
     tests: ['test/claim-batcher.test.ts'],
@@ -1487,7 +1482,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'login-unthrottled',
     guarantee: 'failed admin logins are throttled per client address',
-    file: 'packages/oncehook/src/ingest/admin/auth.ts',
+    marker: 'login-unthrottled',
     search: '      return w && w.failures >= perMinute ?',
     replace: '      return w && false ?',
     tests: ['test/admin-budget.test.ts'],
@@ -1495,7 +1490,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'outbound-ip-literal-unchecked',
     guarantee: 'an address written in an outbound URL is checked before connecting',
-    file: 'packages/shared/src/outbound/outbound-http.ts',
+    marker: 'outbound-ip-literal-unchecked',
     search: '    if (isIP(options.hostname)) {',
     replace: '    if (false) {',
     tests: ['test/outbound-guard.test.ts'],
@@ -1503,7 +1498,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'outbound-lookup-unchecked',
     guarantee: 'every address a name resolves to is checked where the connection is made (no rebinding)',
-    file: 'packages/shared/src/outbound/outbound-http.ts',
+    marker: 'outbound-lookup-unchecked',
     search: "          if (problem) return callback(new OutboundRefusedError('address', problem), '');",
     replace: '',
     tests: ['test/outbound-guard.test.ts'],
@@ -1511,7 +1506,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'outbound-embedded-ipv4-ignored',
     guarantee: 'an IPv4 address carried in an IPv6 one (mapped, NAT64, 6to4, Teredo) is checked',
-    file: 'packages/shared/src/outbound/address-guard.ts',
+    marker: 'outbound-embedded-ipv4-ignored',
     search: "  if (parsed.kind() === 'ipv6') {",
     replace: '  if (false) {',
     tests: ['test/outbound-guard.test.ts'],
@@ -1519,7 +1514,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'redirect-post-becomes-get',
     guarantee: 'a 301/302/303 to a POST is refused, not followed as a GET',
-    file: 'packages/shared/src/outbound/outbound-http.ts',
+    marker: 'redirect-post-becomes-get',
     search: "    if (response.status !== 307 && response.status !== 308 && method !== 'GET' && method !== 'HEAD')",
     replace: '    if (false)',
     tests: ['test/outbound-guard.test.ts'],
@@ -1527,7 +1522,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'redirect-keeps-secret-headers',
     guarantee: "a redirect that leaves the origin drops the caller's secret headers",
-    file: 'packages/shared/src/outbound/outbound-http.ts',
+    marker: 'redirect-keeps-secret-headers',
     search: '    if (next.origin !== current.origin) headers =',
     replace: '    if (false) headers =',
     tests: ['test/outbound-guard.test.ts'],
@@ -1535,7 +1530,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'redirect-unbounded',
     guarantee: 'at most 5 redirect hops are followed',
-    file: 'packages/shared/src/outbound/outbound-http.ts',
+    marker: 'redirect-unbounded',
     search: '    if (hop >= maxRedirects)',
     replace: '    if (hop >= 100)',
     tests: ['test/outbound-guard.test.ts'],
@@ -1543,7 +1538,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'header-crlf-accepted',
     guarantee: 'a configured header value with a line break is refused at configuration, naming the field',
-    file: 'packages/shared/src/outbound/secrets.ts',
+    marker: 'header-crlf-accepted',
     search: "  if (/[\\r\\n]/.test(value)) return 'contains a line break (CR or LF); a header value is one line';",
     replace: '',
     tests: ['test/destinations.test.ts'],
@@ -1551,7 +1546,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'destination-excerpt-unredacted',
     guarantee: "a receiver that echoes its request cannot put a destination's header values in the run's record",
-    file: 'packages/core/src/destinations/forward.ts',
+    marker: 'destination-excerpt-unredacted',
     search: '    const excerpt = redactSecrets(excerptOf(answer), secrets);',
     replace: '    const excerpt = excerptOf(answer);',
     tests: ['test/secrets-canary.test.ts'],
@@ -1559,7 +1554,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'backfill-error-keeps-key',
     guarantee: "an API that echoes its key in an error cannot put it in the CLI's output or a pass's record",
-    file: 'packages/shared/src/providers/backfill.ts',
+    marker: 'backfill-error-keeps-key',
     search: '        if (error instanceof Error) error.message = redactSecrets(error.message, secrets);',
     replace: '',
     tests: ['test/secrets-canary.test.ts'],
@@ -1567,7 +1562,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'backfill-follows-any-origin',
     guarantee: "a provider's next-page link is followed only on its own origin (the key stays with the API)",
-    file: 'packages/shared/src/providers/backfill.ts',
+    marker: 'backfill-follows-any-origin',
     search: '    if (url.origin !== this.origin)',
     replace: '    if (false)',
     also: [{ search: '    const guarded = outboundFetchFor({ allowedOrigins: [this.origin] });', replace: '    const guarded = outboundFetchFor({});' }],
@@ -1576,7 +1571,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'backfill-repeated-cursor',
     guarantee: 'a page cursor the API sends twice stops the listing',
-    file: 'packages/shared/src/providers/backfill.ts',
+    marker: 'backfill-repeated-cursor',
     search: '      if (this.#cursors.has(cursor)) throw',
     replace: '      if (false) throw',
     tests: ['test/backfill-bounds.test.ts'],
@@ -1584,7 +1579,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'backfill-pages-unbounded',
     guarantee: 'a listing stops at its page cap',
-    file: 'packages/shared/src/providers/backfill.ts',
+    marker: 'backfill-pages-unbounded',
     search: '    if (this.pages >= this.limits.maxPages)',
     replace: '    if (false)',
     tests: ['test/backfill-bounds.test.ts'],
@@ -1592,7 +1587,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'backfill-page-bytes-unbounded',
     guarantee: "one answer of a provider's API is bounded",
-    file: 'packages/shared/src/providers/backfill.ts',
+    marker: 'backfill-page-bytes-unbounded',
     search: '            if (seen > room) controller.error(',
     replace: '            if (false) controller.error(',
     also: [{ search: '      if (Number.isFinite(declared) && declared > room) {', replace: '      if (false) {' }],
@@ -1601,7 +1596,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'notify-holds-the-pass',
     guarantee: "failure notifications never hold the reconciler's pass",
-    file: 'packages/core/src/reconciler.ts',
+    marker: 'notify-holds-the-pass',
     search: '    notifier?.wake();',
     replace: '    await notifier?.runOnce();',
     tests: ['test/failure-notify.test.ts'],
@@ -1609,7 +1604,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'notify-one-at-a-time',
     guarantee: 'due notifications are sent at once, not one after another',
-    file: 'packages/core/src/failure-groups.ts',
+    marker: 'notify-one-at-a-time',
     search: '  const delivered = await Promise.all(\n    due.map(async (group) => {',
     replace: '  const delivered: boolean[] = [];\n  for (const group of due) delivered.push(await (async () => {',
     also: [{ search: '      return ok;\n    }),\n  );', replace: '      return ok;\n    })());' }],
@@ -1618,7 +1613,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'worker-type-label-unbounded',
     guarantee: "the worker's metrics have no series per type a sender writes",
-    file: 'packages/core/src/event-worker.ts',
+    marker: 'worker-type-label-unbounded',
     search: '    const labels = { provider: outcome.provider, type: typeLabel(run.handler, run.type),',
     replace: '    const labels = { provider: outcome.provider, type: run.type,',
     tests: ['test/metrics.test.ts'],
@@ -1626,7 +1621,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: 'cli-prints-raw',
     guarantee: "what the CLI prints cannot drive the operator's terminal",
-    file: 'packages/oncehook/src/cli/terminal.ts',
+    marker: 'cli-prints-raw',
     search: '  return text.replace(UNSAFE,',
     replace: '  return text || text.replace(UNSAFE,',
     tests: ['test/cli-output.test.ts'],

@@ -74,6 +74,7 @@ export async function claimBackfilled(deps: BackfillDeps, items: AsyncIterable<B
       options.onItem?.({ id: event.eventId, type: event.type, result: 'expired' });
       continue;
     }
+    // mutant: backfill-dry-run-claims
     if (options.dryRun) {
       const known = (await queries.getEventByKey(pool, event.provider, event.eventId)) !== null;
       if (known) counts.known += 1;
@@ -82,6 +83,7 @@ export async function claimBackfilled(deps: BackfillDeps, items: AsyncIterable<B
       continue;
     }
     // The delivery's claim, with the backfill's origin (store/claim.ts): no delivery-log row.
+    // mutant: backfill-claim-bypasses-key
     const claim = await queries.claimEvent(pool, event, { backfill: { detail: options.detail } });
     if (claim.outcome !== 'new') {
       counts.known += 1;

@@ -66,6 +66,7 @@ export async function claimAndAnswer(deps: BatchDeps, batch: Waiting[], recordOu
   // The batch is answered by its earliest delivery's deadline: time spent waiting for the batch
   // to start (other batches holding every slot) is not given again.
   const due = Math.min(...batch.map((w) => w.deadline));
+  // mutant: claim-deadline-off
   const claimed = await withinDeadline(claiming, Math.max(1, due - deps.now()));
   if (claimed === 'timeout') {
     // The database did not answer in time: answer 503 now (the provider retries). The
@@ -121,6 +122,7 @@ async function claimBatch(deps: BatchDeps, events: VerifiedEvent[], copies: numb
     return { results: await claimConflictsRetried(deps.log, () => deps.queries.claimEvents(deps.pool, events, { ...limit, copies })), unavailable: false };
   } catch (error) {
     const unavailable = isDatabaseUnavailableError(error);
+    // mutant: poison-fails-batch
     if (unavailable || events.length === 1) return { results: events.map(() => ({ error })), unavailable };
     // Something in the batch poisoned the statement: claim one by one, so only it fails.
     deps.log.warn({ err: error, events: events.length }, 'a batch of claims failed; claiming its deliveries one by one');
@@ -143,6 +145,7 @@ async function claimConflictsRetried<T>(log: Logger, claim: () => Promise<T>): P
     try {
       return await claim();
     } catch (error) {
+      // mutant: claim-conflict-not-retried
       if (!isClaimConflictError(error) || attempt >= CLAIM_CONFLICT_ATTEMPTS) throw error;
       log.info({ err: error, attempt }, 'a claim statement lost a race with another transaction; running it again');
     }
@@ -191,6 +194,7 @@ function answerBatch(batch: Waiting[], folded: FoldedBatch, results: Claimed): v
   batch.forEach((waiter, i) => {
     const { index, repeat } = folded.slot[i]!;
     const result = results[index]!;
+    // mutant: ack-failed-claim
     if ('error' in result) waiter.reject(result.error);
     else if (repeat) waiter.resolve({ outcome: 'duplicate-concurrent' });
     else waiter.resolve(result);

@@ -173,6 +173,7 @@ export function createClaimBatcher(options: ClaimBatcherOptions): ClaimBatcher {
       return new Promise<ClaimResult>((resolve, reject) => {
         waiting.push({ event, resolve, reject, deadline: now() + deps.claimTimeoutMs });
         schedule();
+        // mutant: claim-deadline-from-batch-start
         armSweep();
       });
     },

@@ -33,6 +33,7 @@ export function createClaimCircuit(options: { failures: number; openMs: number; 
       failures += 1;
       // The count resets only on a success, so a half-open probe that fails is still at or over
       // the threshold: it re-opens the circuit at once (claim-circuit.test.ts).
+      // mutant: claim-circuit-never-opens
       if (failures < options.failures) return false;
       if (state() !== 'open') options.log.warn({ failures, openMs: options.openMs }, 'database unavailable: circuit open, answering 503 at once');
       openUntil = options.now() + options.openMs;

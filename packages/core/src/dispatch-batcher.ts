@@ -58,6 +58,7 @@ export function createDispatchBatcher(options: DispatchBatcherOptions): Dispatch
     const rest: Waiting[] = [];
     const events = new Set<number>();
     for (const w of waiting) {
+      // mutant: dispatch-batch-repeats-event, dispatch-batch-unbounded
       if (batch.length < maxBatch && !events.has(w.request.rowId)) {
         events.add(w.request.rowId);
         batch.push(w);
@@ -95,6 +96,7 @@ export function createDispatchBatcher(options: DispatchBatcherOptions): Dispatch
         leaseMs,
       );
     } catch (error) {
+      // mutant: dispatch-batch-fails-together
       if (isDatabaseUnavailableError(error)) {
         for (const w of batch) w.reject(error);
         return;
@@ -103,6 +105,7 @@ export function createDispatchBatcher(options: DispatchBatcherOptions): Dispatch
       await Promise.all(batch.map(alone));
       return;
     }
+    // mutant: dispatch-batch-answers-first
     for (const w of batch) w.resolve(results.get(w.request.rowId) ?? null);
   }
 

@@ -59,6 +59,7 @@ export function createEnqueueRelay(options: EnqueueRelayOptions): EnqueueRelay {
       pending = pending.slice(jobs.length);
       try {
         await options.faults.hit('ingest.before-enqueue');
+        // mutant: relay-never-adds
         await withTimeout(enqueueNewEvents(options.queue, jobs), options.enqueueTimeoutMs, 'enqueue');
         options.onAdd?.(jobs.length, true);
       } catch (error) {
@@ -80,6 +81,7 @@ export function createEnqueueRelay(options: EnqueueRelayOptions): EnqueueRelay {
   return {
     push(jobs) {
       if (jobs.length === 0) return;
+      // mutant: relay-unbounded
       const room = Math.max(0, maxPending - pending.length);
       if (room < jobs.length && !overflowing) {
         // Once per overflow streak, not once per batch.

@@ -87,6 +87,7 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
   const { leaseMs } = deps.engine.settings;
   const processor = jobProcessor(deps);
   const names = eventQueueNames(settings.queueShards);
+  // mutant: worker-consumes-all-shards
   const consumed = settings.consumeShards.length > 0 ? settings.consumeShards : names.map((_, i) => i);
   const workers = consumed.map((shard) =>
     createEventQueueWorker<JobOutcome['kind']>(deps.connection, names[shard]!, processor, {
@@ -163,6 +164,7 @@ async function afterRuns(
       metrics?.runsDelayedTotal.inc({ handler: run.handler, reason: run.reason });
       continue;
     }
+    // mutant: worker-type-label-unbounded
     const labels = { provider: outcome.provider, type: typeLabel(run.handler, run.type), handler: run.handler, outcome: run.kind };
     metrics?.processingDuration.observe(labels, seconds);
     metrics?.processedTotal.inc(labels);

@@ -90,6 +90,7 @@ export function createFailureNotifier(deps: { pool: Pool; queries: Queries; log:
 export async function notifyOpenedGroups(deps: { pool: Pool; queries: Queries; log: Logger; notify: FailureNotifySettings }): Promise<number> {
   const { pool, queries, log, notify } = deps;
   const due = await queries.unnotifiedFailureGroups(pool, NOTIFY_PER_ROUND, NOTIFY_MAX_ATTEMPTS);
+  // mutant: notify-one-at-a-time
   const delivered = await Promise.all(
     due.map(async (group) => {
       const ok = await sendOne(notify, group, log);

@@ -74,6 +74,7 @@ export function startLeaseClock(options: { leasedAt: number; leaseMs: number; ho
       return;
     }
     stopped = true;
+    // mutant: lease-clock-off
     options.onExpiring();
   }
 

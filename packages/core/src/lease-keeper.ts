@@ -42,12 +42,14 @@ export function keepLease(
   });
   const keeper = setInterval(
     () => {
+      // mutant: keeper-renews-during-step
       if (holdsRunRow()) return;
       const sentAt = performance.now();
       // The fault point worker.before-renew: tests stall or fail the renewals (a stalled
       // connection, a Postgres going away) while a call is in flight.
       deps.faults
         .hit('worker.before-renew')
+        // mutant: renewal-off
         .then(() => queries.renewLease(pool, runId, token, leaseMs))
         .then(
           (held) => {

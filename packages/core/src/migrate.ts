@@ -79,6 +79,7 @@ export async function loadMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]>
     throw error;
   }
   const unexpected = entries.filter((file) => !MIGRATION_FILE_PATTERN.test(file) && !file.startsWith('.') && !file.endsWith('.md'));
+  // mutant: migration-file-skipped
   if (unexpected.length > 0) {
     throw new ConfigError(
       `${dir}: ${unexpected.map((f) => `"${f}"`).join(', ')} ${unexpected.length === 1 ? 'is' : 'are'} not a migration the runner applies: name each NNNN_name.sql (four digits, an underscore, lowercase letters, digits and underscores), e.g. 0001_paid_invoices.sql; only dotfiles and .md notes may sit beside them`,

@@ -212,6 +212,7 @@ async function searchEvents({ pool, queries, searchTimeoutMs = SEARCH_TIMEOUT_MS
       // SET LOCAL: the timeout ends with this transaction, the pooled connection keeps its own.
       await tx.query(`SET LOCAL statement_timeout = ${Math.trunc(searchTimeoutMs)}`);
       // The client gone (a closed tab, a reload): Postgres is told to stop the statement now.
+      // mutant: admin-search-not-cancelled
       const unwatch = cancelOnAbort(tx, signal);
       try {
         return await queries.listEvents(tx, filter);
@@ -326,6 +327,7 @@ async function replayEvent(deps: OperationsDeps, rowId: number, options: ReplayO
   const { pool, queries } = deps;
   const event = await queries.getEvent(pool, rowId);
   if (!event) return { ok: false, rowId, reason: `no event with row id ${rowId}` };
+  // mutant: pruned-event-replayed
   if (event.prunedAt) return { ok: false, rowId, reason: prunedReason(event.prunedAt) };
   const run = await pickRun(deps, rowId, options.handler);
   if (typeof run === 'string') return { ok: false, rowId, reason: run };

@@ -170,11 +170,13 @@ async function gatedRun(
       // commit looked for waiters before this one was visible: look at the slots once more, now
       // that this wait is visible to every later hand-over. A free slot: the longest waiter
       // (perhaps this run) is woken for it.
+      // mutant: flow-contended-no-second-look
       if ((await queries.slotsInUse(pool, handler.name, request.concurrency.key)) < request.concurrency.limit) await handOver(deps, handler.name, request.concurrency.key, follow);
     }
     return { kind: 'waiting', handler: handler.name, reason: result.reason };
   }
   const outcome = await afterRun(deps, handler, await runLeased(deps, result.leased, request.token));
+  // mutant: flow-no-hand-over
   if (request.concurrency) await handOver(deps, handler.name, request.concurrency.key, follow);
   return outcome;
 }
@@ -216,6 +218,7 @@ async function afterRun(deps: ProcessDeps, handler: Handler | undefined, outcome
     if (outcome.kind === 'done') await deps.queries.recordSuccess(deps.pool, handler.name);
     else if (outcome.kind === 'failed' || outcome.kind === 'retry') {
       const failures = await deps.queries.recordFailure(deps.pool, handler.name, outcome.error);
+      // mutant: breaker-never-trips
       if (failures >= after) {
         const reason = `circuit breaker: ${failures} failed attempts in a row (circuitBreaker.consecutiveFailures ${after}); last error: ${outcome.error.slice(0, 500)}`;
         const paused = await deps.queries.pause(deps.pool, 'handler', handler.name, 'circuit-breaker', reason);
@@ -237,12 +240,14 @@ async function dispatch(deps: ProcessDeps, job: EventJobData): Promise<JobOutcom
   const follow: FollowUp[] = [];
   // The job carries the event's kind and type (jobs from older versions do not: read the event).
   let target: { id: number; provider: string; eventId: string; kind: string; type: string; state: string } | null =
+    // mutant: dispatch-reads-event
     job.kind !== undefined && job.type !== undefined ? { id: job.rowId, provider: job.provider, eventId: job.eventId, kind: job.kind, type: job.type, state: 'received' } : null;
   if (!target) target = await queries.getEvent(pool, job.rowId);
   if (!target) return { kind: 'skipped' };
   const event = target;
   const best = deps.registry.bestPriorityLevel();
   /** Runs of this handler are not leased by the dispatch: a limit to check, or a lower priority. */
+  // mutant: priority-ignored
   const special = (h: Handler) => isGated(h) || priorityLevel(h) > best;
   const runJobOf = (handler: string): EventJobData => ({ rowId: event.id, provider: event.provider, eventId: event.eventId, handler, generation: 0, attempt: 0 });
   /** A run the dispatch created but did not lease. */
@@ -372,6 +377,7 @@ export async function runLeased(deps: ProcessDeps, leased: LeasedRun, token: str
       // A marker that this attempt started, ended at once: if the process dies mid-attempt (its
       // run span never ends, so it is never exported), the trace still shows the attempt.
       tracer()
+        // mutant: attempt-marker-off
         .startSpan('oncehook.attempt', { attributes: { 'oncehook.handler': run.handler, 'oncehook.attempt': run.attempts } })
         .end();
       const result = await runLeasedAttempt(deps, leased, token);
@@ -463,6 +469,7 @@ async function prepareAttempt(
   }
   const parsed = parsePayload(handler, event.payload);
   if ('problem' in parsed) return end.fail(`PermanentError: ${parsed.problem}`);
+  // mutant: payload-parsed-twice
   return { handler, payload: parsed.value };
 }
 

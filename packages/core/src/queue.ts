@@ -40,6 +40,7 @@ export const EVENT_JOB_NAME = 'event';
  */
 export function jobIdFor(job: Pick<EventJobData, 'provider' | 'eventId' | 'handler' | 'attempt' | 'generation' | 'wait'>): string {
   if (job.handler === undefined) return `evt-${eventKeyDigest(job.provider, job.eventId).slice(0, 32)}-d`;
+  // mutant: run-job-id-ignores-generation
   const generation = job.generation ? `g${job.generation}-` : '';
   const wait = job.wait ? `-w${job.wait}` : '';
   return `run-${eventKeyDigest(job.provider, job.eventId, job.handler).slice(0, 32)}-${generation}${job.attempt}${wait}`;
@@ -70,6 +71,7 @@ export const EVENT_JOB_OPTIONS = {
  * jobs are then not listed in Bull Board; the events view has every event's history.
  * Failed jobs (dead letters, rare) keep the Redis retention.
  */
+// mutant: pg-queue-count-retention
 export const POSTGRES_EVENT_JOB_OPTIONS = { ...EVENT_JOB_OPTIONS, removeOnComplete: true } as const;
 
 export type RedisRole = 'producer' | 'worker';
@@ -141,6 +143,7 @@ export interface RedisSettings {
 }
 
 export function createRedisClient(settings: RedisSettings, role: RedisRole): RedisClient {
+  // mutant: cluster-nodes-ignored
   return settings.REDIS_CLUSTER_NODES ? createRedisCluster(settings.REDIS_CLUSTER_NODES, role) : createRedis(settings.REDIS_URL, role);
 }
 
@@ -187,6 +190,7 @@ export function queueSchemaFor(prefix: string): string {
  * (under BullMQ's own advisory lock, so processes starting together migrate once).
  */
 export function openQueueConnection(settings: QueueConnectionSettings, role: RedisRole, options: { poolSize?: number } = {}): QueueConnection {
+  // mutant: pg-queue-ignored
   if (settings.QUEUE_BACKEND === 'redis') return { backend: 'redis', redis: createRedisClient(settings, role) };
   const pingPool = new pg.Pool({ connectionString: settings.DATABASE_URL, max: 1, connectionTimeoutMillis: 2_000, application_name: 'oncehook-queue-ping' });
   pingPool.on('error', () => {});
@@ -215,6 +219,7 @@ export function openQueueConnection(settings: QueueConnectionSettings, role: Red
 export async function pingQueue(connection: QueueConnection, prefix: string, names: readonly string[]): Promise<unknown> {
   if (connection.backend === 'postgres') return connection.pingPool.query('SELECT 1');
   const { redis } = connection;
+  // mutant: readiness-ping-only
   return Promise.all(names.map((name) => redis.set(queueKey(prefix, name, 'oncehook-ready'), String(Date.now()), 'PX', 60_000)));
 }
 
@@ -265,6 +270,7 @@ export async function checkRedisMode(settings: RedisSettings & { QUEUE_BACKEND: 
     probe.disconnect();
   }
   const clustered = /cluster_enabled:1/.test(info);
+  // mutant: one-cluster-node-accepted
   if (clustered && !seed) {
     throw new StartupError(
       "REDIS_URL names one node of a Redis Cluster (cluster_enabled:1): a plain connection reaches only that node's slots, and the other shards' jobs would fail with MOVED. Set REDIS_CLUSTER_NODES=redis://host:port,redis://host:port (two or three nodes of the cluster) instead",
@@ -336,6 +342,7 @@ export function createEventQueueWorker<R>(
  */
 export function shardOf(job: Pick<EventJobData, 'provider' | 'eventId'>, shards: number): number {
   if (shards <= 1) return 0;
+  // mutant: shard-ignores-key
   return Number.parseInt(eventKeyDigest(job.provider, job.eventId).slice(0, 8), 16) % shards;
 }
 

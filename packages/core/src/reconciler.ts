@@ -115,6 +115,7 @@ export function createReconciler(given: ReconcilerDeps): Reconciler {
     ]);
     reportOpened(taken.opened, log, metrics);
     // Not awaited: notifications never hold the pass (leases and re-enqueues wait for it).
+    // mutant: notify-holds-the-pass
     notifier?.wake();
     const counts = { leader: true, reclaimed: taken.reclaimed.length, requeued: taken.requeued.length, enqueueFailed };
     if (counts.reclaimed || counts.requeued || counts.enqueueFailed) log.info(counts, 'reconciler pass');
@@ -189,6 +190,7 @@ async function reenqueue(deps: ReconcilerDeps & { redisTimeoutMs: number }, grou
         continue;
       }
       try {
+        // mutant: reconciler-waits-on-silent-redis
         await withTimeout(enqueueEvent(queue, job, { replaceFinished: true }), redisTimeoutMs, 're-enqueue');
         log.info({ rowId: job.rowId, provider: job.provider, eventId: job.eventId, handler: job.handler }, `re-enqueued (${why})`);
       } catch (error) {

@@ -33,6 +33,7 @@ export interface RetryPolicy {
 
 /** The policy of one handler's runs: its own `retries` over the worker's (MAX_ATTEMPTS, RETRY_BACKOFF_MS). */
 export function policyFor(global: RetryPolicy, handler: { readonly retries?: Partial<RetryPolicy> } | undefined): RetryPolicy {
+  // mutant: handler-retries-ignored
   const own = handler?.retries;
   return own ? { maxAttempts: own.maxAttempts ?? global.maxAttempts, backoffMs: own.backoffMs ?? global.backoffMs } : global;
 }
@@ -41,6 +42,7 @@ export type Verdict = { retry: true } | { retry: false; reason: string };
 
 /** A run leased for this attempt has had every attempt already (they died without a verdict). */
 export function attemptsExhausted(policy: RetryPolicy, attempt: number): boolean {
+  // mutant: cap-off
   return attempt > policy.maxAttempts;
 }
 
@@ -55,6 +57,7 @@ function isUnrecoverable(error: unknown): boolean {
  */
 export function verdictFor(policy: RetryPolicy, attempt: number, error: unknown, message: string): Verdict {
   if (isPermanentError(error) || isUnrecoverable(error)) return { retry: false, reason: message };
+  // mutant: cap-last-attempt
   if (attempt >= policy.maxAttempts) return { retry: false, reason: `attempt ${attempt}/${policy.maxAttempts} failed: ${message}` };
   return { retry: true };
 }
@@ -69,6 +72,7 @@ export function verdictForProblem(policy: RetryPolicy, attempt: number, problem:
  * the error asked for more (a RetryLaterError: the API's Retry-After), up to RUN_RETRY_CAP_MS.
  */
 export function retryDelayMs(policy: RetryPolicy, failedAttempt: number, error?: unknown): number {
+  // mutant: backoff-zero
   const backoff = backoffDelayMs(failedAttempt, { baseMs: policy.backoffMs, capMs: RUN_RETRY_CAP_MS, jitter: 'half' });
   const asked = retryLaterMs(error);
   return asked === null ? backoff : Math.max(backoff, Math.min(asked, RUN_RETRY_CAP_MS));

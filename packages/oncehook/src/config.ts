@@ -480,6 +480,7 @@ function checkClusterSlots(
   config: { REDIS_CLUSTER_NODES?: ClusterSeeds | undefined; QUEUE_PREFIX: string; QUEUE_SHARDS: number; QUEUE_BACKEND: string },
   ctx: z.RefinementCtx,
 ): void {
+  // mutant: cluster-prefix-unchecked
   if (!config.REDIS_CLUSTER_NODES || config.QUEUE_BACKEND !== 'redis') return;
   const problem = clusterSlotProblem(config.QUEUE_PREFIX, config.QUEUE_SHARDS);
   if (problem) ctx.addIssue({ code: 'custom', path: ['QUEUE_PREFIX'], message: problem });
@@ -488,6 +489,7 @@ function checkClusterSlots(
 /** Keys must outlive payloads: KEY_RETENTION_DAYS below a payload horizon is refused. */
 function checkKeyHorizon(config: CommonConfig, ctx: z.RefinementCtx): void {
   const longest = Math.max(config.RETENTION_DAYS, ...Object.values(config.RETENTION_OVERRIDES));
+  // mutant: key-horizon-unchecked
   if (config.KEY_RETENTION_DAYS < longest) {
     ctx.addIssue({
       code: 'custom',
@@ -542,6 +544,7 @@ export function loadWorkerConfig(env: Env = process.env): WorkerConfig {
       });
     }
     const outside = config.WORKER_QUEUE_SHARDS.filter((shard) => shard >= config.QUEUE_SHARDS);
+    // mutant: missing-shard-accepted
     if (outside.length > 0) {
       ctx.addIssue({
         code: 'custom',

@@ -153,6 +153,7 @@ export function parseEventSearch(raw: Record<string, string | undefined>, option
     if (input.payload !== undefined) filter.payload = payloadMatch(input.payload);
     // A payload search reads the payload of every event the other filters leave: without a
     // window it reads them all (every stored event, on a busy database millions).
+    // mutant: payload-search-unbounded
     if (filter.payload && !filter.since)
       throw new Refusal('payload', 'a payload search needs a time range: add since (24h, 7d, or a time such as 2026-12-02T02:51Z), so it reads only that window');
     if (input.group !== undefined) {

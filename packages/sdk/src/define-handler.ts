@@ -23,6 +23,7 @@ import { type EventTypeFor, PROVIDER_KINDS, type ProviderKind, type ProviderPayl
  * Not part of the Handler type (a `unique symbol` type would differ between two copies of these
  * declarations, and a handler of one copy would not type-check where the other's is expected).
  */
+// mutant: handler-brand-per-copy
 const HANDLER_BRAND = Symbol.for('oncehook.handler');
 
 /** A handler's name: the id of its runs, step records, outbound keys and metric series. */

@@ -11,6 +11,7 @@
  * extends one of these keeps ordinary `instanceof` semantics for itself.
  */
 
+// mutant: error-brand-per-copy
 const KINDS = Symbol.for('oncehook.error.kinds');
 
 type ErrorKind = 'config' | 'permanent' | 'lease-lost' | 'step-usage' | 'handler-definition' | 'outbound-unavailable' | 'retry-later';

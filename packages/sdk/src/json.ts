@@ -58,6 +58,7 @@ export function findNonJson(value: unknown, path = 'result', seen = new Set<obje
  */
 export function toRecordedJson(value: unknown, step: string): Json {
   if (value === undefined) return null;
+  // mutant: step-result-not-json
   const problem = findNonJson(value);
   if (problem) {
     throw new StepUsageError(

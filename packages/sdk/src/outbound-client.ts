@@ -53,6 +53,7 @@ export type OutboundOutcome = {
  * The observers, on globalThis under a key every copy of the SDK shares: the worker observes
  * through its copy, a handler module may call through its own, and every try must be seen.
  */
+// mutant: outbound-observers-per-copy
 const OBSERVERS = Symbol.for('oncehook.outbound.observers');
 type Observer = (outcome: OutboundOutcome) => void;
 const shared = globalThis as { [OBSERVERS]?: Set<Observer> };

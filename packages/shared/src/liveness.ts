@@ -28,6 +28,7 @@ export interface LivenessServer {
 }
 
 // The worker thread's code: plain JavaScript (it runs from a string: no build step, no file).
+// mutant: liveness-ignores-heartbeat
 const WORKER_SOURCE = `
 const { createServer } = require('node:http');
 const { parentPort, workerData } = require('node:worker_threads');

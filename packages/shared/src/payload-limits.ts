@@ -112,6 +112,7 @@ export function checkPayloadLimits(text: string): void {
     }
     if (c === OPEN_BRACE || c === OPEN_BRACKET) {
       depth += 1;
+      // mutant: payload-depth-limit-off
       if (depth > MAX_PAYLOAD_DEPTH) throw payloadLimit(`the payload nests arrays and objects deeper than ${MAX_PAYLOAD_DEPTH} levels`);
     } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
       depth -= 1;
@@ -127,6 +128,7 @@ export function checkPayloadLimits(text: string): void {
         end += 1;
       }
       const printed = printedNumberLength(text, i, end);
+      // mutant: payload-number-limit-off
       if (printed > MAX_NUMBER_CHARS) {
         const token = text.slice(i, Math.min(end, i + 24));
         throw payloadLimit(

@@ -29,6 +29,7 @@ export function createTypeLabeler(named: Iterable<NamedType>): TypeLabeler {
       const dot = type.indexOf('.');
       if (dot > 0 && exact.has(type.slice(0, dot))) return type.slice(0, dot);
     }
+    // mutant: type-label-unbounded
     return OTHER_TYPE;
   };
 }

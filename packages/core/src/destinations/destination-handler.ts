@@ -72,12 +72,14 @@ export function destinationHandler(destination: Destination, observer: ForwardOb
       ...(rateLimit ? { rateLimit: { limit: rateLimit.limit, period: rateLimit.period, ...(rateLimit.key ? { key: keyAt(rateLimit.key, 'rateLimit') } : {}) } } : {}),
     } as Parameters<typeof defineHandler>[0],
     async (event: HandlerEvent, ctx) => {
+      // mutant: destination-filter-ignored
       const skip = filterProblem(destination.filter, event.payload);
       if (skip) {
         await ctx.transaction('filtered-out', async () => ({ filter: skip }), { final: true });
         return;
       }
       await ctx.step('deliver', async ({ idempotencyKey, signal }) => {
+        // mutant: destination-key-per-attempt
         const body = envelopeOf(event, idempotencyKey, destination.name);
         return { ...(await forward(destination, { id: idempotencyKey, body, source: event.source, type: event.type, eventId: event.eventId, signal }, observer)) };
       });

@@ -35,6 +35,7 @@ const MAX_REDIRECTS = 5;
 
 /** Statuses worth another attempt: timeouts, conflicts in flight, too early, too many, server errors. */
 export function isRetryableStatus(status: number): boolean {
+  // mutant: destination-409-dead-letter
   return status === 408 || status === 409 || status === 425 || status === 429 || status >= 500;
 }
 
@@ -61,6 +62,7 @@ export interface ForwardObserver {
  * `v1a,<base64 ed25519>` when a signing key is configured. Exported for the tests' oracle.
  */
 export function signatureHeaders(destination: Pick<Destination, 'hmacKey' | 'signingKey'>, id: string, body: string, timestamp: number): Record<string, string> {
+  // mutant: destination-signature-without-body
   const signed = `${id}.${timestamp}.${body}`;
   const signatures = [`v1,${createHmac('sha256', destination.hmacKey).update(signed).digest('base64')}`];
   if (destination.signingKey) signatures.push(`v1a,${sign(null, Buffer.from(signed), destination.signingKey).toString('base64')}`);
@@ -159,6 +161,7 @@ export async function forward(
     }
     const answer = await readAnswer(response).catch(() => '');
     const ms = Math.round(seconds() * 1000);
+    // mutant: destination-excerpt-unredacted
     const excerpt = redactSecrets(excerptOf(answer), secrets);
     const said = `answered ${response.status} in ${ms} ms${excerpt ? `: ${excerpt}` : ''}`;
     if (response.status >= 200 && response.status < 300) {

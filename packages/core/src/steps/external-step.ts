@@ -20,6 +20,7 @@ import { checkSubject, claimName } from './step-rules.js';
 export async function runExternalStep<T>(scope: RunScope, name: string, fn: (input: StepInput) => Promise<T>, options: StepOptions = {}): Promise<T> {
   const subject = checkSubject(scope, name, options);
   const record = claimName(scope, name, 'external');
+  // mutant: skip-external-step
   if (record) {
     scope.log.info({ step: name, kind: 'external' }, 'step already recorded; skipped');
     return record.result as T;
@@ -35,14 +36,17 @@ async function callAndRecord<T>(scope: RunScope, name: string, fn: (input: StepI
   // the lease, and renew it so the call has all of it.
   checkLease(scope);
   const sentAt = performance.now();
+  // mutant: external-call-without-lease
   const renewed = await deps.queries.renewLeaseAtStep(deps.pool, run.runId, run.token, run.leaseMs);
   if (!renewed) throw new LeaseLostError(run.runId);
   run.onLeaseRenewed?.(sentAt);
+  // mutant: stop-now-ignored-external
   if (renewed.stop) throw new RunStoppedError(run.runId);
   const idempotencyKey = idempotencyKeyFor({
     provider: run.provider,
     eventId: run.eventId,
     handler: run.handler,
+    // mutant: key-includes-attempt
     step: name,
     generation: run.generation,
     keyScheme: run.keyScheme,

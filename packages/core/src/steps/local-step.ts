@@ -19,6 +19,7 @@ export async function runLocalStep<T>(scope: RunScope, name: string, fn: (tx: Po
   const { deps, run, log } = scope;
   const record = claimName(scope, name, 'local');
   const info: CurrentStep = { runId: run.runId, handler: run.handler, step: name, kind: 'local', attempt: run.attempt, idempotencyKey: null };
+  // mutant: skip-local-step
   if (record) {
     // Committed by an earlier attempt (or reused by a replay): hand back its record.
     if (options.final) {

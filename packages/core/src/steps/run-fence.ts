@@ -29,6 +29,7 @@ export async function withFence<R>(scope: RunScope, fn: (tx: PoolClient, generat
     return await withTransactionFrom<RunFence, R>(deps.pool, deps.queries.fenceStatement(run.runId, run.token), async (tx, { rows }) => {
       const fence = rows[0];
       if (!fence) throw new LeaseLostError(run.runId);
+      // mutant: stop-now-ignored-local
       if (fence.stop) throw new RunStoppedError(run.runId);
       return fn(tx, fence.generation, Date.now());
     });
@@ -44,6 +45,7 @@ export async function withFence<R>(scope: RunScope, fn: (tx: PoolClient, generat
  */
 export async function renewIfHeldLong(scope: RunScope, tx: PoolClient, fencedAt: number): Promise<number | null> {
   const { run } = scope;
+  // mutant: step-lease-not-renewed
   if (Date.now() - fencedAt <= run.leaseMs / 3) return null;
   const sentAt = performance.now();
   if (!(await scope.deps.queries.renewLease(tx, run.runId, run.token, run.leaseMs))) throw new LeaseLostError(run.runId);

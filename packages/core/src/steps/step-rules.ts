@@ -20,6 +20,7 @@ export function claimName(scope: RunScope, name: string, kind: StepKind): Record
   if (typeof name !== 'string' || !STEP_NAME.test(name)) {
     throw new StepUsageError(`step name ${JSON.stringify(name)} in handler "${run.handler}" is not valid: use 1-200 characters without control characters`);
   }
+  // mutant: step-name-reuse
   if (used.has(name)) {
     throw new StepUsageError(
       `step name "${name}" is used twice in one run of handler "${run.handler}": each step is recorded (and its key derived) by name, so the second call would be skipped and get the first one's result. Give each call its own stable name, e.g. put the loop variable in it: ctx.${kind === 'local' ? 'transaction' : 'step'}(\`${name}:\${item.id}\`, ...)`,

@@ -21,6 +21,7 @@ export const UNREADABLE_PAYLOAD = (alias: string) =>
 
 /** An event row (EventRow), the payload only when it can be read (UNREADABLE_PAYLOAD). */
 export function eventColumns(alias: string): string {
+  // mutant: unreadable-payload-returned
   return `${alias}.id, ${alias}.provider, ${alias}.kind, ${alias}.event_id AS "eventId", ${alias}.type,
     CASE WHEN ${UNREADABLE_PAYLOAD(alias)} THEN NULL ELSE ${alias}.payload END AS payload, ${UNREADABLE_PAYLOAD(alias)} AS "payloadUnreadable",
     ${alias}.signed_at AS "signedAt", ${alias}.meta, ${alias}.state, ${alias}.runs_pending AS "runsPending",

@@ -64,6 +64,7 @@ export function createOperatorQueries(t: Tables) {
     while (lo < hi) {
       const mid = Math.floor((lo + hi) / 2);
       const row = (await db.query<{ id: number; receivedAt: Date }>(sql.ARRIVAL_ID, [mid])).rows[0];
+      // mutant: time-range-ids-inverted
       if (row === undefined || row.receivedAt >= at) hi = mid;
       else lo = row.id + 1;
     }

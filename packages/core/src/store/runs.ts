@@ -245,6 +245,7 @@ export function createRunQueries(t: Tables, schemaName: string) {
   async function recordObjectVersion(tx: Queryable, handler: string, objectKey: string, version: number): Promise<{ stale: boolean; previous: number | null }> {
     const { rows } = await tx.query<{ previous: string | null }>(sql.RECORD_OBJECT_VERSION, [handler, objectKey, version]);
     const previous = rows[0]!.previous === null ? null : Number(rows[0]!.previous);
+    // mutant: ordered-never-stale
     return { stale: previous !== null && previous > version, previous };
   }
 

@@ -122,6 +122,7 @@ export function createApp(deps: IngestDeps): Hono {
 
   if (deps.admin && adminConfigured(deps.admin)) {
     if (!deps.adminPool) throw new Error('createApp: `admin` needs `adminPool`, a pool of its own (buildIngest makes it from ADMIN_POOL_SIZE)');
+    // mutant: admin-shares-ingest-pool
     if (mountAdmin(app, { ...deps, pool: deps.adminPool }, deps.admin)) deps.log.info({ readOnly: deps.admin.readOnly }, 'admin mounted at /admin');
   }
 

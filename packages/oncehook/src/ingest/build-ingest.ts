@@ -207,6 +207,7 @@ export function buildIngest(config: IngestConfig, options: BuildIngestOptions = 
         });
       }
       // The answered deliveries' jobs not yet added (the reconciler would add them too, later).
+      // mutant: relay-no-flush-on-shutdown
       await relay.flush(config.ENQUEUE_TIMEOUT_MS * 2);
       await activity?.stop();
       await queues.close();

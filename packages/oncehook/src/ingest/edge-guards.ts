@@ -119,6 +119,7 @@ export function createEdgeGuards(deps: EdgeDeps, claims: { readonly circuit: 'cl
     };
 
     try {
+      // mutant: precheck-off
       source.precheck((header) => c.req.header(header) ?? null, deps.now?.() ?? new Date());
     } catch (error) {
       if (!(error instanceof VerificationError)) throw error;
@@ -141,10 +142,12 @@ export function createEdgeGuards(deps: EdgeDeps, claims: { readonly circuit: 'cl
       );
     }
     // A declared body that cannot fit in what the budget has left is refused before reading.
+    // mutant: inflight-budget-off
     if (length !== null && inflight + length > settings.maxInflightBodyBytes) {
       rejected(source.name, 'overloaded', 503, `${inflight} body bytes in flight`);
       return answered('error', overBudget(c));
     }
+    // mutant: body-budget-reserves-declared
     const mine = { bytes: 0 };
     held.set(c, mine);
     try {
@@ -160,6 +163,7 @@ export function createEdgeGuards(deps: EdgeDeps, claims: { readonly circuit: 'cl
     if (!mine) throw new Error('readBody called without beforeBody');
     const provider = c.req.param('provider') ?? '';
     const take = (bytes: number): 'ok' | 'too-large' | 'over-budget' => {
+      // mutant: chunked-body-unlimited
       if (mine.bytes + bytes > settings.bodyLimitBytes) return 'too-large';
       if (inflight + bytes > settings.maxInflightBodyBytes) return 'over-budget';
       inflight += bytes;

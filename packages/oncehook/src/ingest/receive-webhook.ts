@@ -113,6 +113,7 @@ export async function receiveWebhook(c: Context, deps: WebhookDeps, claims: Clai
   // claiming it could process a late redelivery as new. Answer 2xx (so the provider stops) and
   // do nothing. Between the payload and the key horizons the key is still there: the claim
   // answers duplicate.
+  // mutant: expiry-on-payload-horizon
   const horizonDays = deps.settings.retention.keyDays;
   if (event.signedAt && now.getTime() - event.signedAt.getTime() > horizonDays * 86_400_000) {
     log.warn({ signedAt: event.signedAt, horizonDays }, 'delivery older than the key retention horizon; not processed');
@@ -134,6 +135,7 @@ export async function receiveWebhook(c: Context, deps: WebhookDeps, claims: Clai
   // A request pipelined behind an answer that closed its connection (an early refusal): its
   // own answer could never reach the sender, so it must not be stored either (the sender
   // retries it, and then it is new, not a duplicate nobody was told about).
+  // mutant: pipelined-after-refusal-processed
   if (edge.connectionClosing(c)) {
     log.info('delivery pipelined behind a refusal that closes its connection; not processed (the sender will retry it)');
     return answer(
@@ -149,6 +151,7 @@ export async function receiveWebhook(c: Context, deps: WebhookDeps, claims: Clai
   try {
     // The delivery's trace goes with the event: the dispatch job continues it.
     const traceparent = currentTraceparent();
+    // mutant: ack-before-commit
     claim = await claims.claim(traceparent ? { ...event, traceparent } : event);
   } catch (error) {
     if (isUnstorablePayloadError(error)) {
@@ -271,15 +274,18 @@ async function receiveBatch(
   const claimOne = async (event: VerifiedEvent) => {
     // An element past the key horizon is not claimed (as a single delivery would be `expired`).
     if (event.signedAt && now.getTime() - event.signedAt.getTime() > horizonMs) return 'expired' as const;
+    // mutant: batch-answer-before-commit
     const claim = await claims.claim(traceparent ? { ...event, traceparent } : event);
     if (claim.outcome !== 'new') await onDuplicate(deps, edge, event.provider, event, claim, now, log);
     return claim.outcome === 'new' ? ('accepted' as const) : ('duplicate' as const);
   };
   // In chunks, so that one large batch (SendGrid's reach thousands of events) never fills the
   // claim batcher's waiting room (MAX_WAITING_CLAIMS) by itself and is refused for ever.
+  // mutant: batch-unchunked
   const chunk = Math.max(1, Math.min(100, Math.floor(deps.settings.maxWaitingClaims / 4)));
   const outcomes: PromiseSettledResult<'accepted' | 'duplicate' | 'expired'>[] = [];
   for (let start = 0; start < events.length; start += chunk) {
+    // mutant: batch-first-element-only
     outcomes.push(...(await Promise.allSettled(events.slice(start, start + chunk).map(claimOne))));
   }
   const failed = outcomes.findIndex((outcome) => outcome.status === 'rejected');

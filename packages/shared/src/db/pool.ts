@@ -42,6 +42,7 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
   // client's next statement fails instead, and the transaction's own error handling applies
   // (rolled back, the client destroyed, the work retried).
   pool.on('connect', (client) => {
+    // mutant: checked-out-client-unlistened
     client.on('error', () => {});
   });
   const { onStatement } = options;
@@ -159,6 +160,7 @@ class BeginThen extends pg.Query {
 
   prepare(connection: ProtocolConnection): void {
     const self = this as unknown as { name: string; text: string; hasBeenParsed(c: ProtocolConnection): boolean };
+    // mutant: fence-without-begin, begin-parse-vouches
     if (!self.hasBeenParsed(connection)) {
       connection.parse({ text: self.text, name: self.name });
       connection.submittedNamedStatements[self.name] = self.text;

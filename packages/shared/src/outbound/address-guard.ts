@@ -65,6 +65,7 @@ export function refusedAddress(address: string): { class: AddressClass; embedded
   const parsed = ipaddr.parse(text);
   const direct = classOf(parsed);
   if (direct) return { class: direct, embedded: null };
+  // mutant: outbound-embedded-ipv4-ignored
   if (parsed.kind() === 'ipv6') {
     for (const inner of embeddedIPv4(parsed as IPv6)) {
       const hidden = classOf(inner);

@@ -59,6 +59,7 @@ function guardedLookup(resolve: Resolver) {
       (found) => {
         for (const { address } of found) {
           const problem = addressProblem(hostname, address);
+          // mutant: outbound-lookup-unchecked
           if (problem) return callback(new OutboundRefusedError('address', problem), '');
         }
         const family = options.family === 'IPv4' ? 4 : options.family === 'IPv6' ? 6 : Number(options.family ?? 0);
@@ -80,6 +81,7 @@ function guardedConnector(policy: OutboundPolicy): buildConnector.connector {
     ...(policy.ca ? { ca: policy.ca } : {}),
   });
   return (options, callback) => {
+    // mutant: outbound-ip-literal-unchecked
     if (isIP(options.hostname)) {
       const problem = addressProblem(options.hostname, options.hostname);
       if (problem) return callback(new OutboundRefusedError('address', problem), null);
@@ -160,6 +162,7 @@ export async function outboundFetch(url: string | URL, init: OutboundRequestInit
     const location = response.headers.get('location');
     if (!init.followRedirects || !REDIRECTS.has(response.status) || location === null) return capped(response, init.maxResponseBytes);
     await response.body?.cancel().catch(() => {});
+    // mutant: redirect-unbounded
     if (hop >= maxRedirects) throw new OutboundRefusedError('redirect', `more than ${maxRedirects} redirects (the last answered ${response.status})`);
     let next: URL;
     try {
@@ -171,11 +174,13 @@ export async function outboundFetch(url: string | URL, init: OutboundRequestInit
       throw new OutboundRefusedError('redirect', `answered ${response.status} towards a ${next.protocol} URL: not followed`);
     if (current.protocol === 'https:' && next.protocol === 'http:')
       throw new OutboundRefusedError('redirect', `answered ${response.status} from https to http (${next.origin}): not followed, it would send the request unencrypted`);
+    // mutant: redirect-post-becomes-get
     if (response.status !== 307 && response.status !== 308 && method !== 'GET' && method !== 'HEAD')
       throw new OutboundRefusedError(
         'redirect',
         `answered ${response.status} towards ${next.origin}${next.pathname}: not followed, fetch would resend the ${method} as a GET without its body; only 307 and 308 keep it (fix the URL)`,
       );
+    // mutant: redirect-keeps-secret-headers
     if (next.origin !== current.origin) headers = Object.fromEntries(Object.entries(headers).filter(([name]) => !dropped.has(name.toLowerCase())));
     current = next;
   }

@@ -9,6 +9,7 @@
  * or make the client's error quote the value), or a character a header cannot carry.
  */
 export function headerValueProblem(value: string): string | null {
+  // mutant: header-crlf-accepted
   if (/[\r\n]/.test(value)) return 'contains a line break (CR or LF); a header value is one line';
   if (/[\0-\x08\x0a-\x1f\x7f]/.test(value)) return 'contains a control character';
   if (/[^\x00-\xff]/.test(value)) return 'contains a character outside Latin-1, which a header cannot carry (encode it, e.g. base64)';

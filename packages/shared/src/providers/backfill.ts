@@ -206,6 +206,7 @@ export class ListingBudget {
           transform(chunk, controller) {
             seen += chunk.byteLength;
             budget.bytes += chunk.byteLength;
+            // mutant: backfill-page-bytes-unbounded
             if (seen > room) controller.error(budget.stop(budget.bytesMessage(seen > budget.limits.maxResponseBytes)));
             else controller.enqueue(chunk);
           },
@@ -219,9 +220,11 @@ export class ListingBudget {
   /** Counts a page about to be asked for with `cursor`; throws when a cap is reached or the cursor came before. */
   page(cursor: string | null): void {
     if (this.stopped) throw new BackfillApiError(this.stopped, null);
+    // mutant: backfill-pages-unbounded
     if (this.pages >= this.limits.maxPages)
       throw this.stop(`stopped after ${this.pages} pages (at most ${this.limits.maxPages} per listing): list a shorter window (--since/--until), or raise --max-pages`);
     if (cursor !== null) {
+      // mutant: backfill-repeated-cursor
       if (this.#cursors.has(cursor)) throw this.stop(`${this.api} sent the same page cursor twice (${cursor.slice(0, 80)}): stopped, it would list the same page forever`);
       this.#cursors.add(cursor);
     }
@@ -236,6 +239,7 @@ export class ListingBudget {
     } catch {
       throw this.stop(`${this.api} sent a next-page link that is not a URL: stopped`);
     }
+    // mutant: backfill-follows-any-origin
     if (url.origin !== this.origin)
       throw this.stop(`${this.api} sent a next-page link to ${url.origin}, not its own origin (${this.origin}): not followed, the key stays with the API`);
     return url;
@@ -277,6 +281,7 @@ export function keyRedacted(api: BackfillApi): BackfillApi {
       try {
         yield* api.list(context, query, hooks);
       } catch (error) {
+        // mutant: backfill-error-keeps-key
         if (error instanceof Error) error.message = redactSecrets(error.message, secrets);
         throw error;
       }

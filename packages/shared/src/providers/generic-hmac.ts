@@ -71,6 +71,7 @@ export function createGenericHmacSource(options: GenericHmacSourceOptions): Webh
   const signedHeaders = options.signedHeaders ?? [];
   const signed = (header: string) => signedHeaders.some((h) => h.toLowerCase() === header.toLowerCase());
   checkSecrets(name, 'HMAC', options.secrets);
+  // mutant: unsigned-header-id-accepted
   if ('header' in options.id && !signed(options.id.header) && !options.bodyDedupe) {
     throw new Error(
       `source ${name}: the event id comes from header ${options.id.header}, which the signature does not cover: a captured delivery replayed under the id of the next real event would drop that event as a duplicate. List ${options.id.header} in signedHeaders (if the sender signs it), or set bodyDedupe: true`,
@@ -108,6 +109,7 @@ export function createGenericHmacSource(options: GenericHmacSourceOptions): Webh
       if (timestamp !== null) checkTimestamp(timestamp, request.now, tolerance, options.timestampHeader ?? 'timestamp');
 
       // A JSON object, like every other kind's payload: `[1,2]`, `null` or `42` is no event.
+      // mutant: hmac-accepts-non-objects
       const { text, json } = parseJsonObject(request.rawBody, `${name} (hmac source)`);
       const idWhere = 'header' in options.id ? options.id.header : `body field "${options.id.field}"`;
       const eventId = checkEventId(idFromHeader ?? fieldAt(json, (options.id as { field: string }).field), idWhere);

@@ -168,8 +168,10 @@ export const githubBackfill = (eventOf: EventOf): BackfillApi =>
           }
           if (seen.has(delivery.guid)) continue;
           const ok = delivery.status_code >= 200 && delivery.status_code < 300;
+          // mutant: github-backfill-ignores-redelivery
           seen.add(delivery.guid);
           // Newest first: a redelivery that succeeded is listed before the failed attempts of its GUID.
+          // mutant: github-backfill-lists-delivered
           if (ok && !query.all) continue;
           const type = delivery.action ? `${delivery.event}.${delivery.action}` : delivery.event;
           if (query.types && !query.types.includes(type) && !query.types.includes(delivery.event)) continue;

@@ -117,6 +117,7 @@ function githubJson(request: DeliveryRequest): Buffer {
 export function createGitHubSource(options: GitHubSourceOptions): WebhookSource {
   const dedupeOnBody = options.bodyDedupe ?? true;
   return headerSignedSource('github', options, 'GitHub webhook', parseHeaders, (request, { signature, delivery, hookId, eventName }, name) => {
+    // mutant: github-form-unsigned-bytes
     requireBodySignature(options.secrets, request.rawBody, 'hex', signature, 'X-Hub-Signature-256');
 
     return {
@@ -124,6 +125,7 @@ export function createGitHubSource(options: GitHubSourceOptions): WebhookSource 
         name,
         { delivery, hookId, eventName, targetType: request.header('X-GitHub-Hook-Installation-Target-Type') },
         githubJson(request),
+        // mutant: github-body-dedupe-off
         dedupeOnBody ? bodyHash(request.rawBody) : null,
       ),
     };
@@ -146,6 +148,7 @@ export function githubEvent(
   const eventId = checkEventId(`${hookId}:${delivery}`, 'X-GitHub-Hook-ID:X-GitHub-Delivery');
   const parsed = parseJsonObject(json, 'GitHub event');
   const field = GITHUB_EVENT_FIELDS[eventName];
+  // mutant: github-event-unchecked
   if (field !== undefined && !(field in parsed.json)) {
     throw new VerificationError(400, 'malformed_payload', `X-GitHub-Event is "${eventName}" but the body has no "${field}": the header does not belong to this body`);
   }

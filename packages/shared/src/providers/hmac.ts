@@ -15,6 +15,7 @@ export function hmacSha256(key: string | Buffer, ...parts: (string | Buffer)[]):
 export function signaturesEqual(expected: string, received: string): boolean {
   const a = Buffer.from(expected, 'utf8');
   const b = Buffer.from(received, 'utf8');
+  // mutant: signature-length-only
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
@@ -49,6 +50,7 @@ export function decodeSignature(received: string, encoding: DigestEncoding): Buf
     const bytes = Buffer.from(received, 'base64url');
     return bytes.toString('base64url') === received ? bytes : null;
   }
+  // mutant: signature-base64url-accepted
   if (received.length === 0 || received.length % 4 !== 0 || !/^[A-Za-z0-9+/]+={0,2}$/.test(received)) return null;
   const bytes = Buffer.from(received, 'base64');
   return bytes.toString('base64') === received ? bytes : null;
@@ -60,6 +62,7 @@ export function decodeSignature(received: string, encoding: DigestEncoding): Buf
  */
 export function digestMatches(expected: Buffer, received: string, encoding: DigestEncoding): boolean {
   const bytes = decodeSignature(received, encoding);
+  // mutant: scheme-hmac-any-digest
   return bytes !== null && bytes.length === expected.length && timingSafeEqual(bytes, expected);
 }
 

@@ -65,6 +65,7 @@ export const paddleBackfill = (fields: TopLevelFields): BackfillApi =>
       first.searchParams.set('order_by', 'id[DESC]');
       first.searchParams.set('from', query.since.toISOString());
       first.searchParams.set('to', query.until.toISOString());
+      // mutant: paddle-backfill-lists-delivered
       if (!query.all) first.searchParams.set('status', 'failed,needs_retry,not_attempted');
       // Every call through the outbound guard, to PADDLE_API_BASE's origin only, its answers
       // bounded; a `next` link elsewhere (it would carry the key) stops the listing (ListingBudget).

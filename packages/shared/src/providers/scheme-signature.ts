@@ -161,6 +161,7 @@ export function authenticate(scheme: SenderScheme, keys: SchemeKey[], url: strin
       const received = decodeSignature(parsed.signatures[0] ?? '', signature.encoding);
       for (const { secret, key } of keys) {
         // ed25519 takes no digest name; ECDSA P-256 signs the SHA-256 of the content (DER).
+        // mutant: scheme-asymmetric-unchecked
         const ok = received !== null && verifySignature(signature.family === 'ed25519' ? null : 'sha256', data, key as KeyObject, received);
         if (ok) return secret;
       }
@@ -179,12 +180,14 @@ export function authenticate(scheme: SenderScheme, keys: SchemeKey[], url: strin
         const expected = createHmac(signature.algorithm, key as string)
           .update(data)
           .digest();
+        // mutant: scheme-in-body-signature-unchecked
         if (digestMatches(expected, received, signature.encoding)) return secret;
       }
       throw new VerificationError(401, 'bad_signature', `"${signature.object}.${signature.signatureField}" does not match with any configured ${scheme.secretName}`);
     }
     case 'token': {
       const received = request.header(signature.header) ?? '';
+      // mutant: scheme-token-unchecked
       const token = keys.find(({ secret }) => secretsEqual(secret, received));
       if (!token) throw new VerificationError(401, 'bad_credentials', `${signature.header} is not a configured ${scheme.secretName}`);
       return token.secret;
@@ -211,6 +214,7 @@ export function checkSignedTime(scheme: SenderScheme, parsed: Parsed, json: () =
   }
   if (timestampText !== null) {
     const spec = scheme.timestamp ?? { unit: 's' as const, toleranceSeconds: tolerance, from: { list: true as const } };
+    // mutant: scheme-timestamp-unchecked
     checkTimestamp(parseTimestamp(spec, timestampText, timestampWhere(scheme)), now, tolerance, timestampWhere(scheme));
   }
 }

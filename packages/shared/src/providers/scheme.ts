@@ -98,6 +98,7 @@ export function createSchemeSource(scheme: SenderScheme, options: SchemeSourceOp
       checkSignedTime(scheme, parsed, () => body().json, request.now, tolerance);
       const { json } = body();
       const reply = scheme.handshake?.({ json, header: request.header, secret });
+      // mutant: handshake-stored-as-event
       if (reply) return { reply };
       if (scheme.batch) return { events: batchEvents(scheme, scheme.batch, origin, json, request.header) };
       return { event: singleEvent(scheme, origin, body(), request) };
@@ -126,6 +127,7 @@ function checkSchemeOptions(scheme: SenderScheme, options: SchemeSourceOptions, 
   });
   const signature = scheme.signature;
   const signsUrl = 'signed' in signature && signature.signed.includes('url');
+  // mutant: sender-url-unrequired
   if (signsUrl && !options.url) {
     throw new Error(
       `source ${name}: ${scheme.title} signs the URL it posts to: set ${variable}_WEBHOOK_URL (or "url" in ONCEHOOK_SOURCES_FILE) to the public URL of /webhooks/${name} exactly as configured in ${scheme.title}`,

@@ -344,6 +344,7 @@ export const SENDER_SCHEMES: Readonly<Record<SenderKind, SenderScheme>> = {
     get: (query, options) => {
       if (query.get('hub.mode') !== 'subscribe') return { body: { error: 'hub.mode must be subscribe' }, status: 400, note: 'Meta GET without hub.mode=subscribe' };
       const challenge = query.get('hub.challenge') ?? '';
+      // mutant: meta-verify-token-unchecked
       if (!options.verifyToken || !secretsEqual(options.verifyToken, query.get('hub.verify_token') ?? '')) {
         return { body: { error: 'hub.verify_token is not the configured verify token' }, status: 403, note: 'Meta subscription check with a wrong verify token refused' };
       }

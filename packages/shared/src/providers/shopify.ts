@@ -68,6 +68,7 @@ export function shopifyHeaders(header: DeliveryRequest['header']): { set: 'class
   const set = header('shopify-hmac-sha256') !== null ? 'events' : 'classic';
   const other = set === 'events' ? 'classic' : 'events';
   const ids = [header(inSet('classic', 'Webhook-Id')), header(inSet('events', 'Webhook-Id'))];
+  // mutant: shopify-two-webhook-ids
   if (ids[0] !== null && ids[1] !== null && ids[0] !== ids[1]) {
     throw new VerificationError(400, 'malformed_header', 'X-Shopify-Webhook-Id and shopify-webhook-id name two different deliveries: a delivery carries one webhook id');
   }
@@ -116,6 +117,7 @@ export function createShopifySource(options: ShopifySourceOptions): WebhookSourc
           handle: header('shopify-handle'),
           resourceId: header('shopify-resource-id'),
         }),
+        // mutant: shopify-body-dedupe-off
         bodyHash: dedupe === 'off' ? null : bodyHash(dedupe === 'per-topic' ? Buffer.concat([Buffer.from(`${type}\0`), request.rawBody]) : request.rawBody),
       },
     };

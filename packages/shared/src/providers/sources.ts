@@ -159,6 +159,7 @@ export function sourcesFromConfig(config: SourceSettings, env: Env = process.env
   const sources = new Map<string, WebhookSource>();
   for (const declaration of sourceDeclarations(config)) sources.set(declaration.name, createSource(declaration, env));
   const tooShort = retentionProblems({ defaultDays: config.RETENTION_DAYS, overrides: config.RETENTION_OVERRIDES, keyDays: config.KEY_RETENTION_DAYS }, [...sources.values()]);
+  // mutant: retention-window-unchecked
   if (tooShort.length > 0) throw new ConfigError(`Retention shorter than a provider's redelivery window:\n  ${tooShort.join('\n  ')}`);
   if (sources.size === 0) {
     const adapters = PROVIDERS.filter((provider) => provider.env && !isSenderKind(provider.kind)).map((provider) => provider.env?.secrets.name);

@@ -120,6 +120,7 @@ export function createStandardWebhooksSource(options: StandardWebhooksSourceOpti
         publicKeys.length > 0 &&
         asymmetric.some((candidate) => {
           const signature = decodeSignature(candidate, 'base64');
+          // mutant: v1a-any-signature
           return signature !== null && signature.length === 64 && publicKeys.some((key) => verifySignature(null, signed(), key, signature));
         });
       if (!symmetricValid && !asymmetricValid)

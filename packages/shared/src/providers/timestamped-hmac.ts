@@ -31,6 +31,7 @@ export function timestampedHmacVerifier(format: TimestampedHmacFormat, secrets: 
   const where = `${format.header} timestamp`;
   return {
     precheck(header: DeliveryRequest['header'], now: Date): void {
+      // mutant: precheck-timestamp-off
       checkTimestamp(parseTimestampedHmacHeader(format, header).timestamp, now, toleranceSeconds, where);
     },
     /** Throws 401 unless a listed signature matches the body with a configured secret and the timestamp is in tolerance. */
@@ -38,8 +39,10 @@ export function timestampedHmacVerifier(format: TimestampedHmacFormat, secrets: 
       const { timestamp, signatures } = parseTimestampedHmacHeader(format, request.header);
       const valid = secrets.some((secret) => {
         const expected = hmacSha256(secret, `${timestamp}${format.signedSeparator}`, request.rawBody).toString('hex');
+        // mutant: signature-presence-only
         return signatures.some((candidate) => signaturesEqual(expected, candidate));
       });
+      // mutant: verify-before-claim
       if (!valid) throw new VerificationError(401, 'bad_signature', `no ${format.header} ${format.signatureKey} signature matches the body with any configured secret`);
       checkTimestamp(timestamp, request.now, toleranceSeconds, where);
     },

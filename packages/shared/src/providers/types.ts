@@ -134,9 +134,11 @@ export function parseTimestampedSignatures(
  */
 export function checkTimestamp(timestamp: number, now: Date, toleranceSeconds: number, where: string): void {
   const age = Math.floor(now.getTime() / 1000) - timestamp;
+  // mutant: timestamp-too-old
   if (age > toleranceSeconds) {
     throw new VerificationError(401, 'timestamp_too_old', `${where} is ${age}s old (tolerance ${toleranceSeconds}s)`);
   }
+  // mutant: timestamp-in-future
   if (-age > toleranceSeconds) {
     throw new VerificationError(401, 'timestamp_in_future', `${where} is ${-age}s in the future (tolerance ${toleranceSeconds}s)`);
   }

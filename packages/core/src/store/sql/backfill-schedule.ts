@@ -17,6 +17,7 @@ export function backfillScheduleStatements(t: Tables) {
      * the second re-checks the guard on the first's committed row (READ COMMITTED) and gets 0
      * rows. A crashed holder's lease expires. 0 rows = not due, or another process runs it.
      */
+    // mutant: backfill-schedule-every-process
     LEASE_PASS: `UPDATE ${BACKFILL_SCHEDULE}
           SET lease_token = $2::uuid, leased_until = now() + $3::int * interval '1 millisecond', last_started_at = now()
         WHERE source = $1::text AND next_at <= now() AND (leased_until IS NULL OR leased_until < now())

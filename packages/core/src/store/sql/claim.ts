@@ -32,6 +32,7 @@ export function claimStatements(t: Tables) {
    * only while its event has fewer than DELIVERY_LOG_ROWS. The count comes back from the
    * upsert under its row lock, so the bound holds under any concurrency.
    */
+  // mutant: delivery-log-unbounded
   const DELIVERY_LOG = (source: string) => `log_in AS (
          ${source}
        ), log_dups AS (
@@ -80,6 +81,7 @@ export function claimStatements(t: Tables) {
      * committed after we started (0 rows: a concurrent duplicate). The payload goes to Postgres
      * as the verified raw text and is cast to jsonb there.
      */
+    // mutant: claim-single-check-then-act, backfill-origin-not-recorded
     CLAIM_EVENT: (logDeliveries: boolean, origin = false) => `WITH inserted AS (
          INSERT INTO ${EVENTS} (provider, kind, event_id, type, payload, signed_at, meta, body_hash, payload_bytes${origin ? ', origin, origin_detail' : ''})
          VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz, $7::jsonb, $8::bytea, octet_length($5::text)${origin ? ", 'backfill', $9::text" : ''})
@@ -118,6 +120,8 @@ export function claimStatements(t: Tables) {
      *   lock table is small: 64 x max_connections entries by default).
      * A single-row claim (CLAIM_EVENT) needs neither: it holds no key while it waits.
      */
+    // mutant: claim-check-then-act, claim-keys-unordered, claim-body-stripes-off
+    // mutant: claim-same-body-in-batch-unmatched
     CLAIM_EVENTS: (logDeliveries: boolean) => `WITH input AS (
                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::text[], $8::bytea[], $9::int[])
                  WITH ORDINALITY AS t(provider, kind, event_id, type, payload, signed_at, meta, body_hash, copies, ord)

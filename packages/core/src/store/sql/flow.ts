@@ -37,6 +37,7 @@ export function flowStatements(t: Tables) {
      * the window is full (the run waits for the next one). Inside the lease's transaction: if
      * the lease is then not taken, the rollback gives the start back.
      */
+    // mutant: flow-rate-unchecked
     TAKE_RATE: `INSERT INTO ${RATE_WINDOWS} AS w (handler, rate_key, window_start, started)
        VALUES ($1::text, $2::text,
                to_timestamp(floor(extract(epoch FROM clock_timestamp()) * 1000 / $3::int) * $3::int / 1000.0), 1)
@@ -59,6 +60,7 @@ export function flowStatements(t: Tables) {
      * 0 rows = not ours to touch (leased by a live worker, finished, or a newer job owns the
      * wait).
      */
+    // mutant: flow-wait-unfenced
     WAIT: `UPDATE ${RUNS} r
           SET state = 'received', lease_token = NULL, lease_until = NULL,
               waiting = $3::text, waiting_since = coalesce(r.waiting_since, now()),
@@ -111,6 +113,7 @@ export function flowStatements(t: Tables) {
      * job, no write. 0 rows = nothing to repair. Reads every waiter's (handler, key) through the
      * partial index of waiting runs, and counts each group's slots through the in-flight index.
      */
+    // mutant: stalled-slots-not-woken, stalled-slots-full-woken
     WAKE_STALLED: `WITH grp AS (
          SELECT handler, flow_key, max(flow_limit) AS lim
            FROM ${RUNS}

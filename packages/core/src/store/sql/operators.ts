@@ -43,6 +43,7 @@ export function operatorStatements(t: Tables) {
      * from 0. The target rows are locked first (FOR UPDATE re-checks their state on the newest
      * version), so nothing returned comes from a stale snapshot.
      */
+    // mutant: redrive-live-lease
     REDRIVE_RUNS: `WITH target AS (
          SELECT id, state FROM ${RUNS}
           WHERE event_row_id = $1::bigint AND ($2::text IS NULL OR handler = $2::text)
@@ -75,6 +76,7 @@ export function operatorStatements(t: Tables) {
      * step runs again, and an external one gets a new idempotency key (the key includes the
      * generation). 0 rows = the run is not finished (or does not exist).
      */
+    // mutant: replay-reuses-nothing, replay-in-flight
     REPLAY_RUN: `WITH target AS (
          SELECT id, state, generation FROM ${RUNS}
           WHERE event_row_id = $1::bigint AND handler = $2::text AND state IN ('done', 'failed')
@@ -116,6 +118,7 @@ export function operatorStatements(t: Tables) {
      * so each search is planned with its values: a null condition is folded away and the planner
      * picks the index of the conditions given (docs/operating.md, "Searching events").
      */
+    // mutant: search-page-overlap
     LIST_EVENTS: `SELECT e.id, e.provider, e.event_id AS "eventId", e.type, e.state, e.note,
               e.received_at AS "receivedAt", e.updated_at AS "updatedAt", ${RUNS_SUMMARY}, ${DELIVERY_COUNT}
          FROM ${EVENTS} e
@@ -209,6 +212,7 @@ export function operatorStatements(t: Tables) {
         WHERE g.notified_at IS NULL AND g.closed_at IS NULL AND g.notify_attempts < $2::int
         ORDER BY g.opened_at LIMIT $1::int`,
     /** One notification try of group ($1 handler, $2 shape, opened at $3, to the millisecond as JavaScript has it): $4 true = delivered. */
+    // mutant: notified-without-delivery
     NOTIFY_TRIED: `UPDATE ${FAILURE_GROUPS} SET notify_attempts = notify_attempts + 1, notified_at = CASE WHEN $4::boolean THEN now() END
         WHERE handler = $1::text AND shape = $2::text AND date_trunc('milliseconds', opened_at) = $3::timestamptz AND notified_at IS NULL`,
 

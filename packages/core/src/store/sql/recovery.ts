@@ -15,6 +15,7 @@ export function recoveryStatements(t: Tables) {
      * The attempt the dead worker started stays counted, so a run that kills its worker every
      * time still reaches `failed`.
      */
+    // mutant: reconciler-expired-leases
     EXPIRED_LEASES: `UPDATE ${RUNS} r
         SET state = 'received', lease_token = NULL, lease_until = NULL, updated_at = now(),
             last_error = 'lease expired during attempt ' || r.attempts || ' (worker crashed or hung)',
@@ -40,6 +41,7 @@ export function recoveryStatements(t: Tables) {
      * it is stale only when its polling job was lost; the job carries its `waits` (the fence),
      * so it continues the chain instead of starting a second one.
      */
+    // mutant: reconciler-stale-runs, slot-waiters-requeued, paused-runs-requeued
     STALE_RUNS: `UPDATE ${RUNS} r SET updated_at = now()
        FROM ${EVENTS} e
       WHERE r.id = ANY(ARRAY(
@@ -58,6 +60,7 @@ export function recoveryStatements(t: Tables) {
      * Events claimed but never dispatched (ingest died between commit and enqueue, Redis lost the
      * job) and untouched for $1 ms ($2 limit); touched, so each is re-enqueued once per threshold.
      */
+    // mutant: reconciler-stale-events
     STALE_EVENTS: `UPDATE ${EVENTS} SET updated_at = now()
       WHERE id = ANY(ARRAY(
         SELECT id FROM ${EVENTS}
@@ -99,6 +102,7 @@ export function recoveryStatements(t: Tables) {
      * cascade), their delivery log and counts, and the event row keeps only its key, type,
      * state and times.
      */
+    // mutant: prune-deletes-key
     RETENTION_PRUNE: `WITH batch AS (
         SELECT id FROM ${EVENTS}
          WHERE provider = $1::text AND state = 'done' AND pruned_at IS NULL

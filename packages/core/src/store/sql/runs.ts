@@ -31,9 +31,11 @@ export function runStatements(t: Tables) {
    * What a lease statement returns: the run and its event. NOT its recorded steps: those are
    * read by a statement of their own once the lease is ours (STEPS_OF_LEASED_RUNS says why).
    */
+  // mutant: acquire-steps-in-returning
   const LEASED_RUN_RETURNING = `${runColumns('r')}, row_to_json((SELECT x FROM (SELECT ${eventColumns('e')}) x)) AS event`;
 
   /** The event's counters and state after one of its runs finished `done` (CTE `run` returning event_row_id). */
+  // mutant: event-state-counters
   const EVENT_AFTER_RUN_DONE = `UPDATE ${EVENTS} e
           SET runs_pending = e.runs_pending - 1, state = ${EVENT_STATE_AFTER('-1', '0')},
               finished_at = CASE WHEN e.runs_pending - 1 = 0 THEN now() END, updated_at = now()
@@ -58,6 +60,7 @@ export function runStatements(t: Tables) {
        )`;
 
   /** ACQUIRE_RUN's lease and attempt CTEs (`leased`, `attempt`), with `extra` (AND ...) added to its guard. */
+  // mutant: cap-count, pause-unchecked-lease
   const LEASE_ONE_RUN = (extra: string) => `leased AS (
          UPDATE ${RUNS} r
             SET state = 'processing', lease_token = $3::uuid,
@@ -92,6 +95,8 @@ export function runStatements(t: Tables) {
      * CTE both estimates are 10 and the generic plan is kept from the 6th execution on
      * (test/round-trips.test.ts checks the hot paths' named statements).
      */
+    // mutant: dispatch-twice, dispatch-replanned, trace-not-on-event
+    // mutant: pause-unchecked-dispatch
     DISPATCH_AND_LEASE: `WITH ev AS (
          UPDATE ${EVENTS} SET state = 'processing', runs_pending = cardinality($2::text[]), updated_at = now(),
                 trace_parent = coalesce($5::text, trace_parent)
@@ -121,6 +126,7 @@ export function runStatements(t: Tables) {
      * then only touches rows this statement holds. `received` is checked again under the lock
      * (READ COMMITTED re-reads a row that changed while we waited for it).
      */
+    // mutant: dispatch-batch-twice, dispatch-batch-lock-order, pause-unchecked-batch-dispatch
     DISPATCH_AND_LEASE_MANY: `WITH event_args AS MATERIALIZED (
          SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[]) AS a(id, runs, trace)
        ), run_args AS MATERIALIZED (
@@ -184,6 +190,7 @@ export function runStatements(t: Tables) {
      * fraction of a millisecond each. One row always: `slotsInUse`, and the leased run's columns
      * (NULL when not leased: full if slotsInUse >= $7, otherwise not ours to run).
      */
+    // mutant: flow-slot-statement-snapshot, flow-concurrency-ignored
     ACQUIRE_GATED_RUN: `WITH gate AS MATERIALIZED (
          SELECT ${S}.flow_gate($6::bigint, $2::text, $5::text, true) AS in_use
        ), ${LEASE_ONE_RUN('AND (SELECT in_use FROM gate) < $7::int')}
@@ -236,11 +243,13 @@ export function runStatements(t: Tables) {
      * already did: roll back, commit nothing. `stop`: the run must stop at this step boundary
      * (`pause --now`): roll back, release the run to wait for the resume.
      */
+    // mutant: fence-lock-token
     LOCK_LEASED_RUN: `SELECT r.generation, ${STOP_NOW(PAUSES, EVENTS, 'r')} AS stop FROM ${RUNS} r
         WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
         FOR NO KEY UPDATE`,
 
     /** processing -> done, fenced ($1 run, $2 token, $3 note), with the event's counters and state. 0 rows = lease lost. */
+    // mutant: fence-done-token
     MARK_RUN_DONE: `WITH run AS (
          UPDATE ${RUNS}
             SET state = 'done', lease_token = NULL, lease_until = NULL, finished_at = now(),
@@ -251,6 +260,7 @@ export function runStatements(t: Tables) {
        ${EVENT_AFTER_RUN_DONE}`,
 
     /** processing -> failed (the dead letter state), fenced ($1 run, $2 token, $3 error), with the event. 0 rows = lease lost. */
+    // mutant: fence-failed-token, failure-shape-not-written
     MARK_RUN_FAILED: `WITH run AS (
          UPDATE ${RUNS}
             SET state = 'failed', lease_token = NULL, lease_until = NULL, finished_at = now(),
@@ -270,6 +280,7 @@ export function runStatements(t: Tables) {
      * not 0 rows, because COMMIT is sent behind this statement in the same round trip
      * (commitWith): the error makes Postgres skip that COMMIT, and the transaction rolls back.
      */
+    // mutant: final-record-lease-lost-silent
     RECORD_FINAL_STEP: `WITH step AS (
          INSERT INTO ${STEPS} (run_id, generation, name, kind, result)
          VALUES ($1::bigint, $3::int, $4::text, 'local', $5::jsonb)
@@ -286,6 +297,7 @@ export function runStatements(t: Tables) {
        SELECT CASE WHEN EXISTS (SELECT 1 FROM event) THEN 1 ELSE ${S}.lease_lost($1::bigint) END AS recorded`,
 
     /** processing -> received after a retryable error, fenced ($1 run, $2 token, $3 error). 0 rows = lease lost. */
+    // mutant: fence-retry-token
     RELEASE_RUN_FOR_RETRY: `WITH run AS (
          UPDATE ${RUNS}
             SET state = 'received', lease_token = NULL, lease_until = NULL,
@@ -322,6 +334,7 @@ export function runStatements(t: Tables) {
      * Serialises local steps about one object ($1 the key hashed from the schema and the object
      * key, lock-keys.ts); released by the step's COMMIT/ROLLBACK.
      */
+    // mutant: object-lock-noop
     LOCK_OBJECT: 'SELECT pg_advisory_xact_lock($1::bigint)',
 
     /**
@@ -333,6 +346,7 @@ export function runStatements(t: Tables) {
      * row is always written (greatest of the two; `previous_version` = what it held), because
      * RETURNING sees only the new row: a stale call costs a row version, and is rare.
      */
+    // mutant: ordered-version-lowered, ordered-previous-from-snapshot
     RECORD_OBJECT_VERSION: `INSERT INTO ${VERSIONS} AS v (handler, object_key, version) VALUES ($1::text, $2::text, $3::numeric)
        ON CONFLICT (handler, object_key) DO UPDATE
           SET version = greatest(v.version, excluded.version), previous_version = v.version,

@@ -64,6 +64,7 @@ function createLoginThrottle(perMinute: number, now = Date.now) {
     /** Seconds left to wait, or 0 when this client may try. */
     waitSeconds(client: string): number {
       const w = current(client);
+      // mutant: login-unthrottled
       return w && w.failures >= perMinute ? Math.max(1, Math.ceil((w.start + 60_000 - now()) / 1000)) : 0;
     },
     failed(client: string): number {

@@ -33,6 +33,7 @@ export function createSearchSlots(perUser: number) {
     /** Takes a slot for `actor`; the function returned gives it back. Null when the user has none left. */
     take(actor: string): (() => void) | null {
       const now = running.get(actor) ?? 0;
+      // mutant: admin-searches-uncapped
       if (now >= perUser) return null;
       running.set(actor, now + 1);
       let given = false;
@@ -76,6 +77,7 @@ const isPoolWait = (error: unknown) => error instanceof Error && /timeout exceed
 export function adminFailure(error: unknown, budget: AdminBudget): { status: 422 | 503; error: string; message: string } | null {
   if (error instanceof SearchTooSlowError) return { status: 422, error: 'search_too_slow', message: error.message };
   if (error instanceof SearchAbandonedError) return { status: 503, error: 'search_abandoned', message: error.message };
+  // mutant: admin-busy-is-500
   if (isPoolWait(error))
     return {
       status: 503,
