@@ -7,7 +7,7 @@ import { createEventQueue, createRedis, jobIdFor, type ClaimResult } from '@once
 import { isUnstorablePayloadError, noFaults, type VerifiedEvent } from '@oncehook/shared';
 import { createClaimBatcher, createEnqueueRelay } from '@oncehook/core';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
-import { REDIS_URL } from '@oncehook/harness';
+import { REDIS_URL, startBlackhole } from '@oncehook/harness';
 import { q, testLog, testPrefix, T } from './helpers/stack.js';
 
 let db: TestDatabase;
@@ -108,5 +108,41 @@ it("a delivery's deadline covers the wait for a batch slot and a connection: wit
   } finally {
     held.release();
     await pool.end();
+  }
+});
+
+it('a database that stops answering mid-statement: the answer is the claim deadline, even when the batch starts in the millisecond the delivery arrived', async () => {
+  // The statement's own cut (pg's query_timeout) and the delivery's deadline were both due at
+  // arrival + CLAIM_TIMEOUT_MS when a batch started in the same millisecond; the statement's
+  // timer was set first and won, so the answer said "the database is unavailable" and two such
+  // batches opened the circuit before any delivery was answered by its deadline (a CI run of
+  // backpressure.alone.test.ts). The statement is now cut a little after the deadline.
+  const target = new URL(db.url);
+  const blackhole = await startBlackhole({ host: target.hostname, port: Number(target.port || 5432) });
+  const viaBlackhole = new URL(db.url);
+  viaBlackhole.port = String(blackhole.port);
+  const { createPool } = await import('@oncehook/shared');
+  const pool = createPool(viaBlackhole.toString(), { max: 40, connectionTimeoutMillis: 20_000 });
+  // Forty open connections, which the outage strands (each claim below takes an idle one;
+  // about one in seven started in its arrival's millisecond before the fix).
+  const warm = await Promise.all(Array.from({ length: 40 }, () => pool.connect()));
+  for (const client of warm) client.release();
+  const relay = createEnqueueRelay({ queue, log: testLog, faults: noFaults, enqueueTimeoutMs: 1_000 });
+  const batcher = createClaimBatcher({ pool, queries: q, relay, log: testLog, faults: noFaults, claimTimeoutMs: 100, breakerFailures: 1000 });
+  blackhole.swallow();
+  try {
+    const messages: string[] = [];
+    for (let i = 0; i < 40; i += 1) {
+      messages.push(
+        await batcher.claim(event(`evt_stalled_${i}`)).then(
+          () => 'claimed',
+          (e: Error) => e.message,
+        ),
+      );
+    }
+    expect(messages.filter((m) => !m.includes('the database did not answer within 100 ms'))).toEqual([]);
+  } finally {
+    await blackhole.close();
+    await pool.end().catch(() => undefined);
   }
 });

@@ -570,6 +570,14 @@ export const MUTANTS: Mutant[] = [
     tests: ['test/backpressure.alone.test.ts'],
   },
   {
+    id: 'statement-cut-before-deadline',
+    guarantee: "a stalled claim is answered by the delivery's deadline, not by the statement's cut due at the same instant",
+    marker: 'statement-cut-before-deadline',
+    search: '  const limit = { timeoutMs: deps.claimTimeoutMs + STATEMENT_CUT_AFTER_DEADLINE_MS, logDeliveries: deps.logDeliveries };',
+    replace: '  const limit = { timeoutMs: deps.claimTimeoutMs, logDeliveries: deps.logDeliveries };',
+    tests: ['test/claim-batcher.test.ts'],
+  },
+  {
     id: 'claim-circuit-never-opens',
     guarantee: 'after N batches find the database unavailable, claims fail at once instead of waiting out a timeout',
     marker: 'claim-circuit-never-opens',

@@ -22,6 +22,14 @@ import type { ClaimResult, Queries } from './store/queries.js';
  */
 const CLAIM_CONFLICT_ATTEMPTS = 3;
 
+/**
+ * How long after the deliveries' deadline the statement itself is cut (pg's query_timeout,
+ * which frees the connection). The answer is the deadline's (withinDeadline); a statement cut
+ * due at the same millisecond, its timer set first, would answer "unavailable" instead and
+ * count toward the circuit before any delivery saw the deadline (claim-batcher.test.ts).
+ */
+const STATEMENT_CUT_AFTER_DEADLINE_MS = 250;
+
 /** A delivery waiting for its batch's answer. */
 export interface Waiting {
   event: VerifiedEvent;
@@ -117,7 +125,8 @@ function foldRepeats(batch: Waiting[]): FoldedBatch {
  * several means something in it poisoned the statement: claimed one by one, so only it fails.
  */
 async function claimBatch(deps: BatchDeps, events: VerifiedEvent[], copies: number[]): Promise<{ results: Claimed; unavailable: boolean }> {
-  const limit = { timeoutMs: deps.claimTimeoutMs, logDeliveries: deps.logDeliveries };
+  // mutant: statement-cut-before-deadline
+  const limit = { timeoutMs: deps.claimTimeoutMs + STATEMENT_CUT_AFTER_DEADLINE_MS, logDeliveries: deps.logDeliveries };
   try {
     return { results: await claimConflictsRetried(deps.log, () => deps.queries.claimEvents(deps.pool, events, { ...limit, copies })), unavailable: false };
   } catch (error) {
