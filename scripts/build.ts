@@ -5,7 +5,7 @@
  *    oncehook-source condition): a type error anywhere fails the build. `--no-check` skips
  *    it, for a caller that has just type-checked (test/user-project.test.ts under npm test).
  * 2. Emits each published package with tsc, in the order of the `@oncehook/*` dependencies
- *    their package.json declare (buildOrder: sdk, shared, core, testkit, oncehook today):
+ *    their package.json declare (buildOrder: sdk, shared, providers, core, testkit, oncehook today):
  *    `<package>/dist/` gets its JavaScript, its `.d.ts` (with declaration maps) and
  *    source maps, file for file. Each package resolves its siblings through their dist/ (no
  *    source condition in tsconfig.build.json), exactly as an installed copy does: a package
@@ -31,6 +31,7 @@ interface PackageBuild {
 export const BUILDS: PackageBuild[] = [
   { dir: 'packages/sdk' },
   { dir: 'packages/shared' },
+  { dir: 'packages/providers' },
   {
     dir: 'packages/core',
     // migrate.ts reads these next to itself (import.meta.url).

@@ -4,8 +4,9 @@
  *
  * 1. Builds every package (`npm run build`: the type check unless --no-check, then dist/).
  * 2. Packs them, and writes to DIR (default `release/`) the three a project installs:
- *    - `oncehook-<v>.tgz`: the command, with the engine (`@oncehook/core`) and the ground it
- *      stands on (`@oncehook/shared`) bundled inside it (`bundleDependencies`): they are its
+ *    - `oncehook-<v>.tgz`: the command, with the engine (`@oncehook/core`), the providers
+ *      (`@oncehook/providers`) and the ground they stand on (`@oncehook/shared`) bundled inside
+ *      it (`bundleDependencies`): they are its
  *      implementation, never imported by a project, so nothing of ours is fetched from a
  *      registry when it installs;
  *    - `oncehook-sdk-<v>.tgz`: what handlers import; one copy in a project, which the command
@@ -25,9 +26,9 @@ import { parseScriptArgs, ROOT, SOURCE_NODE_ARGS } from '@oncehook/harness';
 
 /** The packages a project installs, and the internal ones each carries inside it. */
 const RELEASED: { dir: string; bundles: string[] }[] = [
-  { dir: 'packages/oncehook', bundles: ['core', 'shared'] },
+  { dir: 'packages/oncehook', bundles: ['core', 'providers', 'shared'] },
   { dir: 'packages/sdk', bundles: [] },
-  { dir: 'packages/testkit', bundles: ['core', 'shared'] },
+  { dir: 'packages/testkit', bundles: ['core', 'providers', 'shared'] },
 ];
 
 interface Manifest {
@@ -54,7 +55,7 @@ async function main(): Promise<void> {
   try {
     // Every package as `npm pack` makes it (its `files`, its compiled dist/), unpacked.
     const unpacked = new Map<string, string>();
-    for (const name of ['sdk', 'shared', 'core', 'oncehook', 'testkit']) {
+    for (const name of ['sdk', 'shared', 'providers', 'core', 'oncehook', 'testkit']) {
       const tarball = pack(path.join(ROOT, 'packages', name), work);
       const into = path.join(work, 'unpacked', name);
       await mkdir(into, { recursive: true });

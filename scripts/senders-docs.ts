@@ -1,13 +1,13 @@
 /**
- * `npm run docs:senders`: writes the table senders (packages/shared/src/providers/senders.ts)
+ * `npm run docs:senders`: writes the table senders (packages/providers/src/senders.ts)
  * into docs/providers.md ("Senders described as data"), and every provider's variables (the
- * provider list, packages/shared/src/providers/providers.ts) into the README's table and into
+ * provider list, packages/providers/src/providers.ts) into the README's table and into
  * docker-compose.yml's ingest environment, between the `<!-- senders:... -->` markers. test/sender-docs.test.ts fails when either
  * is out of date. Prints what it changed; exits 1 when a marker is missing.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { BACKFILL_VARIABLES, PROVIDER_VARIABLES, SENDER_SCHEMES, type SenderScheme, type SignedPart, type ValueSpec, senderVariables, signatureCovers } from '@oncehook/shared';
+import { BACKFILL_VARIABLES, PROVIDER_VARIABLES, SENDER_SCHEMES, type SenderScheme, type SignedPart, type ValueSpec, senderVariables, signatureCovers } from '@oncehook/providers';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 

@@ -15,7 +15,7 @@ import { createHmac } from 'node:crypto';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { createSource } from '@oncehook/shared';
+import { createSource } from '@oncehook/providers';
 import { allSources, killAllServices, PROVIDER_CASES, SECRETS, send, spawnService, startSandbox, waitFor, type SandboxHandle, type Delivery } from '@oncehook/harness';
 import type { OncehookWorker } from 'oncehook';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';

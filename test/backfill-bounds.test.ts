@@ -14,7 +14,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { paymentSucceeded } from '@oncehook/harness';
-import { BackfillApiError, type BackfillContext, type BackfillItem, providerOf } from '@oncehook/shared';
+import { BackfillApiError, type BackfillContext, type BackfillItem, providerOf } from '@oncehook/providers';
 import { afterEach, describe, expect, it } from 'vitest';
 
 interface StandIn {

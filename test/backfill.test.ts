@@ -12,7 +12,8 @@ import { paymentSucceeded, ROOT, SOURCE_NODE_ARGS, STRIPE_SECRET, startSandbox, 
 import { SANDBOX_GITHUB_TOKEN, SANDBOX_PADDLE_API_KEY, SANDBOX_STRIPE_API_KEY } from '@oncehook/sandbox';
 import { defineHandler } from '@oncehook/sdk';
 import type { OncehookWorker } from 'oncehook';
-import { createGitHubSource, createPaddleSource, createWorkerMetrics, type WebhookSource } from '@oncehook/shared';
+import { createWorkerMetrics } from '@oncehook/shared';
+import { createGitHubSource, createPaddleSource, type WebhookSource } from '@oncehook/providers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CliResult, runCliHere } from './helpers/cli-here.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';

@@ -4,7 +4,7 @@
  */
 import { expect, it } from 'vitest';
 import { ConfigError } from '@oncehook/sdk';
-import { sourcesFromConfig } from '@oncehook/shared';
+import { sourcesFromConfig } from '@oncehook/providers';
 import { loadIngestConfig, loadWorkerConfig } from 'oncehook';
 import { DEFAULT_ENGINE_SETTINGS, queueSchemaFor } from '@oncehook/core';
 import { spawnService } from '@oncehook/harness';

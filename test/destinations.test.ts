@@ -32,7 +32,8 @@ import {
   type Destination,
 } from '@oncehook/core';
 import { createScratchDatabase, deliver, killAllServices, paymentSucceeded, ROOT, signStripe, spawnService, waitFor } from '@oncehook/harness';
-import { createPool, createStandardWebhooksSource } from '@oncehook/shared';
+import { createPool } from '@oncehook/shared';
+import { createStandardWebhooksSource } from '@oncehook/providers';
 import { Webhook } from 'standardwebhooks';
 import { CONFIG_VARIABLES, loadIngestConfig, loadWorkerConfig } from 'oncehook';
 import { defineHandler } from '@oncehook/sdk';

@@ -142,12 +142,15 @@ describe('the layout', () => {
   it('finds the workspaces and their sources, and every package README states its layer', () => {
     expect(WORKSPACES.map((w) => w.name)).toEqual(expect.arrayContaining([...Object.keys(LAYERS), ...APPS]));
     // The layers the READMEs state (the command's production install carries no test support).
+    // From the bottom: the handlers' API (sdk), the ground (shared), the providers, the engine
+    // (core), then the processes and tools (oncehook: ingest, worker, the command; the test kit).
     expect(LAYERS).toEqual({
       '@oncehook/sdk': [],
       '@oncehook/shared': ['@oncehook/sdk'],
-      '@oncehook/core': ['@oncehook/sdk', '@oncehook/shared'],
-      '@oncehook/testkit': ['@oncehook/sdk', '@oncehook/shared', '@oncehook/core'],
-      oncehook: ['@oncehook/sdk', '@oncehook/shared', '@oncehook/core'],
+      '@oncehook/providers': ['@oncehook/sdk', '@oncehook/shared'],
+      '@oncehook/core': ['@oncehook/sdk', '@oncehook/shared', '@oncehook/providers'],
+      '@oncehook/testkit': ['@oncehook/sdk', '@oncehook/shared', '@oncehook/providers', '@oncehook/core'],
+      oncehook: ['@oncehook/sdk', '@oncehook/shared', '@oncehook/providers', '@oncehook/core'],
       '@oncehook/sandbox': [],
     });
     for (const w of WORKSPACES) expect(w.files.length, w.dir).toBeGreaterThan(0);
@@ -201,7 +204,7 @@ describe('the layout', () => {
     );
     const published = manifests.filter((m) => !m.private);
     const privateNames = new Set(manifests.filter((m) => m.private).map((m) => m.name));
-    expect(published.map((m) => m.name).sort()).toEqual(['@oncehook/core', '@oncehook/sdk', '@oncehook/shared', '@oncehook/testkit', 'oncehook']);
+    expect(published.map((m) => m.name).sort()).toEqual(['@oncehook/core', '@oncehook/providers', '@oncehook/sdk', '@oncehook/shared', '@oncehook/testkit', 'oncehook']);
     const version = published[0]!.version;
     const problems: string[] = [];
     for (const m of published) {

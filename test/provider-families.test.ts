@@ -9,7 +9,7 @@ import { sign as githubSign } from '@octokit/webhooks-methods';
 import { getHmac as shopifyHmac } from '@shopify/shopify-api/test-helpers';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { allSources, META_VERIFY_TOKEN, PROVIDER_CASES, SECRETS, SENDER_SECRETS, send } from '@oncehook/harness';
-import { createSource } from '@oncehook/shared';
+import { createSource } from '@oncehook/providers';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { type IngestHandle, q, startIngest, testPrefix, T } from './helpers/stack.js';
 

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createMetricsProbe } from './helpers/metrics.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { allSources, PROVIDER_CASES, SECRETS, send, waitFor } from '@oncehook/harness';
-import { SENDER_SCHEMES } from '@oncehook/shared';
+import { SENDER_SCHEMES } from '@oncehook/providers';
 import { type IngestHandle, q, startIngest, testPrefix, T } from './helpers/stack.js';
 
 let db: TestDatabase;
@@ -184,7 +184,7 @@ describe('provider specifics', () => {
     expect(await rowCount()).toBe(1);
 
     // bodyDedupe: false keys on hook id + delivery alone: two hooks, two events.
-    const { createSource } = await import('@oncehook/shared');
+    const { createSource } = await import('@oncehook/providers');
     const sources = new Map([['github', createSource({ name: 'github', kind: 'github', secrets: [SECRETS.github], bodyDedupe: false }, {})]]);
     const local = await startIngest({ databaseUrl: db.url, prefix: testPrefix(), sources });
     try {
@@ -223,7 +223,7 @@ describe('provider specifics', () => {
   });
 
   it('rotation: a source with two secrets accepts either', async () => {
-    const { createSource } = await import('@oncehook/shared');
+    const { createSource } = await import('@oncehook/providers');
     const rotating = new Map([['rotating', createSource({ name: 'rotating', kind: 'stripe', secrets: ['whsec_old-secret-0123456789', 'whsec_new-secret-0123456789'] }, {})]]);
     const local = await startIngest({ databaseUrl: db.url, prefix: testPrefix(), sources: rotating });
     try {

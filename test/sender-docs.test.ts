@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { PROVIDER_KINDS, SENDER_SCHEMES } from '@oncehook/shared';
+import { PROVIDER_KINDS, SENDER_SCHEMES } from '@oncehook/providers';
 import { ROOT } from '@oncehook/harness';
 import { describe, expect, it } from 'vitest';
 import { backfillComposeEnv, backfillVariableRows, between, providerComposeEnv, sendersTable, providerVariableRows } from '../scripts/senders-docs.js';

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect, it } from 'vitest';
 import { ConfigError } from '@oncehook/sdk';
-import { createSource, signedDelivery, sourcesFromConfig } from '@oncehook/shared';
+import { createSource, signedDelivery, sourcesFromConfig } from '@oncehook/providers';
 import { loadIngestConfig } from 'oncehook';
 
 const MAIN = 'whsec_main_0123456789abcdef';

@@ -4,7 +4,8 @@
  */
 import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
-import { createStripeSource, VerificationError } from '@oncehook/shared';
+import { VerificationError } from '@oncehook/shared';
+import { createStripeSource } from '@oncehook/providers';
 
 const source = createStripeSource({ secrets: [process.env.STRIPE_WEBHOOK_SECRET ?? ''] });
 const app = new Hono();

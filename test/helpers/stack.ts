@@ -14,7 +14,6 @@ import { inject } from 'vitest';
 import {
   createIngestMetrics,
   createLogger,
-  createStripeSource,
   createWorkerMetrics,
   DEFAULT_SCHEMA,
   noFaults,
@@ -22,9 +21,9 @@ import {
   type IngestMetrics,
   type Logger,
   type Pool,
-  type WebhookSource,
   type WorkerMetrics,
 } from '@oncehook/shared';
+import { createStripeSource, type WebhookSource } from '@oncehook/providers';
 import {
   createEngine,
   createEventQueues,

@@ -17,7 +17,8 @@
  *   and is logged at warn.
  */
 import { randomUUID } from 'node:crypto';
-import { describeError, providerOf, type Logger, type Pool, type WorkerMetrics } from '@oncehook/shared';
+import { describeError, type Logger, type Pool, type WorkerMetrics } from '@oncehook/shared';
+import { providerOf } from '@oncehook/providers';
 import { claimBackfilled, emptyBackfillCounts, type BackfillCounts } from './backfill.js';
 import type { JobTarget } from './queue.js';
 import type { Queries } from './store/queries.js';

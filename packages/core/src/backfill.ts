@@ -12,7 +12,8 @@
  * event older than the horizon is not claimed (as a delivery of it would be answered
  * `expired`).
  */
-import type { BackfillItem, Logger, Pool } from '@oncehook/shared';
+import type { Logger, Pool } from '@oncehook/shared';
+import type { BackfillItem } from '@oncehook/providers';
 import { enqueueEvent, type JobTarget } from './queue.js';
 import type { Queries } from './store/queries.js';
 

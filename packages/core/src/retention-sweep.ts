@@ -10,7 +10,8 @@
  *
  * `runOnce()` deletes up to maxBatches batches per provider and returns the counts.
  */
-import { retentionDaysFor, withTransaction, type Logger, type Pool, type PoolClient, type RetentionPolicy } from '@oncehook/shared';
+import { withTransaction, type Logger, type Pool, type PoolClient } from '@oncehook/shared';
+import { retentionDaysFor, type RetentionPolicy } from '@oncehook/providers';
 import { advisoryLockKey } from './lock-keys.js';
 import type { Queries } from './store/queries.js';
 

@@ -9,7 +9,7 @@ import { sign as githubSign } from '@octokit/webhooks-methods';
 import { getHmac as shopifyHmac } from '@shopify/shopify-api/test-helpers';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { Webhook as SvixWebhook } from 'svix';
-import { createSource, type SourceDeclaration, type WebhookSource } from '@oncehook/shared';
+import { createSource, type SourceDeclaration, type WebhookSource } from '@oncehook/providers';
 import { type Delivery, postDelivery } from './net.js';
 import type { ProviderCase, SignOptions } from './provider-case.js';
 import { signStripe, STRIPE_SECRET } from './stripe.js';

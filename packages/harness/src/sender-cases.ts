@@ -21,7 +21,7 @@ const sendgridLib = load(() => import('@sendgrid/eventwebhook'));
 const discordLib = load(() => import('discord-interactions'));
 const squareLib = load(() => import('square'));
 const twilioLib = load(async () => (await import('twilio')).default);
-import type { SourceDeclaration } from '@oncehook/shared';
+import type { SourceDeclaration } from '@oncehook/providers';
 import type { Delivery } from './net.js';
 import type { ProviderCase, SignOptions } from './provider-case.js';
 

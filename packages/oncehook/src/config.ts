@@ -20,7 +20,8 @@ import {
   type BackfillScheduleEntry,
   type ClusterSeeds,
 } from '@oncehook/core';
-import { addressProblem, BACKFILL_KINDS, DEFAULT_SCHEMA, PROVIDERS, PROVIDER_VARIABLES, SCHEMA_NAME_PATTERN, withoutEmpty, type Env } from '@oncehook/shared';
+import { addressProblem, DEFAULT_SCHEMA, SCHEMA_NAME_PATTERN, withoutEmpty, type Env } from '@oncehook/shared';
+import { BACKFILL_KINDS, PROVIDERS, PROVIDER_VARIABLES } from '@oncehook/providers';
 
 /** A comma-separated variable's entries, trimmed, empty ones dropped. */
 const commaList = (value: string): string[] =>

@@ -6,7 +6,8 @@
  * done until then. Recorded as an operator action (mode `backfill`).
  */
 import { claimBackfilled, emptyBackfillCounts, type BackfillCounts } from '@oncehook/core';
-import { BACKFILL_KINDS, BackfillApiError, createLogger, DEFAULT_BACKFILL_LIMITS, providerOf, sourceDeclarations } from '@oncehook/shared';
+import { createLogger } from '@oncehook/shared';
+import { BACKFILL_KINDS, BackfillApiError, DEFAULT_BACKFILL_LIMITS, providerOf, sourceDeclarations } from '@oncehook/providers';
 import { parseArgs } from 'node:util';
 import { loadIngestConfig } from '../config.js';
 import { parseInstant } from '../event-search.js';

@@ -5,7 +5,7 @@
  * refuse to start without the secrets you configure. These values are public: never put them
  * anywhere a real provider delivers to.
  */
-import { PROVIDERS } from '@oncehook/shared';
+import { PROVIDERS } from '@oncehook/providers';
 
 /**
  * Every provider's development secret (for a sender that verifies with a public key, the PUBLIC

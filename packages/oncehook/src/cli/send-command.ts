@@ -11,7 +11,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { fixture, fixtureTypes, providerOf, secretsOf, signedDelivery, sourceDeclarations, type DeliveryKind, type SourceDeclaration } from '@oncehook/shared';
+import { fixture, fixtureTypes, providerOf, secretsOf, signedDelivery, sourceDeclarations, type DeliveryKind, type SourceDeclaration } from '@oncehook/providers';
 import { loadIngestConfig } from '../config.js';
 import { type Command, invocation, UsageError } from './command.js';
 import { withDevSecrets } from './dev-env.js';

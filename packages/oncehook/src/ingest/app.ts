@@ -11,7 +11,8 @@
  *   /admin/...                 Bull Board, events view, admin API (admin.ts; only with credentials)
  */
 import { Hono } from 'hono';
-import { inSpan, metricsAuthorized, type Faults, type IngestMetrics, type Logger, type Pool, type WebhookSource } from '@oncehook/shared';
+import { inSpan, type Faults, type IngestMetrics, type Logger, type Pool } from '@oncehook/shared';
+import { metricsAuthorized, type WebhookSource } from '@oncehook/providers';
 import type { JobTarget, Queries, QueueBackend } from '@oncehook/core';
 import { HTTPException } from 'hono/http-exception';
 import { SpanKind } from '@opentelemetry/api';

@@ -24,19 +24,8 @@ import {
   deliveryReadings,
   type Destination,
 } from '@oncehook/core';
-import {
-  listenFailure,
-  createFaults,
-  createIngestMetrics,
-  createLogger,
-  createPool,
-  sourcesFromConfig,
-  type Faults,
-  type IngestMetrics,
-  type Logger,
-  type Pool,
-  type WebhookSource,
-} from '@oncehook/shared';
+import { listenFailure, createFaults, createIngestMetrics, createLogger, createPool, type Faults, type IngestMetrics, type Logger, type Pool } from '@oncehook/shared';
+import { sourcesFromConfig, type WebhookSource } from '@oncehook/providers';
 import type { IngestConfig } from '../config.js';
 import type { EventJobData } from '@oncehook/core';
 import type { Queue } from 'bullmq';

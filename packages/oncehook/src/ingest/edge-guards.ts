@@ -32,7 +32,8 @@
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { HttpBindings } from '@hono/node-server';
-import { createLogLimiter, VerificationError, type IngestMetrics, type Logger, type WebhookSource } from '@oncehook/shared';
+import { createLogLimiter, VerificationError, type IngestMetrics, type Logger } from '@oncehook/shared';
+import type { WebhookSource } from '@oncehook/providers';
 import type { Context, MiddlewareHandler } from 'hono';
 import type { IngestSettings } from './ingest-settings.js';
 

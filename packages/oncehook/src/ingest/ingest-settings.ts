@@ -1,5 +1,5 @@
 /** The ingest's tuning, read from its configuration once (build-ingest.ts `ingestSettings`). */
-import type { RetentionPolicy } from '@oncehook/shared';
+import type { RetentionPolicy } from '@oncehook/providers';
 
 export interface IngestSettings {
   /** Deliveries whose signed creation time is past their source's horizon are answered `expired`. */

@@ -39,13 +39,11 @@ import {
   withTimeout,
   currentTraceparent,
   type EdgeResult,
-  type Reply,
-  type Verified,
   type VerifiedEvent,
   type IngestMetrics,
   type Logger,
-  type WebhookSource,
 } from '@oncehook/shared';
+import type { Reply, Verified, WebhookSource } from '@oncehook/providers';
 import type { EventJobData, ClaimBatcher, JobTarget } from '@oncehook/core';
 import { trace } from '@opentelemetry/api';
 import type { Context } from 'hono';

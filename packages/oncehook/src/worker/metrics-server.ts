@@ -7,7 +7,8 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { listenFailure, metricsAuthorized } from '@oncehook/shared';
+import { listenFailure } from '@oncehook/shared';
+import { metricsAuthorized } from '@oncehook/providers';
 import type { Readiness } from '@oncehook/core';
 import type { Registry } from 'prom-client';
 

@@ -14,7 +14,8 @@
  */
 import type { Destination } from '@oncehook/core';
 import { getConnInfo } from '@hono/node-server/conninfo';
-import { createLogLimiter, secretsEqual, type Logger } from '@oncehook/shared';
+import { createLogLimiter, type Logger } from '@oncehook/shared';
+import { secretsEqual } from '@oncehook/providers';
 import type { Context, MiddlewareHandler } from 'hono';
 import { basicAuth } from 'hono/basic-auth';
 import { bearerAuth } from 'hono/bearer-auth';

@@ -1,5 +1,5 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
-import { VerificationError } from '../errors.js';
+import { VerificationError } from '@oncehook/shared';
 
 export function hmacSha256(key: string | Buffer, ...parts: (string | Buffer)[]): Buffer {
   const mac = createHmac('sha256', key);

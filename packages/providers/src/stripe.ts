@@ -8,8 +8,8 @@
  * - Stable id: the body's `id` (`evt_...`); `t` and the signature change on every attempt.
  */
 import { randomUUID } from 'node:crypto';
-import { STRIPE_PAYLOADS } from '../signing/adapter-fixtures.js';
-import { JSON_CONTENT, bodyId, bodyText, hmacParts, nowSeconds, objectPayload } from '../signing/sign-helpers.js';
+import { STRIPE_PAYLOADS } from './signing/adapter-fixtures.js';
+import { JSON_CONTENT, bodyId, bodyText, hmacParts, nowSeconds, objectPayload } from './signing/sign-helpers.js';
 import { defineAdapter, secretsVariable, toleranceOption, toleranceVariable, type SignedDelivery, type SignedDeliveryOptions } from './descriptor.js';
 import { stripeBackfill } from './stripe-backfill.js';
 import { createTimestampedHmacJsonSource, type TimestampedHmacFormat } from './timestamped-hmac.js';

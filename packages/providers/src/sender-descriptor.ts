@@ -4,8 +4,8 @@
  */
 import type { SenderKind } from '@oncehook/sdk';
 import { z } from 'zod';
-import { SENDER_FIXTURES } from '../signing/sender-fixtures.js';
-import { signSchemeDelivery } from '../signing/sign-scheme.js';
+import { SENDER_FIXTURES } from './signing/sender-fixtures.js';
+import { signSchemeDelivery } from './signing/sign-scheme.js';
 import { type OptionVariable, type ProviderDescriptor, secretsVariable, toleranceOption } from './descriptor.js';
 import { createSchemeSource, type SenderScheme } from './scheme.js';
 

@@ -11,9 +11,9 @@
  * loaded on first use), so the code the tests drive against the simulators is the code that
  * runs against the real API.
  */
-import { OutboundRefusedError, outboundFetchFor } from '../outbound/outbound-http.js';
-import { redactSecrets } from '../outbound/secrets.js';
-import type { VerifiedEvent } from '../verified-event.js';
+import { OutboundRefusedError, outboundFetchFor } from '@oncehook/shared';
+import { redactSecrets } from '@oncehook/shared';
+import type { VerifiedEvent } from '@oncehook/shared';
 import type { ProviderVariable } from './provider-variable.js';
 
 /** What to list. */

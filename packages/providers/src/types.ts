@@ -4,9 +4,9 @@
  * One file per provider beside this one; `sources.ts` builds the configured sources.
  */
 import { createHash } from 'node:crypto';
-import { VerificationError } from '../errors.js';
-import { checkPayloadLimits } from '../payload-limits.js';
-import type { VerifiedEvent } from '../verified-event.js';
+import { VerificationError } from '@oncehook/shared';
+import { checkPayloadLimits } from '@oncehook/shared';
+import type { VerifiedEvent } from '@oncehook/shared';
 
 /** What the edge hands a provider: exactly the bytes that arrived, and the headers. */
 export interface DeliveryRequest {

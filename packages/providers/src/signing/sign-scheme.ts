@@ -5,8 +5,8 @@
  * (or its documented example) instead.
  */
 import { createHmac, createPrivateKey, randomBytes, randomUUID, sign, type KeyObject } from 'node:crypto';
-import { fieldAt, sortedFormParams, type IdSpec, type SenderScheme, type SignedPart, type ValueSpec } from '../providers/scheme.js';
-import { bodyHash } from '../providers/types.js';
+import { fieldAt, sortedFormParams, type IdSpec, type SenderScheme, type SignedPart, type ValueSpec } from '../scheme.js';
+import { bodyHash } from '../types.js';
 
 export interface SchemeSignOptions {
   id?: string;

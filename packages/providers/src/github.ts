@@ -23,13 +23,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { GITHUB_PAYLOADS } from '../signing/adapter-fixtures.js';
-import { JSON_CONTENT, bodyText, hmacParts } from '../signing/sign-helpers.js';
+import { GITHUB_PAYLOADS } from './signing/adapter-fixtures.js';
+import { JSON_CONTENT, bodyText, hmacParts } from './signing/sign-helpers.js';
 import { defineAdapter, secretsVariable, type SignedDelivery, type SignedDeliveryOptions } from './descriptor.js';
-import { VerificationError } from '../errors.js';
+import { VerificationError } from '@oncehook/shared';
 import { githubBackfill } from './github-backfill.js';
 import { requireBodySignature } from './hmac.js';
-import type { VerifiedEvent } from '../verified-event.js';
+import type { VerifiedEvent } from '@oncehook/shared';
 import { bodyHash, checkEventId, checkEventType, headerSignedSource, compactMeta, parseJsonObject, requireHeader, type DeliveryRequest, type WebhookSource } from './types.js';
 
 export interface GitHubSourceOptions {

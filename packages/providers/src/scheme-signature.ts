@@ -5,7 +5,7 @@
  * time (authenticate), and the signed time within the tolerance (checkSignedTime).
  */
 import { createHmac, createPublicKey, type KeyObject, verify as verifySignature } from 'node:crypto';
-import { VerificationError } from '../errors.js';
+import { VerificationError } from '@oncehook/shared';
 import { decodeSignature, digestMatches, secretsEqual } from './hmac.js';
 import { fieldAt, formParams, sortedFormParams, timeOf, type HmacAlgorithm, type SenderScheme, type SignedPart, type TimestampSpec } from './scheme-spec.js';
 import { checkTimestamp, isRecord, parseUnixSeconds, type DeliveryRequest } from './types.js';

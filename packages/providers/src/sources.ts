@@ -11,8 +11,8 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { ConfigError, type ProviderKind } from '@oncehook/sdk';
-import type { Env } from '../env.js';
-import { retentionProblems } from '../retention.js';
+import type { Env } from '@oncehook/shared';
+import { retentionProblems } from './retention.js';
 import { PROVIDERS, providerOf } from './providers.js';
 import { isSenderKind } from './senders.js';
 import type { WebhookSource } from './types.js';

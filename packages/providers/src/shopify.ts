@@ -35,10 +35,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { SHOPIFY_PAYLOADS } from '../signing/adapter-fixtures.js';
-import { JSON_CONTENT, bodyText, hmacParts, nowSeconds } from '../signing/sign-helpers.js';
+import { SHOPIFY_PAYLOADS } from './signing/adapter-fixtures.js';
+import { JSON_CONTENT, bodyText, hmacParts, nowSeconds } from './signing/sign-helpers.js';
 import { defineAdapter, secretsVariable, type SignedDelivery, type SignedDeliveryOptions } from './descriptor.js';
-import { VerificationError } from '../errors.js';
+import { VerificationError } from '@oncehook/shared';
 import { requireBodySignature } from './hmac.js';
 import { bodyHash, checkEventId, checkEventType, compactMeta, parseJsonBody, toDate, type DeliveryRequest, headerSignedSource, type WebhookSource } from './types.js';
 

@@ -4,7 +4,7 @@
  * `<timestamp><separator><raw body>`. Any listed signature matching any configured secret
  * accepts (a secret rolling, or several endpoints); the timestamp is checked both ways.
  */
-import { VerificationError } from '../errors.js';
+import { VerificationError } from '@oncehook/shared';
 import { hmacSha256, signaturesEqual } from './hmac.js';
 import { checkSecrets, checkTimestamp, parseTimestampedSignatures, requireHeader, topLevelEvent, type DeliveryRequest, type TopLevelFields, type WebhookSource } from './types.js';
 

@@ -3,7 +3,7 @@
  * it signs, where its id, type and time are, and the small readers of a parsed body those
  * places need.
  */
-import { VerificationError } from '../errors.js';
+import { VerificationError } from '@oncehook/shared';
 import type { DigestEncoding } from './hmac.js';
 import { isRecord, type DeliveryRequest, type Reply } from './types.js';
 

@@ -18,8 +18,8 @@
  */
 import { createPublicKey, type KeyObject, verify as verifySignature } from 'node:crypto';
 import { randomUUID } from 'node:crypto';
-import { STANDARD_PAYLOADS } from '../signing/adapter-fixtures.js';
-import { JSON_CONTENT, bodyText, hmacParts, nowSeconds, objectPayload } from '../signing/sign-helpers.js';
+import { STANDARD_PAYLOADS } from './signing/adapter-fixtures.js';
+import { JSON_CONTENT, bodyText, hmacParts, nowSeconds, objectPayload } from './signing/sign-helpers.js';
 import { defineAdapter, secretsVariable, toleranceOption, toleranceVariable, type SignedDelivery, type SignedDeliveryOptions } from './descriptor.js';
 import { decodeSignature, digestMatches, hmacSha256 } from './hmac.js';
 import {
@@ -34,7 +34,7 @@ import {
   type Verified,
   type WebhookSource,
 } from './types.js';
-import { VerificationError } from '../errors.js';
+import { VerificationError } from '@oncehook/shared';
 
 export interface StandardWebhooksSourceOptions {
   name?: string;

@@ -11,8 +11,8 @@
  * - `app_rate_limited` and other envelope types without an event: acknowledged, not stored.
  */
 import { randomUUID } from 'node:crypto';
-import { SLACK_PAYLOADS } from '../signing/adapter-fixtures.js';
-import { JSON_CONTENT, bodyId, bodyText, hmacParts, nowSeconds, objectPayload } from '../signing/sign-helpers.js';
+import { SLACK_PAYLOADS } from './signing/adapter-fixtures.js';
+import { JSON_CONTENT, bodyId, bodyText, hmacParts, nowSeconds, objectPayload } from './signing/sign-helpers.js';
 import { defineAdapter, secretsVariable, toleranceOption, toleranceVariable, type SignedDelivery, type SignedDeliveryOptions } from './descriptor.js';
 import { hmacSha256, signaturesEqual } from './hmac.js';
 import {
@@ -30,7 +30,7 @@ import {
   type Verified,
   type WebhookSource,
 } from './types.js';
-import { VerificationError } from '../errors.js';
+import { VerificationError } from '@oncehook/shared';
 
 export interface SlackSourceOptions {
   name?: string;

@@ -11,7 +11,7 @@
  * a $20.00 card payment "(created by Stripe CLI)" with NO customer and no metadata.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import type { PayloadBuilder as Builder } from '../providers/descriptor.js';
+import type { PayloadBuilder as Builder } from '../descriptor.js';
 
 const now = () => Math.floor(Date.now() / 1000);
 const token = (n = 24) => randomBytes(n).toString('base64url').replace(/[-_]/g, 'x').slice(0, n);

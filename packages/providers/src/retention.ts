@@ -1,4 +1,4 @@
-import { PROVIDERS } from './providers/providers.js';
+import { PROVIDERS } from './providers.js';
 
 /**
  * Retention horizons, two per event: its payload (with its runs, steps and delivery log) is

@@ -10,7 +10,7 @@
  * `stripe` `payment_intent.succeeded` is what `stripe trigger payment_intent.succeeded` sends:
  * a $20.00 card payment "(created by Stripe CLI)" with NO customer and no metadata.
  */
-import { providerOf } from '../providers/providers.js';
+import { providerOf } from '../providers.js';
 import type { DeliveryKind } from './signed-delivery.js';
 
 function payloadsOf(kind: DeliveryKind) {

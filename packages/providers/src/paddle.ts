@@ -11,8 +11,8 @@
  * replay, recorded in meta only.
  */
 import { randomUUID } from 'node:crypto';
-import { PADDLE_PAYLOADS } from '../signing/adapter-fixtures.js';
-import { JSON_CONTENT, bodyId, bodyText, hmacParts, nowSeconds, objectPayload } from '../signing/sign-helpers.js';
+import { PADDLE_PAYLOADS } from './signing/adapter-fixtures.js';
+import { JSON_CONTENT, bodyId, bodyText, hmacParts, nowSeconds, objectPayload } from './signing/sign-helpers.js';
 import { defineAdapter, secretsVariable, toleranceOption, toleranceVariable, type SignedDelivery, type SignedDeliveryOptions } from './descriptor.js';
 import { paddleBackfill } from './paddle-backfill.js';
 import { createTimestampedHmacJsonSource, type TimestampedHmacFormat } from './timestamped-hmac.js';

@@ -15,8 +15,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { VerificationError } from '../errors.js';
-import { JSON_CONTENT, bodyText, hmacParts, nowSeconds } from '../signing/sign-helpers.js';
+import { VerificationError } from '@oncehook/shared';
+import { JSON_CONTENT, bodyText, hmacParts, nowSeconds } from './signing/sign-helpers.js';
 import { defineAdapter, toleranceOption, type SignedDelivery, type SignedDeliveryOptions } from './descriptor.js';
 import { type DigestEncoding, digestMatches, hmacSha256 } from './hmac.js';
 import {

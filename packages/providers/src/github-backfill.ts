@@ -21,9 +21,9 @@
  */
 import { ConfigError } from '@oncehook/sdk';
 import { z } from 'zod';
-import { VerificationError } from '../errors.js';
+import { VerificationError } from '@oncehook/shared';
 import { BackfillApiError, keyRedacted, ListingBudget, MAX_RATE_LIMITED_IN_A_ROW, retryAfterMs, withRateLimits, type BackfillApi, type BackfillItem } from './backfill.js';
-import type { VerifiedEvent } from '../verified-event.js';
+import type { VerifiedEvent } from '@oncehook/shared';
 
 /** What @octokit/core throws, as far as a listing reads it. */
 type OctokitErrorShape = { status?: number; message?: string; response?: { headers?: Record<string, string | undefined> } };

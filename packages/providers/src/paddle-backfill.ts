@@ -18,7 +18,7 @@
  */
 import { ConfigError } from '@oncehook/sdk';
 import { z } from 'zod';
-import { VerificationError } from '../errors.js';
+import { VerificationError } from '@oncehook/shared';
 import { BackfillApiError, keyRedacted, ListingBudget, MAX_RATE_LIMITED_IN_A_ROW, retryAfterMs, withRateLimits, type BackfillApi, type BackfillItem } from './backfill.js';
 import { topLevelEvent, type TopLevelFields } from './types.js';
 

@@ -3,8 +3,8 @@
  * one event, or one per element of a batch, each with its id, type, signed time and the body
  * hash that is its second dedupe key where the signature does not cover the id.
  */
-import { VerificationError } from '../errors.js';
-import type { VerifiedEvent } from '../verified-event.js';
+import { VerificationError } from '@oncehook/shared';
+import type { VerifiedEvent } from '@oncehook/shared';
 import { describe, fieldAt, omit, timeOf, type BatchSpec, type IdSpec, type SenderScheme, type ValueSpec } from './scheme-spec.js';
 import { bodyHash, checkEventId, checkEventType, isRecord, type DeliveryRequest } from './types.js';
 

@@ -7,11 +7,11 @@
  *   await fetch(`${ingestUrl}/webhooks/stripe`, { method: 'POST', body: delivery.body, headers: delivery.headers });
  */
 import type { ProviderKind } from '@oncehook/sdk';
-import type { SignedDelivery, SignedDeliveryOptions } from '../providers/descriptor.js';
-import { providerOf } from '../providers/providers.js';
-import { signStandardWebhooksDelivery } from '../providers/standard-webhooks.js';
+import type { SignedDelivery, SignedDeliveryOptions } from '../descriptor.js';
+import { providerOf } from '../providers.js';
+import { signStandardWebhooksDelivery } from '../standard-webhooks.js';
 
-export type { SignedDelivery, SignedDeliveryOptions } from '../providers/descriptor.js';
+export type { SignedDelivery, SignedDeliveryOptions } from '../descriptor.js';
 
 /** Every kind a delivery can be signed as: every provider's, and `svix` (Standard Webhooks with svix- headers). */
 export type DeliveryKind = ProviderKind | 'svix';
