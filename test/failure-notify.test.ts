@@ -10,7 +10,19 @@
  */
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createEventQueue, createOperations, createReconciler, createRedis, type EventJobData, NOTIFY_TIMEOUT_MS, type Reconciler, destinationHmacKey } from '@oncehook/core';
+import {
+  createEngineEvents,
+  createEventQueue,
+  HandlerRegistry,
+  subscribeWorkerMetrics,
+  createOperations,
+  createReconciler,
+  createRedis,
+  type EventJobData,
+  NOTIFY_TIMEOUT_MS,
+  type Reconciler,
+  destinationHmacKey,
+} from '@oncehook/core';
 import { REDIS_URL, waitFor } from '@oncehook/harness';
 import { defineHandler, PermanentError } from '@oncehook/sdk';
 import { createWorkerMetrics } from '@oncehook/shared';
@@ -82,6 +94,9 @@ it('a new group is counted and notified once, signed; a refused try is tried aga
   ]);
   const metrics = createWorkerMetrics({ defaultMetrics: false });
   const settings = { intervalMs: 1_000, requeueAfterMs: 60_000, batchSize: 100 };
+  // As in a worker: the pass is reported on the engine's events, where the metrics listen.
+  const events = createEngineEvents(testLog);
+  subscribeWorkerMetrics(events, metrics, new HandlerRegistry([]));
   const reconciler: Reconciler = createReconciler({
     pool: db.pool,
     queries: q,
@@ -89,6 +104,7 @@ it('a new group is counted and notified once, signed; a refused try is tried aga
     log: testLog,
     settings,
     metrics,
+    events,
     failureNotify: { url, hmacKey: destinationHmacKey(SECRET), adminUrl: 'https://ops.example.com' },
   });
   // A pass wakes the notifier; its round runs apart from the pass: wait for both.

@@ -7,12 +7,12 @@
  */
 import { paymentSucceeded } from '@oncehook/harness';
 import { createPool, type Pool } from '@oncehook/shared';
-import { processJob } from '@oncehook/core';
+import { createEngineEvents, processJob } from '@oncehook/core';
 import { defineHandler } from '@oncehook/sdk';
 import { preparedBaseName } from '../packages/core/src/store/prepared.js';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
-import { claimStripe, dispatchJob, engine, exampleHandlers, q, TRUNCATE_ALL } from './helpers/stack.js';
+import { claimStripe, dispatchJob, engine, exampleHandlers, q, testLog, TRUNCATE_ALL } from './helpers/stack.js';
 
 let db: TestDatabase;
 let counted: Pool;
@@ -70,7 +70,11 @@ it('four dispatch jobs at once: their dispatches take 2 statements, not 4 (the f
   const rows = await Promise.all(ids.map(topUp));
   const sizes: number[] = [];
   // One engine, as in a worker: its dispatcher sees the four jobs.
-  const shared = engine(counted, exampleHandlers(), {}, { onDispatchBatch: (n) => sizes.push(n) });
+  const events = createEngineEvents(testLog);
+  events.on('dispatch:batch', ({ events: n }) => {
+    sizes.push(n);
+  });
+  const shared = engine(counted, exampleHandlers(), {}, { events });
   const before = { statements, roundTrips };
   const outcomes = await Promise.all(ids.map((eventId, i) => processJob(shared, { ...dispatchJob(rows[i]!, eventId), kind: 'stripe', type: 'payment_intent.succeeded' })));
   for (const outcome of outcomes) expect(outcome).toMatchObject({ kind: 'runs', runs: [{ kind: 'done' }] });

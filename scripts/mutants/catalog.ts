@@ -1602,11 +1602,19 @@ export const MUTANTS: Mutant[] = [
     tests: ['test/backfill-bounds.test.ts'],
   },
   {
+    id: 'listener-error-reaches-run',
+    guarantee: "an engine events listener's error never changes a run",
+    marker: 'listener-error-reaches-run',
+    search: '          failed(name, error);',
+    replace: '          throw error;',
+    tests: ['test/engine-events.test.ts'],
+  },
+  {
     id: 'notify-holds-the-pass',
     guarantee: "failure notifications never hold the reconciler's pass",
     marker: 'notify-holds-the-pass',
-    search: '    notifier?.wake();',
-    replace: '    await notifier?.runOnce();',
+    search: "    events.emit('reconciler:led', { reclaimed: taken.reclaimed.length, requeued: taken.requeued.length, opened: taken.opened });",
+    replace: "    await notifier?.runOnce();\n    events.emit('reconciler:led', { reclaimed: taken.reclaimed.length, requeued: taken.requeued.length, opened: taken.opened });",
     tests: ['test/failure-notify.test.ts'],
   },
   {
@@ -1622,8 +1630,8 @@ export const MUTANTS: Mutant[] = [
     id: 'worker-type-label-unbounded',
     guarantee: "the worker's metrics have no series per type a sender writes",
     marker: 'worker-type-label-unbounded',
-    search: '    const labels = { provider: outcome.provider, type: typeLabel(run.handler, run.type),',
-    replace: '    const labels = { provider: outcome.provider, type: run.type,',
+    search: '      const labels = { provider: run.provider, type: runType(run.handler, run.type),',
+    replace: '      const labels = { provider: run.provider, type: run.type,',
     tests: ['test/metrics.test.ts'],
   },
   {

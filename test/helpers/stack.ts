@@ -32,6 +32,7 @@ import {
   type EventQueues,
   type Engine,
   type EngineHooks,
+  subscribeHooks,
   type EngineOptions,
   type ProcessSettings,
   type QueueBackend,
@@ -199,12 +200,12 @@ export async function startWorker(opts: {
   const worker = buildWorker(config, opts.handlers ?? exampleHandlers(opts.sandboxUrl), {
     log: opts.log ?? testLog,
     faults: opts.faults ?? noFaults,
-    hooks: opts.hooks,
     metrics: opts.metrics ?? createWorkerMetrics({ defaultMetrics: false }),
     ...(opts.destinations ? { destinations: opts.destinations } : {}),
     // The scheduled backfill reads the providers' API keys from here.
     env: { ...process.env, ...opts.env },
   });
+  if (opts.hooks) subscribeHooks(worker.events, opts.hooks);
   await worker.start({ reconciler: opts.reconciler ?? false, metricsServer: false });
   return worker;
 }

@@ -7,12 +7,13 @@
  *   await engine.processJob(job);   // one job: a dispatch, or one handler's run
  *
  * The engine is also the state machine's dependencies (ProcessDeps), so `processJob(engine, job)`
- * is the same call.
+ * is the same call, except that only `engine.processJob` reports each run on `engine.events`
+ * (`run:ended`, `run:waiting`: engine-events.ts), where metrics and probes listen.
  */
 import type { Handler } from '@oncehook/sdk';
 import { noFaults, type Faults, type Logger, type Pool } from '@oncehook/shared';
 import type { EventJobData } from './vocabulary.js';
-import type { EngineHooks } from './handler-context.js';
+import { createEngineEvents, type EngineEvents } from './engine-events.js';
 import { processJob, type JobOutcome, type ProcessDeps, type ProcessSettings } from './process-event.js';
 import { HandlerRegistry } from './registry.js';
 import { createDispatchBatcher } from './dispatch-batcher.js';
@@ -47,11 +48,8 @@ export interface EngineOptions {
   /** Any subset; the rest from DEFAULT_ENGINE_SETTINGS. */
   settings?: Partial<ProcessSettings>;
   faults?: Faults;
-  hooks?: EngineHooks;
-  /** Called when an event has no handler (webhook_events_unhandled_total). */
-  onUnhandled?: ProcessDeps['onUnhandled'];
-  /** Called with the number of events of each dispatch statement (oncehook_dispatch_batch_size). */
-  onDispatchBatch?: (size: number) => void;
+  /** Where the engine reports what happens (engine-events.ts); a fresh one when absent. */
+  events?: EngineEvents;
 }
 
 export interface Engine extends ProcessDeps {
@@ -62,6 +60,7 @@ export interface Engine extends ProcessDeps {
 export function createEngine(options: EngineOptions): Engine {
   const queries = createQueries(options.schema);
   const settings = { ...DEFAULT_ENGINE_SETTINGS, ...options.settings };
+  const events = options.events ?? createEngineEvents(options.log);
   const deps: ProcessDeps = {
     pool: options.pool,
     queries,
@@ -70,13 +69,29 @@ export function createEngine(options: EngineOptions): Engine {
       pool: options.pool,
       queries,
       leaseMs: settings.leaseMs,
-      ...(options.onDispatchBatch ? { onBatch: options.onDispatchBatch } : {}),
+      onBatch: (size) => events.emit('dispatch:batch', { events: size }),
     }),
     log: options.log,
     faults: options.faults ?? noFaults,
     settings,
-    ...(options.hooks ? { hooks: options.hooks } : {}),
-    ...(options.onUnhandled ? { onUnhandled: options.onUnhandled } : {}),
+    events,
   };
-  return { ...deps, processJob: (job) => processJob(deps, job) };
+  return {
+    ...deps,
+    async processJob(job) {
+      const started = process.hrtime.bigint();
+      const outcome = await processJob(deps, job);
+      if (outcome.kind === 'runs') reportRuns(events, outcome, Number(process.hrtime.bigint() - started) / 1e9);
+      return outcome;
+    },
+  };
+}
+
+/** Each run of a job on the events: an attempt that ended, or a run that waits. */
+function reportRuns(events: EngineEvents, outcome: Extract<JobOutcome, { kind: 'runs' }>, seconds: number): void {
+  for (const run of outcome.runs) {
+    if (run.kind === 'skipped' || run.kind === 'deferred') continue;
+    if (run.kind === 'waiting') events.emit('run:waiting', { provider: outcome.provider, handler: run.handler, reason: run.reason });
+    else events.emit('run:ended', { provider: outcome.provider, type: run.type, handler: run.handler, outcome: run.kind, seconds });
+  }
 }

@@ -1,20 +1,21 @@
 /**
- * One worker process's queue side: a BullMQ Worker that runs processJob for each job, records
- * the metrics of each run, and schedules the next attempt of a run that will retry.
+ * One worker process's queue side: a BullMQ Worker that runs processJob for each job, its
+ * metrics subscribed to the engine's events (worker-metrics.ts), and schedules the next attempt
+ * of a run that will retry.
  * `createEventWorker(deps)` wires it with the reconciler; `close()` stops taking jobs, waits for
  * the ones in flight, and stops the reconciler.
  */
 import { UnrecoverableError, type Worker } from 'bullmq';
 import { createEventQueueWorker, enqueueEvent, eventQueueNames, type QueueConnection, type JobTarget } from './queue.js';
-import { createTypeLabeler, type Logger, type TypeLabeler, type WorkerMetrics } from '@oncehook/shared';
-import type { HandlerRegistry } from './registry.js';
+import type { Logger, WorkerMetrics } from '@oncehook/shared';
 import type { EventJobData } from './vocabulary.js';
 import type { Engine } from './engine.js';
-import type { JobOutcome, ProcessDeps } from './process-event.js';
+import type { JobOutcome } from './process-event.js';
 import { createReconciler, type Reconciler, type ReconcilerSettings } from './reconciler.js';
 import { createRetention, type RetentionSettings } from './retention-sweep.js';
 import { PRIORITY_AGING_MS, priorityLevel } from './flow-control.js';
 import type { FailureNotifySettings } from './failure-groups.js';
+import { subscribeWorkerMetrics } from './worker-metrics.js';
 
 export interface WorkerSettings {
   /** Retention of done events; off when absent. */
@@ -51,37 +52,6 @@ export interface EventWorker {
   close(): Promise<void>;
 }
 
-/**
- * The unhandled-events counter, its `type` label bounded (createTypeLabeler): a type some
- * loaded handler or destination names (for another source) keeps its name, anything else is
- * `other`. For createEngine's onUnhandled.
- */
-export function countUnhandled(metrics: WorkerMetrics | undefined, registry: HandlerRegistry): NonNullable<ProcessDeps['onUnhandled']> {
-  const label = createTypeLabeler(registry.all());
-  return ({ provider, type }) => {
-    metrics?.unhandledTotal.inc({ provider, type: label('', type) });
-  };
-}
-
-/**
- * The `type` label of a run's metrics: the type as its handler names it (createTypeLabeler),
- * else `other` (a destination taking `*` or a glob). A run exists only for a handler the
- * registry matched, so a type that is the handler's event name plus an action was matched as
- * GitHub's (registry.ts typeMatches): labelled with the event name.
- */
-function runTypeLabels(registry: HandlerRegistry): (handler: string, type: string) => string {
-  const byHandler = new Map<string, TypeLabeler>();
-  return (handler, type) => {
-    let label = byHandler.get(handler);
-    if (!label) {
-      const found = registry.byName(handler);
-      label = createTypeLabeler(found ? [found] : []);
-      byHandler.set(handler, label);
-    }
-    return label('github', type);
-  };
-}
-
 export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: boolean } = {}): EventWorker {
   const { settings, log } = deps;
   const { leaseMs } = deps.engine.settings;
@@ -107,11 +77,13 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
   // ioredis. Listening keeps either from becoming an unhandled 'error' event.
   for (const worker of workers) worker.on('error', (error) => log.warn({ err: error }, 'queue worker error'));
   const reconciler = workerReconciler(deps);
+  const unsubscribe = deps.metrics ? subscribeWorkerMetrics(deps.engine.events, deps.metrics, deps.engine.registry) : () => {};
   return {
     workers,
     reconciler,
     async close() {
       await reconciler.stop();
+      unsubscribe();
       await Promise.all(workers.map((worker) => worker.close()));
     },
   };
@@ -119,20 +91,18 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
 
 /**
  * One job: the engine's state machine (process-event.ts), then what the job's outcome asks of
- * the queue: each run's metrics, a retry's delayed job, flow control's follow-up jobs, and a
- * failed BullMQ job for a dead letter.
+ * the queue: a retry's delayed job, flow control's follow-up jobs, and a failed BullMQ job for
+ * a dead letter.
  */
 function jobProcessor(deps: EventWorkerDeps): (job: { data: EventJobData }) => Promise<JobOutcome['kind']> {
   const { engine } = deps;
-  const typeLabel = runTypeLabels(engine.registry);
   return async (job) => {
-    const started = process.hrtime.bigint();
     const outcome = await engine.processJob(job.data);
     if (outcome.kind === 'unhandled' && outcome.state === 'failed') {
       throw new UnrecoverableError(`dead letter: no handler for ${outcome.provider} ${outcome.type} (UNHANDLED_EVENTS=fail)`);
     }
     if (outcome.kind !== 'runs') return outcome.kind;
-    await afterRuns(deps, job.data, outcome, Number(process.hrtime.bigint() - started) / 1e9, typeLabel);
+    await scheduleRetries(deps, job.data, outcome);
     // Flow control's jobs: a waiting run's next look, a wake-up, a lower-priority run. Each
     // carries its run's fence; a lost one is found again by the reconciler.
     for (const next of outcome.follow) {
@@ -149,25 +119,10 @@ function jobProcessor(deps: EventWorkerDeps): (job: { data: EventJobData }) => P
   };
 }
 
-/** Each run's metrics, and a retry's next attempt as a delayed job of its own. */
-async function afterRuns(
-  deps: EventWorkerDeps,
-  data: EventJobData,
-  outcome: Extract<JobOutcome, { kind: 'runs' }>,
-  seconds: number,
-  typeLabel: (handler: string, type: string) => string,
-): Promise<void> {
-  const { metrics, log } = deps;
+/** A retry's next attempt, as a delayed job of its own. */
+async function scheduleRetries(deps: EventWorkerDeps, data: EventJobData, outcome: Extract<JobOutcome, { kind: 'runs' }>): Promise<void> {
+  const { log } = deps;
   for (const run of outcome.runs) {
-    if (run.kind === 'skipped' || run.kind === 'deferred') continue;
-    if (run.kind === 'waiting') {
-      metrics?.runsDelayedTotal.inc({ handler: run.handler, reason: run.reason });
-      continue;
-    }
-    // mutant: worker-type-label-unbounded
-    const labels = { provider: outcome.provider, type: typeLabel(run.handler, run.type), handler: run.handler, outcome: run.kind };
-    metrics?.processingDuration.observe(labels, seconds);
-    metrics?.processedTotal.inc(labels);
     if (run.kind === 'retry') {
       // The failure is recorded on the run (state received). The next attempt is a job of
       // its own, delayed by the backoff. If this add is lost, the reconciler re-enqueues
@@ -203,6 +158,7 @@ function workerReconciler(deps: EventWorkerDeps): Reconciler {
     log: log.child({ component: 'reconciler' }),
     settings: settings.reconciler,
     metrics,
+    events: engine.events,
     retention,
     failureNotify: settings.failureNotify,
     workerId: settings.workerId,

@@ -13,7 +13,7 @@
  * metadata address, no redirect). A try that fails is tried again by a later round, up to
  * NOTIFY_MAX_ATTEMPTS. At least once: the receiver dedupes on webhook-id.
  */
-import { outboundFetch, type Logger, type OutboundPolicy, type Pool, type WorkerMetrics } from '@oncehook/shared';
+import { outboundFetch, type Logger, type OutboundPolicy, type Pool } from '@oncehook/shared';
 import { signatureHeaders } from './destinations/forward.js';
 import type { OpenedGroup, Queries } from './store/queries.js';
 
@@ -33,10 +33,9 @@ export const NOTIFY_MAX_ATTEMPTS = 20;
 /** Openings tried at once per round (each one connection). */
 const NOTIFY_PER_ROUND = 20;
 
-/** Counts and logs the groups a pass opened. */
-export function reportOpened(opened: OpenedGroup[], log: Logger, metrics?: WorkerMetrics): void {
+/** Logs the groups a pass opened (a listener of `reconciler:led`; worker-metrics.ts counts them). */
+export function logOpened(opened: OpenedGroup[], log: Logger): void {
   for (const g of opened) {
-    metrics?.failureGroupsOpened.inc({ handler: g.handler });
     log.warn({ group: g.id, handler: g.handler, runs: g.runs, shape: g.shape, sampleEvent: g.sampleEvent }, `failure group opened: ${g.handler}: ${g.shape}`);
   }
 }

@@ -46,6 +46,9 @@ export * from './retention-sweep.js';
 export * from './retry-policy.js';
 export * from './store/queries.js';
 export * from './engine.js';
+// What the engine reports, and the worker's metrics as its listeners.
+export * from './engine-events.js';
+export * from './worker-metrics.js';
 export * from './destinations/destination-config.js';
 export * from './destinations/destination-handler.js';
 export * from './destinations/forward.js';

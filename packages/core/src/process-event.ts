@@ -34,7 +34,8 @@ import type { EventJobData, EventRow, RunWaiting } from './vocabulary.js';
 import { isLeaseLostError, LeaseLostError, type Handler, type HandlerEvent } from '@oncehook/sdk';
 import type { LeasedRun, Queries, GateRequest } from './store/queries.js';
 import { attemptsExhausted, policyFor, retryDelayMs, type RetryPolicy, verdictFor, verdictForProblem } from './retry-policy.js';
-import { createRunContext, RunStoppedError, type EngineHooks, type RunContext } from './handler-context.js';
+import { createRunContext, RunStoppedError, type RunContext } from './handler-context.js';
+import type { EngineEvents } from './engine-events.js';
 import { keepLease } from './lease-keeper.js';
 import type { DispatchBatcher } from './dispatch-batcher.js';
 import type { HandlerRegistry } from './registry.js';
@@ -57,9 +58,8 @@ export interface ProcessDeps {
   log: Logger;
   faults: Faults;
   settings: ProcessSettings;
-  hooks?: EngineHooks;
-  /** Called when an event has no handler (webhook_events_unhandled_total). */
-  onUnhandled?: (event: { provider: string; type: string }) => void;
+  /** The engine's observation surface (engine-events.ts): metrics, logs and probes listen there. */
+  events: EngineEvents;
 }
 
 export type RunOutcome =
@@ -266,7 +266,7 @@ async function dispatch(deps: ProcessDeps, job: EventJobData): Promise<JobOutcom
       const state = settings.unhandled === 'fail' ? 'failed' : 'done';
       const note = `no handler registered for ${event.provider} (${event.kind}) "${event.type}"; ${state === 'done' ? 'recorded without effects' : 'failed (UNHANDLED_EVENTS=fail)'}`;
       if (!(await queries.finishUnhandled(pool, event.id, state, note))) return { kind: 'skipped' };
-      deps.onUnhandled?.({ provider: event.provider, type: event.type });
+      deps.events.emit('event:unhandled', { provider: event.provider, type: event.type });
       deps.log.info({ rowId: event.id, provider: event.provider, eventId: event.eventId, type: event.type }, note);
       return { kind: 'unhandled', provider: event.provider, type: event.type, state };
     }

@@ -30,7 +30,8 @@ import { advisoryLockKey } from './lock-keys.js';
 import type { EventJobData } from './vocabulary.js';
 import { enqueueEvent, queuesOf, type JobTarget } from './queue.js';
 import type { Queries } from './store/queries.js';
-import { createFailureNotifier, type FailureNotifier, type FailureNotifySettings, reportOpened } from './failure-groups.js';
+import { createFailureNotifier, logOpened, type FailureNotifier, type FailureNotifySettings } from './failure-groups.js';
+import { createEngineEvents, type EngineEvents } from './engine-events.js';
 import { sampleBacklog } from './activity.js';
 
 /**
@@ -65,6 +66,8 @@ export interface Reconciler {
   runOnce(): Promise<ReconcileCounts>;
   /** Sends failure group notifications apart from the passes (FAILURE_NOTIFY_URL); a pass this process led wakes it. */
   readonly notifier: FailureNotifier | undefined;
+  /** Where each pass this process led is reported (`reconciler:led`): the engine's events, when given. */
+  readonly events: EngineEvents;
   run(): void;
   stop(): Promise<void>;
 }
@@ -75,7 +78,10 @@ export interface ReconcilerDeps {
   queue: JobTarget;
   log: Logger;
   settings: ReconcilerSettings;
+  /** The gauges a pass refreshes (counters listen on `events`: worker-metrics.ts). */
   metrics?: WorkerMetrics;
+  /** The engine's events, where a pass this process led is reported; a fresh one when absent. */
+  events?: EngineEvents;
   /** Run after a pass this process led, at most once per intervalMs. */
   retention?: { runOnce(): Promise<unknown>; intervalMs: number };
   /** RECONCILER_REDIS_TIMEOUT_MS unless a test shortens it. */
@@ -96,7 +102,11 @@ export function createReconciler(given: ReconcilerDeps): Reconciler {
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<unknown> | undefined;
   let stopped = false;
+  const events = deps.events ?? createEngineEvents(log);
   const notifier = deps.failureNotify ? createFailureNotifier({ ...deps, notify: deps.failureNotify }) : undefined;
+  // Both listen to the passes: the opened groups' log lines, and the notifier's wake (a round
+  // sends every due notification, the retries of earlier ones too).
+  const unsubscribe = [events.on('reconciler:led', (pass) => logOpened(pass.opened, log)), ...(notifier ? [events.on('reconciler:led', () => notifier.wake())] : [])];
 
   async function runOnce(): Promise<ReconcileCounts> {
     if (deps.workerId) await deps.queries.workerSeen(deps.pool, deps.workerId).catch((error: unknown) => log.warn({ err: error }, 'could not mark this worker seen'));
@@ -106,17 +116,14 @@ export function createReconciler(given: ReconcilerDeps): Reconciler {
       await refreshGauges(deps).catch((error: unknown) => log.warn({ err: error }, 'queue gauges not refreshed'));
       return { leader: false, reclaimed: 0, requeued: 0, enqueueFailed: 0 };
     }
-    metrics?.recoveriesTotal.inc({ kind: 'reclaimed' }, taken.reclaimed.length);
-    metrics?.recoveriesTotal.inc({ kind: 'requeued' }, taken.requeued.length);
     const enqueueFailed = await reenqueue(deps, [
       [taken.reclaimed, 'lease expired'],
       [taken.requeued, 'received but not picked up'],
       [taken.aged, 'lower priority, queued past PRIORITY_AGING_MS'],
     ]);
-    reportOpened(taken.opened, log, metrics);
-    // Not awaited: notifications never hold the pass (leases and re-enqueues wait for it).
+    // Listeners are not awaited: notifications never hold the pass (leases and re-enqueues wait for it).
     // mutant: notify-holds-the-pass
-    notifier?.wake();
+    events.emit('reconciler:led', { reclaimed: taken.reclaimed.length, requeued: taken.requeued.length, opened: taken.opened });
     const counts = { leader: true, reclaimed: taken.reclaimed.length, requeued: taken.requeued.length, enqueueFailed };
     if (counts.reclaimed || counts.requeued || counts.enqueueFailed) log.info(counts, 'reconciler pass');
     await refreshGauges(deps).catch((error: unknown) => log.warn({ err: error }, 'queue gauges not refreshed'));
@@ -141,11 +148,13 @@ export function createReconciler(given: ReconcilerDeps): Reconciler {
   return {
     runOnce,
     notifier,
+    events,
     run: schedule,
     async stop() {
       stopped = true;
       clearTimeout(timer);
       await running;
+      for (const stop of unsubscribe) stop();
       await notifier?.stop();
     },
   };

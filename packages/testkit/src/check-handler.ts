@@ -30,7 +30,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { createLogger, createPool, DEFAULT_SCHEMA, type Faults, type Logger, type Pool, type VerifiedEvent } from '@oncehook/shared';
-import { createEngine, createQueries, currentStep, HandlerRegistry, migrate, processJob, type CurrentStep, type EngineHooks, type Queries } from '@oncehook/core';
+import { createEngine, createQueries, currentStep, HandlerRegistry, migrate, processJob, subscribeHooks, type CurrentStep, type EngineHooks, type Queries } from '@oncehook/core';
 import type { Handler } from '@oncehook/sdk';
 import { databasePrefix, openScratchDatabases, type ScratchDatabases, serverUrl } from './scratch-databases.js';
 
@@ -317,7 +317,8 @@ async function runScenario(check: CheckRun, name: string, crashAt: Boundary | nu
   const { problems } = watch;
   const first = check.requests.length;
   // The engine as a worker runs it (createEngine), an event without a handler a failure.
-  const deps = createEngine({ pool, schema, handlers: check.registry, log: check.log, faults, hooks, settings: { unhandled: 'fail' } });
+  const deps = createEngine({ pool, schema, handlers: check.registry, log: check.log, faults, settings: { unhandled: 'fail' } });
+  subscribeHooks(deps.events, hooks);
   try {
     const claims = await Promise.all(Array.from({ length: duplicates }, () => queries.claimEvent(pool, verified)));
     const rowId = claims.find((c) => c.outcome === 'new')?.rowId;

@@ -55,7 +55,7 @@ async function callAndRecord<T>(scope: RunScope, name: string, fn: (input: StepI
   const info: CurrentStep = { runId: run.runId, handler: run.handler, step: name, kind: 'external', attempt: run.attempt, idempotencyKey };
   span.setAttribute('oncehook.idempotency_key', idempotencyKey);
   log.info({ step: name, kind: 'external', idempotencyKey }, 'calling external step');
-  deps.hooks?.externalCall?.(info);
+  deps.events.emit('step:calling', info);
   const returned = await currentStepStorage.run(info, () => fn({ idempotencyKey, signal, attempt: run.attempt }));
   await deps.faults.hit('worker.after-external-call', { step: name });
   const value = toRecordedJson(returned, name);
@@ -64,7 +64,7 @@ async function callAndRecord<T>(scope: RunScope, name: string, fn: (input: StepI
     // The record and COMMIT in one round trip (commitWith).
     await commitRecord(scope, tx, deps.queries.stepRecord({ runId: run.runId, generation, name, kind: 'external', result: value, idempotencyKey, keySubject: subject }));
   });
-  deps.hooks?.stepCommitted?.(info);
+  deps.events.emit('step:committed', info);
   log.info({ step: name, kind: 'external', idempotencyKey }, 'external step recorded');
   return value as T;
 }

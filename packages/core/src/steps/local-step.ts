@@ -48,7 +48,7 @@ export async function runLocalStep<T>(scope: RunScope, name: string, fn: (tx: Po
   );
   if (options.final) scope.completed = true;
   if (renewedAt !== null) run.onLeaseRenewed?.(renewedAt);
-  deps.hooks?.stepCommitted?.(info);
+  deps.events.emit('step:committed', info);
   log.info({ step: name, kind: 'local' }, 'step committed');
   return result as T;
 }

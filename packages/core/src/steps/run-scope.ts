@@ -5,8 +5,10 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Faults, Logger, Pool, PoolClient } from '@oncehook/shared';
-import type { StepKind } from '../vocabulary.js';
+import type { CurrentStep, EngineEvents } from '../engine-events.js';
 import type { Queries, RecordedStep } from '../store/queries.js';
+
+export type { CurrentStep } from '../engine-events.js';
 
 export interface RunHandle {
   runId: number;
@@ -22,19 +24,11 @@ export interface RunHandle {
   onLeaseRenewed?: (sentAt: number) => void;
 }
 
-/** The step a piece of handler code runs in (for the test kit's request records). */
-export interface CurrentStep {
-  runId: number;
-  handler: string;
-  step: string;
-  kind: StepKind;
-  attempt: number;
-  idempotencyKey: string | null;
-}
-
 /**
- * Observers of the engine, for the test kit (and anyone who wants to watch): called
- * synchronously, must not throw.
+ * The two step observers `buildWorker({ hooks })` took before the engine's events
+ * (engine-events.ts: `step:calling`, `step:committed`). Kept for one release; subscribe to
+ * `engine.events` instead.
+ * @deprecated
  */
 export interface EngineHooks {
   /** An external step's function is about to be called with this key. */
@@ -43,11 +37,18 @@ export interface EngineHooks {
   stepCommitted?(info: CurrentStep): void;
 }
 
+/** Subscribes the old hooks to the engine's events (buildWorker's `hooks` alias). */
+export function subscribeHooks(events: EngineEvents, hooks: EngineHooks): void {
+  if (hooks.externalCall) events.on('step:calling', (info) => hooks.externalCall?.(info));
+  if (hooks.stepCommitted) events.on('step:committed', (info) => hooks.stepCommitted?.(info));
+}
+
 export interface RunDeps {
   pool: Pool;
   queries: Queries;
   faults: Faults;
-  hooks?: EngineHooks;
+  /** The engine's observation surface: a step about to call out, a step committed. */
+  events: EngineEvents;
 }
 
 /** One attempt of one run, as its steps see it. */

@@ -9,7 +9,6 @@
  */
 import {
   closeQueueConnection,
-  countUnhandled,
   createEngine,
   createEventQueues,
   createEventWorker,
@@ -20,6 +19,8 @@ import {
   checkReadiness,
   destinationHandler,
   type EngineHooks,
+  type EngineEvents,
+  subscribeHooks,
   type ForwardObserver,
   type EventQueues,
   type EventWorker,
@@ -47,6 +48,10 @@ export interface BuildWorkerOptions {
   log?: Logger;
   metrics?: WorkerMetrics;
   faults?: Faults;
+  /**
+   * @deprecated Subscribe to `worker.events` (`step:calling`, `step:committed`) instead; kept
+   * for one release (CHANGELOG.md).
+   */
   hooks?: EngineHooks;
   /** The destinations this worker forwards to, run beside the handlers (default: `config.destinations`). */
   destinations?: readonly Destination[];
@@ -64,6 +69,8 @@ export interface OncehookWorker {
   queues: EventQueues;
   registry: HandlerRegistry;
   metrics: WorkerMetrics;
+  /** What the engine reports (engine-events.ts in @oncehook/core): runs ended or waiting, steps, reconciler passes. */
+  events: EngineEvents;
   log: Logger;
   eventWorker: EventWorker;
   /** The scheduled backfill (BACKFILL_SCHEDULE); undefined when nothing is scheduled. */
@@ -167,10 +174,8 @@ export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], 
     log,
     settings: engineSettings(config),
     faults: options.faults ?? createFaults(config.ONCEHOOK_FAULTS),
-    ...(options.hooks ? { hooks: options.hooks } : {}),
-    onUnhandled: countUnhandled(metrics, registry),
-    onDispatchBatch: (size) => metrics.dispatchBatchSize.observe(size),
   });
+  if (options.hooks) subscribeHooks(engine.events, options.hooks);
   const { queries } = engine;
   const eventWorker = createEventWorker({ engine, connection, queue: queues, log, metrics, settings: { ...workerSettings(config), workerId } }, { autorun: false });
   // The minute's run attempts and their latency for the admin's Activity page, from the histogram above (activity.ts).
@@ -207,6 +212,7 @@ export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], 
     queues,
     registry,
     metrics,
+    events: engine.events,
     log,
     eventWorker,
     backfill,

@@ -1,0 +1,107 @@
+/**
+ * The engine's one observation surface (core/src/engine-events.ts), against the real
+ * database: every run, step, unhandled event and dispatch batch is reported on
+ * `engine.events`; a listener that throws or rejects never changes a run, its error is logged
+ * (a bounded number of lines), and the other listeners still hear the event.
+ */
+import { createEngineEvents, subscribeHooks, type EngineEventMap, type EngineEventName } from '@oncehook/core';
+import { defineHandler, PermanentError } from '@oncehook/sdk';
+import pino from 'pino';
+import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { claimStripe, dispatchJob, engine, q, T, testLog } from './helpers/stack.js';
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await db.drop();
+});
+beforeEach(async () => {
+  await db.pool.query(`TRUNCATE ${T.events} CASCADE`);
+});
+
+/** A logger whose lines are kept, to read what a failed listener left. */
+function memoryLog() {
+  const lines: { msg: string; event?: string; suppressed?: number }[] = [];
+  const log = pino({ level: 'warn' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+  return { log, lines };
+}
+
+const pays = defineHandler({ name: 'pays', source: 'stripe', type: 'invoice.paid' }, async (_event, ctx) => {
+  await ctx.transaction('record', async () => ({ ok: true }));
+  await ctx.step('charge', async ({ idempotencyKey }) => ({ charged: idempotencyKey.length > 0 }));
+});
+const refuses = defineHandler({ name: 'refuses', source: 'stripe', type: 'invoice.voided' }, async () => {
+  throw new PermanentError('no ledger account');
+});
+
+it('reports each run, step, unhandled event and dispatch batch, in the order they happen', async () => {
+  const events = createEngineEvents(testLog);
+  const heard: string[] = [];
+  const names: EngineEventName[] = ['run:ended', 'run:waiting', 'event:unhandled', 'step:calling', 'step:committed', 'dispatch:batch'];
+  for (const name of names) {
+    events.on(name, (payload: EngineEventMap[typeof name]) => {
+      if (name === 'run:ended') {
+        const run = payload as EngineEventMap['run:ended'];
+        expect(run.seconds).toBeGreaterThan(0);
+        heard.push(`${name} ${run.handler} ${run.outcome} ${run.provider} ${run.type}`);
+      } else if ('step' in payload) heard.push(`${name} ${payload.step} ${payload.kind}${payload.idempotencyKey ? ' keyed' : ''}`);
+      else heard.push(`${name} ${JSON.stringify(payload)}`);
+    });
+  }
+  const e = engine(db.pool, [pays, refuses], { retry: { maxAttempts: 1, backoffMs: 10 } }, { events });
+  await e.processJob(dispatchJob(await claimStripe(db.pool, 'evt_ev_paid', 'invoice.paid'), 'evt_ev_paid'));
+  await e.processJob(dispatchJob(await claimStripe(db.pool, 'evt_ev_void', 'invoice.voided'), 'evt_ev_void'));
+  await e.processJob(dispatchJob(await claimStripe(db.pool, 'evt_ev_none', 'customer.created'), 'evt_ev_none'));
+  expect(heard).toEqual([
+    'dispatch:batch {"events":1}',
+    'step:committed record local',
+    'step:calling charge external keyed',
+    'step:committed charge external keyed',
+    'run:ended pays done stripe invoice.paid',
+    'dispatch:batch {"events":1}',
+    'run:ended refuses failed stripe invoice.voided',
+    'event:unhandled {"provider":"stripe","type":"customer.created"}',
+  ]);
+});
+
+it('a listener that throws or rejects changes nothing: the run is done, the other listeners hear it, the error is logged at most 5 times a minute', async () => {
+  const { log, lines } = memoryLog();
+  const events = createEngineEvents(log);
+  events.on('step:committed', () => {
+    throw new Error('listener bug');
+  });
+  events.on('run:ended', async () => {
+    throw new Error('async listener bug');
+  });
+  const ended: string[] = [];
+  events.on('run:ended', (run) => void ended.push(run.outcome));
+  const e = engine(db.pool, [pays], {}, { events });
+  for (let i = 0; i < 7; i += 1) {
+    const rowId = await claimStripe(db.pool, `evt_ev_bug_${i}`, 'invoice.paid');
+    expect(await e.processJob(dispatchJob(rowId, `evt_ev_bug_${i}`))).toMatchObject({ kind: 'runs', runs: [{ kind: 'done' }] });
+    expect((await q.getEvent(db.pool, rowId))?.state).toBe('done');
+  }
+  await new Promise((resolve) => setImmediate(resolve));
+  expect(ended).toEqual(Array(7).fill('done'));
+  // 14 step commits threw and 7 run listeners rejected: 5 lines each, the rest suppressed.
+  const byEvent = (name: string) => lines.filter((l) => l.event === name);
+  expect(byEvent('step:committed').length).toBe(5);
+  expect(byEvent('run:ended').length).toBe(5);
+  expect(byEvent('step:committed')[0]!.msg).toBe('a listener of "step:committed" failed; the run is not affected');
+});
+
+it('unsubscribing stops a listener; the old hooks are listeners of the step events', async () => {
+  const events = createEngineEvents(testLog);
+  const calls: string[] = [];
+  subscribeHooks(events, { externalCall: (info) => void calls.push(`call ${info.step}`), stepCommitted: (info) => void calls.push(`commit ${info.step}`) });
+  const stop = events.on('run:ended', () => void calls.push('ended'));
+  expect(events.has('run:ended')).toBe(true);
+  stop();
+  expect(events.has('run:ended')).toBe(false);
+  const e = engine(db.pool, [pays], {}, { events });
+  await e.processJob(dispatchJob(await claimStripe(db.pool, 'evt_ev_hooks', 'invoice.paid'), 'evt_ev_hooks'));
+  expect(calls).toEqual(['commit record', 'call charge', 'commit charge']);
+});
