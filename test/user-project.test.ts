@@ -41,7 +41,7 @@ import Stripe from 'stripe';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 
 const run = promisify(execFile);
-const PACKAGES = ['sdk', 'shared', 'core', 'oncehook', 'testkit'];
+const PACKAGES = ['sdk', 'shared', 'providers', 'core', 'oncehook', 'testkit'];
 /** What the release holds, by package (the others: packed for the linters). */
 const SECRET = 'whsec_user_project_secret_for_the_test';
 const stripe = new Stripe('sk_test_unused');
@@ -95,6 +95,13 @@ function spawnIn(cwd: string, args: string[], env: Record<string, string>): { ch
 it('a project of its own: installs the packed packages, type-checks, migrates, runs its handler exactly once, dead-letters a 422 at once, and its own testkit test passes', {
   timeout: 600_000,
 }, async () => {
+  // How long each part took, printed at the end (where to cut when the suite is slow).
+  let mark = Date.now();
+  const took: string[] = [];
+  const lap = (part: string) => {
+    took.push(`${part} ${((Date.now() - mark) / 1000).toFixed(1)} s`);
+    mark = Date.now();
+  };
   // 1. The release, as `npm run release` in a checkout beside the project makes it (npm test has
   // just type-checked the repository: the build only emits).
   const release = path.join(dir, 'oncehook/release');
@@ -106,11 +113,12 @@ it('a project of its own: installs the packed packages, type-checks, migrates, r
   // The internal packages, packed for the type linter only (the release carries them inside).
   const packs = path.join(dir, 'packs');
   await mkdir(packs, { recursive: true });
-  for (const name of ['shared', 'core']) {
+  for (const name of ['shared', 'providers', 'core']) {
     const { stdout } = await run('npm', ['pack', '--pack-destination', packs, '--silent'], { cwd: path.join(ROOT, 'packages', name) });
     tarballs[name] = path.join(packs, stdout.trim().split('\n').pop()!);
   }
 
+  lap('release');
   // 2. The ecosystem's package linters, on what would be published (meanwhile, the install).
   const linted = (async () => {
     for (const name of PACKAGES) {
@@ -145,6 +153,7 @@ it('a project of its own: installs the packed packages, type-checks, migrates, r
       timeout: 300_000,
     }).catch((error: { stdout: string; stderr: string }) => ({ stdout: `${error.stdout}${error.stderr}`, stderr: '', failed: true }));
 
+  lap('linters started');
   // 3. The project, made from docs/use-in-your-project.md's own steps, in an empty folder beside
   // the release's checkout: its shell lines run as written, the `@oncehook` scope's registry
   // pointed at a dead address (the user's .npmrc: nothing of ours may come from a registry).
@@ -186,7 +195,9 @@ it('a project of its own: installs the packed packages, type-checks, migrates, r
     const done = await sh(line.replace(/\s+#.*$/, ''), project);
     expect('failed' in done, `${line}\n${done.stdout}`).toBe(false);
   }
+  lap('install');
   await linted;
+  lap('linters (the rest of their time)');
   // One SDK: the command's and the test kit's dependency on it is the project's own copy.
   const sdkCopies = await sh('npm ls @oncehook/sdk --all --parseable', project);
   expect(new Set(sdkCopies.stdout.trim().split('\n')).size, sdkCopies.stdout).toBe(1);
@@ -218,6 +229,7 @@ it('a project of its own: installs the packed packages, type-checks, migrates, r
   const { scripts: projectScripts } = JSON.parse(await readFile(path.join(project, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
   const { scripts: starterScripts } = JSON.parse(await readFile(path.join(ROOT, 'examples/starter/package.json'), 'utf8')) as { scripts: Record<string, string> };
   expect(projectScripts).toEqual(starterScripts);
+  lap('project checks');
   // 4. The first event, as "4. Develop" says: `npm run dev` (NOTIFY_API_URL unset: its stand-in
   // answers the handler on 4020), then `npm run send -- stripe charge.refunded` in another
   // terminal: the event ends done, the handler unchanged. Where it runs is the test's own
@@ -268,7 +280,9 @@ it('a project of its own: installs the packed packages, type-checks, migrates, r
   expect(envLocal).toMatch(/^NOTIFY_API_URL=/m);
   await writeFile(path.join(project, '.env.local'), `${envLocal.replace(/^NOTIFY_API_URL=.*$/m, `NOTIFY_API_URL=${apiUrl}`)}STRIPE_WEBHOOK_SECRET=${SECRET}\n`);
 
+  lap('first event');
   // 4. Its scripts: type-check (strict, NodeNext, no skipLibCheck) with TypeScript 7, and with
+  lap('typecheck and build');
   // 5.9 too, then compile to dist/.
   const typecheck = await npm(['run', 'typecheck']);
   expect('failed' in typecheck, typecheck.stdout).toBe(false);
@@ -316,9 +330,11 @@ it('a project of its own: installs the packed packages, type-checks, migrates, r
     return fetch(`${url}/webhooks/stripe`, { method: 'POST', body: payload, headers: { 'content-type': 'application/json', 'stripe-signature': signature } });
   };
 
+  lap('migrate and start');
   // 6. Five concurrent deliveries of one refund: one row, one call.
   const answers = await Promise.all(Array.from({ length: 5 }, () => deliver('evt_refund_1', 'ch_1')));
   expect(answers.map((a) => a.status).sort()).toEqual([200, 200, 200, 200, 202]);
+  lap('five deliveries');
   // 7. Its API refusing a refund (422): a PermanentError from the handler's own SDK copy.
   expect((await deliver('evt_refund_bad', 'ch_bad')).status).toBe(202);
 
@@ -358,8 +374,11 @@ it('a project of its own: installs the packed packages, type-checks, migrates, r
   ingest.child.kill('SIGTERM');
   worker.child.kill('SIGTERM');
 
+  lap('422');
   // 8. Its own test (npm test), with the test kit, run by its own vitest.
   const own = await npm(['test'], { ONCEHOOK_CHECK_DATABASE_URL: `${PG_BASE_URL}/postgres` });
   expect('failed' in own, own.stdout.slice(-3000)).toBe(false);
   expect(own.stdout).toMatch(/1 passed/);
+  lap('its own test');
+  console.log(`[figure] user-project: ${took.join(', ')}`);
 });
