@@ -1,33 +1,12 @@
 /**
- * Group commit for claims (the scheduling of batches and the backpressure; one batch's steps
- * are claim-batch.ts's, the circuit breaker claim-circuit.ts's): deliveries that arrive while earlier batches are in flight are
- * claimed together, in ONE statement (queries.claimEvents), and their new events handed to
- * the enqueue relay (enqueue-relay.ts), which adds them to the queue after the answers. Under light load a batch is a single
- * delivery and adds no wait; under load batches grow by themselves, because a new batch only
- * starts when fewer than `maxConcurrentBatches` are in flight.
- *
- * Every delivery still gets its own exact answer, and only after the statement that claimed
- * it has committed:
- * - a key repeated inside one batch is claimed once; the repeats answer `duplicate` once that
- *   claim has committed;
- * - a batch that fails for any reason but an unavailable database (one poison payload: a
- *   \u0000 jsonb refuses, a time out of range) is retried one delivery at a time, so only the
- *   bad one fails (400 for a data exception) and the others are claimed;
- * - an unavailable database fails every delivery of the batch: each answers 503 and nothing
- *   was stored.
- *
- * Backpressure, so that an unreachable database cannot grow memory or answer times without
- * bound:
- * - at most `maxWaiting` deliveries wait for a batch (past it: OverloadedError at once); their
- *   bytes are bounded at the edge (MAX_INFLIGHT_BODY_BYTES, reserved until the answer);
- * - a delivery is answered within `claimTimeoutMs` of its arrival, whatever it waits for (a
- *   batch to start, a pool connection, the statement): past it it fails (OverloadedError, 503)
- *   and its statement is cut client-side (pg's query_timeout, which destroys the connection). A statement that commits after all the same still has its new
- *   events enqueued; the provider's retry is then a duplicate: nothing acknowledged is lost,
- *   nothing is lost that was not acknowledged either;
- * - after `breakerFailures` batches in a row find the database unavailable (or silent), the
- *   circuit opens for `breakerOpenMs`: every waiting and new claim fails at once (503) instead
- *   of waiting out a timeout. Then one batch goes through (half-open): success closes it.
+ * Group commit for claims: deliveries that arrive while earlier batches are in flight are
+ * claimed together in one statement (one batch's steps: claim-batch.ts), each still answered
+ * exactly and only after its claim committed. Under light load a batch is one delivery and adds
+ * no wait; under load batches grow by themselves (a new one starts only when fewer than
+ * `maxConcurrentBatches` are in flight). Backpressure, so that a database that stops answering
+ * cannot grow memory or answer times: at most `maxWaiting` deliveries wait, each is answered
+ * within `claimTimeoutMs` of its arrival, and a circuit (claim-circuit.ts) answers at once
+ * while the database is unavailable (docs/operating.md, "When Postgres stops answering").
  */
 import { OverloadedError, type Faults, type Logger, type Pool, type VerifiedEvent } from '@oncehook/shared';
 import { claimAndAnswer, type BatchDeps, type Waiting } from './claim-batch.js';

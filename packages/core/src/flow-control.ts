@@ -1,36 +1,10 @@
 /**
- * Flow control: the one owner of how a handler's declared limits become decisions
- * (docs/flow-control.md). Where the counting lives, and why: in Postgres, beside the runs.
- *
- * - concurrency: the slots ARE the handler's runs in progress under a live lease (per key when
- *   keyed). A run takes a slot by taking its lease inside a transaction that holds the
- *   (handler, key) advisory lock and counts first (store/flow.ts, gateAcquire). Nothing to
- *   release: a finished run is no longer `processing`, a crashed worker's run stops counting
- *   when its lease expires, and the count is the same for every worker, host and queue backend.
- * - rateLimit: a fixed window per (handler, key) in `rate_windows`, one upsert per start, in
- *   the same transaction as the lease (a lease not taken gives its start back).
- * - pause: rows in `pauses`, checked by the lease statements themselves (so a worker that
- *   starts later, or never heard of the pause, obeys it).
- * Not BullMQ's limiter: it limits a whole queue, not a handler or a key (per-group limits are
- * BullMQ Pro's), and on Redis it would be lost with Redis, while a limit must survive that.
- *
- * A run over a limit WAITS: it stays `received` with a reason (`waiting`), its attempts
- * untouched. For a slot it has no job: the run of the same handler and key that ends wakes the
- * longest waiter (its job at the front of the queue), and the reconciler wakes the waiters of a
- * group with a free slot whose wake-up was lost; a gate that finds the slot's lock busy joins
- * the line without waiting for the lock and looks once more after its commit. For the rate, a
- * job of its own is scheduled for the window its turn is expected in (the runs that waited
- * longer, a limit's worth per window, counted up to RATE_WINDOWS_AHEAD windows). Every wait and wake-up bumps the run's fence
- * (`waits`), carried by its job: a stale job never schedules another, so each waiting run has
- * at most one chain of jobs, whatever duplicates recovery creates.
- *
- * A limited run's calls never outlive its lease (lease-clock.ts): a slot passes to another run
- * only when the lease is gone, so the downstream never sees more than the limit at once.
- *
- * Priority: a run of a handler below the best priority loaded is not run inside its event's
- * dispatch but gets a job with a BullMQ priority; dispatch jobs (no priority) and better runs go
- * first. A run waiting longer than PRIORITY_AGING_MS is re-enqueued without priority by the
- * reconciler (never starved).
+ * Flow control: the one owner of how a handler's declared limits (concurrency, rateLimit,
+ * pause, priority) become decisions. The counting lives in Postgres beside the runs
+ * (store/flow.ts), so a limit holds across workers, hosts, queue backends and a lost Redis; a
+ * run over a limit waits (`received` with a reason, its attempts untouched) and is woken by the
+ * run that frees its slot or scheduled for its rate window. How and why: docs/flow-control.md
+ * and docs/architecture.md, "Flow control".
  */
 import { randomUUID } from 'node:crypto';
 import { describeError } from '@oncehook/shared';

@@ -1,31 +1,10 @@
 /**
- * The state machine, run once per job.
- *
- * A dispatch job (no handler in the job):
- *   no handler registered for (source, type) -> the event is done (or failed, per
- *     UNHANDLED_EVENTS) with a note; counted in webhook_events_unhandled_total
- *   dispatch: received -> processing, one run per handler, each created already leased to
- *     this worker (one statement, shared with the dispatches that arrived meanwhile:
- *     dispatch-batcher.ts); the runs then go on at once, side by side
- *   0 rows (dispatched already: a repeated job) -> lease whatever runs are claimable
- *
- * A run job (one handler's run), and each run of a dispatch:
- *   acquire the lease (received -> processing, or take over an expired lease), reading the
- *     event and the run's recorded steps in the same statement
- *     0 rows -> not ours (done, failed, or leased by a live worker): acknowledge, stop
- *   too many attempts -> failed
- *   the stored payload cannot be read safely (stored before the payload limits) -> failed
- *   the handler is not loaded here -> retried (another worker may have it), failed at the cap
- *   the payload does not match the handler's schema -> failed (PermanentError naming the field)
- *   run the handler (lease renewed in the background; fenced steps)
- *   done (fenced; or already committed by the handler's `final` step)
- *   on error: PermanentError or last attempt -> failed; otherwise -> received + retry later
- *   lease lost at any point -> stop, commit nothing more; the new owner finishes
- *
- * Flow control (flow-control.ts): a run whose handler or source is paused is not leased (it
- * waits, marked `paused`, for the resume); a limited handler's run takes its lease through the
- * gate, or waits (a job of its own is scheduled: JobOutcome `follow`); a lower-priority
- * handler's run is not run inside the dispatch but gets a prioritized job.
+ * The state machine, run once per job: a dispatch job creates an event's runs (one per
+ * handler, already leased: dispatch-batcher.ts) and runs them; a run job runs one handler's
+ * run. A run is leased (or waits: paused, over a limit, lower priority: flow-control.ts), its
+ * handler runs with fenced steps while the lease is renewed, and it ends done, retried, failed
+ * or with its lease lost (then it commits nothing more). Each transition and why:
+ * docs/architecture.md, "Events, handler runs and the state machine".
  */
 import { randomUUID } from 'node:crypto';
 import { SpanStatusCode } from '@opentelemetry/api';

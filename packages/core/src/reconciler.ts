@@ -1,29 +1,10 @@
 /**
- * The reconciler: makes Postgres and Redis agree again after either side lost something.
- *
- * Each pass (one leader at a time across all worker processes):
- *   1. handler runs whose lease expired (worker killed or hung) -> received (fences the old
- *      holder out), then their next attempt is enqueued;
- *   2. received runs untouched for REQUEUE_AFTER_MS (Redis flushed or failed over) -> re-enqueued;
- *   3. received events never dispatched, untouched for REQUEUE_AFTER_MS (ingest died between
- *      commit and enqueue, Redis lost the job) -> their dispatch job re-enqueued;
- *   4. flow control: paused runs no pause covers any longer (a resume whose process died
- *      before it released them) -> enqueued; runs waiting for a concurrency slot in a group
- *      with a free slot that nobody woke (the wake-up job lost, the finishing worker killed)
- *      -> woken; runs of lower-priority handlers queued longer than PRIORITY_AGING_MS ->
- *      enqueued once more without priority (never starved). Paused runs, and runs waiting for
- *      a slot that is taken, are otherwise left alone: no job, no re-enqueue, no write;
- *   5. failure groups: closed when no failing run is left, opened when new or failing again
- *      (counted, logged, notified: failure-groups.ts).
- *
- * Leadership: the pass runs its UPDATEs in one transaction that first takes
- * pg_try_advisory_xact_lock (lock-keys.ts); a process that does not get it skips the pass. No
- * long-lived leader connection to lose, and no two passes at once. Jobs are enqueued only
- * after that transaction commits; a failed enqueue is retried by a later pass.
- *
- * After every pass (leader or not) it refreshes this process's gauges (metrics.ts).
- *
- * `runOnce()` for tests (returns the counts), `run()` for the loop, `stop()` to end it.
+ * The reconciler: makes Postgres and the queue agree again after either side lost something.
+ * One leader at a time (a transaction-scoped advisory lock: lock-keys.ts) takes back expired
+ * leases, re-enqueues what was received and never picked up, wakes waits whose wake-up was lost,
+ * ages lower-priority runs, and opens or closes failure groups; jobs are enqueued only after its
+ * transaction commits. Every process refreshes its gauges after a pass. Each step and why:
+ * docs/architecture.md, "The reconciler". `runOnce()` for tests, `run()` for the loop.
  */
 import { TimeoutError, withTimeout, withTransaction, type Logger, type Pool, type WorkerMetrics } from '@oncehook/shared';
 import { advisoryLockKey } from './lock-keys.js';

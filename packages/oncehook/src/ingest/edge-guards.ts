@@ -1,33 +1,11 @@
 /**
  * What the edge checks before it reads a byte of a delivery's body, so that no request it will
- * refuse can cost it memory or time:
- *
- *   unknown source                                   404
- *   signature headers missing or malformed           400 (the source's precheck)
- *   a signed timestamp in the headers out of         401 (the source's precheck: it would be
- *     tolerance (Stripe, Standard Webhooks, Slack,       refused after verification anyway)
- *     Paddle, hmac sources with a timestamp header)
- *   Content-Length over BODY_LIMIT_BYTES             413
- *   Content-Length more than the body budget has     503 + Retry-After (MAX_INFLIGHT_BODY_BYTES)
- *     left
- *   the database is down (the claim circuit is open) 503 + Retry-After: nothing could be
- *                                                    stored, so the body is not even read
- *
- * Each of these answers closes the connection (`Connection: close`): the unread body is never
- * buffered, and a slow sender cannot keep the socket. A request pipelined behind one of them
- * on the same connection is never processed (connectionClosing): its answer could not be sent.
- *
- * The body budget counts the bytes that have ARRIVED, as they arrive (readBody), and gives them
- * back when the delivery is answered: the bodies held by deliveries in progress never exceed
- * the budget, and a socket that declares 1 MiB and trickles holds only what it sent. (It
- * reserved the declared Content-Length until issue 24: 16 sockets declaring 1 MiB each, with a
- * well-formed fake signature and no secret, then held the whole budget until the request
- * timeout, and real deliveries were answered 503.) A body that would overflow the budget while
- * it arrives, or that passes BODY_LIMIT_BYTES without a Content-Length, is refused then.
- * Slow senders are cut by the server's REQUEST_TIMEOUT_MS.
- *
- * Rejected deliveries are logged at warn, at most 5 lines per source and reason per 10 s
- * (with the count of lines suppressed): a flood of forgeries cannot flood the logs.
+ * refuse costs it memory or time: an unknown source (404), missing or malformed signature
+ * headers or a signed timestamp out of tolerance (400/401, the source's precheck), a declared
+ * body over BODY_LIMIT_BYTES (413), over what the body budget has left or with the claim
+ * circuit open (503 + Retry-After). Each of these answers closes the connection. The body
+ * budget counts the bytes that have arrived, as they arrive (readBody). docs/security.md says
+ * which attack each bound answers.
  */
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';

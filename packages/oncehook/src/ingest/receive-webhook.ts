@@ -1,34 +1,10 @@
 /**
- * One delivery, start to answer (after edge-guards.ts checked what it could before the body):
- *
- *   raw body -> verify signature (provider) -> stable event id -> claim (INSERT ... ON
- *   CONFLICT DO NOTHING RETURNING, batched with concurrent deliveries) -> answer; the new
- *   event's dispatch job is added right after by the enqueue relay (enqueue-relay.ts)
- *
- * Answers
- *   202 accepted   first delivery of this event; committed, work happens asynchronously
- *   200 duplicate  the event was already claimed (same id, or same body for a source whose id
- *                  is not signed); no new work (a stale `received` row is re-enqueued)
- *   200 reply      a verified request answered directly, nothing stored (Slack's challenge,
- *                  Zoom's validation, Twitch's verification: JSON, text or 204 as the sender needs)
- *   202 / 200      a batch (SendGrid, HubSpot, Meta: many events in one delivery): every element
- *                  is claimed on its own; 202 when at least one was new, 200 when all were
- *                  duplicates, and only after EVERY element's claim committed; the body lists
- *                  each element's outcome. One element the database refuses fails the delivery
- *                  (503: the sender retries; the committed elements are then duplicates).
- *   200 expired    signed creation time beyond the key horizon (KEY_RETENTION_DAYS): not processed
- *   400 / 401      not verifiable or malformed (a payload Postgres cannot store included):
- *                  nothing stored, nothing enqueued
- *   503            Postgres unavailable, or too much waiting for it: nothing stored;
- *                  Retry-After tells the provider when
- *   500            anything unexpected; the provider retries
- *
- * The 2xx is sent only after the claim has committed. The enqueue happens after the answer;
- * if it fails (or the process dies first), the row is durable and the reconciler enqueues it.
- *
- * Metric labels never come from what a sender can make up: the `type` label is a type some
- * handler is registered for, or `other` (type-labels.ts); a duplicate is labelled with the
- * stored event's type, not the delivery's (its header may be forged).
+ * One delivery, from its verified body to its answer (edge-guards.ts checked what it could
+ * before the body): verify the raw bytes, read the stable event id, claim it (batched with
+ * concurrent deliveries: claim-batcher.ts), answer after the claim committed; the new event's
+ * dispatch job follows through the enqueue relay. Each answer and why it is what it is: the
+ * README's endpoint table and docs/architecture.md, "The edge: one delivery". Metric labels
+ * never come from what a sender can make up (type-labels.ts).
  */
 import { enqueueEvent, type ClaimResult } from '@oncehook/core';
 import {
