@@ -246,7 +246,7 @@ export const MUTANTS: Mutant[] = [
     guarantee: 'a final record that finds the lease lost fails, so the COMMIT sent with it is skipped',
     marker: 'final-record-lease-lost-silent',
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the search text is source code containing a template literal
-    search: '       SELECT CASE WHEN EXISTS (SELECT 1 FROM event) THEN 1 ELSE ${S}.lease_lost($1::bigint) END AS recorded`,',
+    search: '       SELECT CASE WHEN EXISTS (SELECT 1 FROM event) THEN 1 ELSE ${SCHEMA}.lease_lost($1::bigint) END AS recorded`,',
     replace: '       SELECT 1 AS recorded FROM event`,',
     tests: ['test/state-machine.test.ts'],
   },
@@ -1307,8 +1307,8 @@ export const MUTANTS: Mutant[] = [
     id: 'priority-ignored',
     guarantee: "a lower-priority handler's runs wait behind better ones (prioritized jobs) instead of running inside their dispatch",
     marker: 'priority-ignored',
-    search: '  const special = (h: Handler) => isGated(h) || priorityLevel(h) > best;',
-    replace: '  const special = (h: Handler) => isGated(h) || (priorityLevel(h) > best && false);',
+    search: '  const leasedApart = (h: Handler) => isGated(h) || priorityLevel(h) > best;',
+    replace: '  const leasedApart = (h: Handler) => isGated(h) || (priorityLevel(h) > best && false);',
     tests: ['test/flow-control.test.ts'],
   },
   {
@@ -1332,7 +1332,7 @@ export const MUTANTS: Mutant[] = [
     id: 'failure-shape-not-written',
     guarantee: 'a run that fails for good joins its failure group (its error shape is written with its error)',
     marker: 'failure-shape-not-written',
-    search: `                last_error = $3::text, error_shape = \${S}.error_shape($3::text), updated_at = now()
+    search: `                last_error = $3::text, error_shape = \${SCHEMA}.error_shape($3::text), updated_at = now()
           WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
          RETURNING id, event_row_id`,
     replace: `                last_error = $3::text, updated_at = now()

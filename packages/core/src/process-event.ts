@@ -227,7 +227,7 @@ async function dispatch(deps: ProcessDeps, job: EventJobData): Promise<JobOutcom
   const best = deps.registry.bestPriorityLevel();
   /** Runs of this handler are not leased by the dispatch: a limit to check, or a lower priority. */
   // mutant: priority-ignored
-  const special = (h: Handler) => isGated(h) || priorityLevel(h) > best;
+  const leasedApart = (h: Handler) => isGated(h) || priorityLevel(h) > best;
   const runJobOf = (handler: string): EventJobData => ({ rowId: event.id, provider: event.provider, eventId: event.eventId, handler, generation: 0, attempt: 0 });
   /** A run the dispatch created but did not lease. */
   const unleased = (h: Handler, known: EventRow | null): Promise<RunOutcome> | RunOutcome => {
@@ -254,7 +254,7 @@ async function dispatch(deps: ProcessDeps, job: EventJobData): Promise<JobOutcom
     const leasedAt = performance.now();
     const dispatched = await deps.dispatcher.dispatch({
       rowId: event.id,
-      runs: handlers.map((h) => ({ handler: h.name, token: tokens.get(h.name)!, deferred: special(h) })),
+      runs: handlers.map((h) => ({ handler: h.name, token: tokens.get(h.name)!, deferred: leasedApart(h) })),
       traceParent: job.trace ?? null,
     });
     if (dispatched) {
@@ -274,18 +274,18 @@ async function dispatch(deps: ProcessDeps, job: EventJobData): Promise<JobOutcom
   }
   // Dispatched already (a repeated job, or runs carried over from an older database): run
   // whatever is claimable; a limited or lower-priority handler's run through its own path.
-  const specials = deps.registry.match(event.provider, event.kind, event.type).filter(special);
+  const apart = deps.registry.match(event.provider, event.kind, event.type).filter(leasedApart);
   const token = randomUUID();
   const leased = await queries.acquireClaimableRuns(
     pool,
     job.rowId,
     token,
     settings.leaseMs,
-    specials.map((h) => h.name),
+    apart.map((h) => h.name),
   );
   const runs = await Promise.all([
     ...leased.map(async (l) => afterRun(deps, deps.registry.byName(l.run.handler), await runLeased(deps, l, token))),
-    ...specials.map((h) => unleased(h, null)),
+    ...apart.map((h) => unleased(h, null)),
   ]);
   if (runs.length === 0) return { kind: 'skipped' };
   return { kind: 'runs', provider: event.provider, runs, follow };

@@ -26,7 +26,7 @@ export function createQueries(schemaName: string) {
   const t = tablesFor(schemaName);
   const runs = createRunQueries(t, schemaName);
   return {
-    schema: t.S,
+    schema: t.SCHEMA,
     ...createClaimQueries(t, schemaName),
     ...runs,
     ...createFlowQueries(t, schemaName, runs),

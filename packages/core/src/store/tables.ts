@@ -6,7 +6,7 @@ import { schemaIdentifier } from '@oncehook/shared';
 
 export interface Tables {
   /** The schema, as a quoted identifier. */
-  S: string;
+  SCHEMA: string;
   EVENTS: string;
   RUNS: string;
   STEPS: string;
@@ -24,22 +24,22 @@ export interface Tables {
 }
 
 export function tablesFor(schemaName: string): Tables {
-  const S = schemaIdentifier(schemaName);
+  const SCHEMA = schemaIdentifier(schemaName);
   return {
-    S,
-    EVENTS: `${S}.events`,
-    RUNS: `${S}.handler_runs`,
-    STEPS: `${S}.steps`,
-    ACTIONS: `${S}.operator_actions`,
-    DELIVERIES: `${S}.deliveries`,
-    DELIVERY_COUNTS: `${S}.delivery_counts`,
-    ATTEMPTS: `${S}.run_attempts`,
-    VERSIONS: `${S}.object_versions`,
-    HANDLERS: `${S}.handlers`,
-    PAUSES: `${S}.pauses`,
-    RATE_WINDOWS: `${S}.rate_windows`,
-    HEALTH: `${S}.handler_health`,
-    FAILURE_GROUPS: `${S}.failure_groups`,
-    BACKFILL_SCHEDULE: `${S}.backfill_schedule`,
+    SCHEMA,
+    EVENTS: `${SCHEMA}.events`,
+    RUNS: `${SCHEMA}.handler_runs`,
+    STEPS: `${SCHEMA}.steps`,
+    ACTIONS: `${SCHEMA}.operator_actions`,
+    DELIVERIES: `${SCHEMA}.deliveries`,
+    DELIVERY_COUNTS: `${SCHEMA}.delivery_counts`,
+    ATTEMPTS: `${SCHEMA}.run_attempts`,
+    VERSIONS: `${SCHEMA}.object_versions`,
+    HANDLERS: `${SCHEMA}.handlers`,
+    PAUSES: `${SCHEMA}.pauses`,
+    RATE_WINDOWS: `${SCHEMA}.rate_windows`,
+    HEALTH: `${SCHEMA}.handler_health`,
+    FAILURE_GROUPS: `${SCHEMA}.failure_groups`,
+    BACKFILL_SCHEDULE: `${SCHEMA}.backfill_schedule`,
   };
 }

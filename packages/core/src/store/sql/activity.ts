@@ -6,7 +6,7 @@
 import type { Tables } from '../tables.js';
 
 export function activityStatements(t: Tables) {
-  const ACTIVITY = `${t.S}.activity`;
+  const ACTIVITY = `${t.SCHEMA}.activity`;
   return {
     /**
      * Adds samples to the current minute ($1-$5: kinds, names, results, counts, buckets as

@@ -7,7 +7,7 @@ import { PAUSED } from '../columns.js';
 import type { Tables } from '../tables.js';
 
 export function flowStatements(t: Tables) {
-  const { S, EVENTS, RUNS, PAUSES, RATE_WINDOWS, HEALTH, ACTIONS } = t;
+  const { SCHEMA, EVENTS, RUNS, PAUSES, RATE_WINDOWS, HEALTH, ACTIONS } = t;
 
   /** A waiting run's job: what a resume or a wake-up enqueues (CTE `woken`, joined to its event `e`). */
   const WOKEN_JOB = `r.event_row_id AS "rowId", e.provider, e.event_id AS "eventId", r.handler, r.generation, r.attempts AS attempt, r.waits AS wait`;
@@ -18,7 +18,7 @@ export function flowStatements(t: Tables) {
      * under a live lease (flow_slots_in_use, migrations/0014, the one definition). Read without
      * the lock: a look, not a decision (the gate decides under the lock).
      */
-    IN_FLIGHT: `SELECT ${S}.flow_slots_in_use($1::text, $2::text) AS n`,
+    IN_FLIGHT: `SELECT ${SCHEMA}.flow_slots_in_use($1::text, $2::text) AS n`,
 
     /**
      * The gate of a transaction that holds the lock across round trips (a handler with a rate
@@ -26,7 +26,7 @@ export function flowStatements(t: Tables) {
      * $3) counted in a snapshot taken after it was granted (flow_gate, migrations/0014). NULL =
      * another gate holds the lock.
      */
-    GATE_TRY: `SELECT ${S}.flow_gate($1::bigint, $2::text, $3::text, false) AS n`,
+    GATE_TRY: `SELECT ${SCHEMA}.flow_gate($1::bigint, $2::text, $3::text, false) AS n`,
 
     /**
      * Takes one start in the current window of (handler $1, key $2): windows of $3 ms, at most

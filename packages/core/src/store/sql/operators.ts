@@ -9,7 +9,7 @@ import { eventColumns, runColumns } from '../columns.js';
 import type { Tables } from '../tables.js';
 
 export function operatorStatements(t: Tables) {
-  const { EVENTS, RUNS, STEPS, ACTIONS, DELIVERIES, DELIVERY_COUNTS, ATTEMPTS, FAILURE_GROUPS, S } = t;
+  const { EVENTS, RUNS, STEPS, ACTIONS, DELIVERIES, DELIVERY_COUNTS, ATTEMPTS, FAILURE_GROUPS, SCHEMA } = t;
 
   /** Deliveries of event `e`: its first (logged) and every duplicate (counted). */
   const DELIVERY_TOTAL = `((SELECT count(*) FROM ${DELIVERIES} d WHERE d.event_row_id = e.id AND NOT d.duplicate)
@@ -267,24 +267,24 @@ export function operatorStatements(t: Tables) {
 
     /** Upserts what a worker loaded, at its start ($1-$5 arrays). */
     REGISTER_HANDLERS: `WITH registered AS (
-         INSERT INTO ${S}.handlers (name, source, kind, type, description, settings)
+         INSERT INTO ${SCHEMA}.handlers (name, source, kind, type, description, settings)
          SELECT n, s, k, t, d, j::jsonb FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) AS u(n, s, k, t, d, j)
          ON CONFLICT (name) DO UPDATE
             SET source = excluded.source, kind = excluded.kind, type = excluded.type,
                 description = excluded.description, settings = excluded.settings, last_seen_at = now()
        )
-       INSERT INTO ${S}.handler_workers (handler, worker) SELECT n, $7::text FROM unnest($1::text[]) AS u(n)
+       INSERT INTO ${SCHEMA}.handler_workers (handler, worker) SELECT n, $7::text FROM unnest($1::text[]) AS u(n)
        ON CONFLICT (worker, handler) DO UPDATE SET started_at = now(), seen_at = now()`,
-    LIST_HANDLERS: `SELECT name, source, kind, type, last_seen_at AS "lastSeenAt" FROM ${S}.handlers ORDER BY name`,
+    LIST_HANDLERS: `SELECT name, source, kind, type, last_seen_at AS "lastSeenAt" FROM ${SCHEMA}.handlers ORDER BY name`,
     /** The registry with what each handler declares and the workers seen with it within $1 seconds. */
     HANDLER_REGISTRY: `SELECT h.name, h.source, h.kind, h.type, h.description, h.settings, h.first_seen_at AS "firstSeenAt", h.last_seen_at AS "lastSeenAt",
-              coalesce((SELECT array_agg(w.worker ORDER BY w.worker) FROM ${S}.handler_workers w
+              coalesce((SELECT array_agg(w.worker ORDER BY w.worker) FROM ${SCHEMA}.handler_workers w
                          WHERE w.handler = h.name AND w.seen_at > now() - $1::int * interval '1 second'), '{}') AS workers
-         FROM ${S}.handlers h ORDER BY h.name`,
+         FROM ${SCHEMA}.handlers h ORDER BY h.name`,
     /** A worker's pass: it is still there ($1 the worker). */
-    WORKER_SEEN: `UPDATE ${S}.handler_workers SET seen_at = now() WHERE worker = $1::text`,
+    WORKER_SEEN: `UPDATE ${SCHEMA}.handler_workers SET seen_at = now() WHERE worker = $1::text`,
     /** A worker stopping ($1), or the leader forgetting workers unseen for a day ($1 null). */
-    FORGET_WORKERS: `DELETE FROM ${S}.handler_workers WHERE worker = $1::text OR ($1::text IS NULL AND seen_at < now() - interval '1 day')`,
+    FORGET_WORKERS: `DELETE FROM ${SCHEMA}.handler_workers WHERE worker = $1::text OR ($1::text IS NULL AND seen_at < now() - interval '1 day')`,
     /**
      * How each named handler (or destination, $1) is doing now: runs in progress, waiting
      * (received), dead letters (failed), its pause, the newest error among its pending and
@@ -295,7 +295,7 @@ export function operatorStatements(t: Tables) {
               (SELECT count(*)::int FROM ${RUNS} r WHERE r.handler = h AND r.state = 'processing') AS "inFlight",
               (SELECT count(*)::int FROM ${RUNS} r WHERE r.handler = h AND r.state = 'received') AS waiting,
               (SELECT count(*)::int FROM ${RUNS} r WHERE r.handler = h AND r.state = 'failed') AS failed,
-              (SELECT p.reason FROM ${S}.pauses p WHERE p.scope = 'handler' AND p.name = h) AS paused,
+              (SELECT p.reason FROM ${SCHEMA}.pauses p WHERE p.scope = 'handler' AND p.name = h) AS paused,
               (SELECT r.last_error FROM ${RUNS} r WHERE r.handler = h AND r.state IN ('received', 'failed') AND r.last_error IS NOT NULL
                 ORDER BY r.updated_at DESC LIMIT 1) AS "lastError"
          FROM unnest($1::text[]) AS h`,

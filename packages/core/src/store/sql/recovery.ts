@@ -7,7 +7,7 @@
 import type { Tables } from '../tables.js';
 
 export function recoveryStatements(t: Tables) {
-  const { EVENTS, RUNS, DELIVERIES, DELIVERY_COUNTS, S } = t;
+  const { EVENTS, RUNS, DELIVERIES, DELIVERY_COUNTS, SCHEMA } = t;
   return {
     /**
      * processing -> received for runs whose lease expired ($1 limit): the worker died or hung.
@@ -19,7 +19,7 @@ export function recoveryStatements(t: Tables) {
     EXPIRED_LEASES: `UPDATE ${RUNS} r
         SET state = 'received', lease_token = NULL, lease_until = NULL, updated_at = now(),
             last_error = 'lease expired during attempt ' || r.attempts || ' (worker crashed or hung)',
-            error_shape = ${S}.error_shape('lease expired during attempt ' || r.attempts || ' (worker crashed or hung)')
+            error_shape = ${SCHEMA}.error_shape('lease expired during attempt ' || r.attempts || ' (worker crashed or hung)')
        FROM ${EVENTS} e
       WHERE r.id = ANY(ARRAY(
         SELECT id FROM ${RUNS}

@@ -14,7 +14,7 @@ import { EVENT_STATE_AFTER, eventColumns, PAUSED, runColumns, STOP_NOW } from '.
 import type { Tables } from '../tables.js';
 
 export function runStatements(t: Tables) {
-  const { EVENTS, RUNS, STEPS, ATTEMPTS, VERSIONS, PAUSES, S } = t;
+  const { EVENTS, RUNS, STEPS, ATTEMPTS, VERSIONS, PAUSES, SCHEMA } = t;
 
   /** The attempt log of a lease just taken (the CTE `leased`): one row per lease token. */
   const ATTEMPT_LOG = `attempt AS (
@@ -192,7 +192,7 @@ export function runStatements(t: Tables) {
      */
     // mutant: flow-slot-statement-snapshot, flow-concurrency-ignored
     ACQUIRE_GATED_RUN: `WITH gate AS MATERIALIZED (
-         SELECT ${S}.flow_gate($6::bigint, $2::text, $5::text, true) AS in_use
+         SELECT ${SCHEMA}.flow_gate($6::bigint, $2::text, $5::text, true) AS in_use
        ), ${LEASE_ONE_RUN('AND (SELECT in_use FROM gate) < $7::int')}
        SELECT g.in_use AS "slotsInUse", leased.* FROM gate g LEFT JOIN leased ON true`,
 
@@ -264,7 +264,7 @@ export function runStatements(t: Tables) {
     MARK_RUN_FAILED: `WITH run AS (
          UPDATE ${RUNS}
             SET state = 'failed', lease_token = NULL, lease_until = NULL, finished_at = now(),
-                last_error = $3::text, error_shape = ${S}.error_shape($3::text), updated_at = now()
+                last_error = $3::text, error_shape = ${SCHEMA}.error_shape($3::text), updated_at = now()
           WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
          RETURNING id, event_row_id
        ), ${ATTEMPT_VERDICT('failed', '$3::text')}
@@ -294,14 +294,14 @@ export function runStatements(t: Tables) {
          ${EVENT_AFTER_RUN_DONE}
          RETURNING e.id
        )
-       SELECT CASE WHEN EXISTS (SELECT 1 FROM event) THEN 1 ELSE ${S}.lease_lost($1::bigint) END AS recorded`,
+       SELECT CASE WHEN EXISTS (SELECT 1 FROM event) THEN 1 ELSE ${SCHEMA}.lease_lost($1::bigint) END AS recorded`,
 
     /** processing -> received after a retryable error, fenced ($1 run, $2 token, $3 error). 0 rows = lease lost. */
     // mutant: fence-retry-token
     RELEASE_RUN_FOR_RETRY: `WITH run AS (
          UPDATE ${RUNS}
             SET state = 'received', lease_token = NULL, lease_until = NULL,
-                last_error = $3::text, error_shape = ${S}.error_shape($3::text), updated_at = now()
+                last_error = $3::text, error_shape = ${SCHEMA}.error_shape($3::text), updated_at = now()
           WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
          RETURNING id
        ), ${ATTEMPT_VERDICT('retry', '$3::text')}
