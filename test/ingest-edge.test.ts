@@ -7,7 +7,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { jobIdFor } from '@oncehook/core';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { type IngestHandle, q, startIngest, testPrefix, T, TEST_QUEUE_BACKEND } from './helpers/stack.js';
-import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
+import { deliver, paymentSucceeded, signStripe, waitFor } from '@oncehook/harness';
 
 let db: TestDatabase;
 let ingest: IngestHandle;
@@ -55,13 +55,16 @@ describe('POST /webhooks/:provider', () => {
     expect(rows[0]).toEqual({ n: 1 });
   });
 
-  it('re-enqueues a duplicate whose row is still received after the grace period (its job was lost)', async () => {
+  it('re-enqueues a duplicate whose row is still received after the grace period (its job was lost), through the relay after the answer', async () => {
+    const jobId = jobIdFor({ provider: 'stripe', eventId: 'evt_lost_job', attempt: 0 });
     await deliver(ingest.url, signStripe(paymentSucceeded('evt_lost_job')));
+    await waitFor(async () => (await ingest.queue.getJob(jobId)) ?? null, { timeoutMs: 5_000, what: 'the first job' });
     await ingest.queue.obliterate({ force: true }); // Redis lost the job
-    expect(await ingest.queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_lost_job', attempt: 0 }))).toBeUndefined();
+    expect(await ingest.queue.getJob(jobId)).toBeUndefined();
     const again = await deliver(ingest.url, signStripe(paymentSucceeded('evt_lost_job')));
     expect(again.status).toBe(200);
-    expect(await ingest.queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_lost_job', attempt: 0 }))).toBeDefined();
+    const job = await waitFor(async () => (await ingest.queue.getJob(jobId)) ?? null, { timeoutMs: 5_000, what: 'the nudged job' });
+    expect(job.data).toMatchObject({ provider: 'stripe', eventId: 'evt_lost_job', attempt: 0 });
   });
 
   it('does not re-enqueue a duplicate of an event that is already done', async () => {
@@ -69,6 +72,9 @@ describe('POST /webhooks/:provider', () => {
     await db.pool.query(`UPDATE ${T.events} SET state = 'done', finished_at = now()`);
     await ingest.queue.obliterate({ force: true });
     expect((await deliver(ingest.url, signStripe(paymentSucceeded('evt_done')))).status).toBe(200);
+    // The relay adds in order: once a later new event's job is there, a nudge would be too.
+    expect((await deliver(ingest.url, signStripe(paymentSucceeded('evt_after_done')))).status).toBe(202);
+    await waitFor(async () => (await ingest.queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_after_done', attempt: 0 }))) ?? null, { timeoutMs: 5_000 });
     expect(await ingest.queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_done', attempt: 0 }))).toBeUndefined();
   });
 

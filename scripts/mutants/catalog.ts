@@ -1041,9 +1041,9 @@ export const MUTANTS: Mutant[] = [
     guarantee: "a batch's 2xx is sent only after every element's claim committed",
     marker: 'batch-answer-before-commit',
     search:
-      "    const claim = await claims.claim(traceparent ? { ...event, traceparent } : event);\n    if (claim.outcome !== 'new') await onDuplicate(deps, edge, event.provider, event, claim, now, log);",
+      "    const claim = await path.claims.claim(traceparent ? { ...event, traceparent } : event);\n    if (claim.outcome !== 'new') await onDuplicate(deps, path.relay, edge, event.provider, event, claim, now, log);",
     replace:
-      "    void claims.claim(traceparent ? { ...event, traceparent } : event);\n    const claim = { outcome: 'new' as const };\n    if (claim.outcome !== 'new') await onDuplicate(deps, edge, event.provider, event, claim, now, log);",
+      "    void path.claims.claim(traceparent ? { ...event, traceparent } : event);\n    const claim = { outcome: 'new' as const };\n    if (claim.outcome !== 'new') await onDuplicate(deps, path.relay, edge, event.provider, event, claim, now, log);",
     tests: ['test/provider-families.test.ts'],
   },
   {
@@ -1608,6 +1608,14 @@ export const MUTANTS: Mutant[] = [
     search: '          failed(name, error);',
     replace: '          throw error;',
     tests: ['test/engine-events.test.ts'],
+  },
+  {
+    id: 'stale-duplicate-not-nudged',
+    guarantee: 'a duplicate that finds its event still received after the grace period re-enqueues its dispatch',
+    marker: 'stale-duplicate-not-nudged',
+    search: '      relay.nudge({ rowId: claim.rowId, provider: event.provider, eventId: event.eventId, kind: event.kind, type: claim.type, attempt: 0 });',
+    replace: '',
+    tests: ['test/ingest-edge.test.ts'],
   },
   {
     id: 'notify-holds-the-pass',

@@ -13,13 +13,17 @@
  *   every `received` row older than REQUEUE_AFTER_MS. That reconciler is the guaranteed relay;
  *   this one is the fast path. The job id derives from the event key, so a job added by both
  *   is still one job;
- * - a crash between the answer and the add loses nothing either (the same reconciler pass).
+ * - a crash between the answer and the add loses nothing either (the same reconciler pass);
+ * - a duplicate that finds its event still `received` long after its claim nudges it
+ *   (`nudge`): the job is added again, replacing a finished job of the same id, after the
+ *   duplicate's answer like every other add (at most `maxPending` nudges wait; the reconciler
+ *   covers the rest).
  *
  * Exactly one add in flight per ingest process; several ingest processes relay their own
  * claims (never each other's), so no coordination is needed. `flush()` on shutdown adds what
  * is pending before the queue closes.
  */
-import { enqueueNewEvents, type JobTarget } from './queue.js';
+import { enqueueEvent, enqueueNewEvents, type JobTarget } from './queue.js';
 import { withTimeout, type Faults, type Logger } from '@oncehook/shared';
 import type { EventJobData } from './vocabulary.js';
 
@@ -40,6 +44,11 @@ export interface EnqueueRelayOptions {
 export interface EnqueueRelay {
   /** Hands over the dispatch jobs of newly committed events; never throws, never waits. */
   push(jobs: EventJobData[]): void;
+  /**
+   * Adds an event's dispatch job again, replacing a finished job of the same id: an event still
+   * `received` long after its claim (its first add may have been lost). Never throws, never waits.
+   */
+  nudge(job: EventJobData): void;
   /** Resolves when everything pushed so far has been added (or given up), within `timeoutMs`. */
   flush(timeoutMs: number): Promise<void>;
   /** Jobs waiting for an add. */
@@ -50,22 +59,40 @@ export function createEnqueueRelay(options: EnqueueRelayOptions): EnqueueRelay {
   const maxBulk = options.maxBulk ?? 500;
   const maxPending = options.maxPending ?? 20_000;
   let pending: EventJobData[] = [];
+  /** Nudges waiting, by row: one per event however many duplicates ask. */
+  const nudges = new Map<number, EventJobData>();
   let running: Promise<void> | null = null;
   let overflowing = false;
 
+  /** Adds what waits, nudges first (a few, and waiting longest), then new events in bulk. */
   async function drain(): Promise<void> {
-    while (pending.length > 0) {
-      const jobs = pending.slice(0, maxBulk);
-      pending = pending.slice(jobs.length);
-      try {
-        await options.faults.hit('ingest.before-enqueue');
-        // mutant: relay-never-adds
-        await withTimeout(enqueueNewEvents(options.queue, jobs), options.enqueueTimeoutMs, 'enqueue');
-        options.onAdd?.(jobs.length, true);
-      } catch (error) {
-        options.onAdd?.(jobs.length, false);
-        options.log.warn({ err: error, events: jobs.length }, 'enqueue failed after commit; the reconciler will enqueue these events');
-      }
+    while (nudges.size > 0 || pending.length > 0) {
+      if (nudges.size > 0) await addNudge();
+      else await addBulk();
+    }
+  }
+
+  async function addNudge(): Promise<void> {
+    const [rowId, job] = nudges.entries().next().value as [number, EventJobData];
+    nudges.delete(rowId);
+    try {
+      await withTimeout(enqueueEvent(options.queue, job, { replaceFinished: true }), options.enqueueTimeoutMs, 'enqueue');
+    } catch (error) {
+      options.log.warn({ err: error, rowId }, 'nudge not added; the reconciler will enqueue the event');
+    }
+  }
+
+  async function addBulk(): Promise<void> {
+    const jobs = pending.slice(0, maxBulk);
+    pending = pending.slice(jobs.length);
+    try {
+      await options.faults.hit('ingest.before-enqueue');
+      // mutant: relay-never-adds
+      await withTimeout(enqueueNewEvents(options.queue, jobs), options.enqueueTimeoutMs, 'enqueue');
+      options.onAdd?.(jobs.length, true);
+    } catch (error) {
+      options.onAdd?.(jobs.length, false);
+      options.log.warn({ err: error, events: jobs.length }, 'enqueue failed after commit; the reconciler will enqueue these events');
     }
   }
 
@@ -74,7 +101,7 @@ export function createEnqueueRelay(options: EnqueueRelayOptions): EnqueueRelay {
     // After the current I/O phase: the answers of the batch that pushed these are written first.
     running = new Promise<void>((resolve) => setImmediate(resolve)).then(drain).finally(() => {
       running = null;
-      if (pending.length > 0) start();
+      if (pending.length > 0 || nudges.size > 0) start();
     });
   }
 
@@ -91,11 +118,16 @@ export function createEnqueueRelay(options: EnqueueRelayOptions): EnqueueRelay {
       pending.push(...jobs.slice(0, room));
       start();
     },
+    nudge(job) {
+      if (nudges.size >= maxPending && !nudges.has(job.rowId)) return;
+      nudges.set(job.rowId, job);
+      start();
+    },
     async flush(timeoutMs) {
       const deadline = Date.now() + timeoutMs;
-      while ((running || pending.length > 0) && Date.now() < deadline) {
+      while ((running || pending.length > 0 || nudges.size > 0) && Date.now() < deadline) {
         await Promise.race([running ?? Promise.resolve(), new Promise((resolve) => setTimeout(resolve, Math.max(0, deadline - Date.now())))]);
-        if (!running && pending.length > 0) start();
+        if (!running && (pending.length > 0 || nudges.size > 0)) start();
       }
     },
     get pending() {

@@ -78,6 +78,7 @@ export function createApp(deps: IngestDeps): Hono {
   });
   deps.typeLabels ??= createTypeLabels({ pool: deps.pool, queries: deps.queries, log: deps.log });
   const edge = createEdgeGuards(deps, claims);
+  const path = { claims, relay: deps.relay };
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
 
@@ -104,7 +105,7 @@ export function createApp(deps: IngestDeps): Hono {
     // against BODY_LIMIT_BYTES and the in-flight budget as it arrives.
     edge.beforeBody,
     // One span per delivery (tracing.ts; a no-op unless OTEL_* asks for traces).
-    (c) => inSpan('webhook.receive', { kind: SpanKind.SERVER, attributes: { 'oncehook.source': c.req.param('provider') ?? '' } }, () => receiveWebhook(c, deps, claims, edge)),
+    (c) => inSpan('webhook.receive', { kind: SpanKind.SERVER, attributes: { 'oncehook.source': c.req.param('provider') ?? '' } }, () => receiveWebhook(c, deps, path, edge)),
   );
 
   // A sender that checks the endpoint with a GET (Meta): answered by the source, nothing stored.

@@ -6,13 +6,12 @@
  * README's endpoint table and docs/architecture.md, "The edge: one delivery". Metric labels
  * never come from what a sender can make up (type-labels.ts).
  */
-import { enqueueEvent, type ClaimResult } from '@oncehook/core';
+import type { ClaimResult } from '@oncehook/core';
 import {
   isDatabaseUnavailableError,
   isUnstorablePayloadError,
   OverloadedError,
   VerificationError,
-  withTimeout,
   currentTraceparent,
   type EdgeResult,
   type VerifiedEvent,
@@ -20,7 +19,7 @@ import {
   type Logger,
 } from '@oncehook/shared';
 import type { Reply, Verified, WebhookSource } from '@oncehook/providers';
-import type { EventJobData, ClaimBatcher, JobTarget } from '@oncehook/core';
+import type { ClaimBatcher, EnqueueRelay } from '@oncehook/core';
 import { trace } from '@opentelemetry/api';
 import type { Context } from 'hono';
 import type { EdgeGuards } from './edge-guards.js';
@@ -28,11 +27,10 @@ import type { IngestSettings } from './ingest-settings.js';
 import type { RecentDuplicates } from './recent-duplicates.js';
 import type { TypeLabels } from './type-labels.js';
 
-/** What the webhook route reads and writes: the sources, the queue, its settings, its counters. */
+/** What the webhook route reads and writes: the sources, its settings, its counters. */
 export interface WebhookDeps {
   sources: ReadonlyMap<string, WebhookSource>;
-  queue: JobTarget;
-  settings: Pick<IngestSettings, 'retention' | 'retryAfterSeconds' | 'duplicateReenqueueAfterMs' | 'enqueueTimeoutMs' | 'maxWaitingClaims'>;
+  settings: Pick<IngestSettings, 'retention' | 'retryAfterSeconds' | 'duplicateReenqueueAfterMs' | 'maxWaitingClaims'>;
   metrics: IngestMetrics;
   log: Logger;
   recentDuplicates?: RecentDuplicates;
@@ -40,7 +38,17 @@ export interface WebhookDeps {
   now?: () => Date;
 }
 
-export async function receiveWebhook(c: Context, deps: WebhookDeps, claims: ClaimBatcher, edge: EdgeGuards): Promise<Response> {
+/**
+ * Where a verified delivery goes, one way: the claim (which hands a new event's job to the
+ * relay), and the relay itself for a stale duplicate's nudge. Nothing here adds to the queue.
+ */
+export interface DeliveryPath {
+  claims: ClaimBatcher;
+  relay: EnqueueRelay;
+}
+
+export async function receiveWebhook(c: Context, deps: WebhookDeps, path: DeliveryPath, edge: EdgeGuards): Promise<Response> {
+  const { claims } = path;
   const started = process.hrtime.bigint();
   const source = deps.sources.get(c.req.param('provider') ?? '');
   if (!source) throw new Error('receiveWebhook reached without a known source'); // guarded by edge-guards
@@ -77,7 +85,7 @@ export async function receiveWebhook(c: Context, deps: WebhookDeps, claims: Clai
     deps.log.info({ provider: source.name }, verified.reply.note);
     return replyResponse(c, verified.reply);
   }
-  if ('events' in verified) return receiveBatch(c, deps, claims, edge, verified.events, now, answer, timed);
+  if ('events' in verified) return receiveBatch(c, deps, path, edge, verified.events, now, answer, timed);
   const { event } = verified;
   trace.getActiveSpan()?.setAttributes({ 'oncehook.event_id': event.eventId, 'oncehook.event_type': event.type });
   const typeLabel = (type: string) => deps.typeLabels?.label(event.provider, event.kind, type) ?? 'other';
@@ -151,7 +159,7 @@ export async function receiveWebhook(c: Context, deps: WebhookDeps, claims: Clai
   }
 
   // Duplicate: counted as such, never as an error, under the STORED event's type.
-  await onDuplicate(deps, edge, source.name, event, claim, now, log);
+  await onDuplicate(deps, path.relay, edge, source.name, event, claim, now, log);
   const storedType = claim.outcome === 'duplicate' ? claim.type : event.type;
   return answer('duplicate', typeLabel(storedType), c.json({ status: 'duplicate', provider: event.provider, eventId: event.eventId }, 200));
 }
@@ -159,6 +167,7 @@ export async function receiveWebhook(c: Context, deps: WebhookDeps, claims: Clai
 /** A duplicate's bookkeeping: the recent-duplicates view, the log, a lost enqueue repeated. */
 async function onDuplicate(
   deps: WebhookDeps,
+  relay: EnqueueRelay,
   edge: EdgeGuards,
   sourceName: string,
   event: VerifiedEvent,
@@ -192,20 +201,11 @@ async function onDuplicate(
       // Still not dispatched after the grace period: the original enqueue may have been lost.
       // Safe to repeat: the jobId dedupes a queued job and the worker's guarded dispatch the rest.
       log.info({ rowId: claim.rowId, idleMs }, 'duplicate found the event still received; re-enqueueing its dispatch');
-      await enqueue(deps, { rowId: claim.rowId, provider: event.provider, eventId: event.eventId, kind: event.kind, type: claim.type, attempt: 0 }, true, log);
+      // mutant: stale-duplicate-not-nudged
+      relay.nudge({ rowId: claim.rowId, provider: event.provider, eventId: event.eventId, kind: event.kind, type: claim.type, attempt: 0 });
     }
   } else {
     log.info('duplicate delivery (concurrent with the first)');
-  }
-}
-
-async function enqueue(deps: WebhookDeps, data: EventJobData, replaceFinished: boolean, log: Logger): Promise<void> {
-  try {
-    await withTimeout(enqueueEvent(deps.queue, data, { replaceFinished }), deps.settings.enqueueTimeoutMs, 'enqueue');
-  } catch (error) {
-    // The claim is committed: the reconciler re-enqueues `received` rows, so the provider
-    // still gets its 2xx.
-    log.warn({ err: error, rowId: data.rowId }, 'enqueue failed after commit; the reconciler will enqueue the event');
   }
 }
 
@@ -226,7 +226,7 @@ type Timed = (result: EdgeResult, response: Response) => Response;
 async function receiveBatch(
   c: Context,
   deps: WebhookDeps,
-  claims: ClaimBatcher,
+  path: DeliveryPath,
   edge: EdgeGuards,
   events: VerifiedEvent[],
   now: Date,
@@ -249,8 +249,8 @@ async function receiveBatch(
     // An element past the key horizon is not claimed (as a single delivery would be `expired`).
     if (event.signedAt && now.getTime() - event.signedAt.getTime() > horizonMs) return 'expired' as const;
     // mutant: batch-answer-before-commit
-    const claim = await claims.claim(traceparent ? { ...event, traceparent } : event);
-    if (claim.outcome !== 'new') await onDuplicate(deps, edge, event.provider, event, claim, now, log);
+    const claim = await path.claims.claim(traceparent ? { ...event, traceparent } : event);
+    if (claim.outcome !== 'new') await onDuplicate(deps, path.relay, edge, event.provider, event, claim, now, log);
     return claim.outcome === 'new' ? ('accepted' as const) : ('duplicate' as const);
   };
   // In chunks, so that one large batch (SendGrid's reach thousands of events) never fills the
