@@ -6,8 +6,8 @@
  *
  * Adding an adapter: its file (verification, signer, descriptor), its entry in ADAPTERS, its
  * kind in @oncehook/sdk's ADAPTER_KINDS (the type checker asks for it), its oracle case in the
- * harness (providers.ts). Adding a table sender: its entry in senders.ts, its kind in
- * SENDER_KINDS, its payloads in sender-fixtures.ts, its oracle case (sender-cases.ts).
+ * harness (providers.ts). Adding a table sender: its file in senders/ (scheme and
+ * payloads) and its line in senders.ts, its kind in SENDER_KINDS, its oracle case (sender-cases.ts).
  */
 import type { ADAPTER_KINDS, ProviderKind } from '@oncehook/sdk';
 import type { ProviderDescriptor, ProviderVariable } from './descriptor.js';

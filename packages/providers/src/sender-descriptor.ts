@@ -4,7 +4,7 @@
  */
 import type { SenderKind } from '@oncehook/sdk';
 import { z } from 'zod';
-import { SENDER_FIXTURES } from './signing/sender-fixtures.js';
+import { SENDER_FIXTURES } from './senders.js';
 import { signSchemeDelivery } from './signing/sign-scheme.js';
 import { type OptionVariable, type ProviderDescriptor, secretsVariable, toleranceOption } from './descriptor.js';
 import { createSchemeSource, type SenderScheme } from './scheme.js';

@@ -1,7 +1,7 @@
 /**
  * Realistic payloads of the events people test with first, shaped as each provider sends them
  * (ids and times fresh on every call), found through the provider list (each descriptor's
- * `payloads`: adapter-fixtures.ts, sender-fixtures.ts). `oncehook send` delivers them; handler
+ * `payloads`: adapter-fixtures.ts, each table sender's file in senders/). `oncehook send` delivers them; handler
  * tests can use them too:
  *
  *   const payload = fixture('stripe', 'payment_intent.succeeded');
