@@ -15,6 +15,7 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 COPY packages/sdk/package.json packages/sdk/
 COPY packages/shared/package.json packages/shared/
+COPY packages/providers/package.json packages/providers/
 COPY packages/core/package.json packages/core/
 COPY packages/oncehook/package.json packages/oncehook/
 COPY packages/testkit/package.json packages/testkit/
