@@ -7,20 +7,11 @@
 import { createEngineEvents, subscribeHooks, type EngineEventMap, type EngineEventName } from '@oncehook/core';
 import { defineHandler, PermanentError } from '@oncehook/sdk';
 import pino from 'pino';
-import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { expect, it } from 'vitest';
+import { useTestDatabase } from './helpers/db.js';
 import { claimStripe, dispatchJob, engine, q, T, testLog } from './helpers/stack.js';
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(async () => {
-  await db.drop();
-});
-beforeEach(async () => {
-  await db.pool.query(`TRUNCATE ${T.events} CASCADE`);
-});
+const scope = useTestDatabase({ beforeEach: (db) => db.pool.query(`TRUNCATE ${T.events} CASCADE`) });
 
 /** A logger whose lines are kept, to read what a failed listener left. */
 function memoryLog() {
@@ -51,10 +42,10 @@ it('reports each run, step, unhandled event and dispatch batch, in the order the
       else heard.push(`${name} ${JSON.stringify(payload)}`);
     });
   }
-  const e = engine(db.pool, [pays, refuses], { retry: { maxAttempts: 1, backoffMs: 10 } }, { events });
-  await e.processJob(dispatchJob(await claimStripe(db.pool, 'evt_ev_paid', 'invoice.paid'), 'evt_ev_paid'));
-  await e.processJob(dispatchJob(await claimStripe(db.pool, 'evt_ev_void', 'invoice.voided'), 'evt_ev_void'));
-  await e.processJob(dispatchJob(await claimStripe(db.pool, 'evt_ev_none', 'customer.created'), 'evt_ev_none'));
+  const e = engine(scope.db.pool, [pays, refuses], { retry: { maxAttempts: 1, backoffMs: 10 } }, { events });
+  await e.processJob(dispatchJob(await claimStripe(scope.db.pool, 'evt_ev_paid', 'invoice.paid'), 'evt_ev_paid'));
+  await e.processJob(dispatchJob(await claimStripe(scope.db.pool, 'evt_ev_void', 'invoice.voided'), 'evt_ev_void'));
+  await e.processJob(dispatchJob(await claimStripe(scope.db.pool, 'evt_ev_none', 'customer.created'), 'evt_ev_none'));
   expect(heard).toEqual([
     'dispatch:batch {"events":1}',
     'step:committed record local',
@@ -78,11 +69,11 @@ it('a listener that throws or rejects changes nothing: the run is done, the othe
   });
   const ended: string[] = [];
   events.on('run:ended', (run) => void ended.push(run.outcome));
-  const e = engine(db.pool, [pays], {}, { events });
+  const e = engine(scope.db.pool, [pays], {}, { events });
   for (let i = 0; i < 7; i += 1) {
-    const rowId = await claimStripe(db.pool, `evt_ev_bug_${i}`, 'invoice.paid');
+    const rowId = await claimStripe(scope.db.pool, `evt_ev_bug_${i}`, 'invoice.paid');
     expect(await e.processJob(dispatchJob(rowId, `evt_ev_bug_${i}`))).toMatchObject({ kind: 'runs', runs: [{ kind: 'done' }] });
-    expect((await q.getEvent(db.pool, rowId))?.state).toBe('done');
+    expect((await q.getEvent(scope.db.pool, rowId))?.state).toBe('done');
   }
   await new Promise((resolve) => setImmediate(resolve));
   expect(ended).toEqual(Array(7).fill('done'));
@@ -101,7 +92,7 @@ it('unsubscribing stops a listener; the old hooks are listeners of the step even
   expect(events.has('run:ended')).toBe(true);
   stop();
   expect(events.has('run:ended')).toBe(false);
-  const e = engine(db.pool, [pays], {}, { events });
-  await e.processJob(dispatchJob(await claimStripe(db.pool, 'evt_ev_hooks', 'invoice.paid'), 'evt_ev_hooks'));
+  const e = engine(scope.db.pool, [pays], {}, { events });
+  await e.processJob(dispatchJob(await claimStripe(scope.db.pool, 'evt_ev_hooks', 'invoice.paid'), 'evt_ev_hooks'));
   expect(calls).toEqual(['commit record', 'call charge', 'commit charge']);
 });

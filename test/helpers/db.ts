@@ -1,6 +1,6 @@
 import { createPool, type Pool } from '@oncehook/shared';
 import { createScratchDatabase, waitFor } from '@oncehook/harness';
-import { inject } from 'vitest';
+import { afterAll, beforeAll, beforeEach, inject } from 'vitest';
 import { testDatabaseName } from './test-database-names.js';
 
 export interface TestDatabase {
@@ -23,6 +23,28 @@ export async function createTestDatabase(): Promise<TestDatabase> {
       await database.drop();
     },
   };
+}
+
+/**
+ * The file's own database for its tests: created before them, dropped after them; `beforeEach`
+ * (emptying tables, say) runs before every test. Read `.db` inside a test or hook.
+ */
+export function useTestDatabase(options: { beforeEach?: (db: TestDatabase) => Promise<unknown> } = {}): { readonly db: TestDatabase } {
+  let db: TestDatabase | undefined;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+  if (options.beforeEach) beforeEach(() => options.beforeEach!(scope.db));
+  const scope = {
+    get db(): TestDatabase {
+      if (!db) throw new Error('useTestDatabase: the database is created in beforeAll; read .db inside a test or hook');
+      return db;
+    },
+  };
+  return scope;
 }
 
 /** Backends of the pool's database waiting on a lock whose statement matches `like` (all, without). */
