@@ -1,12 +1,13 @@
 /**
- * `oncehook send <source> [type] [--copies N] [--concurrent] [--file payload.json] [--id ID] [--url URL]`
+ * `oncehook send <source> [type] [--copies N] [--concurrent] [--file payload.json] [--id ID] [--url URL]`,
+ * `oncehook send --all [--copies N]`
  *
  * Signs a test event the way the source's provider signs it, with the secret ingest verifies
  * with (the same environment: the shell, .env.local, .env, and under `oncehook dev` the
  * development secrets of dev-env.ts), delivers it to ingest and prints each answer. `--copies 5`
  * delivers the SAME event five times (one `accepted`, four `duplicate`); `--concurrent` sends
- * the copies at the same moment. The payload is a built-in realistic one (@oncehook/shared
- * `fixture`: Stripe's own CLI trigger fixtures, GitHub, Shopify, ...) or your JSON file. Exit
+ * the copies at the same moment; `--all` sends every configured source its first built-in
+ * payload. The payload is a built-in realistic one (@oncehook/providers `fixture`: Stripe's own CLI trigger fixtures, GitHub, Shopify, ...) or your JSON file. Exit
  * code 0 when every answer was 2xx, 1 otherwise (the answer says why), 2 for a usage mistake.
  */
 import { readFileSync } from 'node:fs';
@@ -33,6 +34,7 @@ function parse(args: string[]) {
         id: { type: 'string' },
         url: { type: 'string' },
         list: { type: 'boolean' },
+        all: { type: 'boolean' },
         help: { type: 'boolean' },
       },
     });
@@ -53,6 +55,35 @@ async function send(args: string[], shell: Record<string, string>): Promise<numb
     }
     return 0;
   }
+  const copies = values.copies === undefined ? 1 : Number(values.copies);
+  if (!Number.isInteger(copies) || copies < 1 || copies > 1000) throw new UsageError(`--copies must be a whole number from 1 to 1000 (got "${values.copies}")`);
+  const base = values.url ?? env.ONCEHOOK_DEV_URL ?? `http://127.0.0.1:${config.PORT === 0 ? 3000 : config.PORT}`;
+  if (values.all) {
+    if (positionals.length > 0 || values.file || values.id)
+      throw new UsageError('--all sends every source its first built-in payload: give no source, type, --file or --id with it');
+    // Every source with a built-in payload, one after the other (an in-house HMAC source has none).
+    const sendable = declarations.filter((d) => kindOf(d) !== 'hmac' && fixtureTypes(kindOf(d)).length > 0);
+    const failed: string[] = [];
+    for (const declaration of sendable) {
+      const type = fixtureTypes(kindOf(declaration))[0]!;
+      const ok = await sendEvent({ declaration, env, shell, base, type, payload: fixture(kindOf(declaration), type), copies, concurrent: values.concurrent === true }).catch(
+        (error: unknown) => {
+          if (!(error instanceof UsageError)) throw error;
+          writeOut(`${declaration.name}: not sent: ${error.message}`);
+          return false;
+        },
+      );
+      if (!ok) failed.push(declaration.name);
+    }
+    process.stdout.write(
+      failed.length === 0
+        ? `sent ${sendable.length} sources, every delivery answered 2xx
+`
+        : `sent ${sendable.length} sources; not every delivery of ${failed.join(', ')} was answered 2xx
+`,
+    );
+    return failed.length === 0 ? 0 : 1;
+  }
 
   const [sourceName, typeArg, extra] = positionals;
   if (!sourceName)
@@ -65,8 +96,6 @@ async function send(args: string[], shell: Record<string, string>): Promise<numb
     throw new UsageError(`no source named "${sourceName}" is configured; configured: ${declarations.map((d) => d.name).join(', ') || 'none'}`);
   }
   const kind = kindOf(declaration);
-  const copies = values.copies === undefined ? 1 : Number(values.copies);
-  if (!Number.isInteger(copies) || copies < 1 || copies > 1000) throw new UsageError(`--copies must be a whole number from 1 to 1000 (got "${values.copies}")`);
 
   let payload: Record<string, unknown> | string;
   let type = typeArg;
@@ -89,16 +118,33 @@ async function send(args: string[], shell: Record<string, string>): Promise<numb
   }
   if (kind === 'hmac')
     throw new UsageError(`source "${sourceName}" is an in-house HMAC source: sign with @oncehook/testkit signedDelivery('hmac', ..., { hmac: ... }) in a script of yours`);
+  const ok = await sendEvent({ declaration, env, shell, base, type, payload, copies, concurrent: values.concurrent === true, id: values.id });
+  return ok ? 0 : 1;
+}
 
+/** One event to one source, `copies` times (each signed afresh); prints each answer; true when all were 2xx. */
+async function sendEvent(options: {
+  declaration: SourceDeclaration;
+  env: Record<string, string>;
+  shell: Record<string, string>;
+  base: string;
+  type: string | undefined;
+  payload: Record<string, unknown> | string;
+  copies: number;
+  concurrent: boolean;
+  id?: string | undefined;
+}): Promise<boolean> {
+  const { declaration, env, shell, base, type, payload, copies } = options;
+  const sourceName = declaration.name;
+  const kind = kindOf(declaration);
   const secret = signingSecret(declaration, secretsOf(declaration, env)[0]!);
-  const base = values.url ?? env.ONCEHOOK_DEV_URL ?? `http://127.0.0.1:${config.PORT === 0 ? 3000 : config.PORT}`;
   const url = `${base.replace(/\/$/, '')}/webhooks/${sourceName}`;
   // Senders that sign their URL sign the one the source is configured with (HUBSPOT_WEBHOOK_URL...).
   const signedUrl = typeof declaration.url === 'string' && declaration.url ? declaration.url : url;
   // One event: one id, signed afresh for every copy (as a provider's retry is).
   let first: ReturnType<typeof signedDelivery>;
   try {
-    first = signedDelivery(kind, payload, secret, { id: values.id, type, url: signedUrl });
+    first = signedDelivery(kind, payload, secret, { id: options.id, type, url: signedUrl });
   } catch (error) {
     throw new UsageError(`--id: ${(error as Error).message.replace(/^signedDelivery: /, '')}`);
   }
@@ -106,7 +152,7 @@ async function send(args: string[], shell: Record<string, string>): Promise<numb
   const sign = () => signedDelivery(kind, first.body, secret, { id: kind === 'github' || kind === 'shopify' ? idOf(first) : first.eventId, type, url: signedUrl });
 
   process.stdout.write(
-    `sending ${copies === 1 ? 'one delivery' : `${copies} deliveries`} of ${sourceName} ${type ?? '(type from the file)'} ${first.eventId} to ${url}${copies > 1 ? (values.concurrent ? ' (at once)' : ' (one after the other)') : ''}\n`,
+    `sending ${copies === 1 ? 'one delivery' : `${copies} deliveries`} of ${sourceName} ${type ?? '(type from the file)'} ${first.eventId} to ${url}${copies > 1 ? (options.concurrent ? ' (at once)' : ' (one after the other)') : ''}\n`,
   );
   const deliver = async (n: number): Promise<boolean> => {
     const delivery = n === 0 ? first : sign();
@@ -133,11 +179,11 @@ async function send(args: string[], shell: Record<string, string>): Promise<numb
     }
   };
   const results: boolean[] = [];
-  if (values.concurrent) results.push(...(await Promise.all(Array.from({ length: copies }, (_, n) => deliver(n)))));
+  if (options.concurrent) results.push(...(await Promise.all(Array.from({ length: copies }, (_, n) => deliver(n)))));
   else for (let n = 0; n < copies; n += 1) results.push(await deliver(n));
   const ok = results.every(Boolean);
   if (ok) process.stdout.write(`see it: ${invocation(shell)} show ${sourceName}/${first.eventId}\n`);
-  return ok ? 0 : 1;
+  return ok;
 }
 
 /** The id a GitHub or Shopify delivery carries in its header (GitHub's stored id adds the hook). */
@@ -168,13 +214,14 @@ function secretVariable(declaration: SourceDeclaration): string {
 export const sendCommand: Command = {
   name: 'send',
   summary: 'sign a test event as its provider would and deliver it to ingest',
-  usage: 'oncehook send <source> [type] [--copies N] [--concurrent] [--file payload.json] [--id ID] [--url URL]   |   oncehook send --list',
+  usage: 'oncehook send <source> [type] [--copies N] [--concurrent] [--file payload.json] [--id ID] [--url URL]   |   oncehook send --all [--copies N]   |   oncehook send --list',
   help: `  <source>      a configured source (stripe, github, linear, sendgrid, ...: --list shows them, or a name from ONCEHOOK_SOURCES_FILE)
   [type]        the event type; default: the first built-in one of the source's provider (--list shows them)
   --copies N    deliver the same event N times (default 1): the first is accepted, the rest are duplicates
   --concurrent  send the copies at the same moment (default: one after the other)
   --file F      your own JSON payload instead of the built-in one (its id and type are used where the provider puts them in the body)
   --id ID       the event id (default: a fresh one)
+  --all         every configured source its first built-in payload, one after the other (is every sender accepted?)
   --url URL     ingest's base URL (default: the running oncehook dev's, else http://127.0.0.1:$PORT, PORT default 3000)
 Signs with the secret ingest verifies with: the environment's, or under oncehook dev the
 development secret of each provider you have not configured.`,
