@@ -50,8 +50,9 @@ function oncehook(args: string[], env: Record<string, string> = {}): Promise<{ c
 }
 
 /**
- * The same command in this process (what the entry point runs), for the refusals: a process
- * each would cost a second of CPU; the runs above prove the process wiring.
+ * The same command in this process (what the entry point runs): a process each would cost a
+ * second of CPU. Each provider's first run, and the race with live redeliveries, are real
+ * processes (`oncehook` above): they prove the process wiring.
  */
 function oncehookHere(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
   const base = { ...testEnv({ databaseUrl: db.url, prefix }), USER: 'backfill-test', STRIPE_API_KEY: SANDBOX_STRIPE_API_KEY, STRIPE_API_BASE: sandbox.url };
@@ -119,7 +120,7 @@ describe('oncehook backfill stripe', () => {
     try {
       await waitFor(async () => ((await creditsOf('acct_bf_out')).entries === 100 ? true : null), { timeoutMs: 20_000, what: 'the 100 delivered top-ups credited' });
 
-      const dry = await oncehook(['backfill', 'stripe', '--since', '1h', '--dry-run']);
+      const dry = await oncehookHere(['backfill', 'stripe', '--since', '1h', '--dry-run']);
       expect(dry.code, dry.stdout + dry.stderr).toBe(0);
       expect(dry.stdout).toMatch(/dry run: nothing claimed.*listed 500, already known 0, new 500 \(would be claimed\), refused 0 \(5 pages listed\)/);
       expect(await eventsOf('out')).toEqual([{ origin: 'delivery', n: 100, rows: 100 }]);
@@ -145,7 +146,7 @@ describe('oncehook backfill stripe', () => {
 
       // Visible where an operator looks: the CLI's show, the admin API and the event's timeline.
       const backfilled = 'evt_bf_out_101';
-      const shown = await oncehook(['show', `stripe/${backfilled}`]);
+      const shown = await oncehookHere(['show', `stripe/${backfilled}`]);
       expect(shown.stdout).toMatch(/origin backfill: fetched from the provider's API, never delivered \(oncehook backfill stripe --since 1h/);
       const auth = { authorization: `Bearer ${ADMIN_TOKEN}` };
       const api = (await (await fetch(`${ingest.url}/admin/api/events/stripe/${backfilled}`, { headers: auth })).json()) as { event: { origin: string } };
@@ -155,11 +156,11 @@ describe('oncehook backfill stripe', () => {
       expect(page).toContain('fetched from the provider&#39;s API by a backfill (never delivered)');
 
       // Stripe still lists them as undelivered: a second run finds nothing new.
-      const second = await oncehook(['backfill', 'stripe', '--since', '1h']);
+      const second = await oncehookHere(['backfill', 'stripe', '--since', '1h']);
       expect(second.code).toBe(0);
       expect(second.stdout).toMatch(/listed 500, already known 500, new 0/);
       // Every event of the window: all known.
-      const all = await oncehook(['backfill', 'stripe', '--since', '1h', '--all', '--types', 'payment_intent.succeeded']);
+      const all = await oncehookHere(['backfill', 'stripe', '--since', '1h', '--all', '--types', 'payment_intent.succeeded']);
       expect(all.code).toBe(0);
       expect(all.stdout).toMatch(/listed 600, already known 600, new 0/);
       expect(await creditsOf('acct_bf_out')).toEqual({ entries: 600, events: 600 });
@@ -225,14 +226,14 @@ describe('oncehook backfill stripe', () => {
     const window = ['backfill', 'stripe', '--since', '250m', '--until', '230m', '--types', 'payment_intent.succeeded'];
     // Page 1 answered, then Stripe's 500s past the client's own retries.
     await stripeApi('_faults', { status: 500, times: 10, after: 1 });
-    const failed = await oncehook(window);
+    const failed = await oncehookHere(window);
     expect(failed.code).toBe(1);
     expect(failed.stdout).toMatch(/backfill failed: Stripe's API answered 500/);
     expect(failed.stdout).toMatch(/until then, stripe .*listed 100, already known 0, new 100 \(claimed, dispatch enqueued\)/);
     await fetch(`${sandbox.url}/stripe/_faults`, { method: 'DELETE' });
     // Two 429s with Retry-After: 1, then the pages.
     await stripeApi('_faults', { status: 429, times: 2, retryAfter: 1 });
-    const limited = await oncehook(window);
+    const limited = await oncehookHere(window);
     expect(limited.code, limited.stdout + limited.stderr).toBe(0);
     expect(limited.stdout.match(/API is rate limiting us; asking again in 1 s/g)).toHaveLength(2);
     expect(limited.stdout).toMatch(/listed 250, already known 100, new 150/);
@@ -404,13 +405,13 @@ describe('oncehook backfill github', () => {
         { origin: 'backfill', n: 130 },
         { origin: 'delivery', n: 20 },
       ]);
-      const second = await oncehook(['backfill', 'github', '--since', '1h'], env);
+      const second = await oncehookHere(['backfill', 'github', '--since', '1h'], env);
       expect(second.code).toBe(0);
       expect(second.stdout).toMatch(/listed 130, already known 130, new 0/);
       // GitHub redelivers every one (the same GUIDs): all duplicates, nothing handled twice;
       // after it, the failed deliveries have a successful redelivery: nothing left to list.
       expect(await rig.api('_redeliver', {})).toMatchObject({ attempted: 150, delivered: 150 });
-      const third = await oncehook(['backfill', 'github', '--since', '1h'], env);
+      const third = await oncehookHere(['backfill', 'github', '--since', '1h'], env);
       expect(third.stdout).toMatch(/listed 0, already known 0, new 0/);
       await new Promise((r) => setTimeout(r, 500));
       expect(await rig.effects()).toEqual({ n: 150, events: 150 });
@@ -444,7 +445,7 @@ describe('oncehook backfill paddle', () => {
       expect(first.stdout).toMatch(/API is rate limiting us; asking again in 1 s/);
       expect(first.stdout).toMatch(/listed 250, already known 0, new 250 \(claimed, dispatch enqueued\), refused 0 \(2 pages listed\)/);
       await waitFor(async () => ((await rig.effects()).n === 260 ? true : null), { timeoutMs: 60_000, what: 'the 250 backfilled transactions handled' });
-      const second = await oncehook(['backfill', 'paddle', '--since', '1h', '--all'], env);
+      const second = await oncehookHere(['backfill', 'paddle', '--since', '1h', '--all'], env);
       expect(second.stdout).toMatch(/listed 260, already known 260, new 0/);
       expect(await rig.effects()).toEqual({ n: 260, events: 260 });
     } finally {
