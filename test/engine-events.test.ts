@@ -4,12 +4,15 @@
  * `engine.events`; a listener that throws or rejects never changes a run, its error is logged
  * (a bounded number of lines), and the other listeners still hear the event.
  */
-import { createEngineEvents, subscribeHooks, type EngineEventMap, type EngineEventName } from '@oncehook/core';
+import { createEngineEvents, enqueueEvent, subscribeHooks, type EngineEventMap, type EngineEventName } from '@oncehook/core';
+import { waitFor } from '@oncehook/harness';
 import { defineHandler, PermanentError } from '@oncehook/sdk';
+import { createWorkerMetrics, noFaults } from '@oncehook/shared';
+import { buildWorker, loadWorkerConfig } from 'oncehook';
 import pino from 'pino';
 import { expect, it } from 'vitest';
 import { useTestDatabase } from './helpers/db.js';
-import { claimStripe, dispatchJob, engine, q, T, testLog } from './helpers/stack.js';
+import { claimStripe, dispatchJob, engine, q, T, testEnv, testLog, testPrefix } from './helpers/stack.js';
 
 const scope = useTestDatabase({ beforeEach: (db) => db.pool.query(`TRUNCATE ${T.events} CASCADE`) });
 
@@ -95,4 +98,30 @@ it('unsubscribing stops a listener; the old hooks are listeners of the step even
   const e = engine(scope.db.pool, [pays], {}, { events });
   await e.processJob(dispatchJob(await claimStripe(scope.db.pool, 'evt_ev_hooks', 'invoice.paid'), 'evt_ev_hooks'));
   expect(calls).toEqual(['commit record', 'call charge', 'commit charge']);
+});
+
+it("a worker reports on worker.events and counts from there; buildWorker's deprecated hooks still hear the steps", async () => {
+  const committed: string[] = [];
+  const metrics = createWorkerMetrics({ defaultMetrics: false });
+  const worker = buildWorker(loadWorkerConfig(testEnv({ databaseUrl: scope.db.url, prefix: testPrefix() })), [pays], {
+    log: testLog,
+    faults: noFaults,
+    metrics,
+    hooks: { stepCommitted: (info) => void committed.push(info.step) },
+  });
+  const ended: string[] = [];
+  worker.events.on('run:ended', (run) => void ended.push(`${run.handler} ${run.outcome}`));
+  try {
+    await worker.start({ reconciler: false, metricsServer: false, backfill: false });
+    const rowId = await claimStripe(scope.db.pool, 'evt_ev_worker', 'invoice.paid');
+    await enqueueEvent(worker.queues, dispatchJob(rowId, 'evt_ev_worker'));
+    await waitFor(async () => (await q.getEvent(scope.db.pool, rowId))?.state === 'done' || undefined, { what: 'the event done' });
+    await waitFor(() => ended.length > 0 || undefined, { what: 'run:ended heard' });
+    expect(ended).toEqual(['pays done']);
+    expect(committed).toEqual(['record', 'charge']);
+    const processed = (await metrics.processedTotal.get()).values;
+    expect(processed).toEqual([expect.objectContaining({ value: 1, labels: expect.objectContaining({ handler: 'pays', outcome: 'done' }) })]);
+  } finally {
+    await worker.close();
+  }
 });

@@ -31,8 +31,6 @@ import {
   openQueueConnection,
   type EventQueues,
   type Engine,
-  type EngineHooks,
-  subscribeHooks,
   type EngineOptions,
   type ProcessSettings,
   type QueueBackend,
@@ -187,7 +185,6 @@ export async function startWorker(opts: {
   sandboxUrl?: string;
   env?: Record<string, string>;
   faults?: Faults;
-  hooks?: EngineHooks;
   metrics?: WorkerMetrics;
   /** Destinations run beside the handlers (loadDestinations). */
   destinations?: readonly Destination[];
@@ -205,7 +202,6 @@ export async function startWorker(opts: {
     // The scheduled backfill reads the providers' API keys from here.
     env: { ...process.env, ...opts.env },
   });
-  if (opts.hooks) subscribeHooks(worker.events, opts.hooks);
   await worker.start({ reconciler: opts.reconciler ?? false, metricsServer: false });
   return worker;
 }
