@@ -59,7 +59,7 @@ try {
       const duplicate = i > 10 && i % 5 === 0;
       const eventId = duplicate ? `evt_claim_${size}_${i - 5}` : `evt_claim_${size}_${i}`;
       const started = performance.now();
-      await queries.claimEvent(pool, { provider: 'stripe', kind: 'stripe', eventId, type: 't', signedAt: null, rawBody: '{"id":"x"}', payload: {}, meta: {} });
+      await queries.claimEvent(pool, { source: 'stripe', kind: 'stripe', eventId, type: 't', signedAt: null, rawBody: '{"id":"x"}', payload: {}, meta: {} });
       latencies.push(performance.now() - started);
     }
     // One retention batch of 1000 of the oldest done rows (inside the filled range).

@@ -577,7 +577,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           )
           .catch(() => ({ rows: [] }));
         for (const row of stuck)
-          log(`  stuck: ${row.provider}/${row.event_id} ${row.state} (shard ${shardOf({ provider: row.provider, eventId: row.event_id }, options.queueShards ?? 1)}): ${row.runs}`);
+          log(`  stuck: ${row.provider}/${row.event_id} ${row.state} (shard ${shardOf({ source: row.provider, eventId: row.event_id }, options.queueShards ?? 1)}): ${row.runs}`);
         // What the live processes last complained about (queue errors, reconciler failures), and
         // what their database connections are doing.
         for (const service of services) {

@@ -151,7 +151,7 @@ describe('the CLI', () => {
     [['list', '--source', 'Stripe!'], /--source: "Stripe!" is not a source name/],
     [['show', '1', '--state', 'failed'], /show takes no --state/],
     [['list', '--state', 'bogus'], /state/],
-    [['redrive', '99999999999999999999999', '--reason', 'x'], /is neither a row id \(1 to 9007199254740991\) nor provider\/event_id/],
+    [['redrive', '99999999999999999999999', '--reason', 'x'], /is neither a row id \(1 to 9007199254740991\) nor source\/event_id/],
     [['show', 'no-slash-here'], /is neither a row id/],
     [['pause', 'handler'], /pause takes what to pause: handler <name>, destination <name> or source <name>/],
     [['pause', 'queue', 'mailer', '--reason', 'x'], /pause takes what to pause: handler <name>, destination <name> or source <name>/],

@@ -25,7 +25,7 @@ afterAll(async () => {
 });
 
 const event = (eventId: string, rawBody = '{"ok":true}'): VerifiedEvent => ({
-  provider: 'stripe',
+  source: 'stripe',
   kind: 'stripe',
   eventId,
   type: 't',
@@ -75,7 +75,7 @@ it('claims a burst in few statements; repeats answer duplicate; one bad payload 
   const { rows } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${T.events}`);
   expect(rows[0]?.n).toBe(41);
   await relay.flush(2_000); // the jobs are added after the answers
-  expect(await queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_b_7', attempt: 0 }))).toBeDefined();
+  expect(await queue.getJob(jobIdFor({ source: 'stripe', eventId: 'evt_b_7', attempt: 0 }))).toBeDefined();
   expect(await queue.count()).toBe(41);
 });
 

@@ -25,7 +25,7 @@ afterAll(async () => {
   await db.drop();
 });
 
-const event = (eventId: string): VerifiedEvent => ({ provider: 'stripe', kind: 'stripe', eventId, type: 't', signedAt: null, rawBody: '{}', payload: {}, meta: {} });
+const event = (eventId: string): VerifiedEvent => ({ source: 'stripe', kind: 'stripe', eventId, type: 't', signedAt: null, rawBody: '{}', payload: {}, meta: {} });
 
 async function interleaved<T>(claims: () => Promise<T>[]): Promise<T[]> {
   const gate = await db.pool.connect();

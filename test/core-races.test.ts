@@ -137,7 +137,7 @@ describe('A. a takeover reads the steps the previous owner committed while it wa
 
   // Mutant killed: acquire-steps-in-returning (the steps read by the lease statement's RETURNING).
   it('acquireRun (a run job: a stalled job re-run, a reconciler reclaim)', async () => {
-    const result = await takeover('evt_takeover_run', (rowId) => ({ rowId, provider: 'stripe', eventId: 'evt_takeover_run', handler: 'takeover', generation: 0, attempt: 1 }));
+    const result = await takeover('evt_takeover_run', (rowId) => ({ rowId, source: 'stripe', eventId: 'evt_takeover_run', handler: 'takeover', generation: 0, attempt: 1 }));
     expect(result.outcomeA).toMatchObject({ kind: 'runs', runs: [{ kind: 'lease-lost' }] });
     expect(result.outcomeB).toMatchObject({ kind: 'runs', runs: [{ kind: 'done' }] });
     expect(result.applies).toBe(1);
@@ -155,7 +155,7 @@ describe('A. a takeover reads the steps the previous owner committed while it wa
 });
 
 const event = (eventId: string, bodyHash: Buffer | null = null): VerifiedEvent => ({
-  provider: 'stripe',
+  source: 'stripe',
   kind: 'stripe',
   eventId,
   type: 'test.claim',
@@ -279,7 +279,7 @@ describe('D. the delivery log of a body deduplicated under two ids', () => {
   it('a concurrent duplicate found by its body (another id) is logged once its event is committed', async () => {
     const hash = hashStarting(8);
     expect((await q.claimEvents(db.pool, [event('evt_late_a', hash)]))[0]?.outcome).toBe('new');
-    await q.logDeliveries(db.pool, [{ provider: 'stripe', eventId: 'evt_late_b', bodyHash: hash, copies: 2 }]);
+    await q.logDeliveries(db.pool, [{ source: 'stripe', eventId: 'evt_late_b', bodyHash: hash, copies: 2 }]);
     expect(await deliveriesOf('evt_late_a')).toEqual({ n: 3, same: 2 });
   });
 });

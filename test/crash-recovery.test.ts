@@ -148,7 +148,7 @@ it('SIGTERM during a delivery: ingest answers it (202), adds its job, then exits
   // The relay was flushed before the queue closed: the job is there, not left to the reconciler.
   const store = testQueueStore(db.url, prefix);
   const queues = testQueues(store, prefix);
-  const job = { provider: 'stripe', eventId: 'evt_ingest_sigterm', attempt: 0 };
+  const job = { source: 'stripe', eventId: 'evt_ingest_sigterm', attempt: 0 };
   try {
     expect(await queues.forJob(job).getJob(jobIdFor(job))).toBeDefined();
   } finally {

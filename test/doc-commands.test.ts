@@ -29,7 +29,7 @@ const RUNS_UNTIL_STOPPED = new Set(['dev', 'ingest', 'worker', 'send', 'migrate'
 /** Words of a command line: double and single quotes group, a trailing `# comment` is dropped. */
 function words(line: string): string[] {
   const out: string[] = [];
-  // A placeholder with spaces inside (`<row id | provider/event_id>`) is one word.
+  // A placeholder with spaces inside (`<row id | source/event_id>`) is one word.
   for (const m of line
     .replace(/\s+#\s.*$/, '')
     .replace(/<[^>]*>/g, '<placeholder>')

@@ -4,7 +4,7 @@
  * `engine.events`; a listener that throws or rejects never changes a run, its error is logged
  * (a bounded number of lines), and the other listeners still hear the event.
  */
-import { createEngineEvents, enqueueEvent, subscribeHooks, type EngineEventMap, type EngineEventName } from '@oncehook/core';
+import { createEngineEvents, enqueueEvent, subscribeHooks, type EngineEventMap, type EngineEventName, type EventJobData } from '@oncehook/core';
 import { waitFor } from '@oncehook/harness';
 import { defineHandler, PermanentError } from '@oncehook/sdk';
 import { createWorkerMetrics, noFaults } from '@oncehook/shared';
@@ -40,7 +40,7 @@ it('reports each run, step, unhandled event and dispatch batch, in the order the
       if (name === 'run:ended') {
         const run = payload as EngineEventMap['run:ended'];
         expect(run.seconds).toBeGreaterThan(0);
-        heard.push(`${name} ${run.handler} ${run.outcome} ${run.provider} ${run.type}`);
+        heard.push(`${name} ${run.handler} ${run.outcome} ${run.source} ${run.type}`);
       } else if ('step' in payload) heard.push(`${name} ${payload.step} ${payload.kind}${payload.idempotencyKey ? ' keyed' : ''}`);
       else heard.push(`${name} ${JSON.stringify(payload)}`);
     });
@@ -57,7 +57,7 @@ it('reports each run, step, unhandled event and dispatch batch, in the order the
     'run:ended pays done stripe invoice.paid',
     'dispatch:batch {"events":1}',
     'run:ended refuses failed stripe invoice.voided',
-    'event:unhandled {"provider":"stripe","type":"customer.created"}',
+    'event:unhandled {"source":"stripe","type":"customer.created"}',
   ]);
 });
 
@@ -100,7 +100,7 @@ it('unsubscribing stops a listener; the old hooks are listeners of the step even
   expect(calls).toEqual(['commit record', 'call charge', 'commit charge']);
 });
 
-it("a worker reports on worker.events and counts from there; buildWorker's deprecated hooks still hear the steps", async () => {
+it("a worker reports on worker.events and counts from there (under `source` and the deprecated `provider` label); buildWorker's deprecated hooks still hear the steps; a job of the release before (`provider`) is still read", async () => {
   const committed: string[] = [];
   const metrics = createWorkerMetrics({ defaultMetrics: false });
   const worker = buildWorker(loadWorkerConfig(testEnv({ databaseUrl: scope.db.url, prefix: testPrefix() })), [pays], {
@@ -117,10 +117,17 @@ it("a worker reports on worker.events and counts from there; buildWorker's depre
     await enqueueEvent(worker.queues, dispatchJob(rowId, 'evt_ev_worker'));
     await waitFor(async () => (await q.getEvent(scope.db.pool, rowId))?.state === 'done' || undefined, { what: 'the event done' });
     await waitFor(() => ended.length > 0 || undefined, { what: 'run:ended heard' });
-    expect(ended).toEqual(['pays done']);
-    expect(committed).toEqual(['record', 'charge']);
+    // A job added by the release before names its source `provider`: still read (readJobData).
+    const oldRowId = await claimStripe(scope.db.pool, 'evt_ev_old_job', 'invoice.paid');
+    const { source, ...oldShape } = { ...dispatchJob(oldRowId, 'evt_ev_old_job'), provider: 'stripe' };
+    expect(source).toBe('stripe');
+    await worker.queues.shards[0]!.add('event', oldShape as unknown as EventJobData, { jobId: 'old-shape' });
+    await waitFor(async () => (await q.getEvent(scope.db.pool, oldRowId))?.state === 'done' || undefined, { what: 'the old-shape job done' });
+    await waitFor(() => ended.length > 1 || undefined, { what: 'run:ended heard twice' });
+    expect(ended).toEqual(['pays done', 'pays done']);
+    expect(committed).toEqual(['record', 'charge', 'record', 'charge']);
     const processed = (await metrics.processedTotal.get()).values;
-    expect(processed).toEqual([expect.objectContaining({ value: 1, labels: expect.objectContaining({ handler: 'pays', outcome: 'done' }) })]);
+    expect(processed).toEqual([expect.objectContaining({ value: 2, labels: { source: 'stripe', provider: 'stripe', type: 'invoice.paid', handler: 'pays', outcome: 'done' } })]);
   } finally {
     await worker.close();
   }

@@ -19,7 +19,7 @@ afterAll(async () => {
   redis.disconnect();
 });
 
-const job = (n: number): EventJobData => ({ rowId: n, provider: 'stripe', eventId: `evt_relay_${n}`, kind: 'stripe', type: 't', attempt: 0 });
+const job = (n: number): EventJobData => ({ rowId: n, source: 'stripe', eventId: `evt_relay_${n}`, kind: 'stripe', type: 't', attempt: 0 });
 
 it('jobs pushed while an add is in flight are added together, in bulk; push never waits', async () => {
   const adds: number[] = [];

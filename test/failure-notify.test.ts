@@ -78,7 +78,7 @@ async function failRuns(ids: string[]): Promise<void> {
   for (const id of ids) {
     const rowId = await claimStripe(db.pool, id, 'invoice.paid');
     await e.processJob(dispatchJob(rowId, id));
-    await e.processJob({ rowId, provider: 'stripe', eventId: id, handler: 'charge-card', generation: 0, attempt: 0 });
+    await e.processJob({ rowId, source: 'stripe', eventId: id, handler: 'charge-card', generation: 0, attempt: 0 });
   }
 }
 
@@ -191,7 +191,7 @@ it('ten notifications to a receiver that never answers: sent at once, the pass d
       const id = `in_${word}`;
       const rowId = await claimStripe(db.pool, id, 'invoice.paid');
       await e.processJob(dispatchJob(rowId, id));
-      await e.processJob({ rowId, provider: 'stripe', eventId: id, handler: 'ten-shapes', generation: 0, attempt: 0 });
+      await e.processJob({ rowId, source: 'stripe', eventId: id, handler: 'ten-shapes', generation: 0, attempt: 0 });
     }
     const reconciler = createReconciler({
       pool: db.pool,

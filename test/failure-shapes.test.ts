@@ -151,7 +151,7 @@ it('a retry is one log line (what failed, the attempt, the next try); the stack 
   const eventId = 'evt_retry_logs';
   const rowId = await claimStripe(db.pool, eventId, 'invoice.paid');
   await e.processJob(dispatchJob(rowId, eventId));
-  for (let attempt = 1; attempt < 4; attempt += 1) await e.processJob({ rowId, provider: 'stripe', eventId, handler: 'flaky', generation: 0, attempt });
+  for (let attempt = 1; attempt < 4; attempt += 1) await e.processJob({ rowId, source: 'stripe', eventId, handler: 'flaky', generation: 0, attempt });
   const retries = lines.map((l) => JSON.parse(l) as { msg: string; err?: { stack?: string }; attempt?: number }).filter((l) => l.msg.startsWith('run failed: attempt'));
   expect(retries.map((r) => r.msg)).toEqual([
     expect.stringMatching(/^run failed: attempt 1 of 4 failed; next try in \d+\.\d s$/),

@@ -285,7 +285,7 @@ describe('concurrency', () => {
       console.log(`[figure] lease clock: the stalled worker abandoned its call ${lease[0]!.left.toFixed(0)} ms before its ${LEASE} ms lease ran out`);
 
       // Worker 2 takes the slot only once that lease is gone: its run waits until then.
-      const job = { rowId: b.rowId, provider: 'stripe', eventId: b.eventId, handler: 'fragile', attempt: 0 };
+      const job = { rowId: b.rowId, source: 'stripe', eventId: b.eventId, handler: 'fragile', attempt: 0 };
       const second = await waitFor(
         async () => {
           const [outcome] = runsOf(await healthy.processJob(job));
@@ -338,7 +338,7 @@ describe('concurrency', () => {
     expect(runsOf(await e.processJob(dispatchJob(b.rowId, b.eventId)))).toEqual([{ kind: 'waiting', handler: 'leased', reason: 'concurrency' }]);
     // The worker dies: its lease runs out. The slot is free without anyone releasing it.
     await db.pool.query(`UPDATE ${T.runs} SET lease_until = now() - interval '1 second' WHERE event_row_id = $1`, [a.rowId]);
-    expect(runsOf(await e.processJob({ rowId: b.rowId, provider: 'stripe', eventId: b.eventId, handler: 'leased', attempt: 0, wait: 1 }))).toMatchObject([{ kind: 'done' }]);
+    expect(runsOf(await e.processJob({ rowId: b.rowId, source: 'stripe', eventId: b.eventId, handler: 'leased', attempt: 0, wait: 1 }))).toMatchObject([{ kind: 'done' }]);
   });
 
   it('a key function that throws or returns no string fails the run, saying so (it is not run without its limit)', async () => {
@@ -367,7 +367,7 @@ describe('rate limit', () => {
     expect((await db.pool.query(`SELECT started FROM oncehook.rate_windows WHERE handler = 'rated'`)).rows).toEqual([{ started: 2 }]);
     // A job for a finished run (a duplicate) takes no start: its lease fails and rolls the start back.
     await db.pool.query(`UPDATE oncehook.rate_windows SET started = 1`);
-    expect(runsOf(await e.processJob({ rowId: events[0]!.rowId, provider: 'stripe', eventId: events[0]!.eventId, handler: 'rated', attempt: 1 }))).toEqual([
+    expect(runsOf(await e.processJob({ rowId: events[0]!.rowId, source: 'stripe', eventId: events[0]!.eventId, handler: 'rated', attempt: 1 }))).toEqual([
       { kind: 'skipped', handler: 'rated' },
     ]);
     expect((await db.pool.query(`SELECT started FROM oncehook.rate_windows WHERE handler = 'rated'`)).rows).toEqual([{ started: 1 }]);

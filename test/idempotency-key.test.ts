@@ -7,13 +7,13 @@ import { createHash } from 'node:crypto';
 import { idempotencyKeyFor, jobIdFor } from '@oncehook/core';
 import { expect, it } from 'vitest';
 
-const base = { provider: 'stripe', eventId: 'evt_1', handler: 'refunds', step: 'email', generation: 0, keyScheme: 2 as const };
+const base = { source: 'stripe', eventId: 'evt_1', handler: 'refunds', step: 'email', generation: 0, keyScheme: 2 as const };
 
 it('is deterministic, and differs by source, event, handler, step and generation', () => {
   const key = idempotencyKeyFor(base);
   expect(key).toMatch(/^oncehook-[0-9a-f]{48}$/);
   expect(idempotencyKeyFor({ ...base })).toBe(key);
-  const variants = [{ provider: 'stripe-eu' }, { eventId: 'evt_2' }, { handler: 'ledger' }, { step: 'email:2' }, { generation: 1 }].map((change) =>
+  const variants = [{ source: 'stripe-eu' }, { eventId: 'evt_2' }, { handler: 'ledger' }, { step: 'email:2' }, { generation: 1 }].map((change) =>
     idempotencyKeyFor({ ...base, ...change }),
   );
   expect(new Set([key, ...variants]).size).toBe(6);
@@ -27,9 +27,9 @@ it('scheme 1 (runs from before handler names) is the previous derivation: no han
 });
 
 it('job ids: one per dispatch, one per (run, attempt); never integer-like or with ":"', () => {
-  const dispatch = jobIdFor({ provider: 'stripe', eventId: 'evt:1', attempt: 0 });
-  const run = jobIdFor({ provider: 'stripe', eventId: 'evt:1', handler: 'refunds', attempt: 2 });
+  const dispatch = jobIdFor({ source: 'stripe', eventId: 'evt:1', attempt: 0 });
+  const run = jobIdFor({ source: 'stripe', eventId: 'evt:1', handler: 'refunds', attempt: 2 });
   expect(dispatch).toMatch(/^evt-[0-9a-f]{32}-d$/);
   expect(run).toMatch(/^run-[0-9a-f]{32}-2$/);
-  expect(jobIdFor({ provider: 'stripe', eventId: 'evt:1', handler: 'ledger', attempt: 2 })).not.toBe(run);
+  expect(jobIdFor({ source: 'stripe', eventId: 'evt:1', handler: 'ledger', attempt: 2 })).not.toBe(run);
 });

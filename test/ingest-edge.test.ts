@@ -32,7 +32,7 @@ async function nothingStored() {
   expect(Object.values(jobs).reduce((a, b) => a + b, 0)).toBe(0);
 }
 
-describe('POST /webhooks/:provider', () => {
+describe('POST /webhooks/:source', () => {
   it('claims a new signed event: 202, one row in received, one job with the derived id', async () => {
     const res = await deliver(ingest.url, signStripe(paymentSucceeded('evt_new_1')));
     expect(res.status).toBe(202);
@@ -41,8 +41,8 @@ describe('POST /webhooks/:provider', () => {
     expect(row).toMatchObject({ state: 'received', kind: 'stripe', type: 'payment_intent.succeeded', runsPending: 0 });
     expect((row!.payload as { id: string }).id).toBe('evt_new_1');
     expect(row?.signedAt).toBeInstanceOf(Date);
-    const job = await ingest.queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_new_1', attempt: 0 }));
-    expect(job?.data).toEqual({ rowId: row?.id, provider: 'stripe', eventId: 'evt_new_1', kind: 'stripe', type: 'payment_intent.succeeded', attempt: 0 });
+    const job = await ingest.queue.getJob(jobIdFor({ source: 'stripe', eventId: 'evt_new_1', attempt: 0 }));
+    expect(job?.data).toEqual({ rowId: row?.id, source: 'stripe', eventId: 'evt_new_1', kind: 'stripe', type: 'payment_intent.succeeded', attempt: 0 });
   });
 
   it('answers a redelivery (new timestamp, new signature) with 200 duplicate and no new row', async () => {
@@ -56,7 +56,7 @@ describe('POST /webhooks/:provider', () => {
   });
 
   it('re-enqueues a duplicate whose row is still received after the grace period (its job was lost), through the relay after the answer', async () => {
-    const jobId = jobIdFor({ provider: 'stripe', eventId: 'evt_lost_job', attempt: 0 });
+    const jobId = jobIdFor({ source: 'stripe', eventId: 'evt_lost_job', attempt: 0 });
     await deliver(ingest.url, signStripe(paymentSucceeded('evt_lost_job')));
     await waitFor(async () => (await ingest.queue.getJob(jobId)) ?? null, { timeoutMs: 5_000, what: 'the first job' });
     await ingest.queue.obliterate({ force: true }); // Redis lost the job
@@ -64,7 +64,7 @@ describe('POST /webhooks/:provider', () => {
     const again = await deliver(ingest.url, signStripe(paymentSucceeded('evt_lost_job')));
     expect(again.status).toBe(200);
     const job = await waitFor(async () => (await ingest.queue.getJob(jobId)) ?? null, { timeoutMs: 5_000, what: 'the nudged job' });
-    expect(job.data).toMatchObject({ provider: 'stripe', eventId: 'evt_lost_job', attempt: 0 });
+    expect(job.data).toMatchObject({ source: 'stripe', eventId: 'evt_lost_job', attempt: 0 });
   });
 
   it('does not re-enqueue a duplicate of an event that is already done', async () => {
@@ -74,8 +74,8 @@ describe('POST /webhooks/:provider', () => {
     expect((await deliver(ingest.url, signStripe(paymentSucceeded('evt_done')))).status).toBe(200);
     // The relay adds in order: once a later new event's job is there, a nudge would be too.
     expect((await deliver(ingest.url, signStripe(paymentSucceeded('evt_after_done')))).status).toBe(202);
-    await waitFor(async () => (await ingest.queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_after_done', attempt: 0 }))) ?? null, { timeoutMs: 5_000 });
-    expect(await ingest.queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_done', attempt: 0 }))).toBeUndefined();
+    await waitFor(async () => (await ingest.queue.getJob(jobIdFor({ source: 'stripe', eventId: 'evt_after_done', attempt: 0 }))) ?? null, { timeoutMs: 5_000 });
+    expect(await ingest.queue.getJob(jobIdFor({ source: 'stripe', eventId: 'evt_done', attempt: 0 }))).toBeUndefined();
   });
 
   it('rejects a bad signature with 401: no row, no job', async () => {

@@ -186,7 +186,7 @@ describe('retry backoff', () => {
     const worker = await startWorker({ databaseUrl: db.url, prefix, handlers: [handler], env: { RETRY_BACKOFF_MS: '8000' } });
     try {
       await deliver(ingest.url, signStripe({ ...paymentSucceeded('evt_backoff'), type: 'test.fails_once' }));
-      const retry = await waitFor(() => worker.queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_backoff', handler: 'fails-once', attempt: 1 })), {
+      const retry = await waitFor(() => worker.queue.getJob(jobIdFor({ source: 'stripe', eventId: 'evt_backoff', handler: 'fails-once', attempt: 1 })), {
         what: 'the retry job',
       });
       expect(await retry.getState()).toBe('delayed');

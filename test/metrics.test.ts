@@ -65,7 +65,7 @@ it('counts new, duplicate and rejected deliveries at the edge; duplicates are no
 it("a worker's gauges show a stuck event, its recovery and a dead letter", async () => {
   // A stuck event: processing with an expired lease (its worker died), and a dead letter.
   const stuck = await q.claimEvent(db.pool, {
-    provider: 'stripe',
+    source: 'stripe',
     kind: 'stripe',
     eventId: 'evt_stuck',
     type: 'payment_intent.succeeded',

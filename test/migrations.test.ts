@@ -114,13 +114,13 @@ it('ONCEHOOK_SCHEMA puts the tables in another schema, and the pipeline runs the
     await migrate(pool, { schema: 'billing_hooks' });
     expect(Object.keys(await tablesBySchema(pool))).toEqual(['billing_hooks']);
     const queries = createQueries('billing_hooks');
-    const claim = await queries.claimEvent(pool, { provider: 'svc', kind: 'hmac', eventId: 'e1', type: 'thing.happened', signedAt: null, rawBody: '{}', payload: {}, meta: {} });
+    const claim = await queries.claimEvent(pool, { source: 'svc', kind: 'hmac', eventId: 'e1', type: 'thing.happened', signedAt: null, rawBody: '{}', payload: {}, meta: {} });
     if (claim.outcome !== 'new') throw new Error('expected new');
     let ran = 0;
     const handler = defineHandler({ name: 'things', source: 'svc', type: 'thing.happened', payload: z.object({}) }, async (_event, ctx) => {
       await ctx.transaction('count', async () => ++ran, { final: true });
     });
-    const outcome = await processJob(engine(pool, [handler], {}, { schema: 'billing_hooks' }), { rowId: claim.rowId, provider: 'svc', eventId: 'e1', attempt: 0 });
+    const outcome = await processJob(engine(pool, [handler], {}, { schema: 'billing_hooks' }), { rowId: claim.rowId, source: 'svc', eventId: 'e1', attempt: 0 });
     expect(outcome).toMatchObject({ runs: [{ kind: 'done' }] });
     expect((await queries.getEvent(pool, claim.rowId))?.state).toBe('done');
     expect(ran).toBe(1);
@@ -239,14 +239,14 @@ it('upgrades a database from before the schema: tables moved, data kept, in-flig
     // The in-flight renewal resumes with today's handler: its charge is sent with the SAME key
     // the old code sent, so the payment API (which applied attempt 1) applies nothing new.
     const deps = engine(pool, exampleHandlers(sandbox.url));
-    const outcome = await processJob(deps, { rowId: inFlight, provider: 'standard-webhooks', eventId: 'msg_in_flight', attempt: 0 });
+    const outcome = await processJob(deps, { rowId: inFlight, source: 'standard-webhooks', eventId: 'msg_in_flight', attempt: 0 });
     expect(outcome).toMatchObject({ runs: [{ kind: 'done', handler: 'shop.renewals' }] });
     expect(sandbox.stats().payment.requestKeys).toEqual([legacyKey('standard-webhooks', 'msg_in_flight', 'charge', 0)]);
     expect((await queries.getRuns(pool, inFlight))[0]).toMatchObject({ handler: 'shop.renewals', state: 'done', attempts: 2, keyScheme: 1 });
 
     // An event never attempted is dispatched like a new one: new-style keys.
     const fresh = await pool.query<{ id: number }>(`SELECT id FROM oncehook.events WHERE event_id = 'msg_new'`);
-    await processJob(deps, { rowId: fresh.rows[0]!.id, provider: 'standard-webhooks', eventId: 'msg_new', attempt: 0 });
+    await processJob(deps, { rowId: fresh.rows[0]!.id, source: 'standard-webhooks', eventId: 'msg_new', attempt: 0 });
     expect((await queries.getRuns(pool, fresh.rows[0]!.id))[0]).toMatchObject({ handler: 'shop.renewals', state: 'done', keyScheme: 2 });
   });
 

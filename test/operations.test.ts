@@ -170,12 +170,12 @@ it('bulk re-drive: the dry run changes nothing; the real run re-drives each', as
   for (const n of [10, 11, 12]) await send(ingest.url, 'shopify', await shopifyOrder(n));
   await waitFor(async () => (await ops.list({ state: 'failed' })).length === 3, { what: '3 dead letters' });
 
-  const dry = await ops.bulkRedrive({ provider: 'shopify' }, { dryRun: true, actor: 'dave', reason: 'check' });
+  const dry = await ops.bulkRedrive({ source: 'shopify' }, { dryRun: true, actor: 'dave', reason: 'check' });
   expect(dry).toMatchObject({ dryRun: true, matched: 3 });
   expect((await ops.list({ state: 'failed' })).length).toBe(3);
   expect(sandbox.stats().payment.requests).toBe(3);
 
-  const real = await ops.bulkRedrive({ provider: 'shopify' }, { dryRun: false, actor: 'dave', reason: 'card issuer back' });
+  const real = await ops.bulkRedrive({ source: 'shopify' }, { dryRun: false, actor: 'dave', reason: 'card issuer back' });
   expect(real.results.every((r) => r.ok)).toBe(true);
   await waitFor(async () => (await ops.list({ state: 'done' })).length === 3, { what: 'all re-driven' });
   expect(sandbox.stats().payment.applied).toBe(3);

@@ -64,7 +64,7 @@ it('runs with Postgres alone: processed once, a duplicate is a duplicate, jobs a
   // ...and a job waiting there is a row: a delivery while no worker runs.
   await worker.stop();
   expect((await deliver(url, signStripe(paymentSucceeded('evt_pg_waiting')))).status).toBe(202);
-  const waiting = { id: jobIdFor({ provider: 'stripe', eventId: 'evt_pg_waiting', attempt: 0 }), state: 'waiting' };
+  const waiting = { id: jobIdFor({ source: 'stripe', eventId: 'evt_pg_waiting', attempt: 0 }), state: 'waiting' };
   await waitFor(async () => JSON.stringify(await jobs()) === JSON.stringify([waiting]), { what: 'the dispatch job of evt_pg_waiting in the job table' });
 
   // Bull Board reads the same tables.

@@ -22,12 +22,12 @@ describe('routing', () => {
   it('an event always maps to the same shard, and keys spread evenly', () => {
     const counts = [0, 0, 0, 0];
     for (let n = 0; n < 20_000; n += 1) {
-      const shard = shardOf({ provider: 'stripe', eventId: `evt_${n}` }, 4);
-      expect(shardOf({ provider: 'stripe', eventId: `evt_${n}` }, 4)).toBe(shard);
+      const shard = shardOf({ source: 'stripe', eventId: `evt_${n}` }, 4);
+      expect(shardOf({ source: 'stripe', eventId: `evt_${n}` }, 4)).toBe(shard);
       counts[shard]! += 1;
     }
     for (const count of counts) expect(count / 20_000).toBeGreaterThan(0.23);
-    expect(shardOf({ provider: 'stripe', eventId: 'evt_1' }, 1)).toBe(0);
+    expect(shardOf({ source: 'stripe', eventId: 'evt_1' }, 1)).toBe(0);
   });
 
   it('a worker asked for a shard that does not exist refuses to start, naming both settings', () => {

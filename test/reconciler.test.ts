@@ -33,7 +33,7 @@ beforeEach(async () => {
 });
 
 async function insert(eventId: string): Promise<number> {
-  const r = await q.claimEvent(db.pool, { provider: 'stripe', kind: 'stripe', eventId, type: 't', signedAt: null, rawBody: '{}', payload: {}, meta: {} });
+  const r = await q.claimEvent(db.pool, { source: 'stripe', kind: 'stripe', eventId, type: 't', signedAt: null, rawBody: '{}', payload: {}, meta: {} });
   if (r.outcome !== 'new') throw new Error('expected new');
   return r.rowId;
 }
@@ -47,15 +47,15 @@ it('re-enqueues the dispatch of received events past the threshold once per thre
   const pass = reconciler();
 
   expect(await pass.runOnce()).toEqual({ leader: true, reclaimed: 0, requeued: 1, enqueueFailed: 0 });
-  expect((await queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_stale', attempt: 0 })))?.data).toEqual({
+  expect((await queue.getJob(jobIdFor({ source: 'stripe', eventId: 'evt_stale', attempt: 0 })))?.data).toEqual({
     rowId: stale,
-    provider: 'stripe',
+    source: 'stripe',
     eventId: 'evt_stale',
     kind: 'stripe',
     type: 't',
     attempt: 0,
   });
-  expect(await queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_fresh', attempt: 0 }))).toBeUndefined();
+  expect(await queue.getJob(jobIdFor({ source: 'stripe', eventId: 'evt_fresh', attempt: 0 }))).toBeUndefined();
   // Touched: not re-enqueued again on the next pass.
   expect(await pass.runOnce()).toMatchObject({ requeued: 0 });
 });
@@ -65,9 +65,9 @@ it('re-enqueues received runs past the threshold (their retry job was lost)', as
   await seedRun(db.pool, rowId, { handler: 'h1', state: 'received', attempts: 2 });
   await db.pool.query(`UPDATE ${T.runs} SET updated_at = now() - interval '5 seconds'`);
   expect(await reconciler().runOnce()).toEqual({ leader: true, reclaimed: 0, requeued: 1, enqueueFailed: 0 });
-  expect((await queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_run_lost', handler: 'h1', attempt: 2 })))?.data).toEqual({
+  expect((await queue.getJob(jobIdFor({ source: 'stripe', eventId: 'evt_run_lost', handler: 'h1', attempt: 2 })))?.data).toEqual({
     rowId,
-    provider: 'stripe',
+    source: 'stripe',
     eventId: 'evt_run_lost',
     handler: 'h1',
     generation: 0,
@@ -87,7 +87,7 @@ it('releases expired leases (fencing the old holder) and enqueues the next attem
   expect(run?.lastError).toMatch(/lease expired during attempt 1/);
   expect(await q.markRunDone(db.pool, runId, oldToken)).toBe(false); // fenced out
   expect((await q.getEvent(db.pool, rowId))?.state).toBe('processing'); // still pending
-  expect(await queue.getJob(jobIdFor({ provider: 'stripe', eventId: 'evt_expired', handler: 'h1', attempt: 1 }))).toBeDefined();
+  expect(await queue.getJob(jobIdFor({ source: 'stripe', eventId: 'evt_expired', handler: 'h1', attempt: 1 }))).toBeDefined();
 });
 
 it('runs one leader at a time: a pass that cannot take the lock does nothing', async () => {
@@ -133,7 +133,7 @@ it('a Redis that stops answering (SIGSTOP, connections open) does not stop the r
     own.resume();
     await age();
     expect(await pass.runOnce()).toEqual({ leader: true, reclaimed: 0, requeued: 3, enqueueFailed: 0 });
-    for (const eventId of ['evt_silent_a', 'evt_silent_b', 'evt_silent_c']) expect(await silentQueue.getJob(jobIdFor({ provider: 'stripe', eventId, attempt: 0 }))).toBeDefined();
+    for (const eventId of ['evt_silent_a', 'evt_silent_b', 'evt_silent_c']) expect(await silentQueue.getJob(jobIdFor({ source: 'stripe', eventId, attempt: 0 }))).toBeDefined();
   } finally {
     own.resume();
     await silentQueue.close();

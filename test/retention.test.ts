@@ -62,7 +62,7 @@ it('prunes done events past their source payload horizon, deletes rows past the 
   const retention = createRetention({ pool: db.pool, queries: q, log: testLog, settings: { policy, batchSize: 2, maxBatches: 10 } });
   const counts = await retention.runOnce();
   // shopify (1 day): 1.5 .. 4.5 pruned, 5.5 deleted; stripe (3 days): 3.5, 4.5 pruned, 5.5 deleted.
-  expect(counts).toEqual({ leader: true, pruned: 6, deleted: 2, byProvider: { shopify: { pruned: 4, deleted: 1 }, stripe: { pruned: 2, deleted: 1 } } });
+  expect(counts).toEqual({ leader: true, pruned: 6, deleted: 2, bySource: { shopify: { pruned: 4, deleted: 1 }, stripe: { pruned: 2, deleted: 1 } } });
 
   const { rows } = await db.pool.query<{ key: string; pruned: boolean; payload: unknown }>(
     `SELECT provider || '/' || event_id AS key, pruned_at IS NOT NULL AS pruned, payload FROM ${T.events} ORDER BY provider, event_id`,
@@ -165,5 +165,5 @@ it('each batch is an index range scan with a limit: its cost does not grow with 
   const counts = await createRetention({ pool: db.pool, queries: q, log: testLog, settings: { policy, batchSize: 5000, maxBatches: 2 } }).runOnce();
   expect(counts.pruned).toBeGreaterThan(0);
   expect(counts.deleted).toBeGreaterThan(0);
-  expect(Object.values(counts.byProvider).every((n) => n.pruned <= 10_000 && n.deleted <= 10_000)).toBe(true); // bounded per run
+  expect(Object.values(counts.bySource).every((n) => n.pruned <= 10_000 && n.deleted <= 10_000)).toBe(true); // bounded per run
 });

@@ -106,13 +106,13 @@ describe('the three traps', () => {
     const events = createEngineEvents(testLog);
     subscribeWorkerMetrics(events, metrics, new HandlerRegistry([typo]));
     const outcome = await processJob(engine(db.pool, [typo], { unhandled: 'fail' }, { events }), dispatchJob(rowId, 'evt_unhandled'));
-    expect(outcome).toEqual({ kind: 'unhandled', provider: 'stripe', type: 'charge.refunded', state: 'failed' });
+    expect(outcome).toEqual({ kind: 'unhandled', source: 'stripe', type: 'charge.refunded', state: 'failed' });
     const event = await q.getEvent(db.pool, rowId);
     expect(event).toMatchObject({ state: 'failed' });
     expect(event?.note).toBe('no handler registered for stripe (stripe) "charge.refunded"; failed (UNHANDLED_EVENTS=fail)');
     const series = (await metrics.unhandledTotal.get()).values;
     // Counted as the worker counts it (worker-metrics.ts): a type no loaded handler names is `other`.
-    expect(series).toEqual([{ labels: { provider: 'stripe', type: 'other' }, value: 1 }]);
+    expect(series).toEqual([{ labels: { source: 'stripe', provider: 'stripe', type: 'other' }, value: 1 }]);
   });
 });
 

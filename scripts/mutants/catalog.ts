@@ -630,7 +630,7 @@ export const MUTANTS: Mutant[] = [
     id: 'shard-ignores-key',
     guarantee: 'QUEUE_SHARDS spreads events over every shard by their key',
     marker: 'shard-ignores-key',
-    search: '  return Number.parseInt(eventKeyDigest(job.provider, job.eventId).slice(0, 8), 16) % shards;',
+    search: '  return Number.parseInt(eventKeyDigest(job.source, job.eventId).slice(0, 8), 16) % shards;',
     replace: '  return 0;',
     tests: ['test/queue-shards.test.ts'],
   },
@@ -1041,9 +1041,9 @@ export const MUTANTS: Mutant[] = [
     guarantee: "a batch's 2xx is sent only after every element's claim committed",
     marker: 'batch-answer-before-commit',
     search:
-      "    const claim = await path.claims.claim(traceparent ? { ...event, traceparent } : event);\n    if (claim.outcome !== 'new') await onDuplicate(deps, path.relay, edge, event.provider, event, claim, now, log);",
+      "    const claim = await path.claims.claim(traceparent ? { ...event, traceparent } : event);\n    if (claim.outcome !== 'new') await onDuplicate(deps, path.relay, edge, event.source, event, claim, now, log);",
     replace:
-      "    void path.claims.claim(traceparent ? { ...event, traceparent } : event);\n    const claim = { outcome: 'new' as const };\n    if (claim.outcome !== 'new') await onDuplicate(deps, path.relay, edge, event.provider, event, claim, now, log);",
+      "    void path.claims.claim(traceparent ? { ...event, traceparent } : event);\n    const claim = { outcome: 'new' as const };\n    if (claim.outcome !== 'new') await onDuplicate(deps, path.relay, edge, event.source, event, claim, now, log);",
     tests: ['test/provider-families.test.ts'],
   },
   {
@@ -1613,7 +1613,7 @@ export const MUTANTS: Mutant[] = [
     id: 'stale-duplicate-not-nudged',
     guarantee: 'a duplicate that finds its event still received after the grace period re-enqueues its dispatch',
     marker: 'stale-duplicate-not-nudged',
-    search: '      relay.nudge({ rowId: claim.rowId, provider: event.provider, eventId: event.eventId, kind: event.kind, type: claim.type, attempt: 0 });',
+    search: '      relay.nudge({ rowId: claim.rowId, source: event.source, eventId: event.eventId, kind: event.kind, type: claim.type, attempt: 0 });',
     replace: '',
     tests: ['test/ingest-edge.test.ts'],
   },
@@ -1638,8 +1638,8 @@ export const MUTANTS: Mutant[] = [
     id: 'worker-type-label-unbounded',
     guarantee: "the worker's metrics have no series per type a sender writes",
     marker: 'worker-type-label-unbounded',
-    search: '      const labels = { provider: run.provider, type: runType(run.handler, run.type),',
-    replace: '      const labels = { provider: run.provider, type: run.type,',
+    search: '      const labels = { ...sourceFields(run.source), type: runType(run.handler, run.type),',
+    replace: '      const labels = { ...sourceFields(run.source), type: run.type,',
     tests: ['test/metrics.test.ts'],
   },
   {

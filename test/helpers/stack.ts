@@ -288,12 +288,12 @@ export function engine(pool: Pool, handlers: readonly Handler[], settings: Parti
 /** Claims a Stripe-shaped event directly, as ingest would; returns its row id. */
 export async function claimStripe(pool: Pool, eventId: string, type: string, payload: Record<string, unknown> = {}): Promise<number> {
   const body = { id: eventId, object: 'event', type, created: Math.floor(Date.now() / 1000), data: { object: {} }, ...payload };
-  const result = await q.claimEvent(pool, { provider: 'stripe', kind: 'stripe', eventId, type, signedAt: new Date(), rawBody: JSON.stringify(body), payload: body, meta: {} });
+  const result = await q.claimEvent(pool, { source: 'stripe', kind: 'stripe', eventId, type, signedAt: new Date(), rawBody: JSON.stringify(body), payload: body, meta: {} });
   if (result.outcome !== 'new') throw new Error(`expected a new claim of ${eventId}`);
   return result.rowId;
 }
 
 /** The dispatch job of a Stripe event (what ingest enqueues). */
 export function dispatchJob(rowId: number, eventId: string) {
-  return { rowId, provider: 'stripe', eventId, attempt: 0 };
+  return { rowId, source: 'stripe', eventId, attempt: 0 };
 }

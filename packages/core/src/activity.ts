@@ -18,7 +18,7 @@ export const ACTIVITY_KEEP_HOURS = 48;
 export async function deliveryReadings(eventsTotal: IngestMetrics['eventsTotal']): Promise<ActivitySample[]> {
   const sums = new Map<string, ActivitySample>();
   for (const v of (await eventsTotal.get()).values) {
-    const name = String(v.labels.provider ?? '');
+    const name = String(v.labels.source ?? '');
     const result = String(v.labels.result ?? '');
     const key = `${name}\n${result}`;
     const sample = sums.get(key) ?? { kind: 'delivery' as const, name, result, count: 0 };

@@ -77,7 +77,7 @@ export async function claimBackfilled(deps: BackfillDeps, items: AsyncIterable<B
     }
     // mutant: backfill-dry-run-claims
     if (options.dryRun) {
-      const known = (await queries.getEventByKey(pool, event.provider, event.eventId)) !== null;
+      const known = (await queries.getEventByKey(pool, event.source, event.eventId)) !== null;
       if (known) counts.known += 1;
       else counts.new += 1;
       options.onItem?.({ id: event.eventId, type: event.type, result: known ? 'known' : 'new' });
@@ -92,9 +92,9 @@ export async function claimBackfilled(deps: BackfillDeps, items: AsyncIterable<B
       continue;
     }
     counts.new += 1;
-    log.info({ rowId: claim.rowId, provider: event.provider, eventId: event.eventId, type: event.type }, 'backfill: claimed an event the provider never delivered');
+    log.info({ rowId: claim.rowId, source: event.source, eventId: event.eventId, type: event.type }, 'backfill: claimed an event the provider never delivered');
     try {
-      await enqueueEvent(queue, { rowId: claim.rowId, provider: event.provider, eventId: event.eventId, kind: event.kind, type: event.type, attempt: 0 });
+      await enqueueEvent(queue, { rowId: claim.rowId, source: event.source, eventId: event.eventId, kind: event.kind, type: event.type, attempt: 0 });
     } catch (error) {
       // Claimed and committed: the reconciler enqueues `received` events (REQUEUE_AFTER_MS).
       counts.enqueueFailed += 1;

@@ -104,7 +104,7 @@ function foldRepeats(batch: Waiting[]): FoldedBatch {
   const unique: VerifiedEvent[] = [];
   const copies: number[] = [];
   const slot = batch.map((w) => {
-    const key = eventKey(w.event.provider, w.event.eventId);
+    const key = eventKey(w.event.source, w.event.eventId);
     let index = firstIndex.get(key);
     if (index === undefined) {
       index = unique.length;
@@ -182,7 +182,7 @@ function newEventJobs(unique: VerifiedEvent[], results: Claimed): EventJobData[]
       const event = unique[i]!;
       fresh.push({
         rowId: result.rowId,
-        provider: event.provider,
+        source: event.source,
         eventId: event.eventId,
         kind: event.kind,
         type: event.type,
@@ -223,7 +223,7 @@ function logConcurrentDuplicates(deps: BatchDeps, folded: FoldedBatch, results: 
   deps.queries
     .logDeliveries(
       deps.pool,
-      concurrent.map((c) => ({ provider: c.event.provider, eventId: c.event.eventId, bodyHash: c.event.bodyHash ?? null, copies: c.copies })),
+      concurrent.map((c) => ({ source: c.event.source, eventId: c.event.eventId, bodyHash: c.event.bodyHash ?? null, copies: c.copies })),
     )
     .catch((error: unknown) => {
       deps.log.debug({ err: error }, 'could not log concurrent duplicate deliveries');

@@ -27,7 +27,7 @@ export interface CurrentStep {
 
 /** A run attempt that ended: done, to be retried, failed for good (a dead letter), or its lease lost. */
 export interface RunEnded {
-  provider: string;
+  source: string;
   /** The event's type as stored (a metric bounds it itself). */
   type: string;
   handler: string;
@@ -41,9 +41,9 @@ export interface EngineEventMap {
   /** A run attempt ended. */
   'run:ended': RunEnded;
   /** A run did not start: paused, or over its concurrency or rate limit (not an attempt). */
-  'run:waiting': { provider: string; handler: string; reason: RunWaiting };
+  'run:waiting': { source: string; handler: string; reason: RunWaiting };
   /** An event that no loaded handler takes was recorded (UNHANDLED_EVENTS says as what). */
-  'event:unhandled': { provider: string; type: string };
+  'event:unhandled': { source: string; type: string };
   /** An external step's function is about to be called with this key. */
   'step:calling': CurrentStep;
   /** A step's record committed (a local step: with its writes). */

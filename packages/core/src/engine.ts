@@ -91,7 +91,7 @@ export function createEngine(options: EngineOptions): Engine {
 function reportRuns(events: EngineEvents, outcome: Extract<JobOutcome, { kind: 'runs' }>, seconds: number): void {
   for (const run of outcome.runs) {
     if (run.kind === 'skipped' || run.kind === 'deferred') continue;
-    if (run.kind === 'waiting') events.emit('run:waiting', { provider: outcome.provider, handler: run.handler, reason: run.reason });
-    else events.emit('run:ended', { provider: outcome.provider, type: run.type, handler: run.handler, outcome: run.kind, seconds });
+    if (run.kind === 'waiting') events.emit('run:waiting', { source: outcome.source, handler: run.handler, reason: run.reason });
+    else events.emit('run:ended', { source: outcome.source, type: run.type, handler: run.handler, outcome: run.kind, seconds });
   }
 }

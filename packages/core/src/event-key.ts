@@ -6,13 +6,13 @@
 import { createHash } from 'node:crypto';
 
 /** `provider NUL eventId`: NUL cannot occur in either part (ids are checked at the edge). */
-export function eventKey(provider: string, eventId: string): string {
-  return `${provider}\0${eventId}`;
+export function eventKey(source: string, eventId: string): string {
+  return `${source}\0${eventId}`;
 }
 
 /** sha256 of the event key and further parts (NUL-separated), as hex. */
-export function eventKeyDigest(provider: string, eventId: string, ...more: string[]): string {
+export function eventKeyDigest(source: string, eventId: string, ...more: string[]): string {
   return createHash('sha256')
-    .update([eventKey(provider, eventId), ...more].join('\0'))
+    .update([eventKey(source, eventId), ...more].join('\0'))
     .digest('hex');
 }

@@ -8,7 +8,7 @@
 import { UnrecoverableError, type Worker } from 'bullmq';
 import { createEventQueueWorker, enqueueEvent, eventQueueNames, type QueueConnection, type JobTarget } from './queue.js';
 import type { Logger, WorkerMetrics } from '@oncehook/shared';
-import type { EventJobData } from './vocabulary.js';
+import { type EventJobData, readJobData } from './vocabulary.js';
 import type { Engine } from './engine.js';
 import type { JobOutcome } from './process-event.js';
 import { createReconciler, type Reconciler, type ReconcilerSettings } from './reconciler.js';
@@ -97,12 +97,13 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
 function jobProcessor(deps: EventWorkerDeps): (job: { data: EventJobData }) => Promise<JobOutcome['kind']> {
   const { engine } = deps;
   return async (job) => {
-    const outcome = await engine.processJob(job.data);
+    const data = readJobData(job.data);
+    const outcome = await engine.processJob(data);
     if (outcome.kind === 'unhandled' && outcome.state === 'failed') {
-      throw new UnrecoverableError(`dead letter: no handler for ${outcome.provider} ${outcome.type} (UNHANDLED_EVENTS=fail)`);
+      throw new UnrecoverableError(`dead letter: no handler for ${outcome.source} ${outcome.type} (UNHANDLED_EVENTS=fail)`);
     }
     if (outcome.kind !== 'runs') return outcome.kind;
-    await scheduleRetries(deps, job.data, outcome);
+    await scheduleRetries(deps, data, outcome);
     // Flow control's jobs: a waiting run's next look, a wake-up, a lower-priority run. Each
     // carries its run's fence; a lost one is found again by the reconciler.
     for (const next of outcome.follow) {
@@ -129,7 +130,7 @@ async function scheduleRetries(deps: EventWorkerDeps, data: EventJobData, outcom
       // the run after REQUEUE_AFTER_MS.
       const next: EventJobData = {
         rowId: data.rowId,
-        provider: data.provider,
+        source: data.source,
         eventId: data.eventId,
         handler: run.handler,
         generation: run.generation,

@@ -53,7 +53,7 @@ function keyOf(what: string, fn: (event: HandlerEvent) => string, event: Handler
 export function keyEvent(handler: Handler, event: EventRow, job: Pick<EventJobData, 'attempt' | 'generation'>): HandlerEvent {
   const parsed = handler.payloadSchema?.safeParse(event.payload);
   return {
-    source: event.provider,
+    source: event.source,
     kind: event.kind,
     eventId: event.eventId,
     type: event.type,
@@ -79,7 +79,7 @@ export function needsEvent(handler: Handler): boolean {
  */
 export function gateRequest(
   handler: Handler & { limits: NonNullable<Handler['limits']> },
-  job: Pick<EventJobData, 'rowId' | 'provider' | 'eventId' | 'attempt' | 'generation' | 'wait'>,
+  job: Pick<EventJobData, 'rowId' | 'source' | 'eventId' | 'attempt' | 'generation' | 'wait'>,
   event: EventRow | null,
   leaseMs: number,
 ): GateRequest {
@@ -88,7 +88,7 @@ export function gateRequest(
   const keyed = (what: string, fn: ((event: HandlerEvent) => string) | undefined) => (fn && view ? keyOf(what, fn, view) : null);
   return {
     rowId: job.rowId,
-    provider: job.provider,
+    source: job.source,
     eventId: job.eventId,
     handler: handler.name,
     token: randomUUID(),

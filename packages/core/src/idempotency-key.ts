@@ -14,7 +14,7 @@ import { eventKeyDigest } from './event-key.js';
  * where it came from in the downstream dashboard.
  */
 export interface StepKeyInput {
-  provider: string;
+  source: string;
   eventId: string;
   handler: string;
   step: string;
@@ -32,9 +32,9 @@ export interface StepKeyInput {
 export function idempotencyKeyFor(input: StepKeyInput): string {
   // mutant: domain-key-ignored
   if (input.subject != null) {
-    return `oncehook-${eventKeyDigest(input.provider, '\u0001subject', input.subject, input.handler, input.step, String(input.generation)).slice(0, 48)}`;
+    return `oncehook-${eventKeyDigest(input.source, '\u0001subject', input.subject, input.handler, input.step, String(input.generation)).slice(0, 48)}`;
   }
   // mutant: key-ignores-generation, key-ignores-handler, legacy-key-scheme
   const parts = input.keyScheme === 1 ? [input.step, String(input.generation)] : [input.handler, input.step, String(input.generation)];
-  return `oncehook-${eventKeyDigest(input.provider, input.eventId, ...parts).slice(0, 48)}`;
+  return `oncehook-${eventKeyDigest(input.source, input.eventId, ...parts).slice(0, 48)}`;
 }

@@ -12,8 +12,8 @@
  * Neither ever touches a run a worker holds a live lease on (guarded UPDATEs).
  * - pause / resume: a handler or a source (flow-control.ts); recorded as operator actions.
  */
-import { cancelOnAbort, PG_QUERY_CANCELED, withTransaction, type Pool } from '@oncehook/shared';
-import type { EventJobData, RunRow, StepKind } from './vocabulary.js';
+import { cancelOnAbort, PG_QUERY_CANCELED, sourceFields, withTransaction, type Pool } from '@oncehook/shared';
+import type { EventJobData, EventRow, RunRow, StepKind } from './vocabulary.js';
 import type { ActivityRow, RegistryEntry, EventDetail, EventFilter, EventSummary, FailureGroup, HandlerState, MovedRun, PauseRow, Queries, RecordedStep } from './store/queries.js';
 import { idempotencyKeyFor } from './idempotency-key.js';
 import { viewPayload } from './payload-view.js';
@@ -93,7 +93,7 @@ export interface Operations {
    * a search that would take longer (a rare payload value over millions of events) throws
    * SearchTooSlowError instead of holding a connection.
    */
-  list(filter: EventFilter, options?: SearchOptions): Promise<EventSummary[]>;
+  list(filter: EventFilter, options?: SearchOptions): Promise<WithSourceAlias<EventSummary>[]>;
   /** Every registered handler and destination, with its declared settings and the workers seen with it within `seenWithinSeconds`. */
   handlers(seenWithinSeconds: number): Promise<RegistryEntry[]>;
   /** The stored activity minutes of the last `seconds` (the Activity page). */
@@ -117,7 +117,17 @@ export interface Operations {
  * An event as operators see it. `event.payload` is the payload only when it is shallow enough
  * for any JSON printer (else null); `payloadView` is its text, cut at MAX_VIEW_CHARS.
  */
-export interface EventView extends EventDetail {
+/**
+ * An operator's view of a row with a source: `provider` is `source` under its name before, kept
+ * in the admin's and the CLI's JSON for one release (CHANGELOG.md).
+ */
+export type WithSourceAlias<T> = T & {
+  /** @deprecated `source`; removed in the next release. */
+  provider: string;
+};
+
+export interface EventView extends Omit<EventDetail, 'event'> {
+  event: WithSourceAlias<EventRow>;
   payloadView: { text: string; truncated: boolean };
 }
 
@@ -126,7 +136,7 @@ export interface SearchOptions {
   signal?: AbortSignal;
 }
 
-/** A row id, or `provider/event_id`. */
+/** A row id, or `source/event_id`. */
 export async function resolveEventRef(pool: Pool, queries: Queries, ref: string | number): Promise<number | null> {
   if (typeof ref === 'number') return ref;
   if (/^\d{1,16}$/.test(ref) && Number(ref) <= Number.MAX_SAFE_INTEGER) return Number(ref);
@@ -205,7 +215,11 @@ export class SearchAbandonedError extends Error {
   override name = 'SearchAbandonedError';
 }
 
-async function searchEvents({ pool, queries, searchTimeoutMs = SEARCH_TIMEOUT_MS }: OperationsDeps, filter: EventFilter, signal?: AbortSignal): Promise<EventSummary[]> {
+async function searchEvents(
+  { pool, queries, searchTimeoutMs = SEARCH_TIMEOUT_MS }: OperationsDeps,
+  filter: EventFilter,
+  signal?: AbortSignal,
+): Promise<WithSourceAlias<EventSummary>[]> {
   if (signal?.aborted) throw new SearchAbandonedError('the search was abandoned by its client before it started');
   try {
     return await withTransaction(pool, async (tx) => {
@@ -215,7 +229,7 @@ async function searchEvents({ pool, queries, searchTimeoutMs = SEARCH_TIMEOUT_MS
       // mutant: admin-search-not-cancelled
       const unwatch = cancelOnAbort(tx, signal);
       try {
-        return await queries.listEvents(tx, filter);
+        return (await queries.listEvents(tx, filter)).map((event) => ({ ...event, ...sourceFields(event.source) }));
       } finally {
         unwatch();
       }
@@ -293,7 +307,7 @@ async function showEvent({ pool, queries }: OperationsDeps, ref: string | number
         value: undefined,
       }
     : viewPayload(detail.event.payload);
-  return { ...detail, event: { ...detail.event, payload: view.value ?? null }, payloadView: { text: view.text, truncated: view.truncated } };
+  return { ...detail, event: { ...detail.event, ...sourceFields(detail.event.source), payload: view.value ?? null }, payloadView: { text: view.text, truncated: view.truncated } };
 }
 
 async function redriveEvent(deps: OperationsDeps, rowId: number, handler: string | undefined, actor: string, reason: string): Promise<RedriveResult | Refusal> {
@@ -303,7 +317,7 @@ async function redriveEvent(deps: OperationsDeps, rowId: number, handler: string
   if (event.prunedAt) return { ok: false, rowId, reason: prunedReason(event.prunedAt) };
   if (event.state === 'received') {
     // Never dispatched: nothing to move, just make sure its dispatch is queued.
-    await enqueueEvent(queue, { rowId, provider: event.provider, eventId: event.eventId, kind: event.kind, type: event.type, attempt: 0 }, { replaceFinished: true });
+    await enqueueEvent(queue, { rowId, source: event.source, eventId: event.eventId, kind: event.kind, type: event.type, attempt: 0 }, { replaceFinished: true });
     return { ok: true, rowId, runs: [], dispatch: true };
   }
   const moved = await queries.redriveRuns(pool, rowId, handler ?? null, actor, reason);
@@ -368,13 +382,13 @@ function chooseRerun(recorded: RecordedStep[], options: ReplayOptions, run: RunR
 }
 
 /** What a replay will do: which steps run again (with the keys their external calls will carry) and which records are reused. */
-function replayPlan(rowId: number, event: { provider: string; eventId: string }, run: RunRow, recorded: RecordedStep[], rerunNames: string[]): ReplayPlan {
+function replayPlan(rowId: number, event: { source: string; eventId: string }, run: RunRow, recorded: RecordedStep[], rerunNames: string[]): ReplayPlan {
   const nextGeneration = run.generation + 1;
   const keyOf = (step: RecordedStep) =>
     step.kind === 'local'
       ? null
       : idempotencyKeyFor({
-          provider: event.provider,
+          source: event.source,
           eventId: event.eventId,
           handler: run.handler,
           step: step.name,

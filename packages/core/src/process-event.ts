@@ -66,14 +66,12 @@ export interface FollowUp {
 
 export type JobOutcome =
   /** `follow`: the jobs to enqueue now (lost ones are found again by the reconciler). */
-  | { kind: 'runs'; provider: string; runs: RunOutcome[]; follow: FollowUp[] }
-  | { kind: 'unhandled'; provider: string; type: string; state: 'done' | 'failed' }
-  | { kind: 'skipped' };
+  { kind: 'runs'; source: string; runs: RunOutcome[]; follow: FollowUp[] } | { kind: 'unhandled'; source: string; type: string; state: 'done' | 'failed' } | { kind: 'skipped' };
 
 export async function processJob(deps: ProcessDeps, job: EventJobData): Promise<JobOutcome> {
   if (job.handler !== undefined) {
     const follow: FollowUp[] = [];
-    return { kind: 'runs', provider: job.provider, runs: [await runJob(deps, job, job.handler, null, follow)], follow };
+    return { kind: 'runs', source: job.source, runs: [await runJob(deps, job, job.handler, null, follow)], follow };
   }
   return dispatch(deps, job);
 }
@@ -218,9 +216,9 @@ async function dispatch(deps: ProcessDeps, job: EventJobData): Promise<JobOutcom
   const { queries, pool, settings } = deps;
   const follow: FollowUp[] = [];
   // The job carries the event's kind and type (jobs from older versions do not: read the event).
-  let target: { id: number; provider: string; eventId: string; kind: string; type: string; state: string } | null =
+  let target: { id: number; source: string; eventId: string; kind: string; type: string; state: string } | null =
     // mutant: dispatch-reads-event
-    job.kind !== undefined && job.type !== undefined ? { id: job.rowId, provider: job.provider, eventId: job.eventId, kind: job.kind, type: job.type, state: 'received' } : null;
+    job.kind !== undefined && job.type !== undefined ? { id: job.rowId, source: job.source, eventId: job.eventId, kind: job.kind, type: job.type, state: 'received' } : null;
   if (!target) target = await queries.getEvent(pool, job.rowId);
   if (!target) return { kind: 'skipped' };
   const event = target;
@@ -228,7 +226,7 @@ async function dispatch(deps: ProcessDeps, job: EventJobData): Promise<JobOutcom
   /** Runs of this handler are not leased by the dispatch: a limit to check, or a lower priority. */
   // mutant: priority-ignored
   const leasedApart = (h: Handler) => isGated(h) || priorityLevel(h) > best;
-  const runJobOf = (handler: string): EventJobData => ({ rowId: event.id, provider: event.provider, eventId: event.eventId, handler, generation: 0, attempt: 0 });
+  const runJobOf = (handler: string): EventJobData => ({ rowId: event.id, source: event.source, eventId: event.eventId, handler, generation: 0, attempt: 0 });
   /** A run the dispatch created but did not lease. */
   const unleased = (h: Handler, known: EventRow | null): Promise<RunOutcome> | RunOutcome => {
     if (priorityLevel(h) > best) {
@@ -240,14 +238,14 @@ async function dispatch(deps: ProcessDeps, job: EventJobData): Promise<JobOutcom
   // `received` is a guess when it came from the job: every statement below is guarded by the
   // row's real state, and a repeated job falls through to the claimable runs.
   if (event.state === 'received') {
-    const handlers = deps.registry.match(event.provider, event.kind, event.type);
+    const handlers = deps.registry.match(event.source, event.kind, event.type);
     if (handlers.length === 0) {
       const state = settings.unhandled === 'fail' ? 'failed' : 'done';
-      const note = `no handler registered for ${event.provider} (${event.kind}) "${event.type}"; ${state === 'done' ? 'recorded without effects' : 'failed (UNHANDLED_EVENTS=fail)'}`;
+      const note = `no handler registered for ${event.source} (${event.kind}) "${event.type}"; ${state === 'done' ? 'recorded without effects' : 'failed (UNHANDLED_EVENTS=fail)'}`;
       if (!(await queries.finishUnhandled(pool, event.id, state, note))) return { kind: 'skipped' };
-      deps.events.emit('event:unhandled', { provider: event.provider, type: event.type });
-      deps.log.info({ rowId: event.id, provider: event.provider, eventId: event.eventId, type: event.type }, note);
-      return { kind: 'unhandled', provider: event.provider, type: event.type, state };
+      deps.events.emit('event:unhandled', { source: event.source, type: event.type });
+      deps.log.info({ rowId: event.id, source: event.source, eventId: event.eventId, type: event.type }, note);
+      return { kind: 'unhandled', source: event.source, type: event.type, state };
     }
     const tokens = new Map(handlers.map((h) => [h.name, randomUUID()]));
     // Taken before the dispatch waits for its batch: the lease clock starts early, never late.
@@ -269,12 +267,12 @@ async function dispatch(deps: ProcessDeps, job: EventJobData): Promise<JobOutcom
           return unleased(handler, dispatched.event);
         }),
       );
-      return { kind: 'runs', provider: event.provider, runs, follow };
+      return { kind: 'runs', source: event.source, runs, follow };
     }
   }
   // Dispatched already (a repeated job, or runs carried over from an older database): run
   // whatever is claimable; a limited or lower-priority handler's run through its own path.
-  const apart = deps.registry.match(event.provider, event.kind, event.type).filter(leasedApart);
+  const apart = deps.registry.match(event.source, event.kind, event.type).filter(leasedApart);
   const token = randomUUID();
   const leased = await queries.acquireClaimableRuns(
     pool,
@@ -288,16 +286,16 @@ async function dispatch(deps: ProcessDeps, job: EventJobData): Promise<JobOutcom
     ...apart.map((h) => unleased(h, null)),
   ]);
   if (runs.length === 0) return { kind: 'skipped' };
-  return { kind: 'runs', provider: event.provider, runs, follow };
+  return { kind: 'runs', source: event.source, runs, follow };
 }
 
 /** The handler a run belongs to: by name, or (a run from before handler names) the event type's only handler. */
 async function resolveHandler(deps: ProcessDeps, leased: LeasedRun, token: string): Promise<Handler | string> {
   const { run, event } = leased;
   if (run.handler !== '') return deps.registry.byName(run.handler) ?? `handler "${run.handler}" is not loaded by this worker (check ONCEHOOK_HANDLERS on every worker)`;
-  const matches = deps.registry.match(event.provider, event.kind, event.type);
+  const matches = deps.registry.match(event.source, event.kind, event.type);
   if (matches.length !== 1) {
-    return `this run predates handler names and needs exactly one handler registered for ${event.provider} "${event.type}" to adopt it; this worker has ${matches.length}`;
+    return `this run predates handler names and needs exactly one handler registered for ${event.source} "${event.type}" to adopt it; this worker has ${matches.length}`;
   }
   const handler = matches[0]!;
   if (!(await deps.queries.bindLegacyRun(deps.pool, run.id, token, handler.name))) throw new LeaseLostError(run.id);
@@ -319,7 +317,7 @@ function parsePayload(handler: Handler, payload: unknown): { value: unknown } | 
 
 function handlerEvent(event: EventRow, leased: LeasedRun, payload: unknown): HandlerEvent {
   return {
-    source: event.provider,
+    source: event.source,
     kind: event.kind,
     eventId: event.eventId,
     type: event.type,
@@ -344,7 +342,7 @@ export async function runLeased(deps: ProcessDeps, leased: LeasedRun, token: str
     {
       parent: contextFrom(event.traceParent),
       attributes: {
-        'oncehook.source': event.provider,
+        'oncehook.source': event.source,
         'oncehook.event_id': event.eventId,
         'oncehook.event_type': event.type,
         'oncehook.handler': run.handler,
@@ -457,7 +455,7 @@ async function runLeasedAttempt(deps: ProcessDeps, leased: LeasedRun, token: str
   const log = deps.log.child({
     rowId: event.id,
     runId: run.id,
-    provider: event.provider,
+    source: event.source,
     eventId: event.eventId,
     type: event.type,
     handler: run.handler || '(unbound)',
@@ -488,7 +486,7 @@ async function runHandler(
   const { run, event } = leased;
   let ctx: RunContext | undefined;
   const lease = keepLease(deps, { runId: run.id, token, leaseMs: settings.leaseMs, leasedAt: leased.leasedAt, holdsRunRow: () => ctx?.holdsRunRow === true });
-  const handle = { runId: run.id, token, provider: event.provider, eventId: event.eventId, handler: run.handler, attempt: run.attempts };
+  const handle = { runId: run.id, token, source: event.source, eventId: event.eventId, handler: run.handler, attempt: run.attempts };
   ctx = createRunContext(
     deps,
     { ...handle, generation: run.generation, keyScheme: run.keyScheme, leaseMs: settings.leaseMs, onLeaseRenewed: lease.renewed },

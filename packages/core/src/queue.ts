@@ -38,12 +38,12 @@ export const EVENT_JOB_NAME = 'event';
  * for a job flow control scheduled (a run waiting for a slot is polled by a new job each time:
  * the same id would be swallowed by the job that is still running).
  */
-export function jobIdFor(job: Pick<EventJobData, 'provider' | 'eventId' | 'handler' | 'attempt' | 'generation' | 'wait'>): string {
-  if (job.handler === undefined) return `evt-${eventKeyDigest(job.provider, job.eventId).slice(0, 32)}-d`;
+export function jobIdFor(job: Pick<EventJobData, 'source' | 'eventId' | 'handler' | 'attempt' | 'generation' | 'wait'>): string {
+  if (job.handler === undefined) return `evt-${eventKeyDigest(job.source, job.eventId).slice(0, 32)}-d`;
   // mutant: run-job-id-ignores-generation
   const generation = job.generation ? `g${job.generation}-` : '';
   const wait = job.wait ? `-w${job.wait}` : '';
-  return `run-${eventKeyDigest(job.provider, job.eventId, job.handler).slice(0, 32)}-${generation}${job.attempt}${wait}`;
+  return `run-${eventKeyDigest(job.source, job.eventId, job.handler).slice(0, 32)}-${generation}${job.attempt}${wait}`;
 }
 
 /**
@@ -340,10 +340,10 @@ export function createEventQueueWorker<R>(
  * dispatch, each run's attempts) goes to the same shard, whoever enqueues it (ingest, a
  * worker's retry, the reconciler, a re-drive).
  */
-export function shardOf(job: Pick<EventJobData, 'provider' | 'eventId'>, shards: number): number {
+export function shardOf(job: Pick<EventJobData, 'source' | 'eventId'>, shards: number): number {
   if (shards <= 1) return 0;
   // mutant: shard-ignores-key
-  return Number.parseInt(eventKeyDigest(job.provider, job.eventId).slice(0, 8), 16) % shards;
+  return Number.parseInt(eventKeyDigest(job.source, job.eventId).slice(0, 8), 16) % shards;
 }
 
 /** The event queues of an installation: one per shard, and the router between them. */
@@ -353,7 +353,7 @@ export class EventQueues {
   }
 
   /** The queue an event's jobs go to. */
-  forJob(job: Pick<EventJobData, 'provider' | 'eventId'>): Queue<EventJobData> {
+  forJob(job: Pick<EventJobData, 'source' | 'eventId'>): Queue<EventJobData> {
     return this.shards[shardOf(job, this.shards.length)]!;
   }
 
@@ -374,7 +374,7 @@ export function queuesOf(target: JobTarget): readonly Queue<EventJobData>[] {
   return target instanceof EventQueues ? target.shards : [target];
 }
 
-function queueFor(target: JobTarget, job: Pick<EventJobData, 'provider' | 'eventId'>): Queue<EventJobData> {
+function queueFor(target: JobTarget, job: Pick<EventJobData, 'source' | 'eventId'>): Queue<EventJobData> {
   return target instanceof EventQueues ? target.forJob(job) : target;
 }
 

@@ -182,11 +182,11 @@ async function reenqueue(deps: ReconcilerDeps & { redisTimeoutMs: number }, grou
       try {
         // mutant: reconciler-waits-on-silent-redis
         await withTimeout(enqueueEvent(queue, job, { replaceFinished: true }), redisTimeoutMs, 're-enqueue');
-        log.info({ rowId: job.rowId, provider: job.provider, eventId: job.eventId, handler: job.handler }, `re-enqueued (${why})`);
+        log.info({ rowId: job.rowId, source: job.source, eventId: job.eventId, handler: job.handler }, `re-enqueued (${why})`);
       } catch (error) {
         enqueueFailed += 1;
         if (error instanceof TimeoutError) redisSilent = true;
-        log.warn({ err: error, rowId: job.rowId, provider: job.provider, eventId: job.eventId, handler: job.handler }, 're-enqueue failed; a later pass retries');
+        log.warn({ err: error, rowId: job.rowId, source: job.source, eventId: job.eventId, handler: job.handler }, 're-enqueue failed; a later pass retries');
       }
     }
   }

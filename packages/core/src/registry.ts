@@ -63,9 +63,9 @@ export class HandlerRegistry {
   }
 
   /** Every handler for an event of this source, kind and type, in name order. */
-  match(provider: string, kind: string, type: string): Handler[] {
+  match(source: string, kind: string, type: string): Handler[] {
     return this.all()
-      .filter((h) => selecting(h)?.selects(provider, kind, type) ?? ((h.source === provider || h.source === kind) && typeMatches(kind, h.type, type)))
+      .filter((h) => selecting(h)?.selects(source, kind, type) ?? ((h.source === source || h.source === kind) && typeMatches(kind, h.type, type)))
       .sort((a, b) => a.name.localeCompare(b.name));
   }
 }

@@ -27,7 +27,7 @@ export interface RetentionCounts {
   pruned: number;
   /** Event rows (keys) deleted (past KEY_RETENTION_DAYS). */
   deleted: number;
-  byProvider: Record<string, { pruned: number; deleted: number }>;
+  bySource: Record<string, { pruned: number; deleted: number }>;
 }
 
 export function createRetention(deps: { pool: Pool; queries: Queries; log: Logger; settings: RetentionSettings }) {
@@ -52,17 +52,17 @@ export function createRetention(deps: { pool: Pool; queries: Queries; log: Logge
 
   return {
     async runOnce(): Promise<RetentionCounts> {
-      const counts: RetentionCounts = { leader: true, pruned: 0, deleted: 0, byProvider: {} };
-      for (const provider of await queries.distinctProviders(pool)) {
+      const counts: RetentionCounts = { leader: true, pruned: 0, deleted: 0, bySource: {} };
+      for (const source of await queries.distinctSources(pool)) {
         // Whole rows past KEY_RETENTION_DAYS first (no point pruning what goes anyway), then
         // payloads past the source's RETENTION_DAYS.
-        const deleted = await batches((tx) => queries.deleteExpiredBatch(tx, provider, settings.policy.keyDays, settings.batchSize));
+        const deleted = await batches((tx) => queries.deleteExpiredBatch(tx, source, settings.policy.keyDays, settings.batchSize));
         if (deleted === null) return { ...counts, leader: false };
-        const pruned = await batches((tx) => queries.pruneExpiredBatch(tx, provider, retentionDaysFor(settings.policy, provider), settings.batchSize));
+        const pruned = await batches((tx) => queries.pruneExpiredBatch(tx, source, retentionDaysFor(settings.policy, source), settings.batchSize));
         if (pruned === null) return { ...counts, leader: false };
         counts.pruned += pruned;
         counts.deleted += deleted;
-        if (pruned + deleted > 0) counts.byProvider[provider] = { pruned, deleted };
+        if (pruned + deleted > 0) counts.bySource[source] = { pruned, deleted };
       }
       if (counts.pruned + counts.deleted > 0) log.info(counts, 'retention pruned payloads and deleted expired keys');
       return counts;

@@ -7,9 +7,10 @@
  *               (retries, manual resends, concurrent duplicates).
  * - event:      the thing that happened at the provider, identified by a stable event id that
  *               is the same on every delivery of it. One row in `events`.
- * - source:     a configured sender (the `:provider` in `/webhooks/:provider`), e.g. `stripe`
- *               or `stripe-eu`; each is its own dedupe namespace. Called `provider` in the
- *               database and in metric labels.
+ * - source:     a configured sender (the `:source` in `/webhooks/:source`), e.g. `stripe`
+ *               or `stripe-eu`; each is its own dedupe namespace. The one word in code, docs,
+ *               logs, metric labels and answers; the `events` table's column keeps the name
+ *               `provider` (docs/architecture.md says why).
  * - kind:       the signature scheme / provider family of a source (stripe, github, ...).
  * - event key:  (source, event id): what deduplicates. Unique in Postgres; queue job ids and
  *               outbound idempotency keys derive from it (event-key.ts).
@@ -45,7 +46,7 @@ export type StepKind = 'local' | 'external';
 /** A row of `events`. */
 export interface EventRow {
   id: number;
-  provider: string;
+  source: string;
   kind: string;
   eventId: string;
   type: string;
@@ -114,7 +115,8 @@ export type RunWaiting = 'paused' | 'concurrency' | 'rate-limit';
  */
 export interface EventJobData {
   rowId: number;
-  provider: string;
+  /** The event's source (jobs added before this release name it `provider`: readJobData). */
+  source: string;
   eventId: string;
   handler?: string;
   /**
@@ -144,4 +146,15 @@ export interface EventJobData {
    * is stale and may not schedule another (one chain of jobs per waiting run).
    */
   wait?: number;
+}
+
+/**
+ * A job's data as this version reads it. A job added by the release before names its source
+ * `provider`: still read for this release (it may wait in the queue across an upgrade), then
+ * no longer (CHANGELOG.md).
+ */
+export function readJobData(data: EventJobData | (Omit<EventJobData, 'source'> & { provider: string })): EventJobData {
+  if ('source' in data && typeof data.source === 'string') return data;
+  const { provider, ...rest } = data as Omit<EventJobData, 'source'> & { provider: string };
+  return { ...rest, source: provider };
 }

@@ -4,7 +4,7 @@
  * sizes, and what a reconciler pass took back and opened. The gauges a pass reads from the
  * database (reconciler.ts refreshGauges) are not events and stay there.
  */
-import { createTypeLabeler, type TypeLabeler, type WorkerMetrics } from '@oncehook/shared';
+import { createTypeLabeler, sourceFields, type TypeLabeler, type WorkerMetrics } from '@oncehook/shared';
 import type { EngineEvents } from './engine-events.js';
 import type { HandlerRegistry } from './registry.js';
 
@@ -36,12 +36,12 @@ export function subscribeWorkerMetrics(events: EngineEvents, metrics: WorkerMetr
   const stops = [
     events.on('run:ended', (run) => {
       // mutant: worker-type-label-unbounded
-      const labels = { provider: run.provider, type: runType(run.handler, run.type), handler: run.handler, outcome: run.outcome };
+      const labels = { ...sourceFields(run.source), type: runType(run.handler, run.type), handler: run.handler, outcome: run.outcome };
       metrics.processingDuration.observe(labels, run.seconds);
       metrics.processedTotal.inc(labels);
     }),
     events.on('run:waiting', (run) => metrics.runsDelayedTotal.inc({ handler: run.handler, reason: run.reason })),
-    events.on('event:unhandled', ({ provider, type }) => metrics.unhandledTotal.inc({ provider, type: unhandledType('', type) })),
+    events.on('event:unhandled', ({ source, type }) => metrics.unhandledTotal.inc({ ...sourceFields(source), type: unhandledType('', type) })),
     events.on('dispatch:batch', ({ events: size }) => metrics.dispatchBatchSize.observe(size)),
     events.on('reconciler:led', (pass) => {
       metrics.recoveriesTotal.inc({ kind: 'reclaimed' }, pass.reclaimed);

@@ -137,7 +137,7 @@ export function parseEventSearch(raw: Record<string, string | undefined>, option
       filter.waiting = input.waiting as RunWaiting;
     }
     const source = one(input, 'source', 'provider');
-    if (source) filter.provider = name(source[0], source[1], 'source');
+    if (source) filter.source = name(source[0], source[1], 'source');
     const handler = one(input, 'handler', 'destination');
     if (handler) filter.handler = name(handler[0], handler[1], handler[0]);
     if (input.type !== undefined) filter.type = text('type', input.type, 255);

@@ -118,7 +118,7 @@ export function createGenericHmacSource(options: GenericHmacSourceOptions): Webh
       const type = checkEventType(rawType, 'header' in typeSpec ? typeSpec.header : 'field' in typeSpec ? `body field "${typeSpec.field}"` : 'type');
       return {
         event: {
-          provider: name,
+          source: name,
           kind: 'hmac',
           eventId,
           type,

@@ -154,7 +154,7 @@ export function githubEvent(
   }
   const type = checkEventType(typeof parsed.json.action === 'string' ? `${eventName}.${parsed.json.action}` : eventName, 'X-GitHub-Event');
   return {
-    provider: source,
+    source: source,
     kind: 'github',
     eventId,
     type,

@@ -64,7 +64,7 @@ export function batchEvents(scheme: SenderScheme, batch: BatchSpec, origin: Even
     if (!isRecord(item)) throw new VerificationError(400, 'malformed_payload', `${scheme.title} element #${i + 1} is not a JSON object`);
     const itemText = JSON.stringify(item);
     return {
-      provider: origin.name,
+      source: origin.name,
       kind: scheme.kind,
       eventId: idOf(batch.id, item, itemText, header),
       type: checkEventType(valueAt(batch.type, item, header), `element #${i + 1} ${describe(batch.type)}`),
@@ -85,7 +85,7 @@ export function singleEvent(scheme: SenderScheme, origin: EventOrigin, body: { t
   const typeSpec = scheme.type ?? { value: 'webhook' };
   const replay = scheme.replayKey === undefined ? null : fieldAt(json, scheme.replayKey);
   return {
-    provider: origin.name,
+    source: origin.name,
     kind: scheme.kind,
     eventId: idOf(idSpec, json, text, request.header),
     type: checkEventType(valueAt(typeSpec, json, request.header), describe(typeSpec)),

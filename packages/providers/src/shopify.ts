@@ -101,7 +101,7 @@ export function createShopifySource(options: ShopifySourceOptions): WebhookSourc
     const { text, json } = parseJsonBody(request.rawBody);
     return {
       event: {
-        provider: name,
+        source: name,
         kind: 'shopify',
         eventId,
         type,

@@ -81,7 +81,7 @@ export function createSlackSource(options: SlackSourceOptions): WebhookSource {
       const type = checkEventType(inner.type ?? 'event_callback', 'Slack "event.type"');
       return {
         event: {
-          provider: name,
+          source: name,
           kind: 'slack',
           eventId,
           type,

@@ -135,7 +135,7 @@ export function createStandardWebhooksSource(options: StandardWebhooksSourceOpti
         // The header timestamp is the attempt's; the payload's `timestamp` (signed with the
         // body) is the event's own time, which is what stale-update and retention checks need.
         event: {
-          provider: name,
+          source: name,
           kind: 'standard-webhooks',
           eventId,
           type,

@@ -236,7 +236,7 @@ export function topLevelEvent(rawBody: Buffer, source: { name: string; kind: str
     meta[key] = typeof value === 'string' ? value : null;
   }
   return {
-    provider: source.name,
+    source: source.name,
     kind: source.kind,
     eventId: checkEventId(json[fields.id], named(fields.id)),
     type: checkEventType(json[fields.type], named(fields.type)),

@@ -1,10 +1,10 @@
 /**
  * Prometheus metrics (prom-client). One registry per process, exposed on GET /metrics.
  *
- * webhook_events_total{provider,type,result}  every delivery's outcome at the edge:
+ * webhook_events_total{source,type,result}  every delivery's outcome at the edge:
  *   new | duplicate | rejected | error | expired (older than the retention horizon). Duplicates
  *   are a normal, counted outcome, never an error.
- * webhook_rejections_total{provider,reason}   why deliveries were refused (bad_signature,
+ * webhook_rejections_total{source,reason}   why deliveries were refused (bad_signature,
  *   timestamp_too_old, malformed_payload, ...).
  * webhook_ingest_duration_seconds{result}     time from request to answer.
  * oncehook_db_statements_total                statements sent to Postgres (BEGIN/COMMIT included);
@@ -12,12 +12,24 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
+/**
+ * A source under its name, `source`, and under `provider`, its name before (kept for one
+ * release, CHANGELOG.md): a metric series' labels, and the fields of ingest's answers.
+ * Dashboards and alerts read `source`.
+ */
+export function sourceFields(source: string): { source: string; provider: string } {
+  return { source, provider: source };
+}
+
+/** The label names of `sourceLabels`. */
+type SourceLabel = 'source' | 'provider';
+
 export type EdgeResult = 'new' | 'duplicate' | 'rejected' | 'error' | 'expired';
 
 export interface IngestMetrics {
   registry: Registry;
-  eventsTotal: Counter<'provider' | 'type' | 'result'>;
-  rejectionsTotal: Counter<'provider' | 'reason'>;
+  eventsTotal: Counter<SourceLabel | 'type' | 'result'>;
+  rejectionsTotal: Counter<SourceLabel | 'reason'>;
   ingestDuration: Histogram<'result'>;
   /** Body bytes held by deliveries in progress (edge-guards.ts). */
   inflightBodyBytes: Gauge;
@@ -31,14 +43,14 @@ export function createIngestMetrics(options: { defaultMetrics?: boolean } = {}):
     registry,
     eventsTotal: new Counter({
       name: 'webhook_events_total',
-      help: 'Deliveries by provider, event type and outcome at the edge (new, duplicate, rejected, error)',
-      labelNames: ['provider', 'type', 'result'],
+      help: 'Deliveries by source, event type and outcome at the edge (new, duplicate, rejected, error)',
+      labelNames: ['source', 'provider', 'type', 'result'],
       registers: [registry],
     }),
     rejectionsTotal: new Counter({
       name: 'webhook_rejections_total',
       help: 'Deliveries refused at the edge, by reason',
-      labelNames: ['provider', 'reason'],
+      labelNames: ['source', 'provider', 'reason'],
       registers: [registry],
     }),
     ingestDuration: new Histogram({
@@ -60,9 +72,9 @@ export function createIngestMetrics(options: { defaultMetrics?: boolean } = {}):
 /**
  * Worker metrics (GET /metrics on each worker's METRICS_PORT).
  *
- * webhook_processing_duration_seconds{provider,type,handler,outcome}  one run's attempt, lease to verdict
- * webhook_events_processed_total{provider,type,handler,outcome}       done | failed | retry | lease-lost
- * webhook_events_unhandled_total{provider,type}                       events no loaded handler was registered for
+ * webhook_processing_duration_seconds{source,type,handler,outcome}  one run's attempt, lease to verdict
+ * webhook_events_processed_total{source,type,handler,outcome}       done | failed | retry | lease-lost
+ * webhook_events_unhandled_total{source,type}                       events no loaded handler was registered for
  * webhook_events_by_state{state}                                      events received (not dispatched); runs processing and failed
  * webhook_events_stuck{kind}                                          processing_lease_expired | received_not_picked_up (older than REQUEUE_AFTER_MS)
  * webhook_dead_letters                                                handler runs in `failed`
@@ -81,9 +93,9 @@ export function createIngestMetrics(options: { defaultMetrics?: boolean } = {}):
  */
 export interface WorkerMetrics {
   registry: Registry;
-  processingDuration: Histogram<'provider' | 'type' | 'handler' | 'outcome'>;
-  processedTotal: Counter<'provider' | 'type' | 'handler' | 'outcome'>;
-  unhandledTotal: Counter<'provider' | 'type'>;
+  processingDuration: Histogram<SourceLabel | 'type' | 'handler' | 'outcome'>;
+  processedTotal: Counter<SourceLabel | 'type' | 'handler' | 'outcome'>;
+  unhandledTotal: Counter<SourceLabel | 'type'>;
   eventsByState: Gauge<'state'>;
   stuck: Gauge<'kind'>;
   deadLetters: Gauge;
@@ -123,20 +135,20 @@ export function createWorkerMetrics(options: { defaultMetrics?: boolean } = {}):
     processingDuration: new Histogram({
       name: 'webhook_processing_duration_seconds',
       help: 'Time one attempt of a handler run takes, from lease to verdict',
-      labelNames: ['provider', 'type', 'handler', 'outcome'],
+      labelNames: ['source', 'provider', 'type', 'handler', 'outcome'],
       buckets: RUN_LATENCY_BUCKETS_S,
       registers,
     }),
     processedTotal: new Counter({
       name: 'webhook_events_processed_total',
       help: 'Handler run verdicts by outcome',
-      labelNames: ['provider', 'type', 'handler', 'outcome'],
+      labelNames: ['source', 'provider', 'type', 'handler', 'outcome'],
       registers,
     }),
     unhandledTotal: new Counter({
       name: 'webhook_events_unhandled_total',
       help: 'Events no loaded handler is registered for (UNHANDLED_EVENTS decides done or failed)',
-      labelNames: ['provider', 'type'],
+      labelNames: ['source', 'provider', 'type'],
       registers,
     }),
     eventsByState: new Gauge({

@@ -6,7 +6,7 @@
 /** What a provider adapter returns once a delivery's signature has been verified. */
 export interface VerifiedEvent {
   /** Source name (dedupe namespace). */
-  provider: string;
+  source: string;
   /** Signature scheme / provider family. */
   kind: string;
   /** The provider's stable event id. */

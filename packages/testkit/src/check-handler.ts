@@ -176,7 +176,7 @@ interface ScenarioResult {
 function verifiedEventOf(handler: Handler, event: CheckEvent): VerifiedEvent {
   const source = event.source ?? handler.source;
   return {
-    provider: source,
+    source: source,
     kind: event.kind ?? handler.kind ?? source,
     eventId: event.eventId ?? `evt_check_${handler.name.replace(/[^A-Za-z0-9._-]/g, '_')}`,
     type: event.type,
@@ -323,7 +323,7 @@ async function runScenario(check: CheckRun, name: string, crashAt: Boundary | nu
     const claims = await Promise.all(Array.from({ length: duplicates }, () => queries.claimEvent(pool, verified)));
     const rowId = claims.find((c) => c.outcome === 'new')?.rowId;
     if (rowId === undefined) throw new Error('no claim created the event');
-    const job = { rowId, provider: verified.provider, eventId: verified.eventId, attempt: 0 };
+    const job = { rowId, source: verified.source, eventId: verified.eventId, attempt: 0 };
     await Promise.all(Array.from({ length: duplicates }, () => processJob(deps, job)));
     watch.crashedAttemptStillRunning = false;
     // Resume as the next worker would: each unfinished run, attempt after attempt.

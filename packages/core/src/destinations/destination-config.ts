@@ -322,9 +322,9 @@ export function loadDestinations(env: Env = process.env): Destination[] {
 }
 
 /** Whether a destination takes events of this source (name or kind) and type. */
-export function destinationTakes(destination: Pick<Destination, 'sources' | 'types'>, provider: string, kind: string, type: string): boolean {
-  const source = destination.sources.some((s) => s === '*' || s === provider || s === kind);
-  return source && destination.types.some((pattern) => typeMatchesPattern(pattern, type));
+export function destinationTakes(destination: Pick<Destination, 'sources' | 'types'>, source: string, kind: string, type: string): boolean {
+  const takesSource = destination.sources.some((s) => s === '*' || s === source || s === kind);
+  return takesSource && destination.types.some((pattern) => typeMatchesPattern(pattern, type));
 }
 
 /** `*` any type; `invoice.*` any type starting with `invoice.`; else the exact type. */

@@ -88,7 +88,7 @@ export function destinationHandler(destination: Destination, observer: ForwardOb
   return Object.freeze({
     ...handler,
     destination,
-    selects: (provider: string, kind: string, type: string) => destinationTakes(destination, provider, kind, type),
+    selects: (source: string, kind: string, type: string) => destinationTakes(destination, source, kind, type),
     label: `the destination "${destination.name}"`,
   });
 }

@@ -43,7 +43,7 @@ async function callAndRecord<T>(scope: RunScope, name: string, fn: (input: StepI
   // mutant: stop-now-ignored-external
   if (renewed.stop) throw new RunStoppedError(run.runId);
   const idempotencyKey = idempotencyKeyFor({
-    provider: run.provider,
+    source: run.source,
     eventId: run.eventId,
     handler: run.handler,
     // mutant: key-includes-attempt

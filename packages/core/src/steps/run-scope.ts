@@ -13,7 +13,7 @@ export type { CurrentStep } from '../engine-events.js';
 export interface RunHandle {
   runId: number;
   token: string;
-  provider: string;
+  source: string;
   eventId: string;
   handler: string;
   attempt: number;

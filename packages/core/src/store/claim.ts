@@ -29,10 +29,10 @@ export function createClaimQueries(t: Tables, schemaName: string) {
     const keys = new Set<string>();
     for (const event of events) {
       if (!event.bodyHash || event.bodyHash.length === 0) continue;
-      let perSource = stripeKeys.get(event.provider);
+      let perSource = stripeKeys.get(event.source);
       if (!perSource) {
-        perSource = Array.from({ length: CLAIM_BODY_STRIPES }, (_v, i) => advisoryLockKey(schemaName, 'claim-body', `${event.provider}\0${i}`));
-        stripeKeys.set(event.provider, perSource);
+        perSource = Array.from({ length: CLAIM_BODY_STRIPES }, (_v, i) => advisoryLockKey(schemaName, 'claim-body', `${event.source}\0${i}`));
+        stripeKeys.set(event.source, perSource);
       }
       keys.add(perSource[event.bodyHash[0]! % CLAIM_BODY_STRIPES]!);
     }
@@ -49,7 +49,7 @@ export function createClaimQueries(t: Tables, schemaName: string) {
       ...readTimeout(options),
       text: options.backfill ? CLAIM_EVENT.backfill : options.logDeliveries === false ? CLAIM_EVENT.unlogged : CLAIM_EVENT.logged,
       values: [
-        event.provider,
+        event.source,
         event.kind,
         event.eventId,
         event.type,
@@ -80,7 +80,7 @@ export function createClaimQueries(t: Tables, schemaName: string) {
       ...readTimeout(options),
       text: options.logDeliveries === false ? CLAIM_EVENTS.unlogged : CLAIM_EVENTS.logged,
       values: [
-        events.map((e) => e.provider),
+        events.map((e) => e.source),
         events.map((e) => e.kind),
         events.map((e) => e.eventId),
         events.map((e) => e.type),
@@ -102,8 +102,8 @@ export function createClaimQueries(t: Tables, schemaName: string) {
    * snapshot): looked up now that it is committed, by id, else by body (a duplicate found by
    * its body under another id has no row of its own id). Never on a delivery's path.
    */
-  async function logDeliveries(db: Queryable, deliveries: { provider: string; eventId: string; bodyHash: Buffer | null; copies: number }[]): Promise<void> {
-    await db.query(sql.LOG_DELIVERIES, [deliveries.map((d) => d.provider), deliveries.map((d) => d.eventId), deliveries.map((d) => d.bodyHash), deliveries.map((d) => d.copies)]);
+  async function logDeliveries(db: Queryable, deliveries: { source: string; eventId: string; bodyHash: Buffer | null; copies: number }[]): Promise<void> {
+    await db.query(sql.LOG_DELIVERIES, [deliveries.map((d) => d.source), deliveries.map((d) => d.eventId), deliveries.map((d) => d.bodyHash), deliveries.map((d) => d.copies)]);
   }
 
   return { claimEvent, claimEvents, logDeliveries };

@@ -19,10 +19,20 @@ const UNREADABLE_NUMBERS_PATH = `strict $.** ? (@.type() == "number" && (@ > 1.7
 export const UNREADABLE_PAYLOAD = (alias: string) =>
   `(${alias}.payload_bytes IS NULL AND ${alias}.payload IS NOT NULL AND jsonb_path_exists(${alias}.payload, '${UNREADABLE_NUMBERS_PATH}'))`;
 
+/**
+ * The sources events were stored under, as `source`: a loose index scan of events_key, one
+ * probe per source, not a scan of the events.
+ */
+export const SOURCES_STORED = (events: string) => `WITH RECURSIVE p AS (
+         (SELECT provider FROM ${events} ORDER BY provider LIMIT 1)
+         UNION ALL
+         SELECT (SELECT e.provider FROM ${events} e WHERE e.provider > p.provider ORDER BY e.provider LIMIT 1) FROM p WHERE p.provider IS NOT NULL
+       ) SELECT provider AS source FROM p WHERE provider IS NOT NULL`;
+
 /** An event row (EventRow), the payload only when it can be read (UNREADABLE_PAYLOAD). */
 export function eventColumns(alias: string): string {
   // mutant: unreadable-payload-returned
-  return `${alias}.id, ${alias}.provider, ${alias}.kind, ${alias}.event_id AS "eventId", ${alias}.type,
+  return `${alias}.id, ${alias}.provider AS source, ${alias}.kind, ${alias}.event_id AS "eventId", ${alias}.type,
     CASE WHEN ${UNREADABLE_PAYLOAD(alias)} THEN NULL ELSE ${alias}.payload END AS payload, ${UNREADABLE_PAYLOAD(alias)} AS "payloadUnreadable",
     ${alias}.signed_at AS "signedAt", ${alias}.meta, ${alias}.state, ${alias}.runs_pending AS "runsPending",
     ${alias}.runs_failed AS "runsFailed", ${alias}.note, ${alias}.received_at AS "receivedAt",

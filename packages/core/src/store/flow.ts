@@ -13,7 +13,7 @@ import type { Tables } from './tables.js';
 /** What a limited run's gate asks for (flow-control.ts computes it from the handler and the event). */
 export interface GateRequest {
   rowId: number;
-  provider: string;
+  source: string;
   eventId: string;
   handler: string;
   token: string;
@@ -141,7 +141,7 @@ export function createFlowQueries(t: Tables, schemaName: string, runs: ReturnTyp
     const row = rows[0];
     if (!row) return { job: null, ahead: 0 };
     return {
-      job: { rowId: req.rowId, provider: req.provider, eventId: req.eventId, handler: req.handler, generation: row.generation, attempt: row.attempts, wait: row.waits },
+      job: { rowId: req.rowId, source: req.source, eventId: req.eventId, handler: req.handler, generation: row.generation, attempt: row.attempts, wait: row.waits },
       ahead: row.ahead ?? 0,
     };
   }

@@ -26,7 +26,7 @@ import type {
 import { operatorStatements } from './sql/operators.js';
 import type { Tables } from './tables.js';
 
-type MovedRow = { runId: number; handler: string; fromState: RunState; generation: number; provider: string; eventId: string };
+type MovedRow = { runId: number; handler: string; fromState: RunState; generation: number; source: string; eventId: string };
 type SummaryRow = EventSummary & { runs: (RunSummary & { updatedAt: string })[] };
 
 const summary = (row: SummaryRow): EventSummary => ({ ...row, runs: row.runs.map((r) => ({ ...r, updatedAt: new Date(r.updatedAt) })) });
@@ -37,7 +37,7 @@ function moved(rowId: number, row: MovedRow): MovedRun {
     handler: row.handler,
     fromState: row.fromState,
     generation: row.generation,
-    job: { rowId, provider: row.provider, eventId: row.eventId, handler: row.handler, generation: row.generation, attempt: 0 },
+    job: { rowId, source: row.source, eventId: row.eventId, handler: row.handler, generation: row.generation, attempt: 0 },
   };
 }
 
@@ -95,20 +95,20 @@ export function createOperatorQueries(t: Tables) {
     },
 
     /**
-     * The search (EventFilter). An event id or a time range without a provider is looked up
-     * under every provider stored, so the indexes that lead with the provider (events_key,
+     * The search (EventFilter). An event id or a time range without a source is looked up
+     * under every source stored, so the indexes that lead with the source (events_key,
      * events_provider_received_idx) can answer it.
      */
     async listEvents(db: Queryable, filter: EventFilter): Promise<EventSummary[]> {
-      let providers = filter.provider === undefined ? null : [filter.provider];
-      if (providers === null && filter.eventId !== undefined) providers = (await db.query<{ provider: string }>(sql.PROVIDERS)).rows.map((r) => r.provider);
+      let sources = filter.source === undefined ? null : [filter.source];
+      if (sources === null && filter.eventId !== undefined) sources = (await db.query<{ source: string }>(sql.SOURCES)).rows.map((r) => r.source);
       // A time range becomes a range of row ids too (ids follow arrival), so the primary key
       // reads only the rows of the range; received_at still decides exactly which match.
       const idFrom = filter.since === undefined ? null : await firstIdArrivedAt(db, new Date(filter.since.getTime() - ARRIVAL_SKEW_MS));
       const idTo = filter.until === undefined ? null : await firstIdArrivedAt(db, new Date(filter.until.getTime() + ARRIVAL_SKEW_MS));
       const { rows } = await db.query<SummaryRow>(sql.LIST_EVENTS, [
         filter.state ?? null,
-        providers,
+        sources,
         filter.type ?? null,
         filter.olderThanSeconds ?? null,
         filter.handler ?? null,
@@ -192,8 +192,8 @@ export function createOperatorQueries(t: Tables) {
       return Number((await db.query<{ id: string }>(sql.RECORD_BACKFILL, [source, actor, what, JSON.stringify(counts)])).rows[0]!.id);
     },
 
-    async getEventByKey(db: Queryable, provider: string, eventId: string): Promise<EventRow | null> {
-      const { rows } = await db.query<EventRow>(sql.GET_EVENT_BY_KEY, [provider, eventId]);
+    async getEventByKey(db: Queryable, source: string, eventId: string): Promise<EventRow | null> {
+      const { rows } = await db.query<EventRow>(sql.GET_EVENT_BY_KEY, [source, eventId]);
       return rows[0] ?? null;
     },
 

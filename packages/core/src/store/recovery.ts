@@ -31,17 +31,17 @@ export function createRecoveryQueries(t: Tables) {
     async takeStaleReceivedEvents(db: Queryable, olderThanMs: number, limit: number): Promise<EventJobData[]> {
       return (await db.query<EventJobData>(sql.STALE_EVENTS, [olderThanMs, limit])).rows;
     },
-    /** The providers present (one index probe each). */
-    async distinctProviders(db: Queryable): Promise<string[]> {
-      return (await db.query<{ provider: string }>(sql.DISTINCT_PROVIDERS)).rows.map((row) => row.provider);
+    /** The sources present (one index probe each). */
+    async distinctSources(db: Queryable): Promise<string[]> {
+      return (await db.query<{ source: string }>(sql.SOURCES)).rows.map((row) => row.source);
     },
     /** Prunes one batch past the payload horizon; returns how many (< limit: caught up). */
-    async pruneExpiredBatch(db: Queryable, provider: string, days: number, limit: number): Promise<number> {
-      return (await db.query(sql.RETENTION_PRUNE, [provider, days, limit])).rowCount ?? 0;
+    async pruneExpiredBatch(db: Queryable, source: string, days: number, limit: number): Promise<number> {
+      return (await db.query(sql.RETENTION_PRUNE, [source, days, limit])).rowCount ?? 0;
     },
     /** Deletes one batch of done events past the key horizon; returns how many (< limit: caught up). */
-    async deleteExpiredBatch(db: Queryable, provider: string, days: number, limit: number): Promise<number> {
-      return (await db.query(sql.RETENTION_DELETE, [provider, days, limit])).rowCount ?? 0;
+    async deleteExpiredBatch(db: Queryable, source: string, days: number, limit: number): Promise<number> {
+      return (await db.query(sql.RETENTION_DELETE, [source, days, limit])).rowCount ?? 0;
     },
   };
 }

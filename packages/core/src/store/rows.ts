@@ -95,7 +95,7 @@ export interface EventFilter {
   state?: EventState;
   /** Events with a run waiting for this (flow control): paused, concurrency, rate-limit. */
   waiting?: RunWaiting;
-  provider?: string;
+  source?: string;
   type?: string;
   /** Events with a run of this handler (or destination). */
   handler?: string;
@@ -191,7 +191,7 @@ export interface RunSummary {
 
 export interface EventSummary {
   id: number;
-  provider: string;
+  source: string;
   eventId: string;
   type: string;
   state: EventState;

@@ -19,7 +19,7 @@ const COMMANDS = {
 handler run's state; a full page ends with the flag for the next one (--before ROW).
   --state      the event's: received, processing, done, failed (a run failed: a dead letter)
   --waiting    a run held back by flow control: paused, concurrency, rate-limit
-  --source     the source (provider) name; --type the event type, exactly
+  --source     the source name (--provider: the same, its name before); --type the event type, exactly
   --handler    a handler (or --destination) with a run for the event
   --event-id   the provider's event id, with or without --source
   --since, --until   received at or after / before: 2026-12-02T02:51Z (no zone = UTC) or 2h, 3d ago
@@ -31,7 +31,7 @@ The admin's events page and GET /admin/api/events take the same filters (docs/op
   },
   show: {
     summary: 'print one event: runs, steps and their keys, deliveries, actions',
-    usage: 'show <row id | provider/event_id> [--json]',
+    usage: 'show <row id | source/event_id> [--json]',
     help: `Prints one event: a summary first (its state, each handler run with its attempts and last
 error, the steps recorded with the keys external steps sent, deliveries, operator actions),
 then its payload. --json prints all of it as JSON instead (the event, runs, steps,
@@ -39,7 +39,7 @@ deliveries, attempts and actions).`,
   },
   redrive: {
     summary: 'finish what was started (same keys: nothing applied twice)',
-    usage: 'redrive <row id | provider/event_id> --reason "why" [--handler H | --destination NAME]',
+    usage: 'redrive <row id | source/event_id> --reason "why" [--handler H | --destination NAME]',
     help: `Finishes what was started: failed, received or stuck runs go back to received and run
 again in the SAME generation. Committed steps are skipped; an external step that runs
 again sends the SAME idempotency key, so the API applies nothing new. Use it after
@@ -47,7 +47,7 @@ fixing whatever made a run fail. Without --handler, every such run of the event.
   },
   replay: {
     summary: 'do chosen steps again on purpose (new keys for those steps)',
-    usage: 'replay <row id | provider/event_id> --reason "why" (--steps a,b | --all-steps) [--handler H | --destination NAME] [--dry-run]',
+    usage: 'replay <row id | source/event_id> --reason "why" (--steps a,b | --all-steps) [--handler H | --destination NAME] [--dry-run]',
     help: `Does chosen steps AGAIN, on purpose, as a new generation of one handler's run (done or
 failed). --steps names the recorded steps to run again: each external one gets a NEW
 idempotency key, so its effect happens once more; every other recorded step is reused
@@ -116,7 +116,7 @@ function formatEvent(e: EventSummary): string {
       )
       .join(' ') || (e.note ? `(${e.note})` : '-');
   const errors = e.runs.filter((r) => r.lastError && r.state !== 'done').map((r) => `\n         ${r.handler} last error: ${r.lastError}`);
-  return `${String(e.id).padEnd(8)} ${e.state.padEnd(11)} ${`${e.provider}/${e.eventId}`.padEnd(42)} ${e.type.padEnd(29)} ${e.updatedAt.toISOString()}  ${runs}${errors.join('')}`;
+  return `${String(e.id).padEnd(8)} ${e.state.padEnd(11)} ${`${e.source}/${e.eventId}`.padEnd(42)} ${e.type.padEnd(29)} ${e.updatedAt.toISOString()}  ${runs}${errors.join('')}`;
 }
 
 function formatPlan(plan: ReplayPlan, dryRun: boolean): string {
@@ -137,7 +137,7 @@ function formatPlan(plan: ReplayPlan, dryRun: boolean): string {
  */
 interface Invocation {
   command: string;
-  /** The row id or provider/event_id (show, redrive, replay). */
+  /** The row id or source/event_id (show, redrive, replay). */
   target: string | undefined;
   /** pause/resume: what is paused; `word` is what the operator said (a destination pauses its handler). */
   paused: { scope: 'handler' | 'source'; name: string; word: string } | undefined;
@@ -226,9 +226,9 @@ function parseInvocation(command: string, args: string[]): Invocation {
       return reason;
     },
     needTarget() {
-      if (target === undefined) return usage(`${command} needs a row id or provider/event_id`);
+      if (target === undefined) return usage(`${command} needs a row id or source/event_id`);
       if (!(/^\d{1,16}$/.test(target) && Number(target) <= Number.MAX_SAFE_INTEGER) && !/^[^/]{1,63}\/.{1,300}$/.test(target)) {
-        return usage(`"${target.slice(0, 40)}" is neither a row id (1 to 9007199254740991) nor provider/event_id`);
+        return usage(`"${target.slice(0, 40)}" is neither a row id (1 to 9007199254740991) nor source/event_id`);
       }
       return target;
     },
@@ -259,7 +259,7 @@ const list: Runner = async (call, ops) => {
     throw error;
   }
   if (call.flag('json')) return exitWith(0, events);
-  out('row id   state       provider/event_id                          type                          updated                   runs');
+  out('row id   state       source/event_id                          type                          updated                   runs');
   for (const e of events) out(formatEvent(e));
   const full = events.length === (call.filter.limit ?? 50);
   out(`${events.length} event(s)${full ? `; the next page: the same flags and --before ${events[events.length - 1]!.id}` : ''}`);
@@ -270,7 +270,7 @@ const list: Runner = async (call, ops) => {
 function formatDetail(detail: EventView): string {
   const e = detail.event;
   const lines = [
-    `event ${e.id}  ${e.provider}/${e.eventId}  ${e.type}`,
+    `event ${e.id}  ${e.source}/${e.eventId}  ${e.type}`,
     `  state ${e.state}${e.note ? ` (${e.note})` : ''}; received ${e.receivedAt.toISOString()}${e.finishedAt ? `, finished ${e.finishedAt.toISOString()}` : ''}`,
     e.origin === 'backfill'
       ? `  origin backfill: fetched from the provider's API, never delivered (${e.originDetail ?? 'a backfill'}); deliveries since ${detail.deliveryCount} (duplicates)`

@@ -3,8 +3,8 @@
  * SIGTERM; tests call it over real HTTP or with `app.request()`.
  *
  * Routes
- *   POST /webhooks/:provider   receive a delivery (see receive-webhook.ts)
- *   GET  /webhooks/:provider   a sender's subscription check (Meta's hub.challenge); 405 otherwise
+ *   POST /webhooks/:source   receive a delivery (see receive-webhook.ts)
+ *   GET  /webhooks/:source   a sender's subscription check (Meta's hub.challenge); 405 otherwise
  *   GET  /healthz              the process is up
  *   GET  /readyz               Postgres and Redis answer
  *   GET  /metrics              Prometheus metrics
@@ -97,7 +97,7 @@ export function createApp(deps: IngestDeps): Hono {
   });
 
   app.post(
-    '/webhooks/:provider',
+    '/webhooks/:source',
     // Unknown source, missing or malformed signature headers, a stale signed timestamp, a body
     // too large or more than the budget has left: answered before reading a byte of the body
     // (edge-guards.ts). The body itself is read by edge.readBody, straight from Node's request
@@ -105,19 +105,19 @@ export function createApp(deps: IngestDeps): Hono {
     // against BODY_LIMIT_BYTES and the in-flight budget as it arrives.
     edge.beforeBody,
     // One span per delivery (tracing.ts; a no-op unless OTEL_* asks for traces).
-    (c) => inSpan('webhook.receive', { kind: SpanKind.SERVER, attributes: { 'oncehook.source': c.req.param('provider') ?? '' } }, () => receiveWebhook(c, deps, path, edge)),
+    (c) => inSpan('webhook.receive', { kind: SpanKind.SERVER, attributes: { 'oncehook.source': c.req.param('source') ?? '' } }, () => receiveWebhook(c, deps, path, edge)),
   );
 
   // A sender that checks the endpoint with a GET (Meta): answered by the source, nothing stored.
-  app.get('/webhooks/:provider', (c, next) => {
-    const source = deps.sources.get(c.req.param('provider'));
+  app.get('/webhooks/:source', (c, next) => {
+    const source = deps.sources.get(c.req.param('source'));
     if (!source?.get) return next();
     const reply = source.get(new URL(c.req.url).searchParams);
     deps.log.info({ provider: source.name, status: reply.status ?? 200 }, reply.note);
     return replyResponse(c, reply);
   });
 
-  app.all('/webhooks/:provider', (c) => {
+  app.all('/webhooks/:source', (c) => {
     c.header('Allow', 'POST');
     return c.json({ error: 'method_not_allowed', message: 'webhooks are delivered with POST' }, 405);
   });

@@ -10,7 +10,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { HttpBindings } from '@hono/node-server';
-import { createLogLimiter, VerificationError, type IngestMetrics, type Logger } from '@oncehook/shared';
+import { createLogLimiter, sourceFields, VerificationError, type IngestMetrics, type Logger } from '@oncehook/shared';
 import type { WebhookSource } from '@oncehook/providers';
 import type { Context, MiddlewareHandler } from 'hono';
 import type { IngestSettings } from './ingest-settings.js';
@@ -40,7 +40,7 @@ export interface EdgeGuards {
   /** Marks a response as the last on its connection. */
   closing(c: Context, response: Response): Response;
   /** Counts and logs (rate-limited) a refused delivery. */
-  rejected(provider: string, reason: string, status: number, message: string): void;
+  rejected(source: string, reason: string, status: number, message: string): void;
   /** A warn line, rate-limited like the rejections (same key: at most 5 per 10 s). */
   notice(key: string, fields: Record<string, unknown>, message: string): void;
   /** Body bytes held by deliveries in progress (for tests and metrics). */
@@ -69,10 +69,10 @@ export function createEdgeGuards(deps: EdgeDeps, claims: { readonly circuit: 'cl
     return response;
   };
 
-  const rejected = (provider: string, reason: string, status: number, message: string) => {
-    metrics.rejectionsTotal.inc({ provider, reason });
-    const { log, suppressed } = limit(`${provider}\0${reason}`);
-    if (log) deps.log.warn({ provider, reason, status, ...(suppressed > 0 ? { suppressed } : {}) }, `rejected delivery: ${message}`);
+  const rejected = (source: string, reason: string, status: number, message: string) => {
+    metrics.rejectionsTotal.inc({ ...sourceFields(source), reason });
+    const { log, suppressed } = limit(`${source}\0${reason}`);
+    if (log) deps.log.warn({ source, reason, status, ...(suppressed > 0 ? { suppressed } : {}) }, `rejected delivery: ${message}`);
   };
 
   const notice = (key: string, fields: Record<string, unknown>, message: string) => {
@@ -88,11 +88,11 @@ export function createEdgeGuards(deps: EdgeDeps, claims: { readonly circuit: 'cl
 
   const beforeBody: MiddlewareHandler = async (c: Context, next) => {
     const started = process.hrtime.bigint();
-    const name = c.req.param('provider') ?? '';
+    const name = c.req.param('source') ?? '';
     const source = deps.sources.get(name);
     if (!source) return closing(c, c.json({ error: 'unknown_provider', message: `no webhook source named "${name}" is configured` }, 404));
     const answered = (result: 'rejected' | 'error', response: Response) => {
-      metrics.eventsTotal.inc({ provider: source.name, type: 'unknown', result });
+      metrics.eventsTotal.inc({ ...sourceFields(source.name), type: 'unknown', result });
       metrics.ingestDuration.observe({ result }, Number(process.hrtime.bigint() - started) / 1e9);
       return closing(c, response);
     };
@@ -140,7 +140,7 @@ export function createEdgeGuards(deps: EdgeDeps, claims: { readonly circuit: 'cl
   async function readBody(c: Context): Promise<Buffer | Response> {
     const mine = held.get(c);
     if (!mine) throw new Error('readBody called without beforeBody');
-    const provider = c.req.param('provider') ?? '';
+    const source = c.req.param('source') ?? '';
     const take = (bytes: number): 'ok' | 'too-large' | 'over-budget' => {
       // mutant: chunked-body-unlimited
       if (mine.bytes + bytes > settings.bodyLimitBytes) return 'too-large';
@@ -151,14 +151,14 @@ export function createEdgeGuards(deps: EdgeDeps, claims: { readonly circuit: 'cl
       return 'ok';
     };
     const refuse = (why: 'too-large' | 'over-budget') => {
-      metrics.eventsTotal.inc({ provider, type: 'unknown', result: why === 'too-large' ? 'rejected' : 'error' });
-      rejected(provider, why === 'too-large' ? 'payload_too_large' : 'overloaded', why === 'too-large' ? 413 : 503, `body refused while it arrived (${mine.bytes} bytes read)`);
+      metrics.eventsTotal.inc({ ...sourceFields(source), type: 'unknown', result: why === 'too-large' ? 'rejected' : 'error' });
+      rejected(source, why === 'too-large' ? 'payload_too_large' : 'overloaded', why === 'too-large' ? 413 : 503, `body refused while it arrived (${mine.bytes} bytes read)`);
       return closing(c, why === 'too-large' ? tooLarge(c) : overBudget(c));
     };
     const unreadable = (error: unknown) => {
       // The sender went away (or the server's request timeout cut it) mid-body: nobody is
       // listening for an answer; not worth more than a debug line.
-      deps.log.debug({ provider, err: error }, 'request body could not be read (client aborted or timed out)');
+      deps.log.debug({ source, err: error }, 'request body could not be read (client aborted or timed out)');
       return closing(c, c.json({ error: 'body_unreadable', message: 'the request body could not be read' }, 400));
     };
 

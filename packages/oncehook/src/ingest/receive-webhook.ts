@@ -11,6 +11,7 @@ import {
   isDatabaseUnavailableError,
   isUnstorablePayloadError,
   OverloadedError,
+  sourceFields,
   VerificationError,
   currentTraceparent,
   type EdgeResult,
@@ -50,7 +51,7 @@ export interface DeliveryPath {
 export async function receiveWebhook(c: Context, deps: WebhookDeps, path: DeliveryPath, edge: EdgeGuards): Promise<Response> {
   const { claims } = path;
   const started = process.hrtime.bigint();
-  const source = deps.sources.get(c.req.param('provider') ?? '');
+  const source = deps.sources.get(c.req.param('source') ?? '');
   if (!source) throw new Error('receiveWebhook reached without a known source'); // guarded by edge-guards
   const { metrics } = deps;
   /** Records the answer's time and outcome (a batch counts its elements itself). */
@@ -60,7 +61,7 @@ export async function receiveWebhook(c: Context, deps: WebhookDeps, path: Delive
     return response;
   };
   const answer = (result: EdgeResult, type: string, response: Response): Response => {
-    metrics.eventsTotal.inc({ provider: source.name, type, result });
+    metrics.eventsTotal.inc({ ...sourceFields(source.name), type, result });
     return timed(result, response);
   };
 
@@ -82,14 +83,14 @@ export async function receiveWebhook(c: Context, deps: WebhookDeps, path: Delive
     return answer('rejected', 'unknown', c.json({ error: error.reason, message: error.message }, error.status));
   }
   if ('reply' in verified) {
-    deps.log.info({ provider: source.name }, verified.reply.note);
+    deps.log.info({ source: source.name }, verified.reply.note);
     return replyResponse(c, verified.reply);
   }
   if ('events' in verified) return receiveBatch(c, deps, path, edge, verified.events, now, answer, timed);
   const { event } = verified;
   trace.getActiveSpan()?.setAttributes({ 'oncehook.event_id': event.eventId, 'oncehook.event_type': event.type });
-  const typeLabel = (type: string) => deps.typeLabels?.label(event.provider, event.kind, type) ?? 'other';
-  const log = deps.log.isLevelEnabled('info') ? deps.log.child({ provider: event.provider, eventId: event.eventId, type: event.type }) : deps.log;
+  const typeLabel = (type: string) => deps.typeLabels?.label(event.source, event.kind, type) ?? 'other';
+  const log = deps.log.isLevelEnabled('info') ? deps.log.child({ source: event.source, eventId: event.eventId, type: event.type }) : deps.log;
 
   // Older than the key horizon (KEY_RETENTION_DAYS): its key may already be deleted, so
   // claiming it could process a late redelivery as new. Answer 2xx (so the provider stops) and
@@ -105,7 +106,7 @@ export async function receiveWebhook(c: Context, deps: WebhookDeps, path: Delive
       c.json(
         {
           status: 'expired',
-          provider: event.provider,
+          ...sourceFields(event.source),
           eventId: event.eventId,
           message: `event was created ${event.signedAt.toISOString()}, beyond the ${horizonDays}-day key retention horizon (KEY_RETENTION_DAYS); not processed`,
         },
@@ -155,13 +156,13 @@ export async function receiveWebhook(c: Context, deps: WebhookDeps, path: Delive
 
   if (claim.outcome === 'new') {
     log.info({ rowId: claim.rowId }, 'claimed new event');
-    return answer('new', typeLabel(event.type), c.json({ status: 'accepted', provider: event.provider, eventId: event.eventId }, 202));
+    return answer('new', typeLabel(event.type), c.json({ status: 'accepted', ...sourceFields(event.source), eventId: event.eventId }, 202));
   }
 
   // Duplicate: counted as such, never as an error, under the STORED event's type.
   await onDuplicate(deps, path.relay, edge, source.name, event, claim, now, log);
   const storedType = claim.outcome === 'duplicate' ? claim.type : event.type;
-  return answer('duplicate', typeLabel(storedType), c.json({ status: 'duplicate', provider: event.provider, eventId: event.eventId }, 200));
+  return answer('duplicate', typeLabel(storedType), c.json({ status: 'duplicate', ...sourceFields(event.source), eventId: event.eventId }, 200));
 }
 
 /** A duplicate's bookkeeping: the recent-duplicates view, the log, a lost enqueue repeated. */
@@ -177,7 +178,7 @@ async function onDuplicate(
 ): Promise<void> {
   deps.recentDuplicates?.add({
     at: now,
-    provider: event.provider,
+    source: event.source,
     eventId: event.eventId,
     rowId: claim.outcome === 'duplicate' ? claim.rowId : null,
     state: claim.outcome === 'duplicate' ? claim.state : null,
@@ -192,7 +193,7 @@ async function onDuplicate(
       // two types (docs/providers.md, body dedupe): say so, it is never silent.
       edge.notice(
         `${sourceName}\0cross-type`,
-        { provider: event.provider, eventId: event.eventId, type: event.type, storedType: claim.type, rowId: claim.rowId },
+        { source: event.source, eventId: event.eventId, type: event.type, storedType: claim.type, rowId: claim.rowId },
         'a body already claimed under another id AND another type was answered duplicate: a replay, or a sender that sends byte-identical bodies for two types (see bodyDedupe in docs/providers.md)',
       );
     }
@@ -202,7 +203,7 @@ async function onDuplicate(
       // Safe to repeat: the jobId dedupes a queued job and the worker's guarded dispatch the rest.
       log.info({ rowId: claim.rowId, idleMs }, 'duplicate found the event still received; re-enqueueing its dispatch');
       // mutant: stale-duplicate-not-nudged
-      relay.nudge({ rowId: claim.rowId, provider: event.provider, eventId: event.eventId, kind: event.kind, type: claim.type, attempt: 0 });
+      relay.nudge({ rowId: claim.rowId, source: event.source, eventId: event.eventId, kind: event.kind, type: claim.type, attempt: 0 });
     }
   } else {
     log.info('duplicate delivery (concurrent with the first)');
@@ -234,8 +235,8 @@ async function receiveBatch(
   timed: Timed,
 ): Promise<Response> {
   const first = events[0]!;
-  const typeLabel = (type: string) => deps.typeLabels?.label(first.provider, first.kind, type) ?? 'other';
-  const log = deps.log.child({ provider: first.provider, batch: events.length });
+  const typeLabel = (type: string) => deps.typeLabels?.label(first.source, first.kind, type) ?? 'other';
+  const log = deps.log.child({ source: first.source, batch: events.length });
   if (edge.connectionClosing(c)) {
     return answer(
       'error',
@@ -250,7 +251,7 @@ async function receiveBatch(
     if (event.signedAt && now.getTime() - event.signedAt.getTime() > horizonMs) return 'expired' as const;
     // mutant: batch-answer-before-commit
     const claim = await path.claims.claim(traceparent ? { ...event, traceparent } : event);
-    if (claim.outcome !== 'new') await onDuplicate(deps, path.relay, edge, event.provider, event, claim, now, log);
+    if (claim.outcome !== 'new') await onDuplicate(deps, path.relay, edge, event.source, event, claim, now, log);
     return claim.outcome === 'new' ? ('accepted' as const) : ('duplicate' as const);
   };
   // In chunks, so that one large batch (SendGrid's reach thousands of events) never fills the
@@ -268,7 +269,7 @@ async function receiveBatch(
     const eventId = events[failed]!.eventId;
     if (isUnstorablePayloadError(error)) {
       const message = `element #${failed + 1} (${eventId}) cannot be stored: ${(error as Error).message}; the other elements were claimed`;
-      edge.rejected(first.provider, 'unstorable_payload', 400, message);
+      edge.rejected(first.source, 'unstorable_payload', 400, message);
       return answer('rejected', 'other', c.json({ error: 'unstorable_payload', message }, 400));
     }
     const unavailable = error instanceof OverloadedError || isDatabaseUnavailableError(error);
@@ -286,11 +287,15 @@ async function receiveBatch(
   const statuses = outcomes.map((outcome) => (outcome as PromiseFulfilledResult<'accepted' | 'duplicate' | 'expired'>).value);
   events.forEach((event, i) => {
     const status = statuses[i]!;
-    deps.metrics.eventsTotal.inc({ provider: event.provider, type: typeLabel(event.type), result: status === 'accepted' ? 'new' : status });
+    deps.metrics.eventsTotal.inc({ ...sourceFields(event.source), type: typeLabel(event.type), result: status === 'accepted' ? 'new' : status });
   });
   const accepted = statuses.filter((status) => status === 'accepted').length;
   log.info({ accepted, duplicates: statuses.filter((status) => status === 'duplicate').length }, 'batch delivery claimed');
-  const body = { status: accepted > 0 ? 'accepted' : 'duplicate', provider: first.provider, events: events.map((event, i) => ({ eventId: event.eventId, status: statuses[i] })) };
+  const body = {
+    status: accepted > 0 ? 'accepted' : 'duplicate',
+    ...sourceFields(first.source),
+    events: events.map((event, i) => ({ eventId: event.eventId, status: statuses[i] })),
+  };
   trace.getActiveSpan()?.setAttribute('oncehook.batch_size', events.length);
   return timed(accepted > 0 ? 'new' : 'duplicate', c.json(body, accepted > 0 ? 202 : 200));
 }

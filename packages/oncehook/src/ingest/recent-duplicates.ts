@@ -6,7 +6,7 @@
  */
 export interface RecentDuplicate {
   at: Date;
-  provider: string;
+  source: string;
   eventId: string;
   rowId: number | null;
   state: string | null;

@@ -10,7 +10,7 @@ export function flowStatements(t: Tables) {
   const { SCHEMA, EVENTS, RUNS, PAUSES, RATE_WINDOWS, HEALTH, ACTIONS } = t;
 
   /** A waiting run's job: what a resume or a wake-up enqueues (CTE `woken`, joined to its event `e`). */
-  const WOKEN_JOB = `r.event_row_id AS "rowId", e.provider, e.event_id AS "eventId", r.handler, r.generation, r.attempts AS attempt, r.waits AS wait`;
+  const WOKEN_JOB = `r.event_row_id AS "rowId", e.provider AS source, e.event_id AS "eventId", r.handler, r.generation, r.attempts AS attempt, r.waits AS wait`;
 
   return {
     /**

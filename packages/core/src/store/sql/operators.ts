@@ -5,7 +5,7 @@
  * Plain text; execution is in ../operators.ts.
  */
 import { DELIVERY_LOG_ROWS } from './claim.js';
-import { eventColumns, runColumns } from '../columns.js';
+import { eventColumns, runColumns, SOURCES_STORED } from '../columns.js';
 import type { Tables } from '../tables.js';
 
 export function operatorStatements(t: Tables) {
@@ -66,7 +66,7 @@ export function operatorStatements(t: Tables) {
          INSERT INTO ${ACTIONS} (event_row_id, run_id, mode, from_state, generation, actor, reason)
          SELECT $1::bigint, id, 'redrive', from_state, generation, $3::text, $4::text FROM moved
        )
-       SELECT m.id AS "runId", m.handler, m.from_state AS "fromState", m.generation, ev.provider, ev.event_id AS "eventId"
+       SELECT m.id AS "runId", m.handler, m.from_state AS "fromState", m.generation, ev.provider AS source, ev.event_id AS "eventId"
          FROM moved m, event ev`,
 
     /**
@@ -103,7 +103,7 @@ export function operatorStatements(t: Tables) {
          INSERT INTO ${ACTIONS} (event_row_id, run_id, mode, from_state, generation, actor, reason, detail)
          SELECT $1::bigint, id, 'replay', from_state, generation, $4::text, $5::text, $6::jsonb FROM moved
        )
-       SELECT m.id AS "runId", m.handler, m.from_state AS "fromState", m.generation, ev.provider, ev.event_id AS "eventId"
+       SELECT m.id AS "runId", m.handler, m.from_state AS "fromState", m.generation, ev.provider AS source, ev.event_id AS "eventId"
          FROM moved m, event ev`,
 
     /** Events by state, provider, type, age and handler, newest first ($1-$6). */
@@ -119,7 +119,7 @@ export function operatorStatements(t: Tables) {
      * picks the index of the conditions given (docs/operating.md, "Searching events").
      */
     // mutant: search-page-overlap
-    LIST_EVENTS: `SELECT e.id, e.provider, e.event_id AS "eventId", e.type, e.state, e.note,
+    LIST_EVENTS: `SELECT e.id, e.provider AS source, e.event_id AS "eventId", e.type, e.state, e.note,
               e.received_at AS "receivedAt", e.updated_at AS "updatedAt", ${RUNS_SUMMARY}, ${DELIVERY_COUNT}
          FROM ${EVENTS} e
         WHERE ($1::text IS NULL OR e.state = $1::text)
@@ -145,12 +145,8 @@ export function operatorStatements(t: Tables) {
     ID_RANGE: `SELECT (SELECT id FROM ${EVENTS} ORDER BY id LIMIT 1) AS lo, (SELECT id FROM ${EVENTS} ORDER BY id DESC LIMIT 1) AS hi`,
     /** The first row at or after id $1, and when it arrived (one probe of the primary key). */
     ARRIVAL_ID: `SELECT id, received_at AS "receivedAt" FROM ${EVENTS} WHERE id >= $1::bigint ORDER BY id LIMIT 1`,
-    /** The providers events were stored under (a loose index scan of events_key: one probe per provider, not a scan of the events). */
-    PROVIDERS: `WITH RECURSIVE p AS (
-         (SELECT provider FROM ${EVENTS} ORDER BY provider LIMIT 1)
-         UNION ALL
-         SELECT (SELECT e.provider FROM ${EVENTS} e WHERE e.provider > p.provider ORDER BY e.provider LIMIT 1) FROM p WHERE p.provider IS NOT NULL
-       ) SELECT provider FROM p WHERE provider IS NOT NULL`,
+    /** The sources events were stored under (columns.ts). */
+    SOURCES: SOURCES_STORED(EVENTS),
     /**
      * Failure groups ($1 handler or null, $2 limit, $3 true: resolved groups too): the failed and
      * retrying runs grouped by handler and error shape, newest failure first, with how many of
@@ -227,7 +223,7 @@ export function operatorStatements(t: Tables) {
                AND r.waiting IS DISTINCT FROM 'paused' AND r.waiting IS DISTINCT FROM 'concurrency')
         LIMIT $2::int`,
     /** Summaries of the events $1. */
-    EVENTS_BY_IDS: `SELECT e.id, e.provider, e.event_id AS "eventId", e.type, e.state, e.note,
+    EVENTS_BY_IDS: `SELECT e.id, e.provider AS source, e.event_id AS "eventId", e.type, e.state, e.note,
               e.received_at AS "receivedAt", e.updated_at AS "updatedAt", ${RUNS_SUMMARY}, ${DELIVERY_COUNT}
          FROM ${EVENTS} e WHERE e.id = ANY($1::bigint[]) ORDER BY e.updated_at`,
 

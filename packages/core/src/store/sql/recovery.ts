@@ -4,6 +4,7 @@
  * never waits behind a worker's step) and is exported so tests can EXPLAIN it. Plain text;
  * execution is in ../recovery.ts.
  */
+import { SOURCES_STORED } from '../columns.js';
 import type { Tables } from '../tables.js';
 
 export function recoveryStatements(t: Tables) {
@@ -28,7 +29,7 @@ export function recoveryStatements(t: Tables) {
          LIMIT $1::int
          FOR UPDATE SKIP LOCKED))
         AND r.state = 'processing' AND r.lease_until < now() AND e.id = r.event_row_id
-      RETURNING r.event_row_id AS "rowId", e.provider, e.event_id AS "eventId", r.handler, r.generation, r.attempts AS attempt`,
+      RETURNING r.event_row_id AS "rowId", e.provider AS source, e.event_id AS "eventId", r.handler, r.generation, r.attempts AS attempt`,
 
     /**
      * `received` runs untouched for $1 ms ($2 limit): their job was lost (Redis flushed or
@@ -53,7 +54,7 @@ export function recoveryStatements(t: Tables) {
          LIMIT $2::int
          FOR UPDATE SKIP LOCKED))
         AND r.state = 'received' AND e.id = r.event_row_id
-      RETURNING r.event_row_id AS "rowId", e.provider, e.event_id AS "eventId", r.handler, r.generation, r.attempts AS attempt,
+      RETURNING r.event_row_id AS "rowId", e.provider AS source, e.event_id AS "eventId", r.handler, r.generation, r.attempts AS attempt,
                 CASE WHEN r.waiting IS NOT NULL THEN r.waits END AS wait`,
 
     /**
@@ -69,16 +70,10 @@ export function recoveryStatements(t: Tables) {
          LIMIT $2::int
          FOR UPDATE SKIP LOCKED))
         AND state = 'received'
-      RETURNING id AS "rowId", provider, event_id AS "eventId", kind, type, 0 AS attempt`,
+      RETURNING id AS "rowId", provider AS source, event_id AS "eventId", kind, type, 0 AS attempt`,
 
-    /** The providers present, by a loose index scan of (provider, received_at): one probe each. */
-    DISTINCT_PROVIDERS: `WITH RECURSIVE p AS (
-         (SELECT provider FROM ${EVENTS} ORDER BY provider LIMIT 1)
-         UNION ALL
-         SELECT (SELECT provider FROM ${EVENTS} WHERE provider > p.provider ORDER BY provider LIMIT 1)
-           FROM p WHERE p.provider IS NOT NULL
-       )
-       SELECT provider FROM p WHERE provider IS NOT NULL`,
+    /** The sources events were stored under (columns.ts). */
+    SOURCES: SOURCES_STORED(EVENTS),
 
     /**
      * One batch of one provider's done events ($1) received more than $2 days ago, oldest first

@@ -4,7 +4,7 @@
  *
  *   GET  /admin/api/events                 search (event-search.ts: ?state=&waiting=&source=&type=&handler=&event_id=
  *                                          &since=&until=&older_than=&payload=&group=&before=&limit=), {events, next}
- *   GET  /admin/api/events/:ref            one event (row id or provider/event_id)
+ *   GET  /admin/api/events/:ref            one event (row id or source/event_id)
  *   POST /admin/api/events/:id/redrive     {"reason", "handler"?}   same generation, same keys
  *   POST /admin/api/events/:id/replay      {"reason", "handler"?, "steps"?: [...], "all_steps"?: true, "dry_run"?: true}
  *   POST /admin/api/redrive                {the search's fields, "dry_run", "reason"}: every matching event (default: failed)
@@ -120,7 +120,7 @@ export function mountAdminApi(admin: Hono<AdminEnv>, deps: { ops: Operations; sl
 
   admin.get('/api/events/:ref{.+}', async (c) => {
     const ref = c.req.param('ref');
-    if (ref.length > 400 || ref.includes('\0')) return bad(c, 'bad_ref', 'the event is a row id or provider/event_id');
+    if (ref.length > 400 || ref.includes('\0')) return bad(c, 'bad_ref', 'the event is a row id or source/event_id');
     const detail = await ops.show(ref);
     return detail ? c.json(detail) : c.json({ error: 'not_found', message: `no event ${ref}` }, 404);
   });

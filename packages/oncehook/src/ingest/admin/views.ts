@@ -65,7 +65,7 @@ function eventTable(events: EventSummary[]) {
   if (events.length === 0) return html`<p class="muted">None.</p>`;
   return html`<table><tr><th>Row</th><th>Provider / event id</th><th>Type</th><th>State</th><th>Handler runs</th><th>Deliveries</th><th>Updated</th></tr>
 ${events.map(
-  (e) => html`<tr><td><a href="/admin/events/${e.id}">${e.id}</a></td><td><code>${e.provider}/${e.eventId}</code></td><td>${e.type}</td>
+  (e) => html`<tr><td><a href="/admin/events/${e.id}">${e.id}</a></td><td><code>${e.source}/${e.eventId}</code></td><td>${e.type}</td>
 <td class="state-${e.state}">${e.state}</td><td>${runsCell(e)}</td><td>${e.deliveries}</td><td>${e.updatedAt.toISOString()}</td></tr>`,
 )}</table>`;
 }
@@ -120,7 +120,7 @@ ${
 function duplicatesTable(items: RecentDuplicate[]) {
   if (items.length === 0) return html`<p class="muted">None since this process started.</p>`;
   return html`<table><tr><th>At</th><th>Provider / event id</th><th>Row</th><th>State when it arrived</th></tr>
-${items.map((d) => html`<tr><td>${d.at.toISOString()}</td><td><code>${d.provider}/${d.eventId}</code></td><td>${d.rowId === null ? 'concurrent with the first' : html`<a href="/admin/events/${d.rowId}">${d.rowId}</a>`}</td><td>${d.state ?? '-'}</td></tr>`)}</table>`;
+${items.map((d) => html`<tr><td>${d.at.toISOString()}</td><td><code>${d.source}/${d.eventId}</code></td><td>${d.rowId === null ? 'concurrent with the first' : html`<a href="/admin/events/${d.rowId}">${d.rowId}</a>`}</td><td>${d.state ?? '-'}</td></tr>`)}</table>`;
 }
 
 type Entry = { at: Date; order: number; kind: string; what: ReturnType<typeof html> | string };
@@ -367,7 +367,7 @@ ${rows.map(
       page(
         `Event ${e.id}`,
         html`<table>
-<tr><th>Provider / event id</th><td><code>${e.provider}/${e.eventId}</code> (${e.kind})</td></tr>
+<tr><th>Provider / event id</th><td><code>${e.source}/${e.eventId}</code> (${e.kind})</td></tr>
 <tr><th>Type</th><td>${e.type}</td></tr><tr><th>State</th><td class="state-${e.state}">${e.state}</td></tr>
 <tr><th>Received</th><td>${e.receivedAt.toISOString()}</td></tr><tr><th>Signed at</th><td>${e.signedAt?.toISOString() ?? '-'}</td></tr>
 <tr><th>Finished</th><td>${e.finishedAt?.toISOString() ?? '-'}</td></tr><tr><th>Note</th><td>${e.note ?? '-'}</td></tr>
