@@ -4,7 +4,7 @@
  * `engine.events`; a listener that throws or rejects never changes a run, its error is logged
  * (a bounded number of lines), and the other listeners still hear the event.
  */
-import { createEngineEvents, enqueueEvent, subscribeHooks, type EngineEventMap, type EngineEventName, type EventJobData } from '@oncehook/core';
+import { createEngineEvents, enqueueEvent, jobIdFor, subscribeHooks, type EngineEventMap, type EngineEventName, type EventJobData } from '@oncehook/core';
 import { waitFor } from '@oncehook/harness';
 import { defineHandler, PermanentError } from '@oncehook/sdk';
 import { createWorkerMetrics, noFaults } from '@oncehook/shared';
@@ -103,7 +103,11 @@ it('unsubscribing stops a listener; the old hooks are listeners of the step even
 it("a worker reports on worker.events and counts from there (under `source` and the deprecated `provider` label); buildWorker's deprecated hooks still hear the steps; a job of the release before (`provider`) is still read", async () => {
   const committed: string[] = [];
   const metrics = createWorkerMetrics({ defaultMetrics: false });
-  const worker = buildWorker(loadWorkerConfig(testEnv({ databaseUrl: scope.db.url, prefix: testPrefix() })), [pays], {
+  const flaky = defineHandler({ name: 'flaky', source: 'stripe', type: 'invoice.created' }, async () => {
+    throw new Error('not yet');
+  });
+  const env = testEnv({ databaseUrl: scope.db.url, prefix: testPrefix(), extra: { RETRY_BACKOFF_MS: '600000' } });
+  const worker = buildWorker(loadWorkerConfig(env), [pays, flaky], {
     log: testLog,
     faults: noFaults,
     metrics,
@@ -117,17 +121,25 @@ it("a worker reports on worker.events and counts from there (under `source` and 
     await enqueueEvent(worker.queues, dispatchJob(rowId, 'evt_ev_worker'));
     await waitFor(async () => (await q.getEvent(scope.db.pool, rowId))?.state === 'done' || undefined, { what: 'the event done' });
     await waitFor(() => ended.length > 0 || undefined, { what: 'run:ended heard' });
-    // A job added by the release before names its source `provider`: still read (readJobData).
-    const oldRowId = await claimStripe(scope.db.pool, 'evt_ev_old_job', 'invoice.paid');
+    expect(ended).toEqual(['pays done']);
+    expect(committed).toEqual(['record', 'charge']);
+
+    // A job added by the release before names its source `provider`: still read (readJobData),
+    // so the retry it schedules has its source, and the job id of that source's event.
+    const oldRowId = await claimStripe(scope.db.pool, 'evt_ev_old_job', 'invoice.created');
     const { source, ...oldShape } = { ...dispatchJob(oldRowId, 'evt_ev_old_job'), provider: 'stripe' };
     expect(source).toBe('stripe');
     await worker.queues.shards[0]!.add('event', oldShape as unknown as EventJobData, { jobId: 'old-shape' });
-    await waitFor(async () => (await q.getEvent(scope.db.pool, oldRowId))?.state === 'done' || undefined, { what: 'the old-shape job done' });
+    const retry = await waitFor(async () => (await worker.queues.shards[0]!.getDelayed()).find((job) => job.data.handler === 'flaky'), { what: "the old-shape job's retry" });
+    expect(retry.data).toMatchObject({ source: 'stripe', eventId: 'evt_ev_old_job', handler: 'flaky', attempt: 1 });
+    expect(retry.id).toBe(jobIdFor(retry.data));
     await waitFor(() => ended.length > 1 || undefined, { what: 'run:ended heard twice' });
-    expect(ended).toEqual(['pays done', 'pays done']);
-    expect(committed).toEqual(['record', 'charge', 'record', 'charge']);
+    expect(ended).toEqual(['pays done', 'flaky retry']);
     const processed = (await metrics.processedTotal.get()).values;
-    expect(processed).toEqual([expect.objectContaining({ value: 2, labels: { source: 'stripe', provider: 'stripe', type: 'invoice.paid', handler: 'pays', outcome: 'done' } })]);
+    expect(processed).toEqual([
+      expect.objectContaining({ value: 1, labels: { source: 'stripe', provider: 'stripe', type: 'invoice.paid', handler: 'pays', outcome: 'done' } }),
+      expect.objectContaining({ value: 1, labels: { source: 'stripe', provider: 'stripe', type: 'invoice.created', handler: 'flaky', outcome: 'retry' } }),
+    ]);
   } finally {
     await worker.close();
   }

@@ -1610,6 +1610,14 @@ export const MUTANTS: Mutant[] = [
     tests: ['test/engine-events.test.ts'],
   },
   {
+    id: 'old-job-source-unread',
+    guarantee: 'a job added by the release before (its source named provider) is still processed after an upgrade',
+    marker: 'old-job-source-unread',
+    search: "  if ('source' in data && typeof data.source === 'string') return data;",
+    replace: '  return data as EventJobData;',
+    tests: ['test/engine-events.test.ts'],
+  },
+  {
     id: 'stale-duplicate-not-nudged',
     guarantee: 'a duplicate that finds its event still received after the grace period re-enqueues its dispatch',
     marker: 'stale-duplicate-not-nudged',

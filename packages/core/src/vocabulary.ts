@@ -154,6 +154,7 @@ export interface EventJobData {
  * no longer (CHANGELOG.md).
  */
 export function readJobData(data: EventJobData | (Omit<EventJobData, 'source'> & { provider: string })): EventJobData {
+  // mutant: old-job-source-unread
   if ('source' in data && typeof data.source === 'string') return data;
   const { provider, ...rest } = data as Omit<EventJobData, 'source'> & { provider: string };
   return { ...rest, source: provider };
