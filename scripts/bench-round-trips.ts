@@ -72,7 +72,7 @@ async function stepTransaction(tx: PoolClient, variant: Variant, runId: number):
   roundTrips += variant === 'separate' ? 2 : 1;
   if (fenced.rowCount !== 1) throw new Error(`run ${runId}: the fence found no lease`);
   await handler(tx, runId);
-  const record: PreparedStatement = queries.finalStepRecord({ runId, generation: 0, name: 'credit', result: { ok: true } }, token);
+  const record: PreparedStatement = queries.finalStepRecord({ runId, generation: 0, name: 'credit', kind: 'local', result: { ok: true }, idempotencyKey: null }, token);
   if (variant === 'both') {
     await commitWith(tx, record);
     roundTrips += 1;

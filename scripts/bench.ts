@@ -1,7 +1,7 @@
 /**
  * `npm run bench -- [--duration S] [--connections 10,50,100|none] [--rounds R] [--e2e-events N] [--e2e-rounds R] [--workers 1,2,4] [--profile DIR]
  *   [--baseline-root DIR] [--queue-backends redis|postgres|redis,postgres] [--queue-jobs N] [--peers graphile,bullmq,pgboss,inline|none]
- *   [--variants fanout,limited,destination,nolog|none] [--stats-wait S]`
+ *   [--variants fanout,limited,external,external-final,destination,nolog|none] [--stats-wait S]`
  *
  * Side by side, in one process tree, on this machine's Postgres and Redis:
  *
@@ -25,8 +25,9 @@
  *    instead (graphile-worker, BullMQ alone, pg-boss: bench/peers.ts), and the floor (inline:
  *    the top-up in the claim's transaction, no queue), through the same measurement with each
  *    worker count; `--variants` adds rows of this checkout with one more
- *    handler (fanout), that handler flow-limited (limited), one destination, or the delivery log
- *    off (nolog), and what each adds per event (with `--baseline-root`, each variant runs on the baseline too). With the
+ *    handler (fanout), that handler flow-limited (limited), a handler with one local and one
+ *    external step (external; external-final: that step `final`), one destination, or the
+ *    delivery log off (nolog), and what each adds per event (with `--baseline-root`, each variant runs on the baseline too). With the
  *    floor among the peers, each pipeline's CPU per event above the floor is printed too;
  *    `--e2e-rounds R` runs every pipeline R times, alternating, and combines its rounds
  *    (bench/rounds.ts), with the range of each per-round ratio beside the peers' ratios.

@@ -5,7 +5,7 @@ import { deliver, paymentSucceeded, signStripe, waitFor } from '@oncehook/harnes
 import { defineHandler, PermanentError } from '@oncehook/sdk';
 import type { EventRow, RunRow } from '@oncehook/core';
 import { LEASE_LOST, processJob } from '@oncehook/core';
-import { commitWith } from '@oncehook/shared';
+import { commitWith, createPool } from '@oncehook/shared';
 import { fixture } from '@oncehook/testkit';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -131,7 +131,7 @@ describe('the fence', () => {
     try {
       await tx.query('BEGIN');
       await tx.query("INSERT INTO ledger_accounts (id) VALUES ('acct_record_lost')");
-      const record = q.finalStepRecord({ runId, generation: 0, name: 'credit', result: null }, '00000000-0000-4000-8000-000000000004');
+      const record = q.finalStepRecord({ runId, generation: 0, name: 'credit', kind: 'local', result: null, idempotencyKey: null }, '00000000-0000-4000-8000-000000000004');
       await expect(commitWith(tx, record)).rejects.toMatchObject({ code: LEASE_LOST });
       await tx.query('ROLLBACK');
     } finally {
@@ -141,6 +141,74 @@ describe('the fence', () => {
     expect(rows).toHaveLength(0);
     expect((await db.pool.query('SELECT 1 FROM oncehook.steps WHERE run_id = $1', [runId])).rows).toHaveLength(0);
     expect((await onlyRunOf(rowId)).state).toBe('processing');
+  });
+});
+
+describe('a final external step', () => {
+  /** Handlers ending with an external step, `final` or not; the pool counts the statements sent. */
+  function ending(final: boolean, onCall: (runId: number) => Promise<void> = async () => {}) {
+    const calls: string[] = [];
+    const handler = defineHandler({ name: `ends-external-${final}`, source: 'stripe', type: 'invoice.paid' }, async (_event, ctx) => {
+      await ctx.transaction('record', async () => ({ ok: true }));
+      await ctx.step(
+        'charge',
+        async ({ idempotencyKey }) => {
+          calls.push(idempotencyKey);
+          await onCall((await db.pool.query<{ id: number }>(`SELECT id FROM oncehook.handler_runs WHERE handler = $1`, [`ends-external-${final}`])).rows[0]!.id);
+          return { charged: true };
+        },
+        { final },
+      );
+    });
+    let statements = 0;
+    const pool = createPool(db.url, {
+      max: 4,
+      onStatement: () => {
+        statements += 1;
+      },
+    });
+    return { calls, handler, pool, statements: () => statements };
+  }
+
+  it('its record, the run done and the event done commit in the record statement after the call: one statement fewer than a separate done, the call made once', async () => {
+    const counted: number[] = [];
+    for (const final of [false, true]) {
+      const { calls, handler, pool, statements } = ending(final);
+      try {
+        const rowId = await claimStripe(db.pool, `evt_final_ext_${final}`, 'invoice.paid');
+        const before = statements();
+        expect(await engine(pool, [handler]).processJob(dispatchJob(rowId, `evt_final_ext_${final}`))).toMatchObject({ kind: 'runs', runs: [{ kind: 'done' }] });
+        counted.push(statements() - before);
+        expect(calls).toHaveLength(1);
+        expect((await q.getEvent(db.pool, rowId))?.state).toBe('done');
+        const run = await onlyRunOf(rowId);
+        expect(run).toMatchObject({ state: 'done', leaseToken: null });
+        const { rows } = await db.pool.query('SELECT name, kind, idempotency_key AS key FROM oncehook.steps WHERE run_id = $1 ORDER BY name', [run.id]);
+        expect(rows).toEqual([
+          { name: 'charge', kind: 'external', key: calls[0] },
+          { name: 'record', kind: 'local', key: null },
+        ]);
+      } finally {
+        await pool.end();
+      }
+    }
+    expect(counted[1]).toBe(counted[0]! - 1);
+  });
+
+  it('a takeover during the call: the final record commits nothing, the run stays with its new holder', async () => {
+    const { handler, pool } = ending(true, async (runId) => {
+      await db.pool.query(`UPDATE oncehook.handler_runs SET lease_token = '00000000-0000-4000-8000-000000000009' WHERE id = $1`, [runId]);
+    });
+    try {
+      const rowId = await claimStripe(db.pool, 'evt_final_ext_lost', 'invoice.paid');
+      expect(await engine(pool, [handler]).processJob(dispatchJob(rowId, 'evt_final_ext_lost'))).toMatchObject({ kind: 'runs', runs: [{ kind: 'lease-lost' }] });
+      const run = await onlyRunOf(rowId);
+      expect(run).toMatchObject({ state: 'processing', leaseToken: '00000000-0000-4000-8000-000000000009' });
+      expect((await db.pool.query("SELECT 1 FROM oncehook.steps WHERE run_id = $1 AND name = 'charge'", [run.id])).rows).toHaveLength(0);
+      expect((await q.getEvent(db.pool, rowId))?.state).toBe('processing');
+    } finally {
+      await pool.end();
+    }
   });
 });
 

@@ -225,6 +225,10 @@ export const VARIANTS = {
   fanout: { workers: { ONCEHOOK_HANDLERS: 'examples/shop,scripts/bench/variant-handlers.ts', BENCH_VARIANT: 'fanout' } },
   /** The same handler with a flow limit it never reaches (concurrency 64): flow control's bookkeeping. */
   limited: { workers: { ONCEHOOK_HANDLERS: 'examples/shop,scripts/bench/variant-handlers.ts', BENCH_VARIANT: 'limited' } },
+  /** One more handler with one local and one external step (the call answers at once): what an external step costs. */
+  external: { workers: { ONCEHOOK_HANDLERS: 'examples/shop,scripts/bench/variant-handlers.ts', BENCH_VARIANT: 'external' } },
+  /** The same, its external step `final` (record, run done and event done in one statement). */
+  'external-final': { workers: { ONCEHOOK_HANDLERS: 'examples/shop,scripts/bench/variant-handlers.ts', BENCH_VARIANT: 'external-final' } },
   /** One destination: every event POSTed, signed, to a receiver in the bench process (variantEnv adds its DESTINATION_URL). */
   destination: { workers: { DESTINATION_NAME: 'bench-receiver', DESTINATION_SECRET: `whsec_${Buffer.from('oncehook-bench-destination-secret').toString('base64')}` } },
   /** The delivery log off (an ingest setting): its delta is minus what the log costs. */

@@ -332,8 +332,10 @@ export const MUTANTS: Mutant[] = [
     guarantee: 'a recorded external step is not called again',
     marker: 'skip-external-step',
     search: `  if (record) {
+    // A final step recorded already (a replay reused it): the run's done follows the handler.
     scope.log.info({ step: name, kind: 'external' }`,
     replace: `  if (record && false) {
+    // A final step recorded already (a replay reused it): the run's done follows the handler.
     scope.log.info({ step: name, kind: 'external' }`,
     tests: ['test/lease-guards.test.ts', 'test/operations.test.ts'],
   },
@@ -1608,6 +1610,14 @@ export const MUTANTS: Mutant[] = [
     search: '          failed(name, error);',
     replace: '          throw error;',
     tests: ['test/engine-events.test.ts'],
+  },
+  {
+    id: 'external-final-not-final',
+    guarantee: "a final external step's record commits the run's and the event's done with it (one statement, no separate done)",
+    marker: 'external-final-not-final',
+    search: '    await commitRecord(scope, tx, final ? deps.queries.finalStepRecord(step, run.token) : deps.queries.stepRecord(step));',
+    replace: '    await commitRecord(scope, tx, deps.queries.stepRecord(step));',
+    tests: ['test/state-machine.test.ts'],
   },
   {
     id: 'old-job-source-unread',

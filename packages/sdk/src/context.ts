@@ -57,6 +57,12 @@ export interface StepOptions {
    * 1-500 characters without control characters.
    */
   key?: string;
+  /**
+   * This is the handler's last step: after the call, its record, the run's `done` and the
+   * event's commit in one statement (one transaction less per event), as `final` does for
+   * `ctx.transaction`. Use it on the last step only: the run is done when it returns.
+   */
+  final?: boolean;
 }
 
 export interface TransactionOptions {

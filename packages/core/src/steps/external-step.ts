@@ -3,7 +3,8 @@
  *
  *   [recorded? return the record]  renew the lease (proves we still hold it and gives the call
  *   a full lease); fn({ idempotencyKey }) outside any transaction (no lock held over the
- *   network); check JSON; BEGIN + fence (one round trip); record + COMMIT (one round trip)
+ *   network); check JSON; BEGIN + fence (one round trip); record + COMMIT (one round trip;
+ *   `final`: the record, the run's done and the event's in that same statement)
  *
  * A crash between the call and the record re-runs the call on the next attempt with the SAME
  * key (idempotency-key.ts), and the downstream API applies nothing new.
@@ -22,14 +23,15 @@ export async function runExternalStep<T>(scope: RunScope, name: string, fn: (inp
   const record = claimName(scope, name, 'external');
   // mutant: skip-external-step
   if (record) {
+    // A final step recorded already (a replay reused it): the run's done follows the handler.
     scope.log.info({ step: name, kind: 'external' }, 'step already recorded; skipped');
     return record.result as T;
   }
-  return inSpan('oncehook.step', { attributes: { 'oncehook.step': name, 'oncehook.step.kind': 'external' } }, (span) => callAndRecord(scope, name, fn, subject, span));
+  return inSpan('oncehook.step', { attributes: { 'oncehook.step': name, 'oncehook.step.kind': 'external' } }, (span) => callAndRecord(scope, name, fn, subject, options.final === true, span));
 }
 
 /** An external step not recorded yet: prove the lease, call with the step's key, record. */
-async function callAndRecord<T>(scope: RunScope, name: string, fn: (input: StepInput) => Promise<T>, subject: string | null, span: Span): Promise<T> {
+async function callAndRecord<T>(scope: RunScope, name: string, fn: (input: StepInput) => Promise<T>, subject: string | null, final: boolean, span: Span): Promise<T> {
   const { deps, run, log, signal } = scope;
   // A worker that stalled past its lease must not call out at all (the run may have been
   // finished and even replayed meanwhile, and an API forgets keys after a while): prove
@@ -61,9 +63,12 @@ async function callAndRecord<T>(scope: RunScope, name: string, fn: (input: StepI
   const value = toRecordedJson(returned, name);
   await withFence(scope, async (tx, generation) => {
     if (generation !== run.generation) throw new LeaseLostError(run.runId); // replayed meanwhile
-    // The record and COMMIT in one round trip (commitWith).
-    await commitRecord(scope, tx, deps.queries.stepRecord({ runId: run.runId, generation, name, kind: 'external', result: value, idempotencyKey, keySubject: subject }));
+    // The record (final: with the run's and the event's done) and COMMIT in one round trip (commitWith).
+    const step = { runId: run.runId, generation, name, kind: 'external' as const, result: value, idempotencyKey, keySubject: subject };
+    // mutant: external-final-not-final
+    await commitRecord(scope, tx, final ? deps.queries.finalStepRecord(step, run.token) : deps.queries.stepRecord(step));
   });
+  if (final) scope.completed = true;
   deps.events.emit('step:committed', info);
   log.info({ step: name, kind: 'external', idempotencyKey }, 'external step recorded');
   return value as T;

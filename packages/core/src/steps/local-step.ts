@@ -37,7 +37,7 @@ export async function runLocalStep<T>(scope: RunScope, name: string, fn: (tx: Po
       const value: Json = toRecordedJson(await currentStepStorage.run(info, () => localTransactionStorage.run({ tx, step: name, runId: run.runId }, () => fn(tx))), name);
       // Final: the record and the run's `done` in one statement (one round trip less per event).
       const record = options.final
-        ? deps.queries.finalStepRecord({ runId: run.runId, generation, name, result: value }, run.token)
+        ? deps.queries.finalStepRecord({ runId: run.runId, generation, name, kind: 'local', result: value, idempotencyKey: null }, run.token)
         : deps.queries.stepRecord({ runId: run.runId, generation, name, kind: 'local', result: value, idempotencyKey: null });
       if (!options.final) renewedAt = await renewIfHeldLong(scope, tx, fencedAt);
       await deps.faults.hit('worker.step-before-commit', { step: name });

@@ -204,12 +204,12 @@ export function createRunQueries(t: Tables, schemaName: string) {
   }
 
   /**
-   * A `final` local step's record and the run's done, as one statement for the step to commit
-   * with (commitWith). The lease lost fails it with LEASE_LOST (never 0 rows): the COMMIT behind
-   * it is then skipped.
+   * A `final` step's record and the run's done, as one statement for the step to commit with
+   * (commitWith). The lease lost fails it with LEASE_LOST (never 0 rows): the COMMIT behind it
+   * is then skipped.
    */
-  function finalStepRecord(step: { runId: number; generation: number; name: string; result: unknown }, token: string): PreparedStatement {
-    return RECORD_FINAL_STEP_SQL([step.runId, token, step.generation, step.name, JSON.stringify(step.result ?? null)]);
+  function finalStepRecord(step: StepRecord, token: string): PreparedStatement {
+    return RECORD_FINAL_STEP_SQL([step.runId, token, step.generation, step.name, JSON.stringify(step.result ?? null), step.kind, step.idempotencyKey, step.keySubject ?? null]);
   }
 
   /** processing -> failed (the dead letter state), fenced, with the event. false = lease lost. */

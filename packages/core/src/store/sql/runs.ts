@@ -274,16 +274,17 @@ export function runStatements(t: Tables) {
          FROM run WHERE e.id = run.event_row_id`,
 
     /**
-     * A `final` local step: its record AND processing -> done with the event, in one statement
-     * inside the step's fenced transaction ($1 run, $2 token, $3 generation, $4 name, $5 result).
+     * A `final` step: its record AND processing -> done with the event, in one statement inside
+     * the step's fenced transaction ($1 run, $2 token, $3 generation, $4 name, $5 result, $6
+     * kind, $7 idempotency key, $8 key subject: an external step's, null for a local one).
      * One row always; the lease lost is an ERROR (lease_lost, SQLSTATE OH001: migrations/0017),
      * not 0 rows, because COMMIT is sent behind this statement in the same round trip
      * (commitWith): the error makes Postgres skip that COMMIT, and the transaction rolls back.
      */
     // mutant: final-record-lease-lost-silent
     RECORD_FINAL_STEP: `WITH step AS (
-         INSERT INTO ${STEPS} (run_id, generation, name, kind, result)
-         VALUES ($1::bigint, $3::int, $4::text, 'local', $5::jsonb)
+         INSERT INTO ${STEPS} (run_id, generation, name, kind, result, idempotency_key, key_subject)
+         VALUES ($1::bigint, $3::int, $4::text, $6::text, $5::jsonb, $7::text, $8::text)
          RETURNING run_id
        ), run AS (
          UPDATE ${RUNS}
