@@ -27,7 +27,9 @@ export async function runExternalStep<T>(scope: RunScope, name: string, fn: (inp
     scope.log.info({ step: name, kind: 'external' }, 'step already recorded; skipped');
     return record.result as T;
   }
-  return inSpan('oncehook.step', { attributes: { 'oncehook.step': name, 'oncehook.step.kind': 'external' } }, (span) => callAndRecord(scope, name, fn, subject, options.final === true, span));
+  return inSpan('oncehook.step', { attributes: { 'oncehook.step': name, 'oncehook.step.kind': 'external' } }, (span) =>
+    callAndRecord(scope, name, fn, subject, options.final === true, span),
+  );
 }
 
 /** An external step not recorded yet: prove the lease, call with the step's key, record. */
