@@ -299,14 +299,16 @@ end_idle:
        fence(me, tok); record(me, EXT); commit(me, EXT);
        atomic { callExternal(me, tok) };
 #else
-       /* RENEW_LEASE_AT_STEP: proves the lease and gives the call all of it; the call leaves at
-          once, within that lease (the model's one timing assumption: a worker frozen for a whole
-          lease between the two would call late, with the same key) */
+       /* RENEW_LEASE_AT_STEP: proves the lease, by a read while the lease has half of it left
+          (not expired here: the model has no durations) or by a renewal that gives the call all
+          of it; the call leaves at once, within that lease (the model's one timing assumption:
+          a worker frozen for a whole lease between the two would call late, with the same key) */
        atomic {
 #ifndef NO_RENEW_AT_STEP
          rowFree(me) ->
          if
-         :: token == tok && runState == PROCESSING -> expired = false; printf("W%d RENEW_LEASE_AT_STEP\n", me)
+         :: token == tok && runState == PROCESSING && !expired -> printf("W%d RENEW_LEASE_AT_STEP: read, the lease fresh\n", me)
+         :: token == tok && runState == PROCESSING -> expired = false; printf("W%d RENEW_LEASE_AT_STEP: renewed\n", me)
          :: else -> printf("W%d RENEW_LEASE_AT_STEP: 0 rows, the lease is lost\n", me); goto lost
          fi;
 #endif

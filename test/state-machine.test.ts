@@ -212,6 +212,35 @@ describe('a final external step', () => {
   });
 });
 
+describe('the lease proof before an external call', () => {
+  it('a lease with half or more left is read, not written; one with less is renewed to a full lease before the call', async () => {
+    const seen: { step: string; xmin: string; untilMs: number }[] = [];
+    const look = async (step: string, runId: number) => {
+      const { rows } = await db.pool.query<{ xmin: string; until: Date }>('SELECT xmin::text, lease_until AS until FROM oncehook.handler_runs WHERE id = $1', [runId]);
+      seen.push({ step, xmin: rows[0]!.xmin, untilMs: rows[0]!.until.getTime() });
+    };
+    const runIdOf = async () => (await db.pool.query<{ id: number }>("SELECT id FROM oncehook.handler_runs WHERE handler = 'proves'")).rows[0]!.id;
+    const proves = defineHandler({ name: 'proves', source: 'stripe', type: 'invoice.paid' }, async (_event, ctx) => {
+      await ctx.step('first', async () => void (await look('first', await runIdOf())));
+      await ctx.step('second', async () => {
+        const runId = await runIdOf();
+        await look('second', runId);
+        // Less than half of the 60 s lease left: the next proof must renew it.
+        await db.pool.query("UPDATE oncehook.handler_runs SET lease_until = clock_timestamp() + interval '10 seconds' WHERE id = $1", [runId]);
+        await look('shortened', runId);
+      });
+      await ctx.step('third', async () => void (await look('third', await runIdOf())));
+    });
+    const rowId = await claimStripe(db.pool, 'evt_lease_proof', 'invoice.paid');
+    expect(await engine(db.pool, [proves], { leaseMs: 60_000 }).processJob(dispatchJob(rowId, 'evt_lease_proof'))).toMatchObject({ kind: 'runs', runs: [{ kind: 'done' }] });
+    const [first, second, shortened, third] = seen;
+    // Between the first call and the second: the first's record, then the second's proof.
+    expect(second).toEqual({ ...first, step: 'second' });
+    expect(third!.untilMs - shortened!.untilMs).toBeGreaterThan(40_000);
+    expect(third!.xmin).not.toBe(shortened!.xmin);
+  });
+});
+
 describe('dispatch', () => {
   // Mutant killed: dispatch-twice (the dispatch does not check that the event is still received).
   it('a repeated dispatch job, after the run finished, changes nothing', async () => {

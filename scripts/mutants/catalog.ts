@@ -270,10 +270,26 @@ export const MUTANTS: Mutant[] = [
     id: 'external-call-without-lease',
     guarantee: 'a worker that lost its lease makes no external call',
     marker: 'external-call-without-lease',
-    search: `  const renewed = await deps.queries.renewLeaseAtStep(deps.pool, run.runId, run.token, run.leaseMs);
+    search: `  const renewed = await deps.queries.renewLeaseAtStep(deps.pool, run.runId, run.token, run.leaseMs, run.leaseMs / 2);
   if (!renewed) throw new LeaseLostError(run.runId);`,
-    replace: '  const renewed = { stop: false };',
+    replace: '  const renewed = { stop: false, renewed: false };',
     tests: ['test/lease-guards.test.ts'],
+  },
+  {
+    id: 'step-proof-never-renews',
+    guarantee: 'the lease proof before an external call renews a lease with less than half left (a fresh one is only read)',
+    marker: 'step-proof-never-renews',
+    search: 'WHERE r.id = held.id AND NOT held.fresh AND',
+    replace: 'WHERE r.id = held.id AND false AND',
+    tests: ['test/state-machine.test.ts'],
+  },
+  {
+    id: 'step-proof-always-writes',
+    guarantee: 'a lease with half or more left is proven by a read before an external call (no row version)',
+    marker: 'step-proof-never-renews',
+    search: 'WHERE r.id = held.id AND NOT held.fresh AND',
+    replace: 'WHERE r.id = held.id AND',
+    tests: ['test/state-machine.test.ts'],
   },
   {
     id: 'event-state-counters',

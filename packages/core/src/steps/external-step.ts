@@ -1,8 +1,8 @@
 /**
  * External steps (`ctx.step`):
  *
- *   [recorded? return the record]  renew the lease (proves we still hold it and gives the call
- *   a full lease); fn({ idempotencyKey }) outside any transaction (no lock held over the
+ *   [recorded? return the record]  prove the lease (a read while half of it is left, else a
+ *   renewal that gives the call a full lease); fn({ idempotencyKey }) outside any transaction (no lock held over the
  *   network); check JSON; BEGIN + fence (one round trip); record + COMMIT (one round trip;
  *   `final`: the record, the run's done and the event's in that same statement)
  *
@@ -36,14 +36,15 @@ export async function runExternalStep<T>(scope: RunScope, name: string, fn: (inp
 async function callAndRecord<T>(scope: RunScope, name: string, fn: (input: StepInput) => Promise<T>, subject: string | null, final: boolean, span: Span): Promise<T> {
   const { deps, run, log, signal } = scope;
   // A worker that stalled past its lease must not call out at all (the run may have been
-  // finished and even replayed meanwhile, and an API forgets keys after a while): prove
-  // the lease, and renew it so the call has all of it.
+  // finished and even replayed meanwhile, and an API forgets keys after a while): prove the
+  // lease. With half of it left (Postgres's clock) a read proves it; else it is renewed, so
+  // the call has all of it. The lease keeper renews it during the call either way.
   checkLease(scope);
   const sentAt = performance.now();
   // mutant: external-call-without-lease
-  const renewed = await deps.queries.renewLeaseAtStep(deps.pool, run.runId, run.token, run.leaseMs);
+  const renewed = await deps.queries.renewLeaseAtStep(deps.pool, run.runId, run.token, run.leaseMs, run.leaseMs / 2);
   if (!renewed) throw new LeaseLostError(run.runId);
-  run.onLeaseRenewed?.(sentAt);
+  if (renewed.renewed) run.onLeaseRenewed?.(sentAt);
   // mutant: stop-now-ignored-external
   if (renewed.stop) throw new RunStoppedError(run.runId);
   const idempotencyKey = idempotencyKeyFor({

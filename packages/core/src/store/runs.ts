@@ -186,9 +186,15 @@ export function createRunQueries(t: Tables, schemaName: string) {
   }
 
   /** The renewal before an external call. null = the lease is no longer ours; `stop`: `pause --now`, do not call. */
-  async function renewLeaseAtStep(db: Queryable, runId: number, token: string, leaseMs: number): Promise<{ stop: boolean } | null> {
-    const { rows } = await db.query<{ stop: boolean }>(RENEW_LEASE_AT_STEP_SQL([runId, token, leaseMs]));
-    return rows[0] ?? null;
+  /**
+   * The lease proven before an external call (RENEW_LEASE_AT_STEP): read when it has `needMs`
+   * left, else renewed (`renewed`: the lease clock moves on). null = the lease is no longer ours.
+   */
+  async function renewLeaseAtStep(db: Queryable, runId: number, token: string, leaseMs: number, needMs: number): Promise<{ stop: boolean; renewed: boolean } | null> {
+    const { rows } = await db.query<{ stop: boolean; fresh: boolean; renewed: boolean }>(RENEW_LEASE_AT_STEP_SQL([runId, token, leaseMs, Math.trunc(needMs)]));
+    const held = rows[0];
+    if (!held || (!held.fresh && !held.renewed)) return null;
+    return { stop: held.stop, renewed: held.renewed };
   }
 
   /** A run stopped by `pause --now`: back to received, waiting paused, its attempt given back. false = lease lost. */

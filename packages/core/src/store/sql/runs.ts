@@ -228,13 +228,27 @@ export function runStatements(t: Tables) {
         WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'`,
 
     /**
-     * RENEW_LEASE before an external step's call, also saying whether the run must stop at this
-     * step boundary (`pause --now` of its handler or source). 0 rows = the lease is no longer ours.
+     * The lease proof before an external step's call ($1 run, $2 token, $3 lease ms, $4 ms the
+     * call needs left): a READ while the lease still has $4 ms by Postgres's clock (no row
+     * version, no WAL: a takeover needs the lease run out, which it cannot within $4 ms), else
+     * RENEW_LEASE. Also whether the run must stop at this step boundary (`pause --now` of its
+     * handler or source). 0 rows, or a renewal that found the lease gone (`renewed` false on a
+     * lease that was not fresh) = the lease is no longer ours.
      */
-    RENEW_LEASE_AT_STEP: `UPDATE ${RUNS} r
-          SET lease_until = clock_timestamp() + $3::int * interval '1 millisecond'
-        WHERE r.id = $1::bigint AND r.lease_token = $2::uuid AND r.state = 'processing'
-       RETURNING ${STOP_NOW(PAUSES, EVENTS, 'r')} AS stop`,
+    // mutant: step-proof-never-renews
+    RENEW_LEASE_AT_STEP: `WITH held AS (
+         SELECT r.id, r.lease_until >= clock_timestamp() + $4::int * interval '1 millisecond' AS fresh,
+                ${STOP_NOW(PAUSES, EVENTS, 'r')} AS stop
+           FROM ${RUNS} r
+          WHERE r.id = $1::bigint AND r.lease_token = $2::uuid AND r.state = 'processing'
+       ), renewed AS (
+         UPDATE ${RUNS} r
+            SET lease_until = clock_timestamp() + $3::int * interval '1 millisecond'
+           FROM held
+          WHERE r.id = held.id AND NOT held.fresh AND r.lease_token = $2::uuid AND r.state = 'processing'
+         RETURNING r.id
+       )
+       SELECT held.stop, held.fresh, EXISTS (SELECT 1 FROM renewed) AS renewed FROM held`,
 
     /**
      * The fence, the first statement of every step transaction ($1 run, $2 token): locks the
