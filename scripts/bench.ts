@@ -392,12 +392,12 @@ export function formatBench(result: BenchResult): string {
   lines.push(
     '',
     'Work per event (statements: counted by the processes; a baseline without the counter shows 0)',
-    'checkout      | workers | pg transactions | pg statements (ingest + workers) | rows written | WAL bytes | redis commands',
+    'checkout      | workers | pg transactions | pg statements (ingest + workers) | pg round trips (ingest + workers) | rows written | WAL bytes | redis commands',
   );
   for (const row of result.e2e) {
     const p = row.perEvent;
     lines.push(
-      `${side(row)} | ${String(row.workers).padStart(7)} | ${String(p.transactions).padStart(15)} | ${p.statements} (${p.ingestStatements} + ${p.workerStatements}) | ${String(p.rowsWritten).padStart(12)} | ${String(p.walBytes).padStart(9)} | ${p.redisCommands}`,
+      `${side(row)} | ${String(row.workers).padStart(7)} | ${String(p.transactions).padStart(15)} | ${p.statements} (${p.ingestStatements} + ${p.workerStatements}) | ${(p.ingestRoundTrips + p.workerRoundTrips).toFixed(2)} (${p.ingestRoundTrips} + ${p.workerRoundTrips}) | ${String(p.rowsWritten).padStart(12)} | ${String(p.walBytes).padStart(9)} | ${p.redisCommands}`,
     );
   }
   const pairs = result.e2e.filter((r) => r.label === 'baseline');
@@ -416,14 +416,14 @@ export function formatBench(result: BenchResult): string {
     lines.push(
       '',
       'What one change costs per event (this checkout with it minus without it, same worker count, same run; nolog: the delivery log taken away)',
-      'addition       | workers | CPU ms/event | pg statements | rows written | redis commands',
+      'addition       | workers | CPU ms/event | pg statements | pg round trips (workers) | pg transactions | rows written | WAL bytes | redis commands',
     );
     for (const row of variants) {
       const plain = result.e2e.find((r) => r.label === 'this checkout' && r.workers === row.workers);
       if (!plain) continue;
       const delta = (a: number, b: number) => `${a - b >= 0 ? '+' : ''}${(a - b).toFixed(2)}`;
       lines.push(
-        `${row.label.padEnd(14)} | ${String(row.workers).padStart(7)} | ${delta(row.cpuMsPerEvent.total, plain.cpuMsPerEvent.total).padStart(12)} | ${delta(row.perEvent.statements, plain.perEvent.statements).padStart(13)} | ${delta(row.perEvent.rowsWritten, plain.perEvent.rowsWritten).padStart(12)} | ${delta(row.perEvent.redisCommands, plain.perEvent.redisCommands)}`,
+        `${row.label.padEnd(14)} | ${String(row.workers).padStart(7)} | ${delta(row.cpuMsPerEvent.total, plain.cpuMsPerEvent.total).padStart(12)} | ${delta(row.perEvent.statements, plain.perEvent.statements).padStart(13)} | ${delta(row.perEvent.workerRoundTrips, plain.perEvent.workerRoundTrips).padStart(24)} | ${delta(row.perEvent.transactions, plain.perEvent.transactions).padStart(15)} | ${delta(row.perEvent.rowsWritten, plain.perEvent.rowsWritten).padStart(12)} | ${delta(row.perEvent.walBytes, plain.perEvent.walBytes).padStart(9)} | ${delta(row.perEvent.redisCommands, plain.perEvent.redisCommands)}`,
       );
     }
   }

@@ -2,8 +2,9 @@
  * Round trips per event are what the worker's CPU (and Postgres's) is mostly made of: every
  * statement is a write syscall, a wake-up of a backend and a parse/bind/execute. The count is
  * deterministic, so it is pinned here: a change that adds a statement to the hot path shows up
- * as a failing test, not as a slower bench nobody reads. Counted by the pool's own counter
- * (createPool's onStatement, oncehook_db_statements_total).
+ * as a failing test, not as a slower bench nobody reads. Counted by the pool's own counters
+ * (createPool's onStatement and onRoundTrip: oncehook_db_statements_total and
+ * oncehook_db_round_trips_total).
  */
 import { paymentSucceeded } from '@oncehook/harness';
 import { createPool, type Pool } from '@oncehook/shared';
@@ -22,13 +23,14 @@ let roundTrips = 0;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  counted = createPool(db.url, { max: 2, onStatement: () => (statements += 1) });
-  counted.on('connect', (client) => {
-    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-    (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+  counted = createPool(db.url, {
+    max: 2,
+    onStatement: () => {
+      statements += 1;
+    },
+    onRoundTrip: () => {
       roundTrips += 1;
-      return query(...args);
-    };
+    },
   });
 });
 afterAll(async () => {
@@ -113,21 +115,45 @@ it('a concurrency-limited handler with a free slot takes its slot and lease in o
   expect(statements - before).toBe(5);
 });
 
-it('an external step: the renewal before the call, then BEGIN with the fence and the record with COMMIT: 5 statements in 3 round trips (with the dispatch and the run’s done: 7 in 5)', async () => {
-  const rowId = await topUp('evt_rt_external');
-  const calls: string[] = [];
-  const notify = defineHandler({ name: 'rt-external', source: 'stripe', type: 'payment_intent.succeeded' }, async (_event, ctx) => {
-    await ctx.step('notify', async ({ idempotencyKey }) => {
-      calls.push(idempotencyKey);
-      return { sent: true };
+it('an external step: the lease proof before the call, then BEGIN with the fence and the record with COMMIT: 5 statements in 3 round trips (with the dispatch and the run’s done: 7 in 5; `final`: 6 in 4)', async () => {
+  for (const final of [false, true]) {
+    const eventId = `evt_rt_external_${final}`;
+    const rowId = await topUp(eventId);
+    const calls: string[] = [];
+    const notify = defineHandler({ name: 'rt-external', source: 'stripe', type: 'payment_intent.succeeded' }, async (_event, ctx) => {
+      await ctx.step(
+        'notify',
+        async ({ idempotencyKey }) => {
+          calls.push(idempotencyKey);
+          return { sent: true };
+        },
+        { final },
+      );
     });
+    const before = { statements, roundTrips };
+    const outcome = await processJob(engine(counted, [notify]), { ...dispatchJob(rowId, eventId), kind: 'stripe', type: 'payment_intent.succeeded' });
+    expect(outcome).toMatchObject({ kind: 'runs', runs: [{ kind: 'done', handler: 'rt-external' }] });
+    expect(calls).toHaveLength(1);
+    // dispatch+lease (1); lease proof (1); BEGIN+fence (2 in 1); record+COMMIT (2 in 1); done (1,
+    // or none: `final` records the done with the step).
+    expect({ statements: statements - before.statements, roundTrips: roundTrips - before.roundTrips }).toEqual(
+      final ? { statements: 6, roundTrips: 4 } : { statements: 7, roundTrips: 5 },
+    );
+  }
+});
+
+it('one local and one external step, the external one final: 6 round trips of the engine around the handler’s own statement (dispatch+lease; BEGIN+fence, record+COMMIT; the proof; BEGIN+fence, record+done+COMMIT), 11 statements with the handler’s', async () => {
+  const rowId = await topUp('evt_rt_local_external');
+  const both = defineHandler({ name: 'rt-both', source: 'stripe', type: 'payment_intent.succeeded' }, async (event, ctx) => {
+    await ctx.transaction('note', async (tx) => (await tx.query<{ id: string }>('SELECT $1::text AS id', [event.eventId])).rows[0]?.id ?? null);
+    await ctx.step('notify', async ({ idempotencyKey }) => ({ sent: idempotencyKey.length }), { final: true });
   });
   const before = { statements, roundTrips };
-  const outcome = await processJob(engine(counted, [notify]), { ...dispatchJob(rowId, 'evt_rt_external'), kind: 'stripe', type: 'payment_intent.succeeded' });
-  expect(outcome).toMatchObject({ kind: 'runs', runs: [{ kind: 'done', handler: 'rt-external' }] });
-  expect(calls).toHaveLength(1);
-  // dispatch+lease (1); renewal (1); BEGIN+fence (2 in 1); record+COMMIT (2 in 1); done (1).
-  expect({ statements: statements - before.statements, roundTrips: roundTrips - before.roundTrips }).toEqual({ statements: 7, roundTrips: 5 });
+  const outcome = await processJob(engine(counted, [both]), { ...dispatchJob(rowId, 'evt_rt_local_external'), kind: 'stripe', type: 'payment_intent.succeeded' });
+  expect(outcome).toMatchObject({ kind: 'runs', runs: [{ kind: 'done', handler: 'rt-both' }] });
+  // dispatch+lease 1; local: BEGIN+fence 1, the handler's SELECT 1, record+COMMIT 1; proof 1;
+  // external: BEGIN+fence 1, record+done+COMMIT 1.
+  expect({ statements: statements - before.statements, roundTrips: roundTrips - before.roundTrips }).toEqual({ statements: 11, roundTrips: 7 });
 });
 
 it('each process counts the statements it sends in oncehook_db_statements_total (ingest and worker)', async () => {

@@ -45,6 +45,7 @@ export interface Snapshot {
   redisCommands: number;
   redisCpu: number;
   statements: Record<string, number>;
+  roundTrips: Record<string, number>;
 }
 
 export interface Costs {
@@ -54,6 +55,7 @@ export interface Costs {
   walBytes: number;
   redisCommands: number;
   statements: Record<string, number>;
+  roundTrips: Record<string, number>;
 }
 
 async function redisCommands(redis: Redis): Promise<number> {
@@ -103,7 +105,11 @@ export async function snapshot(s: Subjects): Promise<Snapshot> {
     [s.database],
   );
   const statements: Record<string, number> = {};
-  for (const [name, url] of Object.entries(s.metricsUrls)) statements[name] = await counterOn(url, 'oncehook_db_statements_total');
+  const roundTrips: Record<string, number> = {};
+  for (const [name, url] of Object.entries(s.metricsUrls)) {
+    statements[name] = await counterOn(url, 'oncehook_db_statements_total');
+    roundTrips[name] = await counterOn(url, 'oncehook_db_round_trips_total');
+  }
   const nodes = Array.isArray(s.redis) ? s.redis : [s.redis as Redis];
   const pids = await Promise.all(nodes.map(redisPid));
   const commands = await Promise.all(nodes.map(redisCommands));
@@ -116,6 +122,7 @@ export async function snapshot(s: Subjects): Promise<Snapshot> {
     redisCommands: commands.reduce((sum, n) => sum + n, 0),
     redisCpu: pids.reduce((sum, pid) => sum + (pid ? cpuMs(pid) : 0), 0),
     statements,
+    roundTrips,
   };
 }
 
@@ -134,6 +141,8 @@ export function difference(before: Snapshot, after: Snapshot): Costs {
   cpu.redis = after.redisCpu - before.redisCpu;
   const statements: Record<string, number> = {};
   for (const [name, value] of Object.entries(after.statements)) statements[name] = value - (before.statements[name] ?? 0);
+  const roundTrips: Record<string, number> = {};
+  for (const [name, value] of Object.entries(after.roundTrips)) roundTrips[name] = value - (before.roundTrips[name] ?? 0);
   return {
     cpuMs: cpu,
     transactions: after.commits - before.commits,
@@ -141,6 +150,7 @@ export function difference(before: Snapshot, after: Snapshot): Costs {
     walBytes: Number(after.walBytes - before.walBytes),
     redisCommands: after.redisCommands - before.redisCommands,
     statements,
+    roundTrips,
   };
 }
 

@@ -47,7 +47,18 @@ export interface E2eRow {
   /** CPU ms per event by tier (ingest, workers, postgres, redis) and in total (load generator excluded). */
   cpuMsPerEvent: Record<'ingest' | 'workers' | 'postgres' | 'redis' | 'total', number>;
   /** Per event: Postgres transactions, statements (ingest + workers), rows written, WAL bytes; Redis commands. */
-  perEvent: { transactions: number; statements: number; ingestStatements: number; workerStatements: number; rowsWritten: number; walBytes: number; redisCommands: number };
+  perEvent: {
+    transactions: number;
+    statements: number;
+    ingestStatements: number;
+    workerStatements: number;
+    /** Round trips to Postgres (a pipelined BEGIN + statement, or statement + COMMIT, is one). */
+    ingestRoundTrips: number;
+    workerRoundTrips: number;
+    rowsWritten: number;
+    walBytes: number;
+    redisCommands: number;
+  };
   workerRssMb: number[];
   /** pid -> process name (ingest, worker-1, ...), for the profiles. */
   pids: Record<number, string>;
@@ -336,9 +347,11 @@ export async function measureEndToEnd(options: EndToEndOptions): Promise<E2eRow>
 
   const tiers = tiersOf(costs);
   const ingestStatements = costs.statements.ingest ?? 0;
-  const workerStatements = Object.entries(costs.statements)
-    .filter(([name]) => name.startsWith('worker-'))
-    .reduce((n, [, v]) => n + v, 0);
+  const ofWorkers = (counts: Record<string, number>) =>
+    Object.entries(counts)
+      .filter(([name]) => name.startsWith('worker-'))
+      .reduce((n, [, v]) => n + v, 0);
+  const workerStatements = ofWorkers(costs.statements);
   const row: E2eRow = {
     label: options.label,
     queueBackend,
@@ -357,6 +370,8 @@ export async function measureEndToEnd(options: EndToEndOptions): Promise<E2eRow>
       statements: round((ingestStatements + workerStatements) / events),
       ingestStatements: round(ingestStatements / events),
       workerStatements: round(workerStatements / events),
+      ingestRoundTrips: round((costs.roundTrips.ingest ?? 0) / events),
+      workerRoundTrips: round(ofWorkers(costs.roundTrips) / events),
       rowsWritten: round(costs.rowsWritten / events),
       walBytes: Math.round(costs.walBytes / events),
       redisCommands: round(costs.redisCommands / events),

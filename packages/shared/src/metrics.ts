@@ -34,6 +34,7 @@ export interface IngestMetrics {
   /** Body bytes held by deliveries in progress (edge-guards.ts). */
   inflightBodyBytes: Gauge;
   dbStatements: Counter;
+  dbRoundTrips: Counter;
 }
 
 export function createIngestMetrics(options: { defaultMetrics?: boolean } = {}): IngestMetrics {
@@ -66,6 +67,7 @@ export function createIngestMetrics(options: { defaultMetrics?: boolean } = {}):
       registers: [registry],
     }),
     dbStatements: dbStatementsCounter(registry),
+    dbRoundTrips: dbRoundTripsCounter(registry),
   };
 }
 
@@ -105,6 +107,7 @@ export interface WorkerMetrics {
   reconcilerLeader: Gauge;
   outboundCalls: Counter<'api' | 'outcome'>;
   dbStatements: Counter;
+  dbRoundTrips: Counter;
   /** Events per dispatch statement (group commit): 1 under light load, more as jobs arrive faster than one statement takes. */
   dispatchBatchSize: Histogram;
   runsDelayedTotal: Counter<'handler' | 'reason'>;
@@ -170,6 +173,7 @@ export function createWorkerMetrics(options: { defaultMetrics?: boolean } = {}):
     reconcilerLeader: new Gauge({ name: 'webhook_reconciler_leader', help: '1 if this process ran the last reconciler pass', registers }),
     outboundCalls: new Counter({ name: 'webhook_outbound_calls_total', help: 'Outbound API tries by API and outcome', labelNames: ['api', 'outcome'], registers }),
     dbStatements: dbStatementsCounter(registry),
+    dbRoundTrips: dbRoundTripsCounter(registry),
     dispatchBatchSize: new Histogram({
       name: 'oncehook_dispatch_batch_size',
       help: 'Events dispatched per statement (group commit of the dispatches that arrive while one is in flight)',
@@ -235,6 +239,15 @@ export function createWorkerMetrics(options: { defaultMetrics?: boolean } = {}):
       registers,
     }),
   };
+}
+
+/** Round trips to Postgres this process made (createPool's onRoundTrip): a pipelined BEGIN + statement is one. */
+function dbRoundTripsCounter(registry: Registry): Counter {
+  return new Counter({
+    name: 'oncehook_db_round_trips_total',
+    help: 'Round trips to Postgres by this process (a pipelined BEGIN with a statement, or a statement with COMMIT, is one)',
+    registers: [registry],
+  });
 }
 
 /** Statements this process sent to Postgres (createPool's onStatement). */

@@ -91,6 +91,7 @@ export function buildIngest(config: IngestConfig, options: BuildIngestOptions = 
     connectionTimeoutMillis: config.DATABASE_CONNECT_TIMEOUT_MS,
     applicationName: 'oncehook-ingest',
     onStatement: () => metrics.dbStatements.inc(),
+    onRoundTrip: () => metrics.dbRoundTrips.inc(),
   });
   const adminSettings = {
     token: config.ADMIN_TOKEN,

@@ -158,6 +158,7 @@ export function buildWorker(config: WorkerConfig, handlers: readonly Handler[], 
     connectionTimeoutMillis: config.DATABASE_CONNECT_TIMEOUT_MS,
     applicationName: 'oncehook-worker',
     onStatement: () => metrics.dbStatements.inc(),
+    onRoundTrip: () => metrics.dbRoundTrips.inc(),
   });
   // On Postgres (QUEUE_BACKEND), each shard's Worker has a pool of its own: one connection per
   // job in flight plus its lock renewals and fetches.

@@ -14,6 +14,8 @@ export interface PoolOptions {
   applicationName?: string;
   /** Called once per statement sent on any of the pool's connections (oncehook_db_statements_total). */
   onStatement?: () => void;
+  /** Called once per round trip (a query call; a pipelined one carries several statements): oncehook_db_round_trips_total. */
+  onRoundTrip?: () => void;
   /** Session timeouts, set at connect (Postgres cancels past them): the admin's pool has all three. */
   statementTimeoutMs?: number;
   lockTimeoutMs?: number;
@@ -45,8 +47,8 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
     // mutant: checked-out-client-unlistened
     client.on('error', () => {});
   });
-  const { onStatement } = options;
-  if (onStatement) {
+  const { onStatement, onRoundTrip } = options;
+  if (onStatement || onRoundTrip) {
     // pool.query goes through client.query too, so wrapping each new connection's query counts
     // every statement the process sends (transactions' BEGIN and COMMIT included).
     pool.on('connect', (client) => {
@@ -54,7 +56,8 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
       (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
         // A pipelined round trip (BeginThen, ThenCommit) counts each statement it carries.
         const carried = (args[0] as { statements?: unknown } | undefined)?.statements;
-        for (let i = 0; i < (typeof carried === 'number' ? carried : 1); i += 1) onStatement();
+        if (onStatement) for (let i = 0; i < (typeof carried === 'number' ? carried : 1); i += 1) onStatement();
+        onRoundTrip?.();
         return query(...args);
       };
     });
