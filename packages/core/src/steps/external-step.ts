@@ -2,9 +2,10 @@
  * External steps (`ctx.step`):
  *
  *   [recorded? return the record]  prove the lease (a read while half of it is left, else a
- *   renewal that gives the call a full lease); fn({ idempotencyKey }) outside any transaction (no lock held over the
- *   network); check JSON; BEGIN + fence (one round trip); record + COMMIT (one round trip;
- *   `final`: the record, the run's done and the event's in that same statement)
+ *   renewal that gives the call a full lease); fn({ idempotencyKey }) outside any transaction
+ *   (no lock held over the network); check JSON; BEGIN + fence (one round trip); record +
+ *   COMMIT (one round trip; `final`: the record, the run's done and the event's in that same
+ *   statement)
  *
  * A crash between the call and the record re-runs the call on the next attempt with the SAME
  * key (idempotency-key.ts), and the downstream API applies nothing new.
