@@ -2,32 +2,60 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 import { defineConfig } from 'vitest/config';
 
 /**
- * The longest files of a group start first (they are minutes, most are seconds): started last,
- * one of them would run alone on one core at the end while the other core idles. A clean clone
- * (CI) has no timing cache, and vitest's default then starts the largest files first, which
- * are not the longest. Measured in `npm test` on 2 cores; the rest keep vitest's order.
+ * Longest first (LPT scheduling): three files at a time on two cores, a file of minutes started
+ * last would run alone at the end while the other slots idle. A clean clone (CI) has no timing
+ * cache, and vitest's default then starts the largest files first, which are not the longest.
+ * The seconds are one clean `npm test` on this machine (2026-12-07; read from
+ * `--reporter=json`), by project: they only order the start, a wrong figure costs time, never a
+ * result. Files not listed (seconds each) follow in vitest's order.
  */
-const LONGEST_FIRST = [
-  'test/user-project.test.ts',
-  'test/first-minutes.test.ts',
-  'test/flow-control.test.ts',
-  'test/bench-smoke.test.ts',
-  'test/chaos-smoke.test.ts',
-  'test/crash-recovery.test.ts',
-];
+const EXPECTED_SECONDS: Record<string, number> = {
+  'suite:test/user-project.test.ts': 249,
+  'suite:test/first-minutes.test.ts': 135,
+  'suite:test/bench-smoke.test.ts': 129,
+  'suite:test/flow-control.test.ts': 105,
+  'suite:test/postgres-failover.test.ts': 74,
+  'suite:test/backfill.test.ts': 74,
+  'suite:test/operations.test.ts': 68,
+  'suite:test/cli.test.ts': 65,
+  'suite:test/chaos-smoke.test.ts': 56,
+  'suite:test/soak-smoke.test.ts': 50,
+  'suite:test/crash-recovery.test.ts': 49,
+  'suite:test/bench-tools-smoke.test.ts': 46,
+  'suite:test/testkit.test.ts': 44,
+  // Spin's verifier, single-threaded: started last, it ran 35 s alone at the end of the group.
+  'suite:test/protocol-model.test.ts': 41,
+  'postgres-queue:test/chaos-smoke.test.ts': 41,
+  'postgres-queue:test/operations.test.ts': 38,
+  'redis-cluster:test/chaos-smoke.test.ts': 37,
+  'suite:test/script-help.test.ts': 33,
+  'redis-cluster:test/crash-recovery.test.ts': 32,
+  'suite:test/providers.test.ts': 32,
+  'suite:test/destinations.test.ts': 31,
+  'suite:test/hardening.test.ts': 30,
+  'suite:test/migrations.test.ts': 30,
+  'postgres-queue:test/crash-recovery.test.ts': 29,
+  'suite:test/postgres-outage.test.ts': 29,
+  'suite:test/tools.test.ts': 29,
+  'suite:test/demo.test.ts': 28,
+  'suite:test/redis-cluster.test.ts': 27,
+  'postgres-queue:test/postgres-outage.test.ts': 27,
+};
 
 class LongestFirstSequencer extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
     const sorted = await super.sort(files);
-    const rank = (spec: TestSpecification) => {
-      const index = LONGEST_FIRST.findIndex((file) => spec.moduleId.endsWith(file));
-      return index === -1 ? LONGEST_FIRST.length : index;
+    const expected = (spec: TestSpecification) => {
+      const file = Object.keys(EXPECTED_SECONDS).find((key) => {
+        const [project, name] = key.split(':') as [string, string];
+        return project === spec.project.name && spec.moduleId.endsWith(name);
+      });
+      return file === undefined ? 0 : EXPECTED_SECONDS[file]!;
     };
-    // Stable: within each group and project (contiguous in vitest's order) the listed files first.
-    const segment = (spec: TestSpecification) => `${String(spec.project.config.sequence.groupOrder).padStart(4, '0')}:${spec.project.name}`;
+    // Stable: the listed files by their seconds, longest first, then the rest in vitest's order.
     return sorted
-      .map((spec, i) => ({ spec, i }))
-      .sort((a, b) => (segment(a.spec) === segment(b.spec) ? rank(a.spec) - rank(b.spec) || a.i - b.i : a.i - b.i))
+      .map((spec, i) => ({ spec, i, seconds: expected(spec) }))
+      .sort((a, b) => b.seconds - a.seconds || a.i - b.i)
       .map(({ spec }) => spec);
   }
 }
@@ -59,13 +87,16 @@ const REDIS_CLUSTER_FILES = [
 ];
 
 /**
- * Three groups of test files. The suite runs three at a time (two cores; see below), the others
- * two, each with its own database and queue prefix. A worker runs its files one after another without a fresh module graph each
+ * Two groups of test files. The first: the suite, then the queue-facing tests again with the
+ * queue in Postgres and on a Redis Cluster, in one pool three files at a time (two cores; see
+ * below), longest first, each file with its own database and queue prefix (one pool: run as a
+ * group of their own after the suite, two at a time, they left a core idle for ~2 minutes).
+ * A worker runs its files one after another without a fresh module graph each
  * (`isolate: false`): importing the engine anew cost ~1 s of CPU per file (63 short files: 202 s
  * -> 128 s, 265 -> 125 s of CPU, measured side by side); every file already starts and stops
- * what it uses (its own database, prefix, servers), and no test mocks a module. Then the tests that matter for the queue run again with the queue in Postgres.
- * The attack tests that bound answer times and memory under a flood of
- * connections (`*.alone.test.ts`) run afterwards, one at a time: another test file's processes
+ * what it uses (its own database, prefix, servers), and no test mocks a module.
+ * The second: the attack tests that bound answer times and memory under a flood of
+ * connections (`*.alone.test.ts`), afterwards, one at a time: another test file's processes
  * on the same two cores would be measured with them.
  */
 export default defineConfig({
@@ -106,10 +137,11 @@ export default defineConfig({
           name: 'postgres-queue',
           include: POSTGRES_QUEUE_FILES,
           env: { TEST_QUEUE_BACKEND: 'postgres' },
-          maxWorkers: 2,
+          // One pool with the suite (one group: vitest wants one maxWorkers for it).
+          maxWorkers: 3,
           fileParallelism: true,
           isolate: false,
-          sequence: { groupOrder: 1 },
+          sequence: { groupOrder: 0 },
         },
       },
       {
@@ -121,10 +153,10 @@ export default defineConfig({
           include: REDIS_CLUSTER_FILES,
           env: { TEST_REDIS_CLUSTER: '1' },
           globalSetup: ['test/helpers/cluster-setup.ts'],
-          maxWorkers: 2,
+          maxWorkers: 3,
           fileParallelism: true,
           isolate: false,
-          sequence: { groupOrder: 1 },
+          sequence: { groupOrder: 0 },
         },
       },
       {
