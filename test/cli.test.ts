@@ -87,13 +87,10 @@ describe('a database that does not answer', () => {
       const probe = spawnSync(process.execPath, ['-e', "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})"]);
       resolve({ port: Number(probe.stdout.toString().trim()) });
     });
-    // Three processes at once (each is seconds of start-up on a slow machine).
+    // In this process (the exit codes of the entry point itself: the tests above).
     const commands = [['list'], ['show', 'stripe/evt_1'], ['paused']];
-    const results = await Promise.all(
-      commands.map((command) => oncehook(command, { env: { DATABASE_URL: `postgres://app:s3cret-pw@127.0.0.1:${port}/billing`, QUEUE_BACKEND: 'postgres' } })),
-    );
-    for (const [i, command] of commands.entries()) {
-      const down = results[i]!;
+    for (const command of commands) {
+      const down = await runCliHere(command, { DATABASE_URL: `postgres://app:s3cret-pw@127.0.0.1:${port}/billing`, QUEUE_BACKEND: 'postgres' });
       expect(down.code, down.stderr).toBe(1);
       expect(down.stderr.trim().split('\n')).toEqual([
         `oncehook ${command[0]}: cannot reach Postgres at 127.0.0.1:${port}/billing (DATABASE_URL): nothing accepts connections there (ECONNREFUSED). Start it, or point DATABASE_URL at it`,
@@ -176,15 +173,16 @@ describe('oncehook migrate is strict about its folders', () => {
       await mkdir(migrations, { recursive: true });
       await writeFile(path.join(migrations, '001_paid_invoices.sql'), 'create table paid_invoices (id text primary key);\n');
       await writeFile(path.join(migrations, 'README.md'), 'notes beside migrations are fine\n');
-      const result = await oncehook(['migrate', '--dir', migrations, '--set', 'billing'], { env: { DATABASE_URL: database.url } });
+      // In this process: what the runner refuses, not the process wiring (tested above).
+      const result = await runCliHere(['migrate', '--dir', migrations, '--set', 'billing'], { DATABASE_URL: database.url });
       expect(result.code).toBe(1);
       expect(result.stderr).toMatch(/"001_paid_invoices\.sql" is not a migration the runner applies: name each NNNN_name\.sql .*e\.g\. 0001_paid_invoices\.sql/);
       expect(result.stderr.trim().split('\n')).toHaveLength(1);
       expect(result.stdout).not.toMatch(/applied/);
-      const missing = await oncehook(['migrate', '--dir', path.join(dir, 'nope')], { env: { DATABASE_URL: database.url } });
+      const missing = await runCliHere(['migrate', '--dir', path.join(dir, 'nope')], { DATABASE_URL: database.url });
       expect(missing.code).toBe(1);
       expect(missing.stderr.trim()).toBe(`oncehook migrate: migrations folder ${path.join(dir, 'nope')} does not exist: check --dir`);
-      const noSet = await oncehook(['migrate', '--dir', 'a', '--dir', 'b'], { env: { DATABASE_URL: database.url } });
+      const noSet = await runCliHere(['migrate', '--dir', 'a', '--dir', 'b'], { DATABASE_URL: database.url });
       expect(noSet.code).toBe(2);
     } finally {
       await database.drop();

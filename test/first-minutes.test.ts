@@ -16,9 +16,8 @@ import { PROVIDER_KINDS } from '@oncehook/providers';
 import { createTestDatabase } from './helpers/db.js';
 import { afterAll, expect, it } from 'vitest';
 import { docBlockStarting, docCommand, npmCommand } from './helpers/docs.js';
+import { runCliHere } from './helpers/cli-here.js';
 
-/** The `oncehook` command, from this checkout's sources. */
-const CLI = 'packages/oncehook/src/cli/entry.ts';
 const CLEAN = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp' };
 const databases: string[] = [];
 const running: ChildProcess[] = [];
@@ -276,22 +275,25 @@ it('ingest alone on a taken port says so in one line and exits 1', async () => {
 });
 
 it('oncehook send (npm run send) explains its mistakes: an unknown source, a type without a built-in payload, --all with a source; --all names what failed', async () => {
-  const unknown = run(CLI, ['send', 'strpe'], {});
-  expect(await unknown.exited).toBe(2);
-  expect(unknown.stderr()).toMatch(/no source named "strpe" is configured; configured: stripe, github, shopify, standard-webhooks, slack, paddle/);
-  const noFixture = run(CLI, ['send', 'stripe', 'payout.paid'], {});
-  expect(await noFixture.exited).toBe(2);
-  expect(noFixture.stderr()).toMatch(
+  // In this process (runCliHere: a process per command costs ~2 s of CPU; test/cli.test.ts
+  // proves the exit codes of the real entry point), with none of the stack's variables set.
+  const clean = { DATABASE_URL: '', REDIS_URL: '', PORT: '', ONCEHOOK_DEV_URL: '' };
+  const unknown = await runCliHere(['send', 'strpe'], clean);
+  expect(unknown.code).toBe(2);
+  expect(unknown.stderr).toMatch(/no source named "strpe" is configured; configured: stripe, github, shopify, standard-webhooks, slack, paddle/);
+  const noFixture = await runCliHere(['send', 'stripe', 'payout.paid'], clean);
+  expect(noFixture.code).toBe(2);
+  expect(noFixture.stderr).toMatch(
     /no built-in stripe payload for "payout.paid"; built in: payment_intent.succeeded, customer.updated, charge.refunded, invoice.paid \(or pass your own JSON with --file\)/,
   );
-  const down = run(CLI, ['send', 'stripe', '--url', `http://127.0.0.1:${await freePort()}`], {});
-  expect(await down.exited).toBe(1);
-  expect(down.output()).toMatch(/no answer \(ECONNREFUSED\): is ingest running at/);
-  const allWithSource = run(CLI, ['send', '--all', 'stripe'], {});
-  expect(await allWithSource.exited).toBe(2);
-  expect(allWithSource.stderr()).toMatch(/--all sends every source its first built-in payload: give no source, type, --file or --id with it/);
+  const down = await runCliHere(['send', 'stripe', '--url', `http://127.0.0.1:${await freePort()}`], clean);
+  expect(down.code).toBe(1);
+  expect(down.output).toMatch(/no answer \(ECONNREFUSED\): is ingest running at/);
+  const allWithSource = await runCliHere(['send', '--all', 'stripe'], clean);
+  expect(allWithSource.code).toBe(2);
+  expect(allWithSource.stderr).toMatch(/--all sends every source its first built-in payload: give no source, type, --file or --id with it/);
   // Every source tried, each answer printed, the failure named, exit 1.
-  const allDown = run(CLI, ['send', '--all', '--url', `http://127.0.0.1:${await freePort()}`], {});
-  expect(await allDown.exited).toBe(1);
-  expect(allDown.output()).toMatch(/^sent \d+ sources; not every delivery of stripe, github, shopify, standard-webhooks, slack, paddle, linear, .*, twilio was answered 2xx$/m);
+  const allDown = await runCliHere(['send', '--all', '--url', `http://127.0.0.1:${await freePort()}`], clean);
+  expect(allDown.code).toBe(1);
+  expect(allDown.output).toMatch(/^sent \d+ sources; not every delivery of stripe, github, shopify, standard-webhooks, slack, paddle, linear, .*, twilio was answered 2xx$/m);
 });

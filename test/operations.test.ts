@@ -2,11 +2,11 @@
  * Dead letters, re-drive and replay, through the operations API and the CLI, against real
  * Postgres, Redis, a worker and the sandbox.
  */
-import { spawn } from 'node:child_process';
-import { allSources, REDIS_URL, ROOT, send, startSandbox, waitFor, type SandboxHandle, SOURCE_NODE_ARGS } from '@oncehook/harness';
+import { allSources, REDIS_URL, send, startSandbox, waitFor, type SandboxHandle } from '@oncehook/harness';
 import { createOperations, type Operations, type ReplayPlan } from '@oncehook/core';
 import type { OncehookWorker } from 'oncehook';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
+import { type CliResult, runCliHere } from './helpers/cli-here.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { renewal, shopifyOrder, stripeOrderPayment } from './helpers/orders.js';
 import { claimStripe, q, seedRun, startIngest, startWorker, T, TEST_QUEUE_BACKEND, TRUNCATE_ALL, testPrefix, type IngestHandle } from './helpers/stack.js';
@@ -181,17 +181,13 @@ it('bulk re-drive: the dry run changes nothing; the real run re-drives each', as
   expect(sandbox.stats().payment.applied).toBe(3);
 });
 
-function cli(args: string[]): Promise<{ code: number | null; output: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [...SOURCE_NODE_ARGS, 'packages/oncehook/src/cli/entry.ts', ...args], {
-      cwd: ROOT,
-      env: { ...process.env, DATABASE_URL: db.url, REDIS_URL, QUEUE_BACKEND: TEST_QUEUE_BACKEND, QUEUE_PREFIX: prefix },
-    });
-    let output = '';
-    child.stdout.on('data', (c: Buffer) => (output += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (output += c.toString()));
-    child.on('close', (code) => resolve({ code, output }));
-  });
+/**
+ * `oncehook <args>` against this file's stack, in this process (runCliHere: a process per
+ * command cost ~2.5 s of CPU, fifteen of them here, twice with the queue in Postgres;
+ * test/cli.test.ts proves the exit codes of the real entry point).
+ */
+function cli(args: string[]): Promise<CliResult> {
+  return runCliHere(args, { DATABASE_URL: db.url, REDIS_URL, QUEUE_BACKEND: TEST_QUEUE_BACKEND, QUEUE_PREFIX: prefix });
 }
 
 it('the CLI lists dead letters, shows one, re-drives it, and replays with a printed plan', async () => {
@@ -240,6 +236,4 @@ it('the CLI lists dead letters, shows one, re-drives it, and replays with a prin
   const help = await cli(['replay', '--help']);
   expect(help.code).toBe(0);
   expect(help.output).toMatch(/--steps names the recorded steps to run again/);
-  // Nine `oncehook` processes, each starting node and tsx: 10-15 s alone, over 60 s with two
-  // CPU hogs beside a full suite (a busy run, 2026-12-02). The bound is for a hang, not speed.
-}, 180_000);
+});
