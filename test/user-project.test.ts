@@ -285,7 +285,6 @@ it('a project of its own: installs the packed packages, type-checks, migrates, r
 
   lap('first event');
   // 4. Its scripts: type-check (strict, NodeNext, no skipLibCheck) with TypeScript 7, and with
-  lap('typecheck and build');
   // 5.9 too, then compile to dist/.
   const typecheck = await npm(['run', 'typecheck']);
   expect('failed' in typecheck, typecheck.stdout).toBe(false);
@@ -298,6 +297,7 @@ it('a project of its own: installs the packed packages, type-checks, migrates, r
   const ownSdk = path.join(project, 'dist/webhooks/node_modules/@oncehook/sdk');
   await mkdir(ownSdk, { recursive: true });
   await run('tar', ['xzf', tarballs.sdk!, '-C', ownSdk, '--strip-components=1']);
+  lap('typecheck and build');
 
   // 5. The command, compiled, under plain node: migrate, ingest, worker.
   const database = await createScratchDatabase({ prefix: 'oncehook_user' });
