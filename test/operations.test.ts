@@ -183,7 +183,7 @@ it('bulk re-drive: the dry run changes nothing; the real run re-drives each', as
 
 /**
  * `oncehook <args>` against this file's stack, in this process (runCliHere: a process per
- * command cost ~2.5 s of CPU, fifteen of them here, twice with the queue in Postgres;
+ * command cost ~2.5 s of CPU, thirteen of them here, twice with the queue in Postgres;
  * test/cli.test.ts proves the exit codes of the real entry point).
  */
 function cli(args: string[]): Promise<CliResult> {
