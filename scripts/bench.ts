@@ -483,7 +483,7 @@ export function formatBench(result: BenchResult): string {
   return lines.join('\n');
 }
 
-if (process.argv[1]?.endsWith('bench.ts')) {
+if (process.argv[1] && path.resolve(process.argv[1]) === import.meta.filename) {
   const { values } = parseScriptArgs(import.meta.url, {
     options: {
       duration: { type: 'string', default: '8' },

@@ -35,6 +35,7 @@
  */
 import { type ChildProcess, spawn as spawnProcess } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { SHOP_MIGRATIONS } from '@oncehook/example-shop/src/handlers';
 import {
@@ -815,7 +816,7 @@ export function formatReport(report: ChaosReport): string {
   ].join('\n');
 }
 
-if (process.argv[1]?.endsWith('chaos.ts')) {
+if (process.argv[1] && path.resolve(process.argv[1]) === import.meta.filename) {
   const { values } = parseScriptArgs(import.meta.url, {
     options: {
       events: { type: 'string', default: '2000' },

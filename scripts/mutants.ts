@@ -23,7 +23,7 @@ import { parseScriptArgs } from '@oncehook/harness';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 /** Never copied: dependencies are linked, history and artifacts are not needed. */
-const SKIP = new Set(['node_modules', '.git', 'test/artifacts']);
+const SKIP = new Set(['node_modules', '.git', 'test/artifacts', '.test-build']);
 
 interface Outcome {
   mutant: Mutant;

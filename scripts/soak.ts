@@ -334,7 +334,7 @@ export function formatSoak(report: SoakReport): string {
   ].join('\n');
 }
 
-if (process.argv[1]?.endsWith('soak.ts')) {
+if (process.argv[1] && path.resolve(process.argv[1]) === import.meta.filename) {
   const { values } = parseScriptArgs(import.meta.url, {
     options: {
       minutes: { type: 'string', default: '30' },

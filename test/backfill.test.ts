@@ -8,7 +8,7 @@
  */
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { paymentSucceeded, ROOT, SOURCE_NODE_ARGS, STRIPE_SECRET, startSandbox, waitFor, type SandboxHandle } from '@oncehook/harness';
+import { paymentSucceeded, ROOT, nodeArgsFor, STRIPE_SECRET, startSandbox, waitFor, type SandboxHandle } from '@oncehook/harness';
 import { SANDBOX_GITHUB_TOKEN, SANDBOX_PADDLE_API_KEY, SANDBOX_STRIPE_API_KEY } from '@oncehook/sandbox';
 import { defineHandler } from '@oncehook/sdk';
 import type { OncehookWorker } from 'oncehook';
@@ -29,7 +29,7 @@ let worker: OncehookWorker;
 
 function oncehook(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [...SOURCE_NODE_ARGS, ENTRY, ...args], {
+    const child = spawn(process.execPath, [...nodeArgsFor(ENTRY), ...args], {
       cwd: ROOT,
       env: {
         PATH: process.env.PATH ?? '/usr/bin:/bin',

@@ -8,7 +8,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { createScratchDatabase, ROOT, SOURCE_NODE_ARGS } from '@oncehook/harness';
+import { createScratchDatabase, ROOT, nodeArgsFor } from '@oncehook/harness';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadEnvFiles, withDevSession } from '../packages/oncehook/src/cli/env-files.js';
 import { COMMANDS } from '../packages/oncehook/src/cli/main.js';
@@ -27,7 +27,7 @@ afterAll(async () => {
 
 function oncehook(args: string[], options: { cwd?: string; env?: Record<string, string> } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [...SOURCE_NODE_ARGS, ENTRY, ...args], {
+    const child = spawn(process.execPath, [...nodeArgsFor(ENTRY), ...args], {
       cwd: options.cwd ?? ROOT,
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', ...options.env },
     });

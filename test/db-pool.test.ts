@@ -7,19 +7,19 @@
  * crash is the process's exit code.
  */
 import { spawnSync } from 'node:child_process';
-import { ROOT, SOURCE_NODE_ARGS } from '@oncehook/harness';
+import { ROOT, nodeArgsFor } from '@oncehook/harness';
 import { commitWith, createPool, PIPELINED_TRANSACTIONS, withTransactionFrom, type Pool } from '@oncehook/shared';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 
 it('a connection ended by the server while checked out between statements fails its next statement; the process lives and the pool serves the next transaction', () => {
-  const child = spawnSync(process.execPath, [...SOURCE_NODE_ARGS, 'test/fixtures/pool-connection-ended.ts'], { cwd: ROOT, encoding: 'utf8', timeout: 30_000 });
+  const child = spawnSync(process.execPath, nodeArgsFor('test/fixtures/pool-connection-ended.ts'), { cwd: ROOT, encoding: 'utf8', timeout: 30_000 });
   expect(child.status, child.stderr).toBe(0);
   expect(child.stdout).toMatch(/^survived: rolled back \(.*(terminat|connection error).*\); next transaction: 1$/m);
 });
 
 it('a pg without the Query internals the one-round-trip path builds on: it turns itself off at load, and the same transactions commit and roll back the same, a round trip per statement', () => {
-  const child = spawnSync(process.execPath, [...SOURCE_NODE_ARGS, 'test/fixtures/pool-fallback.ts'], { cwd: ROOT, encoding: 'utf8', timeout: 30_000 });
+  const child = spawnSync(process.execPath, nodeArgsFor('test/fixtures/pool-fallback.ts'), { cwd: ROOT, encoding: 'utf8', timeout: 30_000 });
   expect(child.status, child.stderr).toBe(0);
   expect(child.stdout).toMatch(/^fallback: pipelined=false roundTrips=5 committed=11 rolledBack=true$/m);
 });

@@ -12,14 +12,12 @@ import { existsSync } from 'node:fs';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { ROOT, SOURCE_NODE_ARGS, waitFor } from '@oncehook/harness';
+import { ROOT, nodeArgsFor, waitFor } from '@oncehook/harness';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { toolsRequired } from './helpers/tools.js';
 
 const NAMESPACE = `oh-dev-${randomBytes(3).toString('hex')}`;
 const ENTRY = path.join(ROOT, 'packages/oncehook/src/cli/entry.ts');
-// tsx by its path (SOURCE_NODE_ARGS): the project directory has no node_modules of its own.
-const NODE_ARGS = SOURCE_NODE_ARGS;
 const canNamespace = process.getuid?.() === 0 && spawnSync('ip', ['-V']).status === 0;
 let project: string;
 
@@ -40,7 +38,7 @@ afterAll(async () => {
 
 /** `detached`: the command leads a process group of its own, as a shell's foreground job does. */
 function inNamespace(args: string[], options: { detached?: boolean } = {}) {
-  return spawn('ip', ['netns', 'exec', NAMESPACE, process.execPath, ...NODE_ARGS, ENTRY, ...args], {
+  return spawn('ip', ['netns', 'exec', NAMESPACE, process.execPath, ...nodeArgsFor(ENTRY), ...args], {
     cwd: project,
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp' },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -10,7 +10,7 @@ import { execFile } from 'node:child_process';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { killAllServices, ROOT, signStripe, SOURCE_NODE_ARGS, spawnService, startSandbox, waitFor, type SandboxHandle } from '@oncehook/harness';
+import { killAllServices, ROOT, signStripe, nodeArgsFor, spawnService, startSandbox, waitFor, type SandboxHandle } from '@oncehook/harness';
 import { fixture } from '@oncehook/testkit';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
@@ -42,7 +42,7 @@ beforeAll(async () => {
   await writeFile(path.join(MODULE_DIR, 'migrations/0001_accounts.sql'), await docBlock('docs/handlers.md', 'sql', '-- my-handlers/migrations/0001_accounts.sql'));
   const migrateLine = await docCommand('docs/handlers.md', 'npm run migrate -- ');
   const args = migrateLine.slice('npm run migrate -- '.length).split(/\s+/);
-  const migrated = await run(process.execPath, [...SOURCE_NODE_ARGS, 'packages/oncehook/src/cli/entry.ts', 'migrate', ...args], {
+  const migrated = await run(process.execPath, [...nodeArgsFor('packages/oncehook/src/cli/entry.ts'), 'migrate', ...args], {
     cwd: ROOT,
     env: { ...process.env, DATABASE_URL: db.url },
   });

@@ -14,7 +14,7 @@
 import { createHmac } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import { connect } from 'node:net';
-import { killAllServices, paymentSucceeded, REDIS_URL, ROOT, signStripe, spawnService, STRIPE_SECRET, waitFor, SOURCE_NODE_ARGS } from '@oncehook/harness';
+import { killAllServices, paymentSucceeded, REDIS_URL, ROOT, signStripe, spawnService, STRIPE_SECRET, waitFor, nodeArgsFor } from '@oncehook/harness';
 import { MAX_PAYLOAD_DEPTH } from '@oncehook/shared';
 import { createSource, type WebhookSource } from '@oncehook/providers';
 import { DELIVERY_LOG_ROWS } from '@oncehook/core';
@@ -138,7 +138,7 @@ async function storeAsBefore(eventId: string, payloadJson: string): Promise<numb
 
 function cli(args: string[]): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [...SOURCE_NODE_ARGS, 'packages/oncehook/src/cli/entry.ts', ...args], {
+    const child = spawn(process.execPath, [...nodeArgsFor('packages/oncehook/src/cli/entry.ts'), ...args], {
       cwd: ROOT,
       env: { ...process.env, DATABASE_URL: db.url, REDIS_URL, QUEUE_BACKEND: TEST_QUEUE_BACKEND, QUEUE_PREFIX: prefix },
     });

@@ -13,7 +13,7 @@ import {
   paymentSucceeded,
   REDIS_URL,
   ROOT,
-  SOURCE_NODE_ARGS,
+  nodeArgsFor,
   signStripe,
   spawnService,
   startOwnRedisCluster,
@@ -108,7 +108,7 @@ describe('on a real cluster (3 primaries, 3 replicas)', () => {
       expect(code, service.lines.join('\n')).toBe(1);
       expect(service.lines.join('\n')).toMatch(/REDIS_URL names one node of a Redis Cluster .*Set REDIS_CLUSTER_NODES=/);
     }
-    const dev = spawn(process.execPath, [...SOURCE_NODE_ARGS, 'packages/oncehook/src/cli/entry.ts', 'dev', '--workers', '1'], {
+    const dev = spawn(process.execPath, [...nodeArgsFor('packages/oncehook/src/cli/entry.ts'), 'dev', '--workers', '1'], {
       cwd: ROOT,
       env: { ...process.env, DATABASE_URL: db.url, REDIS_URL: oneNode, QUEUE_SHARDS: '3', QUEUE_PREFIX: testPrefix(), PORT: '0', METRICS_PORT: '0', ONCEHOOK_HANDLERS: '' },
       stdio: ['ignore', 'pipe', 'pipe'],

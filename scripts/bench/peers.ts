@@ -29,6 +29,7 @@
  * setup creates the peer's table (and the library's schema) and exits; ingest prints
  * `listening on <port>`; worker prints `worker ready` (inline has none).
  */
+import path from 'node:path';
 import { serve } from '@hono/node-server';
 import { Queue, Worker } from 'bullmq';
 import { Hono } from 'hono';
@@ -256,7 +257,7 @@ async function main(peer: Peer, role: string): Promise<void> {
   }
 }
 
-if (process.argv[1]?.endsWith('peers.ts')) {
+if (process.argv[1] && path.resolve(process.argv[1]) === import.meta.filename) {
   const [peer, role] = process.argv.slice(2) as [Peer, string];
   if (!PEERS.includes(peer) || !['setup', 'ingest', 'worker'].includes(role)) {
     process.stderr.write(`usage: peers.ts <${PEERS.join('|')}> <setup|ingest|worker>\n`);

@@ -7,7 +7,7 @@
  */
 import type { TestProject } from 'vitest/node';
 import { SHOP_MIGRATIONS } from '@oncehook/example-shop/src/handlers';
-import { createScratchDatabase, withAdmin } from '@oncehook/harness';
+import { buildCompiledTree, COMPILED_TREE_VARIABLE, createScratchDatabase, removeCompiledTree, ROOT, withAdmin } from '@oncehook/harness';
 import { createPool } from '@oncehook/shared';
 import { migrate } from '@oncehook/core';
 import { TEST_DATABASE_PREFIXES, testDatabaseName } from './test-database-names.js';
@@ -56,6 +56,21 @@ async function sweepStaleDatabases(): Promise<void> {
   });
 }
 
+/**
+ * The processes tests start run from JavaScript transformed once per run (compiled-tree.ts);
+ * the test workers, and what they start, inherit the variable. Once per vitest process (this
+ * setup runs once per project, in one process), removed when that process exits.
+ */
+function useCompiledTree(name: string): void {
+  const once = Symbol.for('oncehook.compiledTree');
+  const state = globalThis as { [once]?: string };
+  if (state[once]) return;
+  const tree = buildCompiledTree(ROOT, name);
+  state[once] = tree.dir;
+  process.env[COMPILED_TREE_VARIABLE] = tree.dir;
+  process.on('exit', () => removeCompiledTree(tree.dir));
+}
+
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   checkTools(project);
   await sweepStaleDatabases();
@@ -67,5 +82,6 @@ export default async function setup(project: TestProject): Promise<() => Promise
     await pool.end();
   }
   project.provide('templateDb', template.name);
+  useCompiledTree(template.name);
   return () => template.drop();
 }

@@ -42,12 +42,21 @@ export function resolveModules(spec: string, cwd: string): string[] {
 }
 
 let tsxRegistered = false;
-async function ensureTypeScript(): Promise<void> {
-  // Already able to import TypeScript: started with --import tsx, or inside vitest.
-  if (tsxRegistered || process.env.VITEST || process.execArgv.some((a) => a.includes('tsx'))) return;
-  const { register } = await import('tsx/esm/api');
-  register();
-  tsxRegistered = true;
+/**
+ * Whether this process can import TypeScript already: started with tsx, or a vitest worker
+ * (whose state vitest keeps in `globalThis.__vitest_worker__`). Not the VITEST variable: a
+ * process that a vitest test starts inherits it without running inside vitest. (Node caches a
+ * failed import, so trying first and registering tsx afterwards would not work.)
+ */
+const importsTypeScript = () => tsxRegistered || '__vitest_worker__' in globalThis || process.execArgv.some((a) => a.includes('tsx'));
+
+async function importModule(file: string): Promise<{ default?: unknown }> {
+  if (/\.(c|m)?ts$/.test(file) && !importsTypeScript()) {
+    const { register } = await import('tsx/esm/api');
+    register();
+    tsxRegistered = true;
+  }
+  return (await import(pathToFileURL(file).href)) as { default?: unknown };
 }
 
 /** Imports each module and returns its handlers, refusing anything that is not one. */
@@ -56,10 +65,9 @@ export async function loadHandlerModules(specs: string[], cwd = process.cwd()): 
   const modules: string[] = [];
   for (const file of specs.flatMap((spec) => resolveModules(spec, cwd))) {
     const spec = path.relative(cwd, file);
-    if (/\.(c|m)?ts$/.test(file)) await ensureTypeScript();
     let loaded: { default?: unknown };
     try {
-      loaded = (await import(pathToFileURL(file).href)) as { default?: unknown };
+      loaded = await importModule(file);
     } catch (error) {
       throw new HandlerDefinitionError(`ONCEHOOK_HANDLERS: loading ${spec} failed: ${(error as Error).message}`, { cause: error });
     }

@@ -7,6 +7,7 @@ export * from './own-postgres.js';
 export * from './tcp-proxy.js';
 export * from './own-redis.js';
 export * from './processes.js';
+export * from './compiled-tree.js';
 export * from './providers.js';
 export * from './sandbox.js';
 export * from './simulator.js';

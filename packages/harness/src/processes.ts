@@ -4,8 +4,10 @@
  * work, not a wrapper).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { COMPILED_TREE_VARIABLE, toJs } from './compiled-tree.js';
 
 /** The repository's root (where the processes run). */
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -40,6 +42,38 @@ export const SOURCE_NODE_ARGS = [
   pathToFileURL(path.join(ROOT, 'packages/harness/src/exit-with-parent.mjs')).href,
 ] as const;
 
+/** The same, for JavaScript: what a process started from the test run's compiled tree gets. */
+const COMPILED_NODE_ARGS = ['--conditions=oncehook-source', ...SOURCE_NODE_ARGS.slice(3)];
+
+/** The test run's compiled tree (compiled-tree.ts), when the run built one. */
+const compiledTree = (): string | undefined => process.env[COMPILED_TREE_VARIABLE] || undefined;
+
+/**
+ * Node's arguments to run `entry` (a path in this repository, relative to ROOT or absolute): its JavaScript in the test run's
+ * compiled tree when there is one (a start costs half the CPU), else the source through tsx.
+ */
+export function nodeArgsFor(entry: string): string[] {
+  const tree = compiledTree();
+  const compiled = tree && path.join(tree, toJs(path.isAbsolute(entry) ? path.relative(ROOT, entry) : entry));
+  return compiled && existsSync(compiled) ? [...COMPILED_NODE_ARGS, compiled] : [...SOURCE_NODE_ARGS, entry];
+}
+
+/**
+ * ONCEHOOK_HANDLERS for a process started from the compiled tree: each relative path that the
+ * tree holds (examples/shop, a fixture) becomes the tree's, so the handlers load as JavaScript
+ * and share the tree's @oncehook/sdk. Other paths (a test's own project) stay as they are.
+ */
+function handlersInTree(value: string | undefined, tree: string): string | undefined {
+  if (!value) return value;
+  return value
+    .split(',')
+    .map((spec) => {
+      const inTree = path.join(tree, toJs(spec.trim()));
+      return !path.isAbsolute(spec.trim()) && existsSync(inTree) ? inTree : spec;
+    })
+    .join(',');
+}
+
 export interface Service {
   readonly kind: ServiceKind;
   readonly proc: ChildProcess;
@@ -61,9 +95,13 @@ const running = new Set<Service>();
 export function spawnService(kind: ServiceKind, env: Record<string, string>, args: string[] = [], options: { root?: string; nodeArgs?: string[] } = {}): Service {
   // `root`: another checkout of the repository (npm run attack measures an older release).
   // `nodeArgs`: flags for node itself (--cpu-prof: the bench's profiles).
-  const proc = spawn(process.execPath, [...(options.nodeArgs ?? []), ...SOURCE_NODE_ARGS, ENTRIES[kind], ...(kind === 'migrate' ? ['migrate'] : []), ...args], {
+  const tree = options.root ? undefined : compiledTree();
+  const fullEnv: Record<string, string | undefined> = { ...process.env, LOG_LEVEL: 'info', ...env };
+  if (tree) fullEnv.ONCEHOOK_HANDLERS = handlersInTree(fullEnv.ONCEHOOK_HANDLERS, tree);
+  const entryArgs = tree ? nodeArgsFor(ENTRIES[kind]) : [...SOURCE_NODE_ARGS, ENTRIES[kind]];
+  const proc = spawn(process.execPath, [...(options.nodeArgs ?? []), ...entryArgs, ...(kind === 'migrate' ? ['migrate'] : []), ...args], {
     cwd: options.root ?? ROOT,
-    env: { ...process.env, LOG_LEVEL: 'info', ...env },
+    env: fullEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const lines: string[] = [];
