@@ -1,3 +1,4 @@
+import path from 'node:path';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 import { defineConfig } from 'vitest/config';
 
@@ -5,56 +6,51 @@ import { defineConfig } from 'vitest/config';
  * Longest first (LPT scheduling): three files at a time on two cores, a file of minutes started
  * last would run alone at the end while the other slots idle. A clean clone (CI) has no timing
  * cache, and vitest's default then starts the largest files first, which are not the longest.
- * The seconds are one clean `npm test` on this machine (2026-12-07, its default reporter's
- * figure for each file), by project: they only order the start, a wrong figure costs time, never a
+ * The seconds are one clean `bash .ci/run` on this machine (2026-12-07, with the processes
+ * compiled; its default reporter's figure for each file), by project: they only order the start, a wrong figure costs time, never a
  * result. Files not listed (seconds each) follow in vitest's order.
  */
 const EXPECTED_SECONDS: Record<string, number> = {
-  'suite:test/user-project.test.ts': 180,
-  'suite:test/bench-smoke.test.ts': 106,
-  'suite:test/first-minutes.test.ts': 100,
-  'suite:test/flow-control.test.ts': 91,
-  // Spin's verifier, single-threaded (41-80 s beside the others): started last, it once ran 35 s
-  // alone at the end of the group.
-  'suite:test/protocol-model.test.ts': 80,
-  'suite:test/backfill.test.ts': 75,
-  'suite:test/chaos-smoke.test.ts': 68,
-  'suite:test/postgres-failover.test.ts': 67,
-  'postgres-queue:test/chaos-smoke.test.ts': 53,
-  'suite:test/testkit.test.ts': 52,
-  'redis-cluster:test/chaos-smoke.test.ts': 49,
-  'suite:test/soak-smoke.test.ts': 44,
-  'postgres-queue:test/postgres-outage.test.ts': 39,
-  'suite:test/destinations.test.ts': 38,
-  'suite:test/crash-recovery.test.ts': 37,
-  'redis-cluster:test/crash-recovery.test.ts': 35,
-  'suite:test/redis-cluster.test.ts': 33,
-  'suite:test/script-help.test.ts': 32,
-  'suite:test/providers.test.ts': 31,
-  'postgres-queue:test/crash-recovery.test.ts': 31,
-  'suite:test/postgres-outage.test.ts': 30,
-  'suite:test/bench-tools-smoke.test.ts': 28,
-  'suite:test/demo.test.ts': 27,
-  'suite:test/hardening.test.ts': 26,
-  'suite:test/tools.test.ts': 26,
-  'suite:test/metrics.test.ts': 23,
-  'suite:test/migrations.test.ts': 22,
-  'suite:test/dev-embedded.test.ts': 22,
-  'suite:test/startup-checks.test.ts': 21,
-  'suite:test/cli.test.ts': 20,
-  'suite:test/dependency-loss.test.ts': 20,
+  'suite:test/user-project.test.ts': 155,
+  'suite:test/first-minutes.test.ts': 83,
+  'suite:test/bench-smoke.test.ts': 76,
+  // Spin's verifier, single-threaded: started last, it once ran 35 s alone at the end of the group.
+  'suite:test/protocol-model.test.ts': 66,
+  'suite:test/flow-control.test.ts': 64,
+  'suite:test/backfill.test.ts': 48,
+  'postgres-queue:test/chaos-smoke.test.ts': 47,
+  'suite:test/soak-smoke.test.ts': 45,
+  'redis-cluster:test/chaos-smoke.test.ts': 44,
+  'suite:test/postgres-failover.test.ts': 33,
+  'suite:test/chaos-smoke.test.ts': 29,
+  'suite:test/testkit.test.ts': 27,
+  'postgres-queue:test/postgres-outage.test.ts': 24,
+  'suite:test/tools.test.ts': 23,
+  'suite:test/postgres-outage.test.ts': 22,
+  'suite:test/providers.test.ts': 20,
+  'redis-cluster:test/crash-recovery.test.ts': 20,
+  'suite:test/destinations.test.ts': 19,
+  'suite:test/crash-recovery.test.ts': 19,
+  'suite:test/bench-tools-smoke.test.ts': 19,
+  'postgres-queue:test/crash-recovery.test.ts': 18,
+  'suite:test/script-help.test.ts': 17,
+  'suite:test/redis-cluster.test.ts': 12,
+  'suite:test/flow-control-engine.test.ts': 12,
+  'suite:test/dependency-loss.test.ts': 11,
+  'suite:test/demo.test.ts': 11,
+  'suite:test/startup-checks.test.ts': 10,
+  'suite:test/retention.test.ts': 10,
+  'suite:test/migrations.test.ts': 10,
+  'suite:test/metrics.test.ts': 10,
+  'suite:test/hardening.test.ts': 10,
+  'suite:test/dev-embedded.test.ts': 9,
+  'suite:test/bench-scripts-smoke.test.ts': 9,
 };
 
 class LongestFirstSequencer extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
     const sorted = await super.sort(files);
-    const expected = (spec: TestSpecification) => {
-      const file = Object.keys(EXPECTED_SECONDS).find((key) => {
-        const [project, name] = key.split(':') as [string, string];
-        return project === spec.project.name && spec.moduleId.endsWith(name);
-      });
-      return file === undefined ? 0 : EXPECTED_SECONDS[file]!;
-    };
+    const expected = (spec: TestSpecification) => EXPECTED_SECONDS[`${spec.project.name}:${path.relative(spec.project.config.root, spec.moduleId)}`] ?? 0;
     // Stable: the listed files by their seconds, longest first, then the rest in vitest's order.
     return sorted
       .map((spec, i) => ({ spec, i, seconds: expected(spec) }))
