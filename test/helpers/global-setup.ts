@@ -59,12 +59,14 @@ async function sweepStaleDatabases(): Promise<void> {
 /**
  * The processes tests start run from JavaScript transformed once per run (compiled-tree.ts);
  * the test workers, and what they start, inherit the variable. Once per vitest process (this
- * setup runs once per project, in one process), removed when that process exits.
+ * setup runs once per project, in one process), removed when that process exits. Not in watch
+ * mode (`npm run test:watch`): a tree built at its start would run the sources as they were
+ * then, so there the processes load the sources through tsx, as edited.
  */
-function useCompiledTree(name: string): void {
+function useCompiledTree(project: TestProject, name: string): void {
   const once = Symbol.for('oncehook.compiledTree');
   const state = globalThis as { [once]?: string };
-  if (state[once]) return;
+  if (state[once] || project.vitest.config.watch) return;
   const tree = buildCompiledTree(ROOT, name);
   state[once] = tree.dir;
   process.env[COMPILED_TREE_VARIABLE] = tree.dir;
@@ -82,6 +84,6 @@ export default async function setup(project: TestProject): Promise<() => Promise
     await pool.end();
   }
   project.provide('templateDb', template.name);
-  useCompiledTree(template.name);
+  useCompiledTree(project, template.name);
   return () => template.drop();
 }
