@@ -12,7 +12,7 @@
  * Files that are not TypeScript (migrations, the console's assets) are copied beside them, so
  * what a module finds by `import.meta.url` is there too.
  */
-import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { transformSync } from 'esbuild';
 
@@ -61,6 +61,7 @@ function mirrorDir(root: string, out: string, dir: string, packages: Map<string,
  */
 export function buildCompiledTree(root: string, name: string): { dir: string; transformed: number } {
   const dir = path.join(root, '.test-build', name);
+  sweepStaleTrees(path.dirname(dir));
   rmSync(dir, { recursive: true, force: true });
   const packages = new Map<string, string>();
   let transformed = 0;
@@ -73,6 +74,26 @@ export function buildCompiledTree(root: string, name: string): { dir: string; tr
   return { dir, transformed };
 }
 
+/** Trees left by runs killed mid-way (SIGKILL: no exit hook ran), 6 hours on: no run lasts that long. */
+function sweepStaleTrees(parent: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(parent);
+  } catch {
+    return; // no .test-build yet
+  }
+  for (const name of names) {
+    const dir = path.join(parent, name);
+    if (Date.now() - statSync(dir).mtimeMs > 6 * 3_600_000) rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Removes a tree, and `.test-build/` with it when no other run's tree is left in it. */
 export function removeCompiledTree(dir: string): void {
   rmSync(dir, { recursive: true, force: true });
+  try {
+    rmdirSync(path.dirname(dir));
+  } catch {
+    // Another run's tree is still there (ENOTEMPTY), or it is gone already.
+  }
 }
