@@ -76,11 +76,14 @@ it('concurrency: 3 across 3 workers x WORKER_CONCURRENCY=32: never more than 3 i
   const env = flowEnv(prefix, 'limited', { FLOW_WORK_MS: '300' });
   const ingest = await startIngest({ databaseUrl: db.url, prefix });
   try {
-    // Worker A alone first: it takes the 3 slots. Then B and C; then A is killed mid-run.
-    const workers = await startWorkers(3, env);
+    // Three workers; the one to be killed makes calls of 1.5 s, the others of 300 ms, so a kill
+    // sent once it has logged a call lands inside that call (a 300 ms call could end between
+    // the look and the kill: that run then finished at its first attempt, and a run of the
+    // test once failed so).
+    const [slow] = await Promise.all([startWorkers(1, { ...env, FLOW_WORK_MS: '1500' }), startWorkers(2, env)]);
     await deliverMany(ingest.url, 'evt_lim', 60);
-    // Kill the worker that holds a slot now: the one that last logged the external call of a
-    // run in progress (each worker's log lines carry the event's row id).
+    // Kill the slow worker while it holds a slot: it logged the external call of a run in
+    // progress (each worker's log lines carry the event's row id).
     const victim = await waitFor(
       async () => {
         if (((await runStates('flow-limited')).done ?? 0) < 6) return null;
@@ -88,7 +91,7 @@ it('concurrency: 3 across 3 workers x WORKER_CONCURRENCY=32: never more than 3 i
           `SELECT event_row_id::text AS id, id::text AS run FROM ${T.runs} WHERE handler = 'flow-limited' AND state = 'processing' AND lease_until > now() + interval '1 second'`,
         );
         for (const row of rows) {
-          const holder = workers.find((w) => w.lines.some((l) => l.includes(`"rowId":${row.id},`) && l.includes('calling external step')));
+          const holder = slow.find((w) => w.lines.some((l) => l.includes(`"rowId":${row.id},`) && l.includes('calling external step')));
           if (holder) return { holder, runId: Number(row.run) };
         }
         return null;
@@ -105,7 +108,7 @@ it('concurrency: 3 across 3 workers x WORKER_CONCURRENCY=32: never more than 3 i
     const heldFor = retried[0]!.at.getTime() - killedAt;
     expect(heldFor).toBeGreaterThan(1_000);
     console.log(
-      `[figure] concurrency 3, 60 runs of 300 ms over 3 workers x 32: the killed worker's run was taken over ${heldFor} ms after the kill -9 (LEASE_MS=2000); all done ${Date.now() - killedAt} ms after it`,
+      `[figure] concurrency 3, 60 runs of 300 ms (1.5 s on the worker killed) over 3 workers x 32: the killed worker's run was taken over ${heldFor} ms after the kill -9 (LEASE_MS=2000); all done ${Date.now() - killedAt} ms after it`,
     );
     const work = sandbox.work('limited');
     expect(work.maxInFlight).toBeLessThanOrEqual(3);
