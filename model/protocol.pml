@@ -314,6 +314,9 @@ end_idle:
 #endif
          callExternal(me, tok)
        };
+       /* RECORD_EXTERNAL_STEP: the code sends the fence, the record and its commit as ONE
+          autocommit statement; the model keeps them three steps, which allows every
+          interleaving the one statement allows and more, so what holds here holds there */
        fence(me, tok); record(me, EXT); commit(me, EXT);
 #endif
     :: else -> skip

@@ -482,6 +482,47 @@ describe('pause', () => {
     });
   }
 
+  // Mutant killed: stop-now-ignored-external-record (the run goes on to its next step).
+  it('pause --now during an external call: the call is recorded (resumed, the run does not make it again) and the run stops after it; resume runs the next step', async () => {
+    let release!: () => void;
+    const during = new Promise<void>((resolve) => (release = resolve));
+    let entered!: () => void;
+    const inside = new Promise<void>((resolve) => (entered = resolve));
+    const calls: string[] = [];
+    const h = defineHandler({ name: 'two-calls', source: 'stripe', type: TYPE }, async (_event, ctx) => {
+      await ctx.step('first', async () => {
+        calls.push('first');
+        entered();
+        await during;
+        return { sent: 1 };
+      });
+      calls.push('between'); // code outside steps: the stop lands before it, not at the next step
+      await ctx.step('second', async () => {
+        calls.push('second');
+        return { sent: 2 };
+      });
+    });
+    const e = engine(db.pool, [h]);
+    const a = await newEvent();
+    const running = e.processJob(dispatchJob(a.rowId, a.eventId));
+    await inside;
+    await q.pause(db.pool, 'handler', 'two-calls', 'ops', 'stop it', true);
+    release();
+    expect(runsOf(await running)).toEqual([{ kind: 'waiting', handler: 'two-calls', reason: 'paused' }]);
+    expect(calls).toEqual(['first']);
+    const stopped = await run(a.rowId, 'two-calls');
+    expect(stopped).toMatchObject({ state: 'received', waiting: 'paused', attempts: 0 });
+    const { rows } = await db.pool.query<{ name: string }>(
+      `SELECT s.name FROM ${T.steps} s JOIN ${T.runs} r ON r.id = s.run_id WHERE r.event_row_id = $1 AND r.handler = 'two-calls'`,
+      [a.rowId],
+    );
+    expect(rows.map((r) => r.name)).toEqual(['first']);
+    await q.resume(db.pool, 'handler', 'two-calls', 'ops', 'go');
+    const [job] = await q.releasePaused(db.pool, 10);
+    expect(runsOf(await e.processJob(job!))).toMatchObject([{ kind: 'done' }]);
+    expect(calls).toEqual(['first', 'between', 'second']); // the recorded call was not made again
+  });
+
   it('pause --now of a handler already paused makes the pause stop runs in progress too', async () => {
     expect(await q.pause(db.pool, 'handler', 'h', 'alice', 'first', false)).toMatchObject({ created: true, stopNow: false });
     expect(await q.pause(db.pool, 'handler', 'h', 'bob', 'second', false)).toBeNull();

@@ -115,7 +115,7 @@ it('a concurrency-limited handler with a free slot takes its slot and lease in o
   expect(statements - before).toBe(5);
 });
 
-it('an external step: the lease proof before the call, then BEGIN with the fence and the record with COMMIT: 5 statements in 3 round trips (with the dispatch and the run’s done: 7 in 5; `final`: 6 in 4)', async () => {
+it('an external step: the lease proof before the call, then the record under the fence in one statement: 2 statements in 2 round trips (with the dispatch and the run’s done: 4 in 4; `final`: 3 in 3)', async () => {
   for (const final of [false, true]) {
     const eventId = `evt_rt_external_${final}`;
     const rowId = await topUp(eventId);
@@ -134,15 +134,16 @@ it('an external step: the lease proof before the call, then BEGIN with the fence
     const outcome = await processJob(engine(counted, [notify]), { ...dispatchJob(rowId, eventId), kind: 'stripe', type: 'payment_intent.succeeded' });
     expect(outcome).toMatchObject({ kind: 'runs', runs: [{ kind: 'done', handler: 'rt-external' }] });
     expect(calls).toHaveLength(1);
-    // dispatch+lease (1); lease proof (1); BEGIN+fence (2 in 1); record+COMMIT (2 in 1); done (1,
-    // or none: `final` records the done with the step).
+    // dispatch+lease (1); lease proof (1); the fenced record, autocommit (1: BEGIN, fence, record
+    // and COMMIT were 4 statements in 2 round trips); done (1, or none: `final` records the done
+    // with the step).
     expect({ statements: statements - before.statements, roundTrips: roundTrips - before.roundTrips }).toEqual(
-      final ? { statements: 6, roundTrips: 4 } : { statements: 7, roundTrips: 5 },
+      final ? { statements: 3, roundTrips: 3 } : { statements: 4, roundTrips: 4 },
     );
   }
 });
 
-it('one local and one external step, the external one final: 6 round trips of the engine around the handler’s own statement (dispatch+lease; BEGIN+fence, record+COMMIT; the proof; BEGIN+fence, record+done+COMMIT), 11 statements with the handler’s', async () => {
+it('one local and one external step, the external one final: 5 round trips of the engine around the handler’s own statement (dispatch+lease; BEGIN+fence, record+COMMIT; the proof; the fenced record+done), 8 statements with the handler’s', async () => {
   const rowId = await topUp('evt_rt_local_external');
   const both = defineHandler({ name: 'rt-both', source: 'stripe', type: 'payment_intent.succeeded' }, async (event, ctx) => {
     await ctx.transaction('note', async (tx) => (await tx.query<{ id: string }>('SELECT $1::text AS id', [event.eventId])).rows[0]?.id ?? null);
@@ -152,8 +153,8 @@ it('one local and one external step, the external one final: 6 round trips of th
   const outcome = await processJob(engine(counted, [both]), { ...dispatchJob(rowId, 'evt_rt_local_external'), kind: 'stripe', type: 'payment_intent.succeeded' });
   expect(outcome).toMatchObject({ kind: 'runs', runs: [{ kind: 'done', handler: 'rt-both' }] });
   // dispatch+lease 1; local: BEGIN+fence 1, the handler's SELECT 1, record+COMMIT 1; proof 1;
-  // external: BEGIN+fence 1, record+done+COMMIT 1.
-  expect({ statements: statements - before.statements, roundTrips: roundTrips - before.roundTrips }).toEqual({ statements: 11, roundTrips: 7 });
+  // external: the fenced record with the run's and the event's done, one statement.
+  expect({ statements: statements - before.statements, roundTrips: roundTrips - before.roundTrips }).toEqual({ statements: 8, roundTrips: 6 });
 });
 
 it('each process counts the statements it sends in oncehook_db_statements_total (ingest and worker)', async () => {
@@ -188,6 +189,9 @@ it('every named statement of the hot paths is planned once per connection: after
     const external = defineHandler({ name: 'rt-plan-external', source: 'stripe', type: 'payment_intent.succeeded' }, async (_event, ctx) => {
       await ctx.step('notify', async () => ({ sent: true }));
     });
+    const externalFinal = defineHandler({ name: 'rt-plan-external-final', source: 'stripe', type: 'payment_intent.succeeded' }, async (_event, ctx) => {
+      await ctx.step('notify', async () => ({ sent: true }), { final: true });
+    });
     const limited = defineHandler({ name: 'rt-plan-limited', source: 'stripe', type: 'payment_intent.succeeded', concurrency: 2 }, async () => {});
     // Fails its first attempt at each event: the retry's release, then a run job's lease.
     const flaky = defineHandler({ name: 'rt-plan-flaky', source: 'stripe', type: 'payment_intent.succeeded' }, async (event) => {
@@ -196,6 +200,7 @@ it('every named statement of the hot paths is planned once per connection: after
     const paths: [string, readonly Parameters<typeof engine>[1][number][]][] = [
       ['topup', exampleHandlers()],
       ['external', [external]],
+      ['external-final', [externalFinal]],
       ['limited', [limited]],
       ['retried', [flaky]],
     ];
@@ -230,8 +235,8 @@ it('every named statement of the hot paths is planned once per connection: after
     );
     const names = rows.map((r) => preparedBaseName(r.name));
     // The statements these paths run at least 8 times each (a sample that misses one would not
-    // check it): 13 of the 16 named ones; not run here: finishUnhandled, renewLease (the lease
-    // keeper's timer) and markRunFailed.
+    // check it): 14 of the 18 named ones; not run here: finishUnhandled, renewLease (the lease
+    // keeper's timer), markRunFailed and recordStep.
     expect(names).toEqual(
       expect.arrayContaining([
         'dispatchAndLease',
@@ -246,7 +251,8 @@ it('every named statement of the hot paths is planned once per connection: after
         'getEvent',
         'acquireClaimableRuns',
         'stepsOfLeasedRuns',
-        'recordStep',
+        'recordExternalStep',
+        'recordFinalExternalStep',
       ]),
     );
     const replanned = rows.filter((r) => r.custom > 5).map((r) => `${r.name}: ${r.custom} plans for values, ${r.generic} generic`);

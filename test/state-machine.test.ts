@@ -195,19 +195,25 @@ describe('a final external step', () => {
     expect(counted[1]).toBe(counted[0]! - 1);
   });
 
-  it('a takeover during the call: the final record commits nothing, the run stays with its new holder', async () => {
-    const { handler, pool } = ending(true, async (runId) => {
-      await db.pool.query(`UPDATE oncehook.handler_runs SET lease_token = '00000000-0000-4000-8000-000000000009' WHERE id = $1`, [runId]);
-    });
-    try {
-      const rowId = await claimStripe(db.pool, 'evt_final_ext_lost', 'invoice.paid');
-      expect(await engine(pool, [handler]).processJob(dispatchJob(rowId, 'evt_final_ext_lost'))).toMatchObject({ kind: 'runs', runs: [{ kind: 'lease-lost' }] });
-      const run = await onlyRunOf(rowId);
-      expect(run).toMatchObject({ state: 'processing', leaseToken: '00000000-0000-4000-8000-000000000009' });
-      expect((await db.pool.query("SELECT 1 FROM oncehook.steps WHERE run_id = $1 AND name = 'charge'", [run.id])).rows).toHaveLength(0);
-      expect((await q.getEvent(db.pool, rowId))?.state).toBe('processing');
-    } finally {
-      await pool.end();
+  // Mutant killed: external-record-unfenced (the record without the token: a takeover during
+  // the call, after the proof, is not seen).
+  it('a takeover during the call, after the proof, final or not: the record commits nothing, the run stays with its new holder', async () => {
+    for (const final of [false, true]) {
+      const { calls, handler, pool } = ending(final, async (runId) => {
+        await db.pool.query(`UPDATE oncehook.handler_runs SET lease_token = '00000000-0000-4000-8000-000000000009' WHERE id = $1`, [runId]);
+      });
+      try {
+        const eventId = `evt_final_ext_lost_${final}`;
+        const rowId = await claimStripe(db.pool, eventId, 'invoice.paid');
+        expect(await engine(pool, [handler]).processJob(dispatchJob(rowId, eventId))).toMatchObject({ kind: 'runs', runs: [{ kind: 'lease-lost' }] });
+        expect(calls).toHaveLength(1);
+        const run = await onlyRunOf(rowId);
+        expect(run).toMatchObject({ state: 'processing', leaseToken: '00000000-0000-4000-8000-000000000009' });
+        expect((await db.pool.query("SELECT 1 FROM oncehook.steps WHERE run_id = $1 AND name = 'charge'", [run.id])).rows).toHaveLength(0);
+        expect((await q.getEvent(db.pool, rowId))?.state).toBe('processing');
+      } finally {
+        await pool.end();
+      }
     }
   });
 });

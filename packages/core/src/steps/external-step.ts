@@ -3,9 +3,9 @@
  *
  *   [recorded? return the record]  prove the lease (a read while half of it is left, else a
  *   renewal that gives the call a full lease); fn({ idempotencyKey }) outside any transaction
- *   (no lock held over the network); check JSON; BEGIN + fence (one round trip); record +
- *   COMMIT (one round trip; `final`: the record, the run's done and the event's in that same
- *   statement)
+ *   (no lock held over the network); check JSON; the record under the fence, one autocommit
+ *   statement and one round trip (`final`: the record, the run's done and the event's in it;
+ *   RECORD_EXTERNAL_STEP)
  *
  * A crash between the call and the record re-runs the call on the next attempt with the SAME
  * key (idempotency-key.ts), and the downstream API applies nothing new.
@@ -15,7 +15,7 @@ import { inSpan } from '@oncehook/shared';
 import { LeaseLostError, type StepInput, type StepOptions } from '@oncehook/sdk';
 import { toRecordedJson } from '@oncehook/sdk/internal';
 import { idempotencyKeyFor } from '../idempotency-key.js';
-import { checkLease, commitRecord, withFence } from './run-fence.js';
+import { checkLease } from './run-fence.js';
 import { currentStepStorage, RunStoppedError, type CurrentStep, type RunScope } from './run-scope.js';
 import { checkSubject, claimName } from './step-rules.js';
 
@@ -65,15 +65,19 @@ async function callAndRecord<T>(scope: RunScope, name: string, fn: (input: StepI
   const returned = await currentStepStorage.run(info, () => fn({ idempotencyKey, signal, attempt: run.attempt }));
   await deps.faults.hit('worker.after-external-call', { step: name });
   const value = toRecordedJson(returned, name);
-  await withFence(scope, async (tx, generation) => {
-    if (generation !== run.generation) throw new LeaseLostError(run.runId); // replayed meanwhile
-    // The record (final: with the run's and the event's done) and COMMIT in one round trip (commitWith).
-    const step = { runId: run.runId, generation, name, kind: 'external' as const, result: value, idempotencyKey, keySubject: subject };
-    // mutant: external-final-not-final
-    await commitRecord(scope, tx, final ? deps.queries.finalStepRecord(step, run.token) : deps.queries.stepRecord(step));
-  });
+  checkLease(scope);
+  // The record under the fence (final: with the run's and the event's done), one statement.
+  const step = { runId: run.runId, generation: run.generation, name, kind: 'external' as const, result: value, idempotencyKey, keySubject: subject };
+  // mutant: external-final-not-final
+  const fence = await deps.queries.recordExternalStep(deps.pool, step, run.token, final);
+  // Taken over, or replayed meanwhile (another generation): nothing was recorded.
+  if (!fence?.recorded || fence.generation !== run.generation) throw new LeaseLostError(run.runId);
   if (final) scope.completed = true;
   deps.events.emit('step:committed', info);
   log.info({ step: name, kind: 'external', idempotencyKey }, 'external step recorded');
+  // `pause --now` landed during the call: the call is recorded (the resumed run skips it), and
+  // the run stops at this boundary (a final step's run is done already: nothing to stop).
+  // mutant: stop-now-ignored-external-record
+  if (fence.stop && !final) throw new RunStoppedError(run.runId);
   return value as T;
 }

@@ -65,6 +65,8 @@ export function createRunQueries(t: Tables, schemaName: string) {
   const RECORD_FINAL_STEP_SQL = prepared('recordFinalStep', sql.RECORD_FINAL_STEP);
   const RELEASE_RUN_FOR_RETRY_SQL = prepared('releaseRunForRetry', sql.RELEASE_RUN_FOR_RETRY);
   const RECORD_STEP_SQL = prepared('recordStep', sql.RECORD_STEP);
+  const RECORD_EXTERNAL_STEP_SQL = prepared('recordExternalStep', sql.RECORD_EXTERNAL_STEP(false));
+  const RECORD_FINAL_EXTERNAL_STEP_SQL = prepared('recordFinalExternalStep', sql.RECORD_EXTERNAL_STEP(true));
 
   /**
    * Dispatch: received -> processing, one run per handler, each already leased to the caller
@@ -238,6 +240,20 @@ export function createRunQueries(t: Tables, schemaName: string) {
     return RECORD_STEP_SQL([step.runId, step.generation, step.name, step.kind, JSON.stringify(step.result ?? null), step.idempotencyKey, step.keySubject ?? null]);
   }
 
+  /**
+   * An external step's record, fenced, in one statement and one round trip (RECORD_EXTERNAL_STEP;
+   * `final`: with the run's and the event's done). null = the lease was lost; else what the
+   * fence found (the run's generation, `pause --now`) and whether the record went in (only
+   * for the step's generation, and not when stopped).
+   */
+  async function recordExternalStep(db: Queryable, step: StepRecord, token: string, final: boolean): Promise<{ generation: number; stop: boolean; recorded: boolean } | null> {
+    const statement = final ? RECORD_FINAL_EXTERNAL_STEP_SQL : RECORD_EXTERNAL_STEP_SQL;
+    const { rows } = await db.query<{ generation: number; stop: boolean; recorded: boolean }>(
+      statement([step.runId, token, step.generation, step.name, JSON.stringify(step.result ?? null), step.idempotencyKey, step.keySubject ?? null]),
+    );
+    return rows[0] ?? null;
+  }
+
   /** ctx.lock: serialises local steps about one object until the step's COMMIT/ROLLBACK. */
   async function lockObject(tx: Queryable, objectKey: string): Promise<void> {
     await tx.query(sql.LOCK_OBJECT, [advisoryLockKey(schemaName, 'object', objectKey)]);
@@ -274,5 +290,6 @@ export function createRunQueries(t: Tables, schemaName: string) {
     markRunFailed,
     releaseRunForRetry,
     stepRecord,
+    recordExternalStep,
   };
 }

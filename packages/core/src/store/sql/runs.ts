@@ -311,6 +311,46 @@ export function runStatements(t: Tables) {
        )
        SELECT CASE WHEN EXISTS (SELECT 1 FROM event) THEN 1 ELSE ${SCHEMA}.lease_lost($1::bigint) END AS recorded`,
 
+    /**
+     * An external step's record, fenced, as ONE autocommit statement: no transaction, since no
+     * code of the handler runs between the fence and the record (a local step's record needs one:
+     * its function writes in it). $1 run, $2 token, $3 the generation the call was made for, $4
+     * name, $5 result, $6 idempotency key, $7 key subject. `fence` locks the run row as
+     * LOCK_LEASED_RUN does (FOR NO KEY UPDATE, our token), and the record is inserted only under
+     * it (and for the generation the call was made for: implied by the token, since a replay
+     * applies to finished runs only, and checked anyway); the statement commits both, so no
+     * takeover commits between them. A call made before `pause --now` landed is recorded too (its
+     * effect happened: the resumed run must not make it again); `stop` tells the caller to stop
+     * after it. One row = the fence held (its generation, stop, and whether the record went
+     * in); 0 rows = the lease was lost: nothing written.
+     * `final`: the run's done and the event's in the same statement (RECORD_FINAL_STEP's CTEs).
+     */
+    // mutant: external-record-unfenced
+    RECORD_EXTERNAL_STEP: (final: boolean) => `WITH fence AS (
+         SELECT r.id, r.generation, ${STOP_NOW(PAUSES, EVENTS, 'r')} AS stop FROM ${RUNS} r
+          WHERE r.id = $1::bigint AND r.lease_token = $2::uuid AND r.state = 'processing'
+          FOR NO KEY UPDATE
+       ), step AS (
+         INSERT INTO ${STEPS} (run_id, generation, name, kind, result, idempotency_key, key_subject)
+         SELECT id, $3::int, $4::text, 'external', $5::jsonb, $6::text, $7::text FROM fence
+          WHERE fence.generation = $3::int
+         RETURNING run_id
+       )${
+         final
+           ? `, run AS (
+         UPDATE ${RUNS}
+            SET state = 'done', lease_token = NULL, lease_until = NULL, finished_at = now(), updated_at = now()
+          WHERE id = (SELECT run_id FROM step) AND lease_token = $2::uuid AND state = 'processing'
+         RETURNING id, event_row_id
+       ), ${ATTEMPT_VERDICT('done', 'NULL')}, event AS (
+         ${EVENT_AFTER_RUN_DONE}
+         RETURNING e.id
+       )
+       SELECT generation, stop, EXISTS (SELECT 1 FROM event) AS recorded FROM fence`
+           : `
+       SELECT generation, stop, EXISTS (SELECT 1 FROM step) AS recorded FROM fence`
+       }`,
+
     /** processing -> received after a retryable error, fenced ($1 run, $2 token, $3 error). 0 rows = lease lost. */
     // mutant: fence-retry-token
     RELEASE_RUN_FOR_RETRY: `WITH run AS (
