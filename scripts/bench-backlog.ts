@@ -1,6 +1,8 @@
 /**
- * `npm run bench:backlog -- [--sizes 1000,10000,30000]`: what a backlog costs in memory, and
- * whether a worker's memory grows with the backlog it drains.
+ * `npm run bench:backlog -- [--sizes 1000,10000,30000] [--variant topup|fanout|limited|external|external-final]
+ *   [--baseline-root DIR] [--rounds N]`: what a backlog costs in memory, whether a worker's
+ * memory grows with the backlog it drains, and the worker's CPU and round trips per event
+ * while it drains alone (the steadiest unit the benches have: two drains agree within ~5%).
  *
  * For each size N, on a database and queue prefix of its own: an ingest alone (no worker)
  * takes N wallet top-ups (one delivery each) and the enqueue relay queues them; the Redis
@@ -11,22 +13,53 @@
  * worker's user + system CPU from ready to drained, per event, is the worker tier alone (no
  * ingest, no load generator beside it): steadier than the end-to-end bench's worker column.
  * Beside it, the same span's CPU of the database's Postgres backends (the worker's, and the
- * idle ingest's) and of the Redis server, per event: the other two tiers a drain costs.
+ * idle ingest's) and of the Redis server, per event: the other two tiers a drain costs, and
+ * the worker's round trips and statements per event (its oncehook_db_* counters).
+ *
+ * `--variant`: the workers' handlers as the end-to-end bench's variant of that name (external:
+ * one more handler with a local and an external step). `--baseline-root`: another checkout
+ * (a git worktree with node_modules) drains the same backlog, alternating with this one,
+ * `--rounds` times each: before and after in one run, in the drain's units.
  */
+import path from 'node:path';
 import { Redis } from 'ioredis';
 import { parseScriptArgs, REDIS_URL, spawnService, STRIPE_SECRET, type Service } from '@oncehook/harness';
 import { createPool, type Pool } from '@oncehook/shared';
 import { EVENT_QUEUE_NAME, queueKey } from '@oncehook/core';
 import { cpuMs, difference, rssMb, snapshot, type Subjects } from './bench/costs.js';
 import { createTestDatabaseOn, releaseAll } from './bench/databases.js';
-import { fireAll, listeningUrl, SHOP_ENV, topUp } from './bench/e2e.js';
+import { fireAll, listeningUrl, SHOP_ENV, topUp, VARIANTS } from './bench/e2e.js';
 
-const { values } = parseScriptArgs(import.meta.url, { options: { sizes: { type: 'string', default: '1000,10000,30000' } } });
+const { values } = parseScriptArgs(import.meta.url, {
+  options: {
+    sizes: { type: 'string', default: '1000,10000,30000' },
+    variant: { type: 'string', default: 'topup' },
+    'baseline-root': { type: 'string' },
+    rounds: { type: 'string', default: '1' },
+  },
+});
 const sizes = values.sizes.split(',').map(Number);
 if (sizes.some((n) => !Number.isInteger(n) || n < 100)) {
   process.stderr.write(`--sizes takes comma-separated integers >= 100 (got "${values.sizes}")\n`);
   process.exit(2);
 }
+/** The variants a drain can run: those that need nothing but the worker's environment. */
+const DRAIN_VARIANTS = ['fanout', 'limited', 'external', 'external-final'] as const;
+const variant = values.variant;
+if (variant !== 'topup' && !(DRAIN_VARIANTS as readonly string[]).includes(variant)) {
+  process.stderr.write(`--variant takes topup, ${DRAIN_VARIANTS.join(', ')} (got "${variant}")\n`);
+  process.exit(2);
+}
+const variantWorkerEnv: Record<string, string> = variant === 'topup' ? {} : VARIANTS[variant as (typeof DRAIN_VARIANTS)[number]].workers;
+const rounds = Number(values.rounds);
+if (!Number.isInteger(rounds) || rounds < 1) {
+  process.stderr.write(`--rounds takes an integer >= 1 (got "${values.rounds}")\n`);
+  process.exit(2);
+}
+/** The checkouts that drain, alternating: a baseline (`--baseline-root`) first, then this one. */
+const sides: { label: string; root?: string }[] = values['baseline-root']
+  ? [{ label: 'baseline', root: path.resolve(values['baseline-root']) }, { label: 'this checkout' }]
+  : [{ label: 'this checkout' }];
 
 const run = Math.random().toString(36).slice(2, 8);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -34,6 +67,7 @@ const redis = new Redis(REDIS_URL);
 const usedMemory = async () => Number(/used_memory:(\d+)/.exec(await redis.info('memory'))?.[1] ?? 0);
 
 interface Row {
+  side: string;
   backlog: number;
   redisBytesPerEvent: number;
   ingestRssMb: number;
@@ -47,12 +81,16 @@ interface Row {
   postgresCpuMsPerEvent: number;
   /** The Redis server, same span, per event (0 when it does not run on this host). */
   redisCpuMsPerEvent: number;
+  /** The worker's round trips and statements to Postgres, same span, per event. */
+  roundTripsPerEvent: number;
+  statementsPerEvent: number;
 }
 
-async function measure(size: number, services: Service[], pools: Pool[], databases: string[]): Promise<Row> {
-  const db = await createTestDatabaseOn(`oncehook_bench_backlog_${size}_${run}`);
+async function measure(size: number, side: { label: string; root?: string }, round: number, services: Service[], pools: Pool[], databases: string[]): Promise<Row> {
+  const tag = `${size}_${side.root ? 'b' : 't'}${round}_${run}`;
+  const db = await createTestDatabaseOn(`oncehook_bench_backlog_${tag}`);
   databases.push(db.name);
-  const prefix = `bench-backlog-${size}-${run}`;
+  const prefix = `bench-backlog-${tag}`;
   const env = {
     LOG_LEVEL: 'warn',
     DATABASE_URL: db.url,
@@ -66,7 +104,7 @@ async function measure(size: number, services: Service[], pools: Pool[], databas
   const pool = createPool(db.url, { max: 1 });
   pools.push(pool);
   const memoryBefore = await usedMemory();
-  const ingest = spawnService('ingest', env);
+  const ingest = spawnService('ingest', env, [], { root: side.root });
   services.push(ingest);
   const deliveries = Array.from({ length: size }, (_, n) => topUp(`evt_backlog_${run}_${size}_${n}`, n));
   await fireAll(await listeningUrl(ingest), deliveries);
@@ -79,15 +117,23 @@ async function measure(size: number, services: Service[], pools: Pool[], databas
   const redisBytesPerEvent = Math.round(((await usedMemory()) - memoryBefore) / size);
   const ingestRssMb = rssMb(ingest.pid);
 
-  const worker = spawnService('worker', {
-    ...env,
-    METRICS_PORT: '0',
-    WORKER_CONCURRENCY: '16',
-    ...SHOP_ENV,
-  });
+  const worker = spawnService(
+    'worker',
+    {
+      ...env,
+      METRICS_PORT: '0',
+      WORKER_CONCURRENCY: '16',
+      ...SHOP_ENV,
+      ...variantWorkerEnv,
+    },
+    [],
+    { root: side.root },
+  );
   services.push(worker);
+  const metricsPort = Number(/worker metrics on (\d+)/.exec(await worker.waitFor(/worker metrics on \d+/))?.[1]);
   await worker.waitFor(/worker ready/);
-  const subjects: Subjects = { pool, database: db.name, redis, processes: { worker: worker.pid }, metricsUrls: {} };
+  const metricsUrls = { worker: `http://127.0.0.1:${metricsPort}/metrics` };
+  const subjects: Subjects = { pool, database: db.name, redis, processes: { worker: worker.pid }, metricsUrls };
   const atReady = await snapshot(subjects);
   const started = performance.now();
   const cpuAtReady = cpuMs(worker.pid);
@@ -109,6 +155,7 @@ async function measure(size: number, services: Service[], pools: Pool[], databas
     .reduce((sum, [, ms]) => sum + ms, 0);
   const perEvent = (ms: number) => Math.round((ms / size) * 1000) / 1000;
   const row: Row = {
+    side: side.label,
     backlog: size,
     redisBytesPerEvent,
     ingestRssMb,
@@ -119,6 +166,8 @@ async function measure(size: number, services: Service[], pools: Pool[], databas
     workerCpuMsPerEvent: perEvent(cpuMs(worker.pid) - cpuAtReady),
     postgresCpuMsPerEvent: perEvent(postgresMs),
     redisCpuMsPerEvent: perEvent(spent.cpuMs.redis ?? 0),
+    roundTripsPerEvent: Math.round(((spent.roundTrips.worker ?? 0) / size) * 100) / 100,
+    statementsPerEvent: Math.round(((spent.statements.worker ?? 0) / size) * 100) / 100,
   };
   await Promise.all([ingest.kill9(), worker.kill9()]);
   // Done jobs are removed by the worker; what is left of the prefix goes.
@@ -132,17 +181,35 @@ const pools: Pool[] = [];
 const databases: string[] = [];
 const rows: Row[] = [];
 try {
-  for (const size of sizes) {
-    process.stdout.write(`backlog of ${size}: queued by an ingest alone, then drained by one worker...\n`);
-    rows.push(await measure(size, services, pools, databases));
-  }
+  for (const size of sizes)
+    for (let round = 1; round <= rounds; round += 1)
+      for (const side of sides) {
+        process.stdout.write(`backlog of ${size} (${side.label}, ${variant}, round ${round} of ${rounds}): queued by an ingest alone, then drained by one worker...\n`);
+        rows.push(await measure(size, side, round, services, pools, databases));
+      }
 } finally {
   await releaseAll({ services, pools, databases });
   redis.disconnect();
 }
-process.stdout.write('\nbacklog | Redis bytes per queued event | ingest RSS MB | worker RSS MB: ready, peak, end | drain s | events/s | CPU ms/event: worker, Postgres, Redis\n');
+process.stdout.write(
+  `\nvariant: ${variant}\nside          | backlog | Redis bytes per queued event | ingest RSS MB | worker RSS MB: ready, peak, end | drain s | events/s | CPU ms/event: worker, Postgres, Redis | worker round trips, statements per event\n`,
+);
 for (const r of rows)
   process.stdout.write(
-    `${String(r.backlog).padStart(7)} | ${String(r.redisBytesPerEvent).padStart(28)} | ${String(r.ingestRssMb).padStart(13)} | ${`${r.workerReadyMb}, ${r.workerPeakMb}, ${r.workerEndMb}`.padStart(31)} | ${String(r.drainSeconds).padStart(7)} | ${String(Math.round(r.backlog / r.drainSeconds)).padStart(8)} | ${r.workerCpuMsPerEvent}, ${r.postgresCpuMsPerEvent}, ${r.redisCpuMsPerEvent}\n`,
+    `${r.side.padEnd(13)} | ${String(r.backlog).padStart(7)} | ${String(r.redisBytesPerEvent).padStart(28)} | ${String(r.ingestRssMb).padStart(13)} | ${`${r.workerReadyMb}, ${r.workerPeakMb}, ${r.workerEndMb}`.padStart(31)} | ${String(r.drainSeconds).padStart(7)} | ${String(Math.round(r.backlog / r.drainSeconds)).padStart(8)} | ${r.workerCpuMsPerEvent}, ${r.postgresCpuMsPerEvent}, ${r.redisCpuMsPerEvent} | ${r.roundTripsPerEvent}, ${r.statementsPerEvent}\n`,
   );
+if (sides.length === 2) {
+  // Before and after, per size: the means over the rounds, and their ratio.
+  process.stdout.write('\nthis checkout against the baseline (means over the rounds)\nbacklog | worker CPU ms/event | Postgres CPU ms/event | worker round trips per event\n');
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  for (const size of sizes) {
+    const of = (label: string) => rows.filter((r) => r.backlog === size && r.side === label);
+    const [b, t] = [of('baseline'), of('this checkout')];
+    const pair = (f: (r: Row) => number) => {
+      const [x, y] = [mean(b.map(f)), mean(t.map(f))];
+      return `${x.toFixed(3)} -> ${y.toFixed(3)} (${(y / x).toFixed(2)}x)`;
+    };
+    process.stdout.write(`${String(size).padStart(7)} | ${pair((r) => r.workerCpuMsPerEvent)} | ${pair((r) => r.postgresCpuMsPerEvent)} | ${pair((r) => r.roundTripsPerEvent)}\n`);
+  }
+}
 process.exit(0);

@@ -17,17 +17,21 @@ function runScript(file: string, args: string[]): Promise<{ code: number | null;
 
 it('bench:backlog and bench:peer-faults run end to end and print their tables', { timeout: 180_000 }, async () => {
   const [backlog, faults] = await Promise.all([
-    runScript('scripts/bench-backlog.ts', ['--sizes', '100']),
+    runScript('scripts/bench-backlog.ts', ['--sizes', '100', '--variant', 'external']),
     runScript('scripts/bench-peer-faults.ts', ['--events', '20', '--wait', '2', '--pipelines', 'bullmq']),
   ]);
   console.log(`[figure] bench scripts smoke (tiny sizes; use the commands for real figures)\n${backlog.output.trim()}\n${faults.output.trim()}`);
   expect(backlog.code, backlog.output.slice(-2000)).toBe(0);
-  // backlog | Redis bytes | ingest RSS | worker RSS ready, peak, end | drain s | events/s | CPU ms/event: worker, Postgres, Redis
-  const row = /\n {4}100 \| +\d+ \| +\d+ \| +\d+, \d+, \d+ \| +[\d.]+ \| +\d+ \| ([\d.]+), ([\d.]+), ([\d.]+)\n/.exec(backlog.output);
+  // side | backlog | Redis bytes | ingest RSS | worker RSS ready, peak, end | drain s | events/s | CPU ms/event: worker, Postgres, Redis | round trips, statements
+  const row = /\nthis checkout +\| +100 \| +\d+ \| +\d+ \| +\d+, \d+, \d+ \| +[\d.]+ \| +\d+ \| ([\d.]+), ([\d.]+), ([\d.]+) \| ([\d.]+), ([\d.]+)\n/.exec(backlog.output);
   expect(row, backlog.output).not.toBeNull();
   // A drain costs the worker and the database CPU: a column stuck at 0 read nothing.
   expect(Number(row![1])).toBeGreaterThan(0);
   expect(Number(row![2])).toBeGreaterThan(0);
+  // The external variant's second handler ran (its external step's round trips): the top-up
+  // alone drains in about 5 round trips per event, with the variant about 11.
+  expect(Number(row![4])).toBeGreaterThan(8);
+  expect(Number(row![5])).toBeGreaterThanOrEqual(Number(row![4]));
   expect(faults.code, faults.output.slice(-2000)).toBe(0);
   expect(faults.output).toMatch(/BullMQ alone +\| +\d+ \| +\d+ \|/);
 });

@@ -42,6 +42,20 @@ export function runStatements(t: Tables) {
          FROM run WHERE e.id = run.event_row_id`;
 
   /**
+   * processing -> done for the run of a step just recorded (CTE `step` returning run_id; $2 our
+   * token), its attempt's verdict and its event's counters: the CTEs `run`, `verdict`, `event`.
+   */
+  const DONE_AFTER_STEP = `run AS (
+         UPDATE ${RUNS}
+            SET state = 'done', lease_token = NULL, lease_until = NULL, finished_at = now(), updated_at = now()
+          WHERE id = (SELECT run_id FROM step) AND lease_token = $2::uuid AND state = 'processing'
+         RETURNING id, event_row_id
+       ), ${ATTEMPT_VERDICT('done', 'NULL')}, event AS (
+         ${EVENT_AFTER_RUN_DONE}
+         RETURNING e.id
+       )`;
+
+  /**
    * A dispatch's runs, from the CTE `planned` (event_row_id, handler, token, paused, leased):
    * created (CTE `created`, returning each run), leased to their tokens or not, and each leased
    * one's attempt logged (CTE `attempt`). `leaseMs`: the parameter holding the lease's length.
@@ -300,15 +314,7 @@ export function runStatements(t: Tables) {
          INSERT INTO ${STEPS} (run_id, generation, name, kind, result, idempotency_key, key_subject)
          VALUES ($1::bigint, $3::int, $4::text, $6::text, $5::jsonb, $7::text, $8::text)
          RETURNING run_id
-       ), run AS (
-         UPDATE ${RUNS}
-            SET state = 'done', lease_token = NULL, lease_until = NULL, finished_at = now(), updated_at = now()
-          WHERE id = (SELECT run_id FROM step) AND lease_token = $2::uuid AND state = 'processing'
-         RETURNING id, event_row_id
-       ), ${ATTEMPT_VERDICT('done', 'NULL')}, event AS (
-         ${EVENT_AFTER_RUN_DONE}
-         RETURNING e.id
-       )
+       ), ${DONE_AFTER_STEP}
        SELECT CASE WHEN EXISTS (SELECT 1 FROM event) THEN 1 ELSE ${SCHEMA}.lease_lost($1::bigint) END AS recorded`,
 
     /**
@@ -323,7 +329,7 @@ export function runStatements(t: Tables) {
      * effect happened: the resumed run must not make it again); `stop` tells the caller to stop
      * after it. One row = the fence held (its generation, stop, and whether the record went
      * in); 0 rows = the lease was lost: nothing written.
-     * `final`: the run's done and the event's in the same statement (RECORD_FINAL_STEP's CTEs).
+     * `final`: the run's done and the event's in the same statement (DONE_AFTER_STEP).
      */
     // mutant: external-record-unfenced
     RECORD_EXTERNAL_STEP: (final: boolean) => `WITH fence AS (
@@ -337,15 +343,7 @@ export function runStatements(t: Tables) {
          RETURNING run_id
        )${
          final
-           ? `, run AS (
-         UPDATE ${RUNS}
-            SET state = 'done', lease_token = NULL, lease_until = NULL, finished_at = now(), updated_at = now()
-          WHERE id = (SELECT run_id FROM step) AND lease_token = $2::uuid AND state = 'processing'
-         RETURNING id, event_row_id
-       ), ${ATTEMPT_VERDICT('done', 'NULL')}, event AS (
-         ${EVENT_AFTER_RUN_DONE}
-         RETURNING e.id
-       )
+           ? `, ${DONE_AFTER_STEP}
        SELECT generation, stop, EXISTS (SELECT 1 FROM event) AS recorded FROM fence`
            : `
        SELECT generation, stop, EXISTS (SELECT 1 FROM step) AS recorded FROM fence`
