@@ -14,7 +14,8 @@
  * ingest, no load generator beside it): steadier than the end-to-end bench's worker column.
  * Beside it, the same span's CPU of the database's Postgres backends (the worker's, and the
  * idle ingest's) and of the Redis server, per event: the other two tiers a drain costs, and
- * the worker's round trips and statements per event (its oncehook_db_* counters).
+ * the worker's round trips and statements per event (its oncehook_db_* counters), and the
+ * database's transactions per event.
  *
  * `--variant`: the workers' handlers as the end-to-end bench's variant of that name (external:
  * one more handler with a local and an external step). `--baseline-root`: another checkout
@@ -84,6 +85,8 @@ interface Row {
   /** The worker's round trips and statements to Postgres, same span, per event. */
   roundTripsPerEvent: number;
   statementsPerEvent: number;
+  /** The database's commits (and rollbacks), same span, per event: every process's, the worker's nearly all. */
+  transactionsPerEvent: number;
 }
 
 async function measure(size: number, side: { label: string; root?: string }, round: number, services: Service[], pools: Pool[], databases: string[]): Promise<Row> {
@@ -168,6 +171,7 @@ async function measure(size: number, side: { label: string; root?: string }, rou
     redisCpuMsPerEvent: perEvent(spent.cpuMs.redis ?? 0),
     roundTripsPerEvent: Math.round(((spent.roundTrips.worker ?? 0) / size) * 100) / 100,
     statementsPerEvent: Math.round(((spent.statements.worker ?? 0) / size) * 100) / 100,
+    transactionsPerEvent: Math.round((spent.transactions / size) * 100) / 100,
   };
   await Promise.all([ingest.kill9(), worker.kill9()]);
   // Done jobs are removed by the worker; what is left of the prefix goes.
@@ -192,11 +196,11 @@ try {
   redis.disconnect();
 }
 process.stdout.write(
-  `\nvariant: ${variant}\nside          | backlog | Redis bytes per queued event | ingest RSS MB | worker RSS MB: ready, peak, end | drain s | events/s | CPU ms/event: worker, Postgres, Redis | worker round trips, statements per event\n`,
+  `\nvariant: ${variant}\nside          | backlog | Redis bytes per queued event | ingest RSS MB | worker RSS MB: ready, peak, end | drain s | events/s | CPU ms/event: worker, Postgres, Redis | worker round trips, statements per event | pg transactions per event\n`,
 );
 for (const r of rows)
   process.stdout.write(
-    `${r.side.padEnd(13)} | ${String(r.backlog).padStart(7)} | ${String(r.redisBytesPerEvent).padStart(28)} | ${String(r.ingestRssMb).padStart(13)} | ${`${r.workerReadyMb}, ${r.workerPeakMb}, ${r.workerEndMb}`.padStart(31)} | ${String(r.drainSeconds).padStart(7)} | ${String(Math.round(r.backlog / r.drainSeconds)).padStart(8)} | ${r.workerCpuMsPerEvent}, ${r.postgresCpuMsPerEvent}, ${r.redisCpuMsPerEvent} | ${r.roundTripsPerEvent}, ${r.statementsPerEvent}\n`,
+    `${r.side.padEnd(13)} | ${String(r.backlog).padStart(7)} | ${String(r.redisBytesPerEvent).padStart(28)} | ${String(r.ingestRssMb).padStart(13)} | ${`${r.workerReadyMb}, ${r.workerPeakMb}, ${r.workerEndMb}`.padStart(31)} | ${String(r.drainSeconds).padStart(7)} | ${String(Math.round(r.backlog / r.drainSeconds)).padStart(8)} | ${r.workerCpuMsPerEvent}, ${r.postgresCpuMsPerEvent}, ${r.redisCpuMsPerEvent} | ${r.roundTripsPerEvent}, ${r.statementsPerEvent} | ${r.transactionsPerEvent}\n`,
   );
 if (sides.length === 2) {
   // Before and after, per size: the means over the rounds, and their ratio.

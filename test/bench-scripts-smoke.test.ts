@@ -22,8 +22,10 @@ it('bench:backlog and bench:peer-faults run end to end and print their tables', 
   ]);
   console.log(`[figure] bench scripts smoke (tiny sizes; use the commands for real figures)\n${backlog.output.trim()}\n${faults.output.trim()}`);
   expect(backlog.code, backlog.output.slice(-2000)).toBe(0);
-  // side | backlog | Redis bytes | ingest RSS | worker RSS ready, peak, end | drain s | events/s | CPU ms/event: worker, Postgres, Redis | round trips, statements
-  const row = /\nthis checkout +\| +100 \| +\d+ \| +\d+ \| +\d+, \d+, \d+ \| +[\d.]+ \| +\d+ \| ([\d.]+), ([\d.]+), ([\d.]+) \| ([\d.]+), ([\d.]+)\n/.exec(backlog.output);
+  // side | backlog | Redis bytes | ingest RSS | worker RSS ready, peak, end | drain s | events/s | CPU ms/event: worker, Postgres, Redis | round trips, statements | transactions
+  const row = /\nthis checkout +\| +100 \| +\d+ \| +\d+ \| +\d+, \d+, \d+ \| +[\d.]+ \| +\d+ \| ([\d.]+), ([\d.]+), ([\d.]+) \| ([\d.]+), ([\d.]+) \| ([\d.]+)\n/.exec(
+    backlog.output,
+  );
   expect(row, backlog.output).not.toBeNull();
   // A drain costs the worker and the database CPU: a column stuck at 0 read nothing.
   expect(Number(row![1])).toBeGreaterThan(0);
@@ -32,6 +34,7 @@ it('bench:backlog and bench:peer-faults run end to end and print their tables', 
   // alone drains in about 5 round trips per event, with the variant about 11.
   expect(Number(row![4])).toBeGreaterThan(8);
   expect(Number(row![5])).toBeGreaterThanOrEqual(Number(row![4]));
+  expect(Number(row![6])).toBeGreaterThan(1); // the dispatch, the local step's, the external record's
   expect(faults.code, faults.output.slice(-2000)).toBe(0);
   expect(faults.output).toMatch(/BullMQ alone +\| +\d+ \| +\d+ \|/);
 });
