@@ -30,6 +30,7 @@ import { EVENT_QUEUE_NAME, queueKey } from '@oncehook/core';
 import { cpuMs, difference, rssMb, snapshot, type Subjects } from './bench/costs.js';
 import { createTestDatabaseOn, releaseAll } from './bench/databases.js';
 import { fireAll, listeningUrl, SHOP_ENV, topUp, VARIANTS } from './bench/e2e.js';
+import { ratioSpread } from './bench/rounds.js';
 
 const { values } = parseScriptArgs(import.meta.url, {
   options: {
@@ -211,7 +212,8 @@ if (sides.length === 2) {
     const [b, t] = [of('baseline'), of('this checkout')];
     const pair = (f: (r: Row) => number) => {
       const [x, y] = [mean(b.map(f)), mean(t.map(f))];
-      return `${x.toFixed(3)} -> ${y.toFixed(3)} (${(y / x).toFixed(2)}x)`;
+      const spread = ratioSpread(t.map(f), b.map(f));
+      return `${x.toFixed(3)} -> ${y.toFixed(3)} (${(y / x).toFixed(2)}x${spread ? `, rounds ${spread}` : ''})`;
     };
     process.stdout.write(`${String(size).padStart(7)} | ${pair((r) => r.workerCpuMsPerEvent)} | ${pair((r) => r.postgresCpuMsPerEvent)} | ${pair((r) => r.roundTripsPerEvent)}\n`);
   }

@@ -242,13 +242,13 @@ export function createRunQueries(t: Tables, schemaName: string) {
 
   /**
    * An external step's record, fenced, in one statement and one round trip (RECORD_EXTERNAL_STEP;
-   * `final`: with the run's and the event's done). null = the lease was lost; else what the
-   * fence found (the run's generation, `pause --now`) and whether the record went in (only
-   * for the step's generation, and not when stopped).
+   * `final`: with the run's and the event's done). null = the lease was lost; else whether the
+   * record went in (only for the generation the call was made for: a replay meanwhile records
+   * nothing) and whether `pause --now` asks the run to stop after it.
    */
-  async function recordExternalStep(db: Queryable, step: StepRecord, token: string, final: boolean): Promise<{ generation: number; stop: boolean; recorded: boolean } | null> {
+  async function recordExternalStep(db: Queryable, step: StepRecord, token: string, final: boolean): Promise<{ stop: boolean; recorded: boolean } | null> {
     const statement = final ? RECORD_FINAL_EXTERNAL_STEP_SQL : RECORD_EXTERNAL_STEP_SQL;
-    const { rows } = await db.query<{ generation: number; stop: boolean; recorded: boolean }>(
+    const { rows } = await db.query<{ stop: boolean; recorded: boolean }>(
       statement([step.runId, token, step.generation, step.name, JSON.stringify(step.result ?? null), step.idempotencyKey, step.keySubject ?? null]),
     );
     return rows[0] ?? null;

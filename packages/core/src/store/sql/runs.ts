@@ -327,8 +327,8 @@ export function runStatements(t: Tables) {
      * applies to finished runs only, and checked anyway); the statement commits both, so no
      * takeover commits between them. A call made before `pause --now` landed is recorded too (its
      * effect happened: the resumed run must not make it again); `stop` tells the caller to stop
-     * after it. One row = the fence held (its generation, stop, and whether the record went
-     * in); 0 rows = the lease was lost: nothing written.
+     * after it. One row = the fence held (stop, and whether the record went in: not for another
+     * generation); 0 rows = the lease was lost: nothing written.
      * `final`: the run's done and the event's in the same statement (DONE_AFTER_STEP).
      */
     // mutant: external-record-unfenced
@@ -344,9 +344,9 @@ export function runStatements(t: Tables) {
        )${
          final
            ? `, ${DONE_AFTER_STEP}
-       SELECT generation, stop, EXISTS (SELECT 1 FROM event) AS recorded FROM fence`
+       SELECT stop, EXISTS (SELECT 1 FROM event) AS recorded FROM fence`
            : `
-       SELECT generation, stop, EXISTS (SELECT 1 FROM step) AS recorded FROM fence`
+       SELECT stop, EXISTS (SELECT 1 FROM step) AS recorded FROM fence`
        }`,
 
     /** processing -> received after a retryable error, fenced ($1 run, $2 token, $3 error). 0 rows = lease lost. */
