@@ -276,11 +276,15 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
       for (const workerCount of options.workers) {
         // With a baseline checkout, its run and this one's alternate (baseline first), so the
         // machine's noise falls on both.
-        const sides: { label: string; root?: string; queueBackend?: QueueBackend; workerEnv?: Record<string, string>; ingestEnv?: Record<string, string> }[] = options.baselineRoot
-          ? [{ label: 'baseline', root: options.baselineRoot }, { label: 'this checkout' }]
-          : [{ label: 'this checkout' }];
-        if (!backends.includes('redis')) sides.pop();
-        if (backends.includes('postgres')) sides.push({ label: 'postgres queue', queueBackend: 'postgres' });
+        const sides: { label: string; root?: string; queueBackend?: QueueBackend; workerEnv?: Record<string, string>; ingestEnv?: Record<string, string> }[] = [];
+        if (backends.includes('redis')) {
+          if (options.baselineRoot) sides.push({ label: 'baseline', root: options.baselineRoot });
+          sides.push({ label: 'this checkout' });
+        }
+        if (backends.includes('postgres')) {
+          if (options.baselineRoot) sides.push({ label: 'baseline postgres queue', root: options.baselineRoot, queueBackend: 'postgres' });
+          sides.push({ label: 'postgres queue', queueBackend: 'postgres' });
+        }
         for (const variant of options.variants ?? []) {
           const { workerEnv, ingestEnv } = variantEnv(variant, receiverUrl);
           // With a baseline, each variant runs on it too (before and after in one run).
@@ -400,14 +404,21 @@ export function formatBench(result: BenchResult): string {
       `${side(row)} | ${String(row.workers).padStart(7)} | ${String(p.transactions).padStart(15)} | ${p.statements} (${p.ingestStatements} + ${p.workerStatements}) | ${(p.ingestRoundTrips + p.workerRoundTrips).toFixed(2)} (${p.ingestRoundTrips} + ${p.workerRoundTrips}) | ${String(p.rowsWritten).padStart(12)} | ${String(p.walBytes).padStart(9)} | ${p.redisCommands}`,
     );
   }
-  const pairs = result.e2e.filter((r) => r.label === 'baseline');
+  // Each baseline row against this checkout's row of the same pipeline: `baseline` against
+  // `this checkout`, `baseline postgres queue` against `postgres queue`, `baseline + v` against `+ v`.
+  const pairs = result.e2e.filter((r) => r.label.startsWith('baseline'));
   if (pairs.length > 0) {
-    lines.push('', 'This checkout against the baseline, same run', 'workers | events/s | CPU per event | pg transactions per event | redis commands per event');
+    lines.push(
+      '',
+      'This checkout against the baseline, same run',
+      'pipeline                | workers | events/s | CPU per event | pg transactions per event | rows written per event | WAL bytes per event | redis commands per event',
+    );
     for (const before of pairs) {
-      const after = result.e2e.find((r) => r.label !== 'baseline' && r.workers === before.workers);
+      const label = before.label === 'baseline' ? 'this checkout' : before.label.replace(/^baseline /, '');
+      const after = result.e2e.find((r) => r.label === label && r.workers === before.workers);
       if (!after) continue;
       lines.push(
-        `${String(before.workers).padStart(7)} | ${(after.eventsPerSecond / before.eventsPerSecond).toFixed(2)}x | ${(after.cpuMsPerEvent.total / before.cpuMsPerEvent.total).toFixed(2)}x (${before.cpuMsPerEvent.total} -> ${after.cpuMsPerEvent.total} ms) | ${before.perEvent.transactions} -> ${after.perEvent.transactions} | ${before.perEvent.redisCommands} -> ${after.perEvent.redisCommands}`,
+        `${label.padEnd(23)} | ${String(before.workers).padStart(7)} | ${(after.eventsPerSecond / before.eventsPerSecond).toFixed(2)}x | ${(after.cpuMsPerEvent.total / before.cpuMsPerEvent.total).toFixed(2)}x (${before.cpuMsPerEvent.total} -> ${after.cpuMsPerEvent.total} ms) | ${before.perEvent.transactions} -> ${after.perEvent.transactions} | ${before.perEvent.rowsWritten} -> ${after.perEvent.rowsWritten} | ${before.perEvent.walBytes} -> ${after.perEvent.walBytes} | ${before.perEvent.redisCommands} -> ${after.perEvent.redisCommands}`,
       );
     }
   }

@@ -18,7 +18,7 @@ import {
   createOperations,
   createReconciler,
   createRedis,
-  type EventJobData,
+  type EventQueue,
   NOTIFY_TIMEOUT_MS,
   type Reconciler,
   destinationHmacKey,
@@ -26,7 +26,6 @@ import {
 import { REDIS_URL, waitFor } from '@oncehook/harness';
 import { defineHandler, PermanentError } from '@oncehook/sdk';
 import { createWorkerMetrics } from '@oncehook/shared';
-import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { loadWorkerConfig } from 'oncehook';
 import { Webhook } from 'standardwebhooks';
@@ -37,7 +36,7 @@ import { claimStripe, dispatchJob, engine, q, testLog, testPrefix } from './help
 const SECRET = `whsec_${Buffer.from('failure-notify-test-key-32-bytes').toString('base64')}`;
 let db: TestDatabase;
 let redis: Redis;
-let queue: Queue<EventJobData>;
+let queue: EventQueue;
 let receiver: Server;
 let url: string;
 const received: { headers: IncomingHttpHeaders; body: string; status: number }[] = [];

@@ -4,8 +4,7 @@
 import { REDIS_URL, startOwnRedis } from '@oncehook/harness';
 import { createWorkerMetrics, DEFAULT_SCHEMA } from '@oncehook/shared';
 import { advisoryLockKey, createEventQueue, createRedis, jobIdFor, createReconciler } from '@oncehook/core';
-import type { EventJobData } from '@oncehook/core';
-import type { Queue } from 'bullmq';
+import type { EventQueue } from '@oncehook/core';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
@@ -13,7 +12,7 @@ import { q, seedRun, T, testLog, testPrefix } from './helpers/stack.js';
 
 let db: TestDatabase;
 let redis: Redis;
-let queue: Queue<EventJobData>;
+let queue: EventQueue;
 const settings = { intervalMs: 1_000, requeueAfterMs: 1_000, batchSize: 100 };
 
 beforeAll(async () => {

@@ -11,12 +11,12 @@
  * Queue ceiling: BullMQ alone on the same Redis: addBulk N jobs, then a no-op processor at
  * concurrency 32. What the queue can carry, printed beside what the pipeline carries.
  */
-import { createPostgresBackend, Queue, Worker } from 'bullmq';
+import { Queue, Worker } from 'bullmq';
 import autocannon from 'autocannon';
 import type { Redis } from 'ioredis';
 import { copiesFor, paymentSucceeded, REDIS_URL, signStripe, spawnService, type Service } from '@oncehook/harness';
 import { createPool, type Pool } from '@oncehook/shared';
-import { createRedis, openQueueConnection, type QueueBackend } from '@oncehook/core';
+import { closeQueueConnection, createRedis, openQueueConnection, PostgresEventQueue, PostgresQueueWorker, type QueueBackend } from '@oncehook/core';
 import { rssMb, settledDifference, snapshot, type Costs, type Subjects } from './costs.js';
 import { createTestDatabaseOn } from './databases.js';
 import type { Peer } from './peers.js';
@@ -391,8 +391,8 @@ export interface QueueCeiling {
 }
 
 /**
- * BullMQ alone on the same Redis (or, with a database URL, on BullMQ's Postgres backend in that
- * database): addBulk `jobs` jobs (in chunks of 1000), then a no-op processor at concurrency 32.
+ * BullMQ alone on the same Redis (or, with a database URL, Oncehook's queue table in that
+ * database: postgres-queue.ts): addBulk `jobs` jobs (in chunks of 1000), then a no-op processor at concurrency 32.
  */
 export async function measureQueueCeiling(prefix: string, jobs: number, postgresUrl?: string): Promise<QueueCeiling> {
   const defaultJobOptions = { removeOnComplete: { count: 1000 }, removeOnFail: true };
@@ -402,11 +402,11 @@ export async function measureQueueCeiling(prefix: string, jobs: number, postgres
   if (postgresUrl) {
     const store = openQueueConnection({ QUEUE_BACKEND: 'postgres', REDIS_URL, DATABASE_URL: postgresUrl, QUEUE_PREFIX: prefix }, 'worker', { poolSize: 34 });
     if (store.backend !== 'postgres') throw new Error('expected the postgres queue store');
-    // As Oncehook runs it there (POSTGRES_EVENT_JOB_OPTIONS): a completed job deletes itself;
-    // the count retention deadlocks under concurrency.
-    queue = new Queue('ceiling', { connection: store.options, defaultJobOptions: { removeOnComplete: true, removeOnFail: true } }, createPostgresBackend) as unknown as Queue;
-    newWorker = (processor) => new Worker('ceiling', processor, { connection: store.options, concurrency: 32 }, createPostgresBackend) as unknown as Worker;
-    disconnect = () => store.pingPool.end();
+    // Oncehook's own queue table (postgres-queue.ts), as QUEUE_BACKEND=postgres runs it.
+    const pgQueue = new PostgresEventQueue(store.store, 'ceiling');
+    queue = pgQueue as unknown as Queue;
+    newWorker = (processor) => new PostgresQueueWorker(store.store, 'ceiling', processor, { concurrency: 32 }) as unknown as Worker;
+    disconnect = () => closeQueueConnection(store);
   } else {
     const producer = createRedis(REDIS_URL, 'producer');
     const connection = createRedis(REDIS_URL, 'worker');

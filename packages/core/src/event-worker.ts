@@ -5,8 +5,8 @@
  * `createEventWorker(deps)` wires it with the reconciler; `close()` stops taking jobs, waits for
  * the ones in flight, and stops the reconciler.
  */
-import { UnrecoverableError, type Worker } from 'bullmq';
-import { createEventQueueWorker, enqueueEvent, eventQueueNames, type QueueConnection, type JobTarget } from './queue.js';
+import { UnrecoverableError } from 'bullmq';
+import { createEventQueueWorker, enqueueEvent, eventQueueNames, type EventQueueWorker, type QueueConnection, type JobTarget } from './queue.js';
 import type { Logger, WorkerMetrics } from '@oncehook/shared';
 import { type EventJobData, readJobData } from './vocabulary.js';
 import type { Engine } from './engine.js';
@@ -46,8 +46,8 @@ export interface EventWorkerDeps {
 }
 
 export interface EventWorker {
-  /** One BullMQ Worker per consumed shard (one when QUEUE_SHARDS=1). */
-  workers: Worker<EventJobData, JobOutcome['kind']>[];
+  /** One queue worker per consumed shard (one when QUEUE_SHARDS=1): BullMQ's on Redis, PostgresQueueWorker on Postgres. */
+  workers: EventQueueWorker[];
   reconciler: Reconciler;
   close(): Promise<void>;
 }

@@ -12,7 +12,7 @@
  *                       signed call to the team's service: forward.ts, destination-handler.ts)
  *   recovery            reconciler.ts (lost jobs, expired leases), retention-sweep.ts
  *   the store           store/ (every statement, by stage), migrate.ts + migrations/
- *   the queue           queue.ts (BullMQ on Redis or on Postgres, job ids, shards)
+ *   the queue           queue.ts (BullMQ on Redis, or postgres-queue.ts: a table of our own; job ids, shards)
  *   operators           operations.ts (list, show, re-drive, replay, pause, resume), payload-view.ts
  *   vocabulary          vocabulary.ts (states, rows, the queue's job, the glossary),
  *                       event-key.ts, lock-keys.ts, queue-names.ts
@@ -38,6 +38,7 @@ export * from './payload-view.js';
 export * from './process-event.js';
 export * from './readiness.js';
 export * from './queue.js';
+export * from './postgres-queue.js';
 export * from './reconciler.js';
 export * from './failure-groups.js';
 export * from './activity.js';

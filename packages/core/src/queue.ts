@@ -7,13 +7,14 @@
  * no-op in BullMQ. Once a job is removed (completed and cleaned, or Redis lost it) the same
  * id can be added again, which is exactly what recovery needs.
  */
-import { createPostgresBackend, Queue, Worker, type PostgresPoolConfig, type Processor, type WorkerOptions } from 'bullmq';
+import { Queue, Worker, type JobType } from 'bullmq';
 import { Cluster, Redis } from 'ioredis';
 import pg from 'pg';
 import { StartupError, TimeoutError } from '@oncehook/shared';
 import { EVENT_QUEUE_NAME, eventQueueNames, queueKey } from './queue-names.js';
 import { eventKeyDigest } from './event-key.js';
 import type { EventJobData } from './vocabulary.js';
+import { closePostgresQueueStore, openPostgresQueueStore, PostgresEventQueue, PostgresQueueWorker, type PostgresQueueStore } from './postgres-queue.js';
 
 export { EVENT_QUEUE_NAME, eventQueueNames };
 
@@ -59,20 +60,6 @@ export const EVENT_JOB_OPTIONS = {
   removeOnComplete: { age: 3600, count: 1000 },
   removeOnFail: { age: 24 * 3600, count: 5000 },
 } as const;
-
-/**
- * The job options on BullMQ's Postgres backend (QUEUE_BACKEND=postgres): a completed job is
- * deleted at once. Its count/age retention (`removeOnComplete: { count }`) runs, in every
- * completing transaction, a DELETE of the completed jobs beyond the newest N; under a worker's
- * concurrency those DELETEs lock the same rows in different orders and Postgres aborts them
- * as deadlocks (`npm run bench -- --queue-backends postgres`: 10 deadlocks in a 10,000-job
- * no-op run at concurrency 32; a job whose completion is aborted stays active until its lock
- * expires and runs again). Deleting only its own row takes no other job's lock. Completed
- * jobs are then not listed in Bull Board; the events view has every event's history.
- * Failed jobs (dead letters, rare) keep the Redis retention.
- */
-// mutant: pg-queue-count-retention
-export const POSTGRES_EVENT_JOB_OPTIONS = { ...EVENT_JOB_OPTIONS, removeOnComplete: true } as const;
 
 export type RedisRole = 'producer' | 'worker';
 
@@ -151,19 +138,87 @@ export function createRedisClient(settings: RedisSettings, role: RedisRole): Red
 export type QueueBackend = 'redis' | 'postgres';
 
 /**
- * The queue store of one process: Redis (the default), or Postgres through BullMQ's own
- * PostgreSQL backend (QUEUE_BACKEND=postgres, Postgres alone; docs/architecture.md). Queues
+ * The queue store of one process: Redis (the default), or a table of Oncehook's own in Postgres
+ * (QUEUE_BACKEND=postgres, Postgres alone; postgres-queue.ts, docs/architecture.md). Queues
  * and workers are built from it, so nothing else knows which one it is.
  */
 export type QueueConnection =
   | { readonly backend: 'redis'; readonly redis: RedisClient }
   | {
       readonly backend: 'postgres';
-      /** BullMQ's pool config: each Queue and Worker builds its own pool and LISTEN client from it. */
-      readonly options: PostgresPoolConfig;
-      /** A one-connection pool of our own, for readiness pings. */
+      /** The queue table's pool (every queue and worker of the process) and schema. */
+      readonly store: PostgresQueueStore;
+      /** A one-connection pool of our own, for readiness pings (never behind busy queue connections). */
       readonly pingPool: pg.Pool;
     };
+
+/** A job's options, as Oncehook gives them on either store. */
+export interface EventJobOptions {
+  jobId: string;
+  delay?: number;
+  priority?: number;
+  lifo?: boolean;
+}
+
+/** A job that waits in a queue, as either store answers it. */
+export interface QueuedJob {
+  id?: string | undefined;
+  data: EventJobData;
+  /** When it was added (ms since the epoch). */
+  timestamp: number;
+  opts: { priority?: number | undefined; delay?: number | undefined; lifo?: boolean | undefined };
+  /** A failed job's error (BullMQ on Redis keeps dead letters; the Postgres queue does not). */
+  failedReason?: string | undefined;
+  getState(): Promise<string>;
+  remove(): Promise<unknown>;
+}
+
+/**
+ * What Oncehook asks of an event queue (a shard), on either store: BullMQ's Queue on Redis,
+ * PostgresEventQueue on Postgres. Only these methods: code that needs more of BullMQ (Bull Board)
+ * asks bullQueueOf first.
+ */
+export interface EventQueue {
+  readonly name: string;
+  add(name: string, data: EventJobData, opts: EventJobOptions): Promise<unknown>;
+  addBulk(jobs: { name: string; data: EventJobData; opts: EventJobOptions }[]): Promise<unknown>;
+  getJob(id: string): Promise<QueuedJob | undefined>;
+  /** Counts by BullMQ's state names (`wait`/`waiting`, `delayed`, `active`, `completed`, `failed`). */
+  getJobCounts(...types: JobType[]): Promise<Record<string, number>>;
+  getJobs(types: JobType[], start?: number, end?: number, asc?: boolean): Promise<QueuedJob[]>;
+  getDelayed(start?: number, end?: number): Promise<QueuedJob[]>;
+  getFailed(start?: number, end?: number): Promise<QueuedJob[]>;
+  /** Jobs not yet taken: waiting, prioritized or delayed. */
+  count(): Promise<number>;
+  /** Every job of the queue removed (tests, `oncehook demo`). */
+  obliterate(opts?: { force?: boolean }): Promise<void>;
+  waitUntilReady(): Promise<unknown>;
+  close(): Promise<void>;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+}
+
+/** A consumer of one event queue, on either store: BullMQ's Worker, or PostgresQueueWorker. */
+export interface EventQueueWorker {
+  readonly name: string;
+  run(): Promise<unknown>;
+  waitUntilReady(): Promise<unknown>;
+  close(): Promise<void>;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+}
+
+/** What a queue worker runs per job. */
+export type EventJobProcessor<R> = (job: { id?: string | undefined; data: EventJobData }) => Promise<R>;
+
+/** The settings a worker takes on either store (BullMQ's lock settings apply on Redis only). */
+export interface EventQueueWorkerOptions {
+  prefix: string;
+  concurrency: number;
+  autorun?: boolean;
+  /** Redis: BullMQ's job lock. Postgres: no job lock (a taken job is deleted; the reconciler recovers). */
+  lockDuration?: number;
+  stalledInterval?: number;
+  maxStalledCount?: number;
+}
 
 export interface QueueConnectionSettings extends RedisSettings {
   QUEUE_BACKEND: QueueBackend;
@@ -186,27 +241,19 @@ export function queueSchemaFor(prefix: string): string {
 }
 
 /**
- * Opens the queue store of a process. On Postgres, BullMQ's migrations run on first connect
- * (under BullMQ's own advisory lock, so processes starting together migrate once).
+ * Opens the queue store of a process. On Postgres, the queue's table is created at first use
+ * (under an advisory lock, so processes starting together create it once).
  */
 export function openQueueConnection(settings: QueueConnectionSettings, role: RedisRole, options: { poolSize?: number } = {}): QueueConnection {
   // mutant: pg-queue-ignored
   if (settings.QUEUE_BACKEND === 'redis') return { backend: 'redis', redis: createRedisClient(settings, role) };
   const pingPool = new pg.Pool({ connectionString: settings.DATABASE_URL, max: 1, connectionTimeoutMillis: 2_000, application_name: 'oncehook-queue-ping' });
   pingPool.on('error', () => {});
-  return {
-    backend: 'postgres',
-    options: {
-      connectionString: settings.DATABASE_URL,
-      schema: queueSchemaFor(settings.QUEUE_PREFIX),
-      migrate: true,
-      max: options.poolSize ?? 4,
-      application_name: `oncehook-queue-${role}`,
-      // The LISTEN connection is long-lived: keepalive lets a dropped one be noticed.
-      keepAlive: true,
-    },
-    pingPool,
-  };
+  const store = openPostgresQueueStore(settings.DATABASE_URL, queueSchemaFor(settings.QUEUE_PREFIX), {
+    poolSize: options.poolSize ?? 4,
+    applicationName: `oncehook-queue-${role}`,
+  });
+  return { backend: 'postgres', store, pingPool };
 }
 
 /**
@@ -214,10 +261,14 @@ export function openQueueConnection(settings: QueueConnectionSettings, role: Red
  * one write per queue, to a key of that queue's own (`<prefix>:<queue>:oncehook-ready`, in the
  * queue's hash slot, expiring after a minute): it fails where an add would, with MOVED (a
  * plain client on one node of a cluster), CLUSTERDOWN, READONLY (a replica) or OOM. The error
- * says what to do (readinessProblem). On Postgres, the pool answers.
+ * says what to do (readinessProblem). On Postgres, the queue's table exists and the pool answers.
  */
 export async function pingQueue(connection: QueueConnection, prefix: string, names: readonly string[]): Promise<unknown> {
-  if (connection.backend === 'postgres') return connection.pingPool.query('SELECT 1');
+  if (connection.backend === 'postgres') {
+    // The queue's table exists (created at the first use; a user without CREATE fails here, by name).
+    await connection.store.ready();
+    return connection.pingPool.query('SELECT 1');
+  }
   const { redis } = connection;
   // mutant: readiness-ping-only
   return Promise.all(names.map((name) => redis.set(queueKey(prefix, name, 'oncehook-ready'), String(Date.now()), 'PX', 60_000)));
@@ -284,55 +335,32 @@ export async function checkRedisMode(settings: RedisSettings & { QUEUE_BACKEND: 
 /** Closes what openQueueConnection opened (the queues and workers close their own). */
 export async function closeQueueConnection(connection: QueueConnection): Promise<void> {
   if (connection.backend === 'redis') connection.redis.disconnect();
-  else await connection.pingPool.end();
+  else await Promise.all([connection.pingPool.end(), closePostgresQueueStore(connection.store)]);
 }
-
-/**
- * BullMQ's Postgres backend, with an error path on every connection it checks out. pg's pool
- * listens for errors only on IDLE clients; BullMQ's owned pool adds no listener of its own to a
- * client it has checked out. A connection lost while checked out between two statements (a
- * Postgres shutting down: `57P01`, then `57P03` on the reconnect; a failover) then emits
- * 'error' with nobody listening, and that kills the process. With this listener the client's
- * next statement fails instead, and BullMQ's own error handling applies (the job is retried, the
- * worker loop reconnects). The same guard as createPool's (packages/shared/src/db/pool.ts).
- */
-const guardedPostgresBackend: typeof createPostgresBackend = (name, opts, factoryOpts) => {
-  const backend = createPostgresBackend(name, opts, factoryOpts);
-  // The backend's connection and its pg pool: created now, connected lazily, so every client the
-  // pool will ever hand out passes through this listener.
-  const pool = (backend as unknown as { connection?: { pool?: pg.Pool } }).connection?.pool;
-  pool?.on('connect', (client) => {
-    client.on('error', () => {});
-  });
-  return backend;
-};
 
 function asQueueConnection(connection: RedisClient | QueueConnection): QueueConnection {
   return connection instanceof Redis || connection instanceof Cluster ? { backend: 'redis', redis: connection } : connection;
 }
 
-export function createEventQueue(connection: RedisClient | QueueConnection, prefix: string, name: string = EVENT_QUEUE_NAME): Queue<EventJobData> {
+export function createEventQueue(connection: RedisClient | QueueConnection, prefix: string, name: string = EVENT_QUEUE_NAME): EventQueue {
   const store = asQueueConnection(connection);
-  const queue =
+  const queue: EventQueue =
     store.backend === 'redis'
       ? new Queue<EventJobData>(name, { connection: store.redis, prefix, defaultJobOptions: EVENT_JOB_OPTIONS })
-      : // The Postgres-backed Queue has the same methods (add, addBulk, getJob, counts, close);
-        // only its type parameters differ, so it is used as the one Queue type of the code base.
-        (new Queue(name, { connection: store.options, defaultJobOptions: POSTGRES_EVENT_JOB_OPTIONS }, guardedPostgresBackend) as unknown as Queue<EventJobData>);
+      : new PostgresEventQueue(store.store, name);
   queue.on('error', () => {});
   return queue;
 }
 
-/** A BullMQ Worker on one event queue, on either store. */
-export function createEventQueueWorker<R>(
-  connection: QueueConnection,
-  name: string,
-  processor: Processor<EventJobData, R>,
-  options: Omit<WorkerOptions, 'connection'>,
-): Worker<EventJobData, R> {
+/** A worker on one event queue, on either store. */
+export function createEventQueueWorker<R>(connection: QueueConnection, name: string, processor: EventJobProcessor<R>, options: EventQueueWorkerOptions): EventQueueWorker {
   if (connection.backend === 'redis') return new Worker<EventJobData, R>(name, processor, { ...options, connection: connection.redis });
-  const { prefix: _ignored, ...rest } = options;
-  return new Worker(name, processor as Processor, { ...rest, connection: connection.options }, guardedPostgresBackend) as unknown as Worker<EventJobData, R>;
+  return new PostgresQueueWorker<R>(connection.store, name, processor, { concurrency: options.concurrency, autorun: options.autorun ?? true });
+}
+
+/** A BullMQ Queue (Redis), for what only BullMQ has (Bull Board); undefined on Postgres. */
+export function bullQueueOf(queue: EventQueue): Queue<EventJobData> | undefined {
+  return queue instanceof Queue ? (queue as Queue<EventJobData>) : undefined;
 }
 
 /**
@@ -348,12 +376,12 @@ export function shardOf(job: Pick<EventJobData, 'source' | 'eventId'>, shards: n
 
 /** The event queues of an installation: one per shard, and the router between them. */
 export class EventQueues {
-  constructor(readonly shards: readonly Queue<EventJobData>[]) {
+  constructor(readonly shards: readonly EventQueue[]) {
     if (shards.length === 0) throw new Error('EventQueues needs at least one queue');
   }
 
   /** The queue an event's jobs go to. */
-  forJob(job: Pick<EventJobData, 'source' | 'eventId'>): Queue<EventJobData> {
+  forJob(job: Pick<EventJobData, 'source' | 'eventId'>): EventQueue {
     return this.shards[shardOf(job, this.shards.length)]!;
   }
 
@@ -367,14 +395,14 @@ export function createEventQueues(connection: RedisClient | QueueConnection, pre
 }
 
 /** Where jobs go: one queue, or a sharded set (routed by event key). */
-export type JobTarget = Queue<EventJobData> | EventQueues;
+export type JobTarget = EventQueue | EventQueues;
 
 /** The queues behind a target (Bull Board, metrics). */
-export function queuesOf(target: JobTarget): readonly Queue<EventJobData>[] {
+export function queuesOf(target: JobTarget): readonly EventQueue[] {
   return target instanceof EventQueues ? target.shards : [target];
 }
 
-function queueFor(target: JobTarget, job: Pick<EventJobData, 'source' | 'eventId'>): Queue<EventJobData> {
+function queueFor(target: JobTarget, job: Pick<EventJobData, 'source' | 'eventId'>): EventQueue {
   return target instanceof EventQueues ? target.forJob(job) : target;
 }
 
@@ -400,7 +428,7 @@ export interface EnqueueOptions {
 export async function enqueueNewEvents(target: JobTarget, items: EventJobData[]): Promise<void> {
   if (items.length === 0) return;
   // One addBulk per shard, side by side.
-  const byQueue = new Map<Queue<EventJobData>, EventJobData[]>();
+  const byQueue = new Map<EventQueue, EventJobData[]>();
   for (const item of items) {
     const queue = queueFor(target, item);
     const list = byQueue.get(queue);

@@ -13,6 +13,7 @@ import { serve } from '@hono/node-server';
 import {
   createEventQueues,
   eventQueueNames,
+  type EventQueue,
   type EventQueues,
   createQueries,
   openQueueConnection,
@@ -27,8 +28,6 @@ import {
 import { listenFailure, createFaults, createIngestMetrics, createLogger, createPool, type Faults, type IngestMetrics, type Logger, type Pool } from '@oncehook/shared';
 import { sourcesFromConfig, type WebhookSource } from '@oncehook/providers';
 import type { IngestConfig } from '../config.js';
-import type { EventJobData } from '@oncehook/core';
-import type { Queue } from 'bullmq';
 import type { Hono } from 'hono';
 import { createApp, type IngestSettings } from './app.js';
 import { adminConfigured } from './admin/auth.js';
@@ -54,8 +53,8 @@ export interface OncehookIngest {
   app: Hono;
   pool: Pool;
   queries: Queries;
-  /** The first shard's queue (the only one when QUEUE_SHARDS=1). */
-  queue: Queue<EventJobData>;
+  /** The first shard's queue (the only one when QUEUE_SHARDS=1): BullMQ's Queue on Redis, PostgresEventQueue on Postgres. */
+  queue: EventQueue;
   /** Every shard, and the router by event key. */
   queues: EventQueues;
   sources: ReadonlyMap<string, WebhookSource>;

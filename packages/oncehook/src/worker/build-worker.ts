@@ -22,6 +22,7 @@ import {
   type EngineEvents,
   subscribeHooks,
   type ForwardObserver,
+  type EventQueue,
   type EventQueues,
   type EventWorker,
   type ProcessSettings,
@@ -39,8 +40,6 @@ import { createFaults, createLogger, createPool, createWorkerMetrics, type Fault
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { WorkerConfig } from '../config.js';
-import type { EventJobData } from '@oncehook/core';
-import type { Queue } from 'bullmq';
 import { startMetricsServer } from './metrics-server.js';
 
 export interface BuildWorkerOptions {
@@ -63,8 +62,8 @@ export interface OncehookWorker {
   config: WorkerConfig;
   pool: Pool;
   queries: Queries;
-  /** The first shard's queue (the only one when QUEUE_SHARDS=1). */
-  queue: Queue<EventJobData>;
+  /** The first shard's queue (the only one when QUEUE_SHARDS=1): BullMQ's Queue on Redis, PostgresEventQueue on Postgres. */
+  queue: EventQueue;
   /** Every shard, and the router by event key. */
   queues: EventQueues;
   registry: HandlerRegistry;

@@ -2,7 +2,8 @@
  * Admin, mounted under /admin only when credentials are configured, all of it behind one
  * authentication check (no admin route is reachable without it):
  *
- *   /admin/queues/...        Bull Board (jobs), read-only when ADMIN_READ_ONLY
+ *   /admin/queues/...        the jobs: Bull Board on Redis (read-only when ADMIN_READ_ONLY),
+ *                            a page over the queue's table on Postgres (queue-page.ts)
  *   /admin/events, /:id      the events view (views.ts), failures, pauses, destinations
  *   /admin/activity          the pictures (activity-page.ts)
  *   /admin/handlers, /:name  each handler and destination (handler-pages.ts)
@@ -12,7 +13,8 @@ import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { HonoAdapter } from '@bull-board/hono';
 import { serveStatic } from '@hono/node-server/serve-static';
-import { createOperations, queuesOf, type JobTarget, type Queries } from '@oncehook/core';
+import { bullQueueOf, createOperations, queuesOf, type EventJobData, type JobTarget, type Queries } from '@oncehook/core';
+import type { Queue } from 'bullmq';
 import type { Logger, Pool } from '@oncehook/shared';
 import type { Hono } from 'hono';
 import { RecentDuplicates } from '../recent-duplicates.js';
@@ -23,6 +25,7 @@ import { csrfGuard, securityHeaders } from './security.js';
 import { mountActivity } from './activity-page.js';
 import { mountHandlerPages } from './handler-pages.js';
 import { mountAdminViews, page } from './views.js';
+import { mountQueuePage } from './queue-page.js';
 
 export type { AdminSettings } from './auth.js';
 
@@ -51,11 +54,24 @@ export function mountAdmin(app: Hono, deps: AdminDeps, settings: AdminSettings):
   // `/admin/` as `/admin` (behind the same guards: registered after them).
   app.get('/admin/', (c) => c.redirect('/admin/events', 302));
 
-  // Bull Board: the queue's jobs.
+  // The queue's jobs: Bull Board on Redis; on Postgres, a page over the queue's table.
+  const queues = queuesOf(deps.queue);
+  const bullQueues = queues.map(bullQueueOf).filter((queue) => queue !== undefined);
+  if (bullQueues.length === queues.length) mountBullBoard(admin, bullQueues, settings);
+  else mountQueuePage(admin, { queues, page });
+
+  mountAdminApi(admin, { ops, slots, budget }, settings);
+  mountActivity(admin, { ops, page: (title, body) => page(title, body) });
+  mountHandlerPages(admin, { ops, page }, settings);
+  mountAdminViews(admin, { pool: deps.pool, queries: deps.queries, ops, slots, budget, recentDuplicates: deps.recentDuplicates ?? new RecentDuplicates() }, settings);
+  return true;
+}
+
+/** Bull Board under /admin/queues, one entry per shard (QUEUE_SHARDS). */
+function mountBullBoard(admin: Hono<AdminEnv>, queues: Queue<EventJobData>[], settings: AdminSettings): void {
   const board = new HonoAdapter(serveStatic);
-  // One board entry per shard (QUEUE_SHARDS).
   createBullBoard({
-    queues: queuesOf(deps.queue).map((queue) => new BullMQAdapter(queue, { readOnlyMode: settings.readOnly })),
+    queues: queues.map((queue) => new BullMQAdapter(queue, { readOnlyMode: settings.readOnly })),
     serverAdapter: board,
     options: { uiConfig: { boardTitle: 'Oncehook jobs' } },
   });
@@ -69,10 +85,4 @@ export function mountAdmin(app: Hono, deps: AdminDeps, settings: AdminSettings):
     c.res = new Response(page, { status: c.res.status, headers: c.res.headers });
   });
   admin.route('/queues', board.registerPlugin());
-
-  mountAdminApi(admin, { ops, slots, budget }, settings);
-  mountActivity(admin, { ops, page: (title, body) => page(title, body) });
-  mountHandlerPages(admin, { ops, page }, settings);
-  mountAdminViews(admin, { pool: deps.pool, queries: deps.queries, ops, slots, budget, recentDuplicates: deps.recentDuplicates ?? new RecentDuplicates() }, settings);
-  return true;
 }

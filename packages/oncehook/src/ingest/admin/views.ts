@@ -53,7 +53,7 @@ form.search input[name=payload]{width:260px}figure.chart{margin:12px 0 20px;max-
 
 export function page(title: string, body: ReturnType<typeof html>, scripts: string[] = []) {
   return html`<!doctype html><html><head><meta charset="utf-8"><title>${title} - Oncehook</title><link rel="stylesheet" href="/admin/assets/admin.css"></head>
-<body><nav><a href="/admin/events">Events</a><a href="/admin/failures">Failures</a><a href="/admin/activity">Activity</a><a href="/admin/handlers">Handlers</a><a href="/admin/pauses">Pauses</a><a href="/admin/destinations">Destinations</a><a href="/admin/queues">Jobs (Bull Board)</a></nav><h1>${title}</h1>${body}${scripts.map((src) => html`<script src="${src}" defer></script>`)}</body></html>`;
+<body><nav><a href="/admin/events">Events</a><a href="/admin/failures">Failures</a><a href="/admin/activity">Activity</a><a href="/admin/handlers">Handlers</a><a href="/admin/pauses">Pauses</a><a href="/admin/destinations">Destinations</a><a href="/admin/queues">Jobs</a></nav><h1>${title}</h1>${body}${scripts.map((src) => html`<script src="${src}" defer></script>`)}</body></html>`;
 }
 
 function runsCell(e: EventSummary) {

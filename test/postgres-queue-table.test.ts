@@ -1,0 +1,229 @@
+/**
+ * The queue table of QUEUE_BACKEND=postgres (packages/core/src/postgres-queue.ts), on the real
+ * Postgres: an enqueue of a waiting job is a no-op; jobs are taken best priority first, then
+ * oldest, a lifo job ahead of its priority, a delayed one not before it is due; two workers
+ * taking at once never take the same job, and a row held by another's take is skipped; a job
+ * whose processor threw runs again later, a dead letter does not; an idle worker wakes on the
+ * enqueue's notification, and listens again after its listening connection is cut; close waits
+ * for the jobs in flight.
+ */
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { waitFor } from '@oncehook/harness';
+import { UnrecoverableError } from 'bullmq';
+import {
+  closeQueueConnection,
+  type EventJobData,
+  openQueueConnection,
+  type PostgresJob,
+  PostgresEventQueue,
+  PostgresQueueWorker,
+  QUEUE_JOB_ATTEMPTS,
+  type QueueConnection,
+  queueSchemaFor,
+} from '@oncehook/core';
+import type pg from 'pg';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { testPrefix } from './helpers/stack.js';
+
+let db: TestDatabase;
+let connection: Extract<QueueConnection, { backend: 'postgres' }>;
+let prefix: string;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  prefix = testPrefix();
+  const opened = openQueueConnection({ QUEUE_BACKEND: 'postgres', REDIS_URL: 'redis://127.0.0.1:9', DATABASE_URL: db.url, QUEUE_PREFIX: prefix }, 'worker', { poolSize: 8 });
+  if (opened.backend !== 'postgres') throw new Error('expected the postgres queue');
+  connection = opened;
+});
+afterAll(async () => {
+  await closeQueueConnection(connection);
+  await db.drop();
+});
+
+let queues = 0;
+/** A queue of this test's own (a name of its own in the shared table). */
+function freshQueue(): PostgresEventQueue {
+  queues += 1;
+  return new PostgresEventQueue(connection.store, `q${queues}`);
+}
+
+const job = (n: number): EventJobData => ({ rowId: n, source: 'stripe', eventId: `evt_${n}`, attempt: 0 });
+
+function worker(queue: PostgresEventQueue, processor: (job: PostgresJob) => Promise<unknown>, options: { concurrency?: number; idlePollMs?: number; retryDelayMs?: number } = {}) {
+  return new PostgresQueueWorker(connection.store, queue.name, processor, {
+    concurrency: options.concurrency ?? 1,
+    idlePollMs: options.idlePollMs ?? 200,
+    retryDelayMs: options.retryDelayMs ?? 20,
+  });
+}
+
+it('an enqueue of a job that waits is a no-op; once taken, the same id can be enqueued again', async () => {
+  const queue = freshQueue();
+  await queue.add('event', job(1), { jobId: 'a' });
+  await queue.add('event', job(99), { jobId: 'a' });
+  await queue.addBulk([
+    { name: 'event', data: job(2), opts: { jobId: 'a' } },
+    { name: 'event', data: job(3), opts: { jobId: 'b' } },
+  ]);
+  expect(await queue.count()).toBe(2);
+  expect((await queue.getJob('a'))?.data).toEqual(job(1));
+
+  const seen: number[] = [];
+  const w = worker(queue, async (taken) => seen.push(taken.data.rowId));
+  await waitFor(async () => seen.length === 2, { what: 'both jobs taken' });
+  expect(seen.sort()).toEqual([1, 3]);
+  expect(await queue.count()).toBe(0);
+  await queue.add('event', job(4), { jobId: 'a' });
+  await waitFor(async () => seen.length === 3, { what: 'the id taken again' });
+  await w.close();
+  const schema = queueSchemaFor(prefix);
+  expect((await db.pool.query(`SELECT count(*)::int AS n FROM "${schema}".ready WHERE queue = $1`, [queue.name])).rows[0].n).toBe(0);
+});
+
+it('takes the best priority first, then the oldest; a lifo job goes ahead of its priority; a delayed job waits until it is due', async () => {
+  const queue = freshQueue();
+  await queue.add('event', job(1), { jobId: 'p2-old', priority: 2 });
+  await queue.add('event', job(2), { jobId: 'none-old' });
+  await queue.add('event', job(3), { jobId: 'p1', priority: 1 });
+  await queue.add('event', job(4), { jobId: 'none-new' });
+  await queue.add('event', job(5), { jobId: 'p2-lifo', priority: 2, lifo: true });
+  await queue.add('event', job(6), { jobId: 'delayed', delay: 1_500 });
+  expect(await queue.getJobCounts('waiting', 'delayed', 'active')).toEqual({ waiting: 5, delayed: 1, active: 0 });
+  expect(await (await queue.getJob('delayed'))?.getState()).toBe('delayed');
+  expect((await queue.getJob('p2-lifo'))?.opts).toEqual({ priority: 2, lifo: true });
+  // The page's order is the take's order.
+  expect((await queue.getJobs(['waiting'])).map((j) => j.id)).toEqual(['none-old', 'none-new', 'p1', 'p2-lifo', 'p2-old']);
+
+  const order: { id: string; at: number }[] = [];
+  const started = Date.now();
+  const w = worker(queue, async (taken) => order.push({ id: taken.id, at: Date.now() - started }));
+  await waitFor(async () => order.length === 6, { timeoutMs: 10_000, what: 'all six taken' });
+  await w.close();
+  expect(order.map((o) => o.id)).toEqual(['none-old', 'none-new', 'p1', 'p2-lifo', 'p2-old', 'delayed']);
+  expect(order[5]!.at).toBeGreaterThanOrEqual(1_000); // taken once due, not before
+});
+
+it('two workers taking at once from one backlog never take the same job, and take all of it', async () => {
+  const queue = freshQueue();
+  const total = 400;
+  for (let i = 0; i < total; i += 100) {
+    await queue.addBulk(Array.from({ length: 100 }, (_, k) => ({ name: 'event', data: job(i + k), opts: { jobId: `j${i + k}` } })));
+  }
+  const taken = new Map<string, number>();
+  const byWorker = [0, 0];
+  // Each job holds its slot a moment, so the two workers' takes overlap all through the drain.
+  const processor = (w: number) => async (j: PostgresJob) => {
+    taken.set(j.id, (taken.get(j.id) ?? 0) + 1);
+    byWorker[w]! += 1;
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  };
+  const workers = [worker(queue, processor(0), { concurrency: 8 }), worker(queue, processor(1), { concurrency: 8 })];
+  await waitFor(async () => taken.size === total, { timeoutMs: 30_000, what: 'the backlog drained' });
+  await Promise.all(workers.map((w) => w.close()));
+  expect([...taken.values()].every((n) => n === 1)).toBe(true);
+  expect(byWorker[0]! + byWorker[1]!).toBe(total);
+  // Both took part (not one draining while the other waited on its locks).
+  expect(Math.min(...byWorker)).toBeGreaterThan(total / 10);
+});
+
+it("a row another worker's take holds is skipped, not waited for: the rest is taken while it is held, the row itself after", async () => {
+  const queue = freshQueue();
+  await queue.addBulk(['held', 'free-1', 'free-2'].map((id, i) => ({ name: 'event', data: job(i), opts: { jobId: id } })));
+  // Another worker mid-take: its statement holds the first row's lock (a transaction held open
+  // here, where a take's lasts a moment; the interleaving forced, not hoped for).
+  const other = await db.pool.connect();
+  const seen: string[] = [];
+  try {
+    await other.query('BEGIN');
+    await other.query(`SELECT id FROM "${queueSchemaFor(prefix)}".ready WHERE id = 'held' FOR UPDATE`);
+    const w = worker(queue, async (j) => seen.push(j.id), { concurrency: 4 });
+    await waitFor(async () => seen.length === 2, { timeoutMs: 5_000, what: 'the two free rows taken while the first is held' });
+    expect(seen.sort()).toEqual(['free-1', 'free-2']);
+    await other.query('ROLLBACK');
+    await waitFor(async () => seen.length === 3, { timeoutMs: 5_000, what: 'the held row taken once released' });
+    await w.close();
+  } finally {
+    await other.query('ROLLBACK').catch(() => {});
+    other.release();
+  }
+  expect(seen).toContain('held');
+});
+
+it('a job whose processor threw runs again, later, as the next attempt; a dead letter and a job out of attempts are dropped', async () => {
+  const queue = freshQueue();
+  const attempts = new Map<string, number[]>();
+  const failed: string[] = [];
+  const w = worker(queue, async (j) => {
+    attempts.set(j.id, [...(attempts.get(j.id) ?? []), j.attemptsMade]);
+    if (j.id === 'flaky' && j.attemptsMade < 2) throw new Error('connection refused');
+    if (j.id === 'dead') throw new UnrecoverableError('dead letter: handler failed');
+    if (j.id === 'broken') throw new Error('always');
+  });
+  w.on('failed', (j: PostgresJob) => failed.push(j.id));
+  await queue.addBulk(['flaky', 'dead', 'broken'].map((id, i) => ({ name: 'event', data: job(i), opts: { jobId: id } })));
+  await waitFor(async () => failed.length === 2 && (attempts.get('flaky')?.length ?? 0) === 3, { timeoutMs: 15_000, what: 'the retries and the drops' });
+  await w.close();
+  expect(attempts.get('flaky')).toEqual([0, 1, 2]);
+  expect(attempts.get('dead')).toEqual([0]);
+  expect(attempts.get('broken')).toEqual(Array.from({ length: QUEUE_JOB_ATTEMPTS }, (_, i) => i));
+  expect(failed.sort()).toEqual(['broken', 'dead']);
+  expect(await queue.count()).toBe(0);
+});
+
+it("an idle worker wakes on the enqueue's notification, not its poll", async () => {
+  const queue = freshQueue();
+  const seen: string[] = [];
+  // A poll far longer than the test: only the notification can wake it.
+  const w = worker(queue, async (j) => seen.push(j.id), { idlePollMs: 120_000 });
+  await w.waitUntilReady();
+  await new Promise((resolve) => setTimeout(resolve, 300)); // idle: asleep in its wait
+  await queue.add('event', job(1), { jobId: 'first' });
+  await waitFor(async () => seen.length === 1, { timeoutMs: 5_000, what: 'the notified job taken' });
+
+  await queue.add('event', job(2), { jobId: 'second' });
+  await waitFor(async () => seen.length === 2, { timeoutMs: 5_000, what: 'the next notified job taken' });
+  await w.close();
+  expect(seen).toEqual(['first', 'second']);
+});
+
+it('a listening connection cut (a Postgres restart, a proxy timeout) is opened again at the next poll; the worker lives and notifications reach it again', async () => {
+  const queue = freshQueue();
+  const seen: string[] = [];
+  const w = worker(queue, async (j) => seen.push(j.id), { idlePollMs: 500 });
+  await w.waitUntilReady();
+  const listener = (w as unknown as { listener: pg.Client & { processID: number } }).listener;
+  await db.pool.query('SELECT pg_terminate_backend($1)', [listener.processID]);
+  // The next poll listens again on a new connection.
+  await waitFor(
+    async () => {
+      const now = (w as unknown as { listener?: pg.Client }).listener;
+      return now !== undefined && now !== listener;
+    },
+    { timeoutMs: 5_000, what: 'a new listening connection' },
+  );
+  await queue.add('event', job(1), { jobId: 'after-reconnect' });
+  await waitFor(async () => seen.length === 1, { timeoutMs: 5_000, what: 'the job taken' });
+  await w.close();
+});
+
+it('close waits for the jobs in flight and takes no more', async () => {
+  const queue = freshQueue();
+  let release: () => void = () => {};
+  const gate = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const done: string[] = [];
+  const w = worker(queue, async (j) => {
+    await gate;
+    done.push(j.id);
+  });
+  await queue.add('event', job(1), { jobId: 'in-flight' });
+  await waitFor(async () => (await queue.count()) === 0, { what: 'the job taken' });
+  const closing = w.close();
+  await queue.add('event', job(2), { jobId: 'after-close' });
+  release();
+  await closing;
+  expect(done).toEqual(['in-flight']);
+  expect(await queue.count()).toBe(1);
+});
