@@ -15,7 +15,7 @@
  *    Printed as requests/s, p50 and p99, and oncehook's ratios to the others.
  *    Also CPU per request of the server and of its Postgres backends.
  * 2. The queue's own ceiling: BullMQ alone on the same Redis (bench/e2e.ts); with
- *    `--queue-backends ...postgres`, also on BullMQ's Postgres backend.
+ *    `--queue-backends ...postgres`, also on Oncehook's Postgres queue table (postgres-queue.ts).
  * 3. End to end (delivery to `done`) with each worker count: events/s, CPU per event per tier,
  *    statements, commits, rows, WAL and Redis commands per event, claim-to-start latency
  *    (bench/costs.ts, bench/e2e.ts); `--baseline-root DIR` runs another checkout beside this
@@ -81,8 +81,8 @@ export interface BenchOptions {
   queueJobs?: number;
   /**
    * Queue stores measured end to end (default redis). With postgres too, each worker count also
-   * runs with QUEUE_BACKEND=postgres (`postgres queue` rows), and BullMQ's no-op ceiling is
-   * measured on its Postgres backend as well.
+   * runs with QUEUE_BACKEND=postgres (`postgres queue` rows; with a baseline, `baseline postgres
+   * queue` too), and the no-op ceiling is measured on the Postgres queue table as well.
    */
   queueBackends?: QueueBackend[];
   /**
@@ -174,7 +174,7 @@ export interface BenchResult {
   /** With several rounds: each round's CPU per event and events/s, per pipeline (`this checkout` ... or a peer's name) and worker count. */
   rounds: { label: string; workers: number; cpuMsPerEvent: number[]; eventsPerSecond: number[] }[];
   queueCeiling: QueueCeiling;
-  /** BullMQ's no-op ceiling on its Postgres backend (when postgres is among queueBackends). */
+  /** The no-op ceiling of Oncehook's Postgres queue table (when postgres is among queueBackends). */
   postgresQueueCeiling?: QueueCeiling;
 }
 
@@ -254,7 +254,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
       databases.push(ceilingDb.name);
       postgresQueueCeiling = await measureQueueCeiling(`bench-ceiling-${run}`, options.queueJobs ?? 20_000, ceilingDb.url);
       log(
-        `  bullmq no-op on Postgres: added ${postgresQueueCeiling.addedPerSecond} jobs/s (addBulk), processed ${postgresQueueCeiling.processedPerSecond} jobs/s (concurrency 32)`,
+        `  postgres queue table no-op: added ${postgresQueueCeiling.addedPerSecond} jobs/s (addBulk), processed ${postgresQueueCeiling.processedPerSecond} jobs/s (concurrency 32)`,
       );
     }
 
@@ -370,7 +370,7 @@ export function formatBench(result: BenchResult): string {
     `Queue ceiling (BullMQ alone on the same Redis, ${result.queueCeiling.jobs} no-op jobs): added ${result.queueCeiling.addedPerSecond} jobs/s, processed ${result.queueCeiling.processedPerSecond} jobs/s`,
     ...(result.postgresQueueCeiling
       ? [
-          `Queue ceiling on Postgres (BullMQ's Postgres backend, same no-op test): added ${result.postgresQueueCeiling.addedPerSecond} jobs/s, processed ${result.postgresQueueCeiling.processedPerSecond} jobs/s`,
+          `Queue ceiling on Postgres (Oncehook's queue table, postgres-queue.ts, same no-op test): added ${result.postgresQueueCeiling.addedPerSecond} jobs/s, processed ${result.postgresQueueCeiling.processedPerSecond} jobs/s`,
         ]
       : []),
     '',
@@ -447,20 +447,32 @@ export function formatBench(result: BenchResult): string {
     const name: Record<Peer, string> = { graphile: 'graphile-worker', bullmq: 'BullMQ alone', pgboss: 'pg-boss', inline: 'inline (floor)' };
     const roundsOf = (label: string, workers: number) => result.rounds.find((r) => r.label === label && r.workers === workers);
     for (const workers of [...new Set(result.peers.map((r) => r.workers))]) {
-      const ours = result.e2e.find((r) => r.label === 'this checkout' && r.workers === workers);
+      // Oncehook on each queue store this run measured (Redis: `this checkout`; `postgres queue`).
+      const oursLabels = [
+        { label: 'this checkout', name: 'Oncehook' },
+        { label: 'postgres queue', name: 'Oncehook (pg q)' },
+      ].filter(({ label }) => result.e2e.some((r) => r.label === label && r.workers === workers));
       const rows: { label: string; eventsPerSecond: number; c: E2eRow['cpuMsPerEvent']; p: PeerRow['perEvent']; vs: string }[] = [];
-      if (ours) rows.push({ label: 'Oncehook', eventsPerSecond: ours.eventsPerSecond, c: ours.cpuMsPerEvent, p: ours.perEvent, vs: '' });
-      const oursRounds = roundsOf('this checkout', workers);
+      for (const { label, name: shown } of oursLabels) {
+        const ours = result.e2e.find((r) => r.label === label && r.workers === workers)!;
+        rows.push({ label: shown, eventsPerSecond: ours.eventsPerSecond, c: ours.cpuMsPerEvent, p: ours.perEvent, vs: '' });
+      }
       for (const peer of result.peers.filter((r) => r.workers === workers)) {
-        // With several rounds, each ratio's range over the rounds follows it in brackets.
+        // With several rounds, each ratio's range over the rounds follows it in brackets; with
+        // both stores measured, one ratio per store.
         const peerRounds = roundsOf(peer.peer, workers);
-        const spread = (pick: (r: BenchResult['rounds'][number]) => number[]) => {
-          const range = oursRounds && peerRounds ? ratioSpread(pick(oursRounds), pick(peerRounds)) : '';
-          return range ? ` (${range})` : '';
-        };
-        const vs = ours
-          ? `${(ours.cpuMsPerEvent.total / peer.cpuMsPerEvent.total).toFixed(2)}x${spread((r) => r.cpuMsPerEvent)}, ${(ours.eventsPerSecond / peer.eventsPerSecond).toFixed(2)}x${spread((r) => r.eventsPerSecond)}`
-          : '';
+        const vs = oursLabels
+          .map(({ label, name: shown }) => {
+            const ours = result.e2e.find((r) => r.label === label && r.workers === workers)!;
+            const oursRounds = roundsOf(label, workers);
+            const spread = (pick: (r: BenchResult['rounds'][number]) => number[]) => {
+              const range = oursRounds && peerRounds ? ratioSpread(pick(oursRounds), pick(peerRounds)) : '';
+              return range ? ` (${range})` : '';
+            };
+            const ratios = `${(ours.cpuMsPerEvent.total / peer.cpuMsPerEvent.total).toFixed(2)}x${spread((r) => r.cpuMsPerEvent)}, ${(ours.eventsPerSecond / peer.eventsPerSecond).toFixed(2)}x${spread((r) => r.eventsPerSecond)}`;
+            return oursLabels.length > 1 ? `${shown}: ${ratios}` : ratios;
+          })
+          .join('; ');
         rows.push({ label: name[peer.peer], eventsPerSecond: peer.eventsPerSecond, c: peer.cpuMsPerEvent, p: peer.perEvent, vs });
       }
       for (const { label, eventsPerSecond, c, p, vs } of rows)

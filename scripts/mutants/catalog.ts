@@ -864,7 +864,7 @@ export const MUTANTS: Mutant[] = [
     guarantee: "on Postgres an idle worker wakes on the enqueue's notification, not at its next poll",
     marker: 'pg-queue-notification-ignored',
     search: 'if (message.payload === this.name) this.wake?.();',
-    replace: 'if (message.payload === `${this.name}-never`) this.wake?.();',
+    replace: "if (message.payload === 'never') this.wake?.();",
     tests: ['test/postgres-queue-table.test.ts'],
   },
   {
