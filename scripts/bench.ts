@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- [--duration S] [--connections 10,50,100|none] [--rounds R] [--e2e-events N] [--e2e-rounds R] [--workers 1,2,4] [--profile DIR]
+ * `npm run bench -- [--duration S] [--connections 10,50,100|none] [--rounds R] [--e2e-events N] [--e2e-rounds R] [--workers 1,2,4] [--profile DIR] [--tables]
  *   [--baseline-root DIR] [--queue-backends redis|postgres|redis,postgres] [--queue-jobs N] [--peers graphile,bullmq,pgboss,inline|none]
  *   [--variants fanout,limited,external,external-final,destination,nolog|none] [--stats-wait S]`
  *
@@ -77,6 +77,8 @@ export interface BenchOptions {
   baselineRoot?: string;
   /** CPU profiles of the end-to-end processes (first worker count) go here; their top frames are printed. */
   profileDir?: string;
+  /** Print each end-to-end run's rows written per event by table (`--tables`). */
+  tables?: boolean;
   /** Jobs for the BullMQ no-op ceiling (default 20,000). */
   queueJobs?: number;
   /**
@@ -307,7 +309,11 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
               options.profileDir && r === 0 && !e2e.some((row) => row.label === side.label)
                 ? path.join(options.profileDir, side.root ? 'baseline' : side.label === 'this checkout' ? 'this' : side.label.replace(/[^a-z0-9]+/gi, ''))
                 : undefined;
-            const row = await measureEndToEnd({ ...shared, profileDir, ...side });
+            const row = await measureEndToEnd({ ...shared, profileDir, tables: options.tables, ...side });
+            if (row.rowsByTable) {
+              log(`  rows per event by table, ${side.label} (inserted, updated (HOT), deleted):`);
+              for (const [table, n] of Object.entries(row.rowsByTable)) log(`    ${table.padEnd(36)} ${n.inserted} ins, ${n.updated} upd (${n.hot} HOT), ${n.deleted} del`);
+            }
             if (profileDir) {
               log(`  profiles of ${side.label}:`);
               for (const line of summarizeProfiles(profileDir, row.pids)) log(line);
@@ -518,6 +524,8 @@ if (process.argv[1] && path.resolve(process.argv[1]) === import.meta.filename) {
       'e2e-rounds': { type: 'string', default: '1' },
       /** CPU profiles of the first end-to-end run's processes (node --cpu-prof) into this directory. */
       profile: { type: 'string' },
+      /** Rows written per event by table, after each end-to-end run (pg_stat_user_tables of its database). */
+      tables: { type: 'boolean', default: false },
       /** Another checkout measured end to end beside this one (before/after in one run). */
       'baseline-root': { type: 'string' },
       /** Queue stores to run end to end: redis, postgres or both (redis,postgres). */
@@ -565,6 +573,7 @@ if (process.argv[1] && path.resolve(process.argv[1]) === import.meta.filename) {
     rounds: Number(values.rounds),
     e2eRounds,
     profileDir: values.profile ? path.resolve(values.profile) : undefined,
+    tables: values.tables,
     baselineRoot: values['baseline-root'] ? path.resolve(values['baseline-root']) : undefined,
     queueBackends: queueBackends as QueueBackend[],
     queueJobs: Number(values['queue-jobs']),

@@ -32,6 +32,8 @@ export const SHOP_ENV = {
 export interface E2eRow {
   /** `this checkout`, `baseline` (another checkout, `--baseline-root`) or `postgres queue` (this checkout, QUEUE_BACKEND=postgres). */
   label: string;
+  /** With `tables`: rows inserted, updated (of them HOT) and deleted per event, by table (the run's and the probes' events together). */
+  rowsByTable?: Record<string, { inserted: number; updated: number; hot: number; deleted: number }>;
   queueBackend: QueueBackend;
   workers: number;
   events: number;
@@ -213,6 +215,8 @@ export interface EndToEndOptions {
   pools: Pool[];
   /** Write CPU profiles of ingest and the workers here (node --cpu-prof). */
   profileDir?: string;
+  /** Read Postgres's row counts per table after the run (`--tables`): rowsByTable. */
+  tables?: boolean;
   /** Run another checkout's ingest and workers (a baseline: `--baseline-root`). */
   root?: string;
   /** What the row is called: `this checkout`, `baseline` or `postgres queue`. */
@@ -345,6 +349,22 @@ export async function measureEndToEnd(options: EndToEndOptions): Promise<E2eRow>
   }
   const { rows: idle } = await statsPool.query<{ p50: number; p99: number }>(latencySql, [`evt_probe_${run}_%`]);
 
+  // Where the rows go, by table: the database is this run's own, so Postgres's counts since
+  // its creation are the run's (the migrations' few rows aside). Read after every backend has
+  // reported (PGSTAT_IDLE_INTERVAL: settledDifference's wait).
+  let rowsByTable: E2eRow['rowsByTable'];
+  if (options.tables) {
+    await new Promise((resolve) => setTimeout(resolve, options.statsWaitMs ?? 11_000));
+    const all = events + probes.length;
+    const { rows } = await statsPool.query<{ name: string; ins: number; upd: number; hot: number; del: number }>(
+      `SELECT schemaname || '.' || relname AS name, n_tup_ins::float8 AS ins, n_tup_upd::float8 AS upd, n_tup_hot_upd::float8 AS hot, n_tup_del::float8 AS del
+         FROM pg_stat_user_tables WHERE n_tup_ins + n_tup_upd + n_tup_del > 0 ORDER BY n_tup_ins + n_tup_upd + n_tup_del DESC`,
+    );
+    rowsByTable = Object.fromEntries(
+      rows.map((r) => [r.name, { inserted: round(r.ins / all), updated: round(r.upd / all), hot: round(r.hot / all), deleted: round(r.del / all) }]),
+    );
+  }
+
   const tiers = tiersOf(costs);
   const ingestStatements = costs.statements.ingest ?? 0;
   const ofWorkers = (counts: Record<string, number>) =>
@@ -376,6 +396,7 @@ export async function measureEndToEnd(options: EndToEndOptions): Promise<E2eRow>
       walBytes: Math.round(costs.walBytes / events),
       redisCommands: round(costs.redisCommands / events),
     },
+    ...(rowsByTable ? { rowsByTable } : {}),
     workerRssMb: workers.map((w) => rssMb(w.pid)),
     pids: { [ingest.pid]: 'ingest', ...Object.fromEntries(workers.map((w, i) => [w.pid, `worker-${i + 1}`])) },
     costs,
