@@ -5,12 +5,13 @@
  * The multi-process proofs (3 workers, kill -9, restarts) are in flow-control.test.ts.
  */
 import { paymentSucceeded, startSandbox, waitFor } from '@oncehook/harness';
-import { createOperations, createReconciler, closeQueueConnection, flowLockKey, type FollowUp, type JobOutcome } from '@oncehook/core';
+import { createOperations, createReconciler, closeQueueConnection, enqueueEvent, flowLockKey, type FollowUp, type JobOutcome } from '@oncehook/core';
+import { buildWorker, loadWorkerConfig } from 'oncehook';
 import { defineHandler, HandlerDefinitionError, type Handler } from '@oncehook/sdk';
 import { createFaults, createWorkerMetrics } from '@oncehook/shared';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
-import { claimStripe, dispatchJob, engine, q, T, TRUNCATE_ALL, testLog, testPrefix, testQueues, testQueueStore } from './helpers/stack.js';
+import { claimStripe, dispatchJob, engine, q, T, TRUNCATE_ALL, testEnv, testLog, testPrefix, testQueues, testQueueStore } from './helpers/stack.js';
 
 let db: TestDatabase;
 
@@ -194,6 +195,41 @@ describe('concurrency', () => {
     const duplicate = await e.processJob(wake[0]!.job);
     expect(runsOf(duplicate)).toEqual([{ kind: 'skipped', handler: 'slot' }]);
     expect(followOf(duplicate)).toEqual([]);
+  });
+
+  it("the worker that frees a slot runs its woken waiter in the same job, not through the queue; the woken run's retry is its own event's job", async () => {
+    let release!: () => void;
+    const hold = new Promise<void>((resolve) => (release = resolve));
+    const a = await newEvent();
+    const b = await newEvent();
+    const h = defineHandler({ name: 'handed', source: 'stripe', type: TYPE, concurrency: 1 }, async (event) => {
+      if (event.eventId === a.eventId) await hold;
+      if (event.eventId === b.eventId && event.attempt === 1) throw new Error('not yet (first attempt of the woken run)');
+    });
+    const prefix = testPrefix();
+    const worker = buildWorker(loadWorkerConfig(testEnv({ databaseUrl: db.url, prefix, extra: { WORKER_CONCURRENCY: '4', RETRY_BACKOFF_MS: '100' } })), [h], { log: testLog });
+    const ended: string[] = [];
+    worker.events.on('run:ended', (r) => void ended.push(`${r.handler} ${r.outcome}`));
+    try {
+      await worker.start({ reconciler: false, metricsServer: false, backfill: false });
+      await enqueueEvent(worker.queues, dispatchJob(a.rowId, a.eventId));
+      await waitFor(async () => ((await run(a.rowId, 'handed'))?.state === 'processing' ? true : null), { timeoutMs: 5_000, what: 'a holds the slot' });
+      await enqueueEvent(worker.queues, dispatchJob(b.rowId, b.eventId));
+      await waitFor(async () => ((await run(b.rowId, 'handed'))?.waiting === 'concurrency' ? true : null), { timeoutMs: 5_000, what: 'b waits for the slot' });
+      release();
+      await waitFor(async () => ((await run(b.rowId, 'handed'))?.state === 'done' ? true : null), { timeoutMs: 10_000, what: 'b done, after its retry' });
+      expect(ended).toEqual(['handed done', 'handed retry', 'handed done']);
+      // The jobs the queue ran: a's dispatch and b's; b's woken attempt had no job of its own (it
+      // ran in a's job, which completed after it); its retry did, under b's own event.
+      const jobs = (await worker.queues.shards[0]!.getJobs(['completed'])).map((job) => job.data);
+      const ofB = jobs.filter((job) => job.rowId === b.rowId);
+      expect(ofB.map((job) => job.handler ?? 'dispatch').sort()).toEqual(['dispatch', 'handed']);
+      expect(ofB.find((job) => job.handler === 'handed')).toMatchObject({ eventId: b.eventId, attempt: 1 });
+      expect(jobs.filter((job) => job.rowId === a.rowId).map((job) => job.handler ?? 'dispatch')).toEqual(['dispatch']);
+    } finally {
+      release();
+      await worker.close();
+    }
   });
 
   it("the reconciler leaves a full group's waiters alone (no job, no write) and wakes those of a group whose wake-up was lost", async () => {

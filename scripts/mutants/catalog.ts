@@ -1289,6 +1289,14 @@ export const MUTANTS: Mutant[] = [
     tests: ['test/flow-control-engine.test.ts'],
   },
   {
+    id: 'flow-hand-over-through-queue',
+    guarantee: 'the worker that frees a flow slot runs its woken waiter in the same job (the slot does not wait for a trip through the queue)',
+    marker: 'flow-hand-over-through-queue',
+    search: 'while (woken && handedOver < MAX_RUNS_HANDED_OVER_PER_JOB && !closing())',
+    replace: 'while (woken && handedOver < 0 && !closing())',
+    tests: ['test/flow-control-engine.test.ts'],
+  },
+  {
     id: 'flow-contended-no-second-look',
     guarantee:
       'a run that waits for a slot (counted full, or joined the line while the lock was busy) looks at the slots again after its commit, so a slot freed meanwhile is not lost',

@@ -10,7 +10,7 @@ import { createEventQueueWorker, enqueueEvent, eventQueueNames, type EventQueueW
 import type { Logger, WorkerMetrics } from '@oncehook/shared';
 import { type EventJobData, readJobData } from './vocabulary.js';
 import type { Engine } from './engine.js';
-import type { JobOutcome } from './process-event.js';
+import type { FollowUp, JobOutcome, RunOutcome } from './process-event.js';
 import { createReconciler, type Reconciler, type ReconcilerSettings } from './reconciler.js';
 import { createRetention, type RetentionSettings } from './retention-sweep.js';
 import { PRIORITY_AGING_MS, priorityLevel } from './flow-control.js';
@@ -55,7 +55,8 @@ export interface EventWorker {
 export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: boolean } = {}): EventWorker {
   const { settings, log } = deps;
   const { leaseMs } = deps.engine.settings;
-  const processor = jobProcessor(deps);
+  let closing = false;
+  const processor = jobProcessor(deps, () => closing);
   const names = eventQueueNames(settings.queueShards);
   // mutant: worker-consumes-all-shards
   const consumed = settings.consumeShards.length > 0 ? settings.consumeShards : names.map((_, i) => i);
@@ -82,6 +83,8 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
     workers,
     reconciler,
     async close() {
+      // A job handing freed flow slots over in process stops doing so (the wake-up is enqueued).
+      closing = true;
       await reconciler.stop();
       unsubscribe();
       await Promise.all(workers.map((worker) => worker.close()));
@@ -90,11 +93,27 @@ export function createEventWorker(deps: EventWorkerDeps, options: { autorun?: bo
 }
 
 /**
+ * How many woken runs one job runs after its own (jobProcessor): past it, the next wake-up
+ * goes through the queue as a job of its own, so no job runs without end and the queue's
+ * bookkeeping (Bull Board, stalled checks) sees progress.
+ */
+export const MAX_RUNS_HANDED_OVER_PER_JOB = 50;
+
+/**
  * One job: the engine's state machine (process-event.ts), then what the job's outcome asks of
  * the queue: a retry's delayed job, flow control's follow-up jobs, and a failed BullMQ job for
  * a dead letter.
+ *
+ * A limited handler's run that ended freed its slot and woke the run waiting longest for it (a
+ * `lifo` follow-up). That run is run HERE, next, in this job's worker slot, instead of being
+ * enqueued at the front of the queue and fetched by whichever worker slot frees first: the
+ * freed flow slot goes to its waiter without a trip through the queue (issue 66, item 4;
+ * docs/flow-control.md). The woken run still takes its slot through the gate like any run (a
+ * new run may have taken it first: then it waits again, first in line), and it is reported,
+ * retried and followed up as its own job would have been. Up to MAX_RUNS_HANDED_OVER_PER_JOB per
+ * job, and none once the worker is closing: then the wake-up is enqueued as before.
  */
-function jobProcessor(deps: EventWorkerDeps): (job: { data: EventJobData }) => Promise<JobOutcome['kind']> {
+function jobProcessor(deps: EventWorkerDeps, closing: () => boolean): (job: { data: EventJobData }) => Promise<JobOutcome['kind']> {
   const { engine } = deps;
   return async (job) => {
     const data = readJobData(job.data);
@@ -103,21 +122,60 @@ function jobProcessor(deps: EventWorkerDeps): (job: { data: EventJobData }) => P
       throw new UnrecoverableError(`dead letter: no handler for ${outcome.source} ${outcome.type} (UNHANDLED_EVENTS=fail)`);
     }
     if (outcome.kind !== 'runs') return outcome.kind;
-    await scheduleRetries(deps, data, outcome);
-    // Flow control's jobs: a waiting run's next look, a wake-up, a lower-priority run. Each
-    // carries its run's fence; a lost one is found again by the reconciler.
-    for (const next of outcome.follow) {
-      await enqueueEvent(deps.queue, next.job, { delayMs: next.delayMs, priority: next.priority, lifo: next.lifo }).catch((error: unknown) =>
-        deps.log.warn({ err: error, rowId: next.job.rowId, handler: next.job.handler }, 'could not schedule a flow-control job; the reconciler will re-enqueue the run'),
-      );
+    let woken = takeWakeUp(outcome);
+    const dead = await afterRuns(deps, data, outcome);
+    let handedOver = 0;
+    // mutant: flow-hand-over-through-queue
+    while (woken && handedOver < MAX_RUNS_HANDED_OVER_PER_JOB && !closing()) {
+      handedOver += 1;
+      const wokenJob = woken.job;
+      let next: JobOutcome;
+      try {
+        next = await engine.processJob(wokenJob);
+      } catch (error) {
+        // Thrown before a verdict (Postgres unreachable): not this job's failure. The woken run
+        // gets its job through the queue, as without the hand-over; if that add fails too, the
+        // reconciler wakes the group (WAKE_STALLED).
+        deps.log.warn({ err: error, rowId: wokenJob.rowId, handler: wokenJob.handler }, 'the woken run could not be run here; enqueued instead');
+        break;
+      }
+      woken = next.kind === 'runs' ? takeWakeUp(next) : undefined;
+      // Its retries and follow-ups as its own job's. Its dead letter stays on its run (the
+      // Failures page), not on this job: the job is another event's.
+      if (next.kind === 'runs') await afterRuns(deps, wokenJob, next);
     }
+    if (woken) await enqueueFollowUps(deps, [woken]);
     // A dead letter: the job fails too (no BullMQ retry: UnrecoverableError), so Bull Board
     // lists it under FAILED with the handler's error. The run row is the truth; a re-drive
     // replaces the failed job.
-    const dead = outcome.runs.filter((run) => run.kind === 'failed');
     if (dead.length > 0) throw new UnrecoverableError(dead.map((run) => `dead letter: handler "${run.handler}" failed: ${run.error}`).join('; '));
     return outcome.kind;
   };
+}
+
+/** The wake-up a finished limited run made for its slot's longest waiter (handOver in process-event.ts), taken out of the follow-ups. */
+function takeWakeUp(outcome: Extract<JobOutcome, { kind: 'runs' }>): FollowUp | undefined {
+  const i = outcome.follow.findIndex((next) => next.lifo);
+  return i < 0 ? undefined : outcome.follow.splice(i, 1)[0];
+}
+
+/** What a job's runs ask of the queue: their retries and follow-up jobs. Returns its dead letters. */
+async function afterRuns(deps: EventWorkerDeps, data: EventJobData, outcome: Extract<JobOutcome, { kind: 'runs' }>): Promise<Extract<RunOutcome, { kind: 'failed' }>[]> {
+  await scheduleRetries(deps, data, outcome);
+  await enqueueFollowUps(deps, outcome.follow);
+  return outcome.runs.filter((run) => run.kind === 'failed');
+}
+
+/**
+ * Flow control's jobs: a waiting run's next look, a wake-up, a lower-priority run. Each carries
+ * its run's fence; a lost one is found again by the reconciler.
+ */
+async function enqueueFollowUps(deps: EventWorkerDeps, follow: readonly FollowUp[]): Promise<void> {
+  for (const next of follow) {
+    await enqueueEvent(deps.queue, next.job, { delayMs: next.delayMs, priority: next.priority, lifo: next.lifo }).catch((error: unknown) =>
+      deps.log.warn({ err: error, rowId: next.job.rowId, handler: next.job.handler }, 'could not schedule a flow-control job; the reconciler will re-enqueue the run'),
+    );
+  }
 }
 
 /** A retry's next attempt, as a delayed job of its own. */
