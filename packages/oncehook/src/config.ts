@@ -107,10 +107,10 @@ const commonSchema = z.object({
       return seeds;
     }),
   /**
-   * Where the job queue lives. `redis` (default): BullMQ on Redis at REDIS_URL. `postgres`:
-   * BullMQ's PostgreSQL backend in DATABASE_URL (schema `<QUEUE_PREFIX>_queue`), no Redis at
-   * all: for small deployments and laptops; BullMQ alone carries about a sixth of the jobs per
-   * second it does on Redis, the whole pipeline 0.6-0.9x the events per second
+   * Where the job queue lives. `redis` (default): BullMQ on Redis at REDIS_URL. `postgres`: a
+   * table of Oncehook's own in DATABASE_URL (`<QUEUE_PREFIX>_queue.ready`), no Redis at all:
+   * the queue's work moves into Postgres (about 2 rows and 1 KB of WAL per event; the pipeline
+   * costs about what graphile-worker's does); for deployments whose Postgres has room for it
    * (docs/architecture.md, "Postgres-only mode").
    */
   QUEUE_BACKEND: z.enum(['redis', 'postgres']).default('redis'),
