@@ -5,7 +5,7 @@
  * taking at once never take the same job, and a row held by another's take is skipped; a job
  * whose processor threw runs again later, a dead letter does not; an idle worker wakes on the
  * enqueue's notification, and listens again after its listening connection is cut; close waits
- * for the jobs in flight.
+ * for the jobs in flight; counts stop at their cap.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { waitFor } from '@oncehook/harness';
@@ -17,6 +17,7 @@ import {
   type PostgresJob,
   PostgresEventQueue,
   PostgresQueueWorker,
+  QUEUE_COUNT_CAP,
   QUEUE_JOB_ATTEMPTS,
   type QueueConnection,
   queueSchemaFor,
@@ -226,4 +227,18 @@ it('close waits for the jobs in flight and takes no more', async () => {
   await closing;
   expect(done).toEqual(['in-flight']);
   expect(await queue.count()).toBe(1);
+});
+
+it('counts stop at QUEUE_COUNT_CAP: a gauge refresh or the jobs page is a bounded read under any backlog', async () => {
+  const queue = freshQueue();
+  await queue.add('event', job(1), { jobId: 'first' });
+  await db.pool.query(
+    `INSERT INTO "${queueSchemaFor(prefix)}".ready (id, queue, data, ord, run_at)
+     SELECT 'bulk-' || g, $1, '{}'::jsonb, g, now() FROM generate_series(1, $2::int) g`,
+    [queue.name, QUEUE_COUNT_CAP + 10],
+  );
+  expect(await queue.count()).toBe(QUEUE_COUNT_CAP);
+  expect(await queue.getJobCounts('waiting', 'delayed')).toEqual({ waiting: QUEUE_COUNT_CAP, delayed: 0 });
+  await queue.obliterate();
+  expect(await queue.count()).toBe(0);
 });

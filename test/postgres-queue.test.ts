@@ -74,3 +74,39 @@ it('runs with Postgres alone: processed once, a duplicate is a duplicate, jobs a
   expect(ingest.lines.join('\n')).not.toMatch(/ECONNREFUSED/);
   expect(worker.lines.join('\n')).not.toMatch(/ECONNREFUSED/);
 });
+
+it("the jobs page reads through the admin's own pool and budget: with the queue's table locked it answers 503 within the admin's lock timeout while deliveries are still accepted; its reads never run on ingest's queue connections", async () => {
+  const prefix = testPrefix();
+  const env = testEnv({ databaseUrl: db.url, prefix, redisUrl: `redis://127.0.0.1:${await freePort()}`, extra: { QUEUE_BACKEND: 'postgres', ADMIN_TOKEN: TOKEN } });
+  const ingest = spawnService('ingest', env);
+  const url = await ingestUrl(ingest);
+  const page = () => fetch(`${url}/admin/queues`, { headers: { authorization: `Bearer ${TOKEN}` } });
+  expect((await page()).status).toBe(200);
+  // Its statements ran on the admin's connections (their last statement is the page's read) and
+  // on none of the queue's.
+  const { rows: backends } = await db.pool.query<{ app: string }>(
+    `SELECT application_name AS app FROM pg_stat_activity WHERE datname = current_database() AND query LIKE '%ORDER BY priority, ord OFFSET%' AND pid <> pg_backend_pid()`,
+  );
+  expect(backends.map((b) => b.app)).toContain('oncehook-admin');
+  expect(backends.map((b) => b.app)).not.toContain('oncehook-queue-producer');
+
+  // The table locked (a long migration, an operator's VACUUM FULL): the page gives up at the
+  // admin's lock timeout, naming why; a delivery is still claimed and answered (its job waits
+  // in ingest's relay until the lock goes, then is added).
+  const holder = await db.pool.connect();
+  try {
+    await holder.query('BEGIN');
+    await holder.query(`LOCK TABLE "${queueSchemaFor(prefix)}".ready IN ACCESS EXCLUSIVE MODE`);
+    const started = Date.now();
+    const [locked, delivered] = await Promise.all([page(), deliver(url, signStripe(paymentSucceeded('evt_pg_locked')))]);
+    expect(locked.status).toBe(503);
+    expect(await locked.json()).toMatchObject({ error: 'admin_busy' });
+    expect(Date.now() - started).toBeLessThan(15_000); // the lock timeout (2 s), not the holder's transaction
+    expect(delivered.status).toBe(202);
+  } finally {
+    await holder.query('ROLLBACK');
+    holder.release();
+  }
+  const jobs = async () => (await db.pool.query<{ id: string }>(`SELECT id FROM "${queueSchemaFor(prefix)}".ready`)).rows.map((r) => r.id);
+  await waitFor(async () => (await jobs()).includes(jobIdFor({ source: 'stripe', eventId: 'evt_pg_locked', attempt: 0 })), { what: "the delivery's job added once the lock went" });
+});

@@ -875,6 +875,14 @@ export const MUTANTS: Mutant[] = [
     replace: 'await Promise.resolve()',
     tests: ['test/postgres-queue-table.test.ts'],
   },
+  {
+    id: 'admin-queue-page-on-queue-pool',
+    guarantee: "the Postgres queue's jobs page reads through the admin's pool and budget, never ingest's queue connections",
+    marker: 'admin-queue-page-on-queue-pool',
+    search: '(queue instanceof PostgresEventQueue ? queue.through(deps.pool) : queue)',
+    replace: '(queue instanceof PostgresEventQueue ? queue : queue)',
+    tests: ['test/postgres-queue.test.ts'],
+  },
   // ---- Redis Cluster (issue 20) ----------------------------------------------------------
   {
     id: 'cluster-nodes-ignored',

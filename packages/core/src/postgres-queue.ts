@@ -40,6 +40,8 @@ export const QUEUE_RETRY_DELAY_MS = 1_000;
 export const QUEUE_IDLE_POLL_MS = 2_000;
 /** An idle worker that saw a due row it could not take (another worker held it) looks again after this. */
 const QUEUE_CONTENDED_POLL_MS = 100;
+/** The most a count reads (getJobCounts, count): past it, the count says QUEUE_COUNT_CAP. */
+export const QUEUE_COUNT_CAP = 100_000;
 
 /** The store of one process: the pool every queue and worker of the process queries through. */
 export interface PostgresQueueStore {
@@ -218,12 +220,18 @@ export class PostgresEventQueue extends EventEmitter {
     return rows[0];
   }
 
-  /** Counts in BullMQ's names: `wait`/`waiting` the due jobs, `delayed` the others; the rest 0. */
+  /**
+   * Counts in BullMQ's names: `wait`/`waiting` the due jobs, `delayed` the others; the rest 0.
+   * A count reads the queue's rows (Redis keeps counters; a table does not), so it stops at
+   * QUEUE_COUNT_CAP: every process's gauge refresh and the jobs page stay a bounded read under
+   * any backlog (a count at the cap means "at least").
+   */
   async getJobCounts(...types: string[]): Promise<Record<string, number>> {
     await this.store.ready();
     const { rows } = await this.store.pool.query<{ due: number; delayed: number }>(
-      `SELECT count(*) FILTER (WHERE run_at <= now())::int AS due, count(*) FILTER (WHERE run_at > now())::int AS delayed FROM ${tableOf(this.store)} WHERE queue = $1`,
-      [this.name],
+      `SELECT count(*) FILTER (WHERE due)::int AS due, count(*) FILTER (WHERE NOT due)::int AS delayed
+         FROM (SELECT run_at <= now() AS due FROM ${tableOf(this.store)} WHERE queue = $1 LIMIT $2) capped`,
+      [this.name, QUEUE_COUNT_CAP],
     );
     const { due, delayed } = rows[0] ?? { due: 0, delayed: 0 };
     const counts: Record<string, number> = {};
@@ -252,10 +260,22 @@ export class PostgresEventQueue extends EventEmitter {
     return [];
   }
 
+  /** Jobs not yet taken, up to QUEUE_COUNT_CAP. */
   async count(): Promise<number> {
     await this.store.ready();
-    const { rows } = await this.store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${tableOf(this.store)} WHERE queue = $1`, [this.name]);
+    const { rows } = await this.store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM (SELECT 1 FROM ${tableOf(this.store)} WHERE queue = $1 LIMIT $2) capped`, [
+      this.name,
+      QUEUE_COUNT_CAP,
+    ]);
     return rows[0]?.n ?? 0;
+  }
+
+  /**
+   * The same queue read through another pool: the admin's jobs page reads through the admin's
+   * own pool (its statement timeout, never the connections ingest enqueues through).
+   */
+  through(pool: pg.Pool): PostgresEventQueue {
+    return new PostgresEventQueue({ ...this.store, pool, ready: () => this.store.ready() }, this.name);
   }
 
   async obliterate(_opts?: { force?: boolean }): Promise<void> {

@@ -13,7 +13,7 @@ import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { HonoAdapter } from '@bull-board/hono';
 import { serveStatic } from '@hono/node-server/serve-static';
-import { bullQueueOf, createOperations, queuesOf, type EventJobData, type JobTarget, type Queries } from '@oncehook/core';
+import { bullQueueOf, createOperations, PostgresEventQueue, queuesOf, type EventJobData, type JobTarget, type Queries } from '@oncehook/core';
 import type { Queue } from 'bullmq';
 import type { Logger, Pool } from '@oncehook/shared';
 import type { Hono } from 'hono';
@@ -58,7 +58,10 @@ export function mountAdmin(app: Hono, deps: AdminDeps, settings: AdminSettings):
   const queues = queuesOf(deps.queue);
   const bullQueues = queues.map(bullQueueOf).filter((queue) => queue !== undefined);
   if (bullQueues.length === queues.length) mountBullBoard(admin, bullQueues, settings);
-  else mountQueuePage(admin, { queues, page });
+  // The page reads the queue's table through the admin's pool (its statement timeout and
+  // connections), never through the pool ingest enqueues with.
+  // mutant: admin-queue-page-on-queue-pool
+  else mountQueuePage(admin, { queues: queues.map((queue) => (queue instanceof PostgresEventQueue ? queue.through(deps.pool) : queue)), page });
 
   mountAdminApi(admin, { ops, slots, budget }, settings);
   mountActivity(admin, { ops, page: (title, body) => page(title, body) });

@@ -4,15 +4,22 @@
  * queue's table (core postgres-queue.ts). Read-only: a job there only carries work (the events
  * view acts on the events; a re-drive enqueues again). A job a worker took is no longer a row,
  * so there is no active, completed or failed list here: the events view has every event's
- * history and each run's error.
+ * history and each run's error. It reads through the admin's own pool (index.ts): its statement
+ * timeout bounds it, and it never takes a connection ingest enqueues through; its counts stop at
+ * QUEUE_COUNT_CAP (shown as "100,000+").
  */
-import { jobIdFor, type EventQueue } from '@oncehook/core';
+import { jobIdFor, QUEUE_COUNT_CAP, type EventQueue } from '@oncehook/core';
 import type { Hono } from 'hono';
 import { html } from 'hono/html';
 import type { AdminEnv } from './auth.js';
 
 /** How many of each queue's next jobs the page lists. */
 export const QUEUE_PAGE_JOBS = 50;
+
+/** A count, with the cap of the queue's counts said as "at least" (QUEUE_COUNT_CAP). */
+function countOf(n: number | undefined): string {
+  return (n ?? 0) >= QUEUE_COUNT_CAP ? `${QUEUE_COUNT_CAP.toLocaleString('en-US')}+` : String(n ?? 0);
+}
 
 export function mountQueuePage(
   admin: Hono<AdminEnv>,
@@ -31,7 +38,7 @@ export function mountQueuePage(
         'Jobs',
         html`<p class="muted">The queue is a table in Postgres (QUEUE_BACKEND=postgres): a job is a row while it waits and is deleted when a worker takes it. The events view has every event's history.</p>
 ${queues.map(
-  (queue) => html`<h2>${queue.name}</h2><p>${queue.counts.waiting ?? 0} waiting, ${queue.counts.delayed ?? 0} delayed</p>
+  (queue) => html`<h2>${queue.name}</h2><p>${countOf(queue.counts.waiting)} waiting, ${countOf(queue.counts.delayed)} delayed</p>
 ${
   queue.next.length === 0
     ? html`<p class="muted">No job waits.</p>`
