@@ -94,7 +94,10 @@ it('takes the best priority first, then the oldest; a lifo job goes ahead of its
   expect(await (await queue.getJob('delayed'))?.getState()).toBe('delayed');
   expect((await queue.getJob('p2-lifo'))?.opts).toEqual({ priority: 2, lifo: true });
   // The page's order is the take's order.
-  expect((await queue.getJobs(['waiting'])).map((j) => j.id)).toEqual(['none-old', 'none-new', 'p1', 'p2-lifo', 'p2-old']);
+  expect((await queue.nextJobs(10)).map((j) => j.id)).toEqual(['none-old', 'none-new', 'p1', 'p2-lifo', 'p2-old', 'delayed']);
+  // As BullMQ answers getJobs: by when they were added (the reconciler's oldest-waiting gauge).
+  expect((await queue.getJobs(['waiting'], 0, 0, true)).map((j) => j.id)).toEqual(['p2-old']);
+  expect((await queue.getJobs(['waiting', 'delayed'], 0, 0)).map((j) => j.id)).toEqual(['delayed']);
 
   const order: { id: string; at: number }[] = [];
   const started = Date.now();

@@ -85,7 +85,7 @@ it("the jobs page reads through the admin's own pool and budget: with the queue'
   // Its statements ran on the admin's connections (their last statement is the page's read) and
   // on none of the queue's.
   const { rows: backends } = await db.pool.query<{ app: string }>(
-    `SELECT application_name AS app FROM pg_stat_activity WHERE datname = current_database() AND query LIKE '%ORDER BY priority, ord OFFSET%' AND pid <> pg_backend_pid()`,
+    `SELECT application_name AS app FROM pg_stat_activity WHERE datname = current_database() AND query LIKE '%ORDER BY run_at > now()%' AND pid <> pg_backend_pid()`,
   );
   expect(backends.map((b) => b.app)).toContain('oncehook-admin');
   expect(backends.map((b) => b.app)).not.toContain('oncehook-queue-producer');

@@ -879,8 +879,8 @@ export const MUTANTS: Mutant[] = [
     id: 'admin-queue-page-on-queue-pool',
     guarantee: "the Postgres queue's jobs page reads through the admin's pool and budget, never ingest's queue connections",
     marker: 'admin-queue-page-on-queue-pool',
-    search: '(queue instanceof PostgresEventQueue ? queue.through(deps.pool) : queue)',
-    replace: '(queue instanceof PostgresEventQueue ? queue : queue)',
+    search: '.map((queue) => queue.through(deps.pool))',
+    replace: '.map((queue) => queue)',
     tests: ['test/postgres-queue.test.ts'],
   },
   // ---- Redis Cluster (issue 20) ----------------------------------------------------------

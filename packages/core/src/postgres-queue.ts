@@ -241,14 +241,23 @@ export class PostgresEventQueue extends EventEmitter {
     return counts;
   }
 
-  /** The due (`wait`, `waiting`, `prioritized`) and/or `delayed` jobs, in the order a worker takes them. */
-  async getJobs(types: string[] | string = ['waiting', 'delayed'], start = 0, end = -1, _asc = true): Promise<PostgresQueuedJob[]> {
+  /**
+   * The due (`wait`, `waiting`, `prioritized`) and/or `delayed` jobs by when they were added, as
+   * BullMQ answers: newest first unless `asc` (the reconciler's oldest-waiting gauge asks for
+   * the oldest). `nextJobs` lists them in the order a worker takes them.
+   */
+  async getJobs(types: string[] | string = ['waiting', 'delayed'], start = 0, end = -1, asc = false): Promise<PostgresQueuedJob[]> {
     const wanted = new Set(Array.isArray(types) ? types : [types]);
     const due = wanted.has('waiting') || wanted.has('wait') || wanted.has('prioritized');
     const delayed = wanted.has('delayed');
     if (!due && !delayed) return [];
     const limit = end < 0 ? null : end - start + 1;
-    return this.select('(($2 AND run_at <= now()) OR ($3 AND run_at > now())) ORDER BY priority, ord OFFSET $4 LIMIT $5', [due, delayed, start, limit]);
+    return this.select(`(($2 AND run_at <= now()) OR ($3 AND run_at > now())) ORDER BY added_at ${asc ? 'ASC' : 'DESC'}, id OFFSET $4 LIMIT $5`, [due, delayed, start, limit]);
+  }
+
+  /** The next `limit` jobs a worker will take (due ones, best priority, then oldest), then the delayed ones by due time. */
+  nextJobs(limit: number): Promise<PostgresQueuedJob[]> {
+    return this.select('true ORDER BY run_at > now(), CASE WHEN run_at > now() THEN run_at END, priority, ord LIMIT $2', [limit]);
   }
 
   getDelayed(start = 0, end = -1): Promise<PostgresQueuedJob[]> {
@@ -398,7 +407,9 @@ export class PostgresQueueWorker<R = unknown> extends EventEmitter {
   private listen(): Promise<void> {
     if (this.listener || this.closing) return Promise.resolve();
     this.listening ??= (async () => {
-      const client = new pg.Client({ connectionString: this.store.connectionString, application_name: 'oncehook-queue-listen', keepAlive: true });
+      // A connect that hangs (a partition, a stopped server) gives up after 2 s, as the pool's
+      // do: the loop then takes (and polls) without it, and listens again at its next turn.
+      const client = new pg.Client({ connectionString: this.store.connectionString, application_name: 'oncehook-queue-listen', keepAlive: true, connectionTimeoutMillis: 2_000 });
       client.on('error', () => {
         if (this.listener === client) this.listener = undefined;
         void client.end().catch(() => {});

@@ -61,7 +61,7 @@ export function mountAdmin(app: Hono, deps: AdminDeps, settings: AdminSettings):
   // The page reads the queue's table through the admin's pool (its statement timeout and
   // connections), never through the pool ingest enqueues with.
   // mutant: admin-queue-page-on-queue-pool
-  else mountQueuePage(admin, { queues: queues.map((queue) => (queue instanceof PostgresEventQueue ? queue.through(deps.pool) : queue)), page });
+  else mountQueuePage(admin, { queues: queues.filter((queue) => queue instanceof PostgresEventQueue).map((queue) => queue.through(deps.pool)), page });
 
   mountAdminApi(admin, { ops, slots, budget }, settings);
   mountActivity(admin, { ops, page: (title, body) => page(title, body) });

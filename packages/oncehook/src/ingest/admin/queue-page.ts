@@ -8,7 +8,7 @@
  * timeout bounds it, and it never takes a connection ingest enqueues through; its counts stop at
  * QUEUE_COUNT_CAP (shown as "100,000+").
  */
-import { jobIdFor, QUEUE_COUNT_CAP, type EventQueue } from '@oncehook/core';
+import { jobIdFor, QUEUE_COUNT_CAP, type PostgresEventQueue } from '@oncehook/core';
 import type { Hono } from 'hono';
 import { html } from 'hono/html';
 import type { AdminEnv } from './auth.js';
@@ -23,14 +23,14 @@ function countOf(n: number | undefined): string {
 
 export function mountQueuePage(
   admin: Hono<AdminEnv>,
-  deps: { queues: readonly EventQueue[]; page: (title: string, body: ReturnType<typeof html>) => ReturnType<typeof html> },
+  deps: { queues: readonly PostgresEventQueue[]; page: (title: string, body: ReturnType<typeof html>) => ReturnType<typeof html> },
 ): void {
   admin.get('/queues', async (c) => {
     const queues = await Promise.all(
       deps.queues.map(async (queue) => ({
         name: queue.name,
         counts: await queue.getJobCounts('waiting', 'delayed'),
-        next: await queue.getJobs(['waiting', 'delayed'], 0, QUEUE_PAGE_JOBS - 1),
+        next: await queue.nextJobs(QUEUE_PAGE_JOBS),
       })),
     );
     return c.html(
