@@ -3,7 +3,8 @@
  * at a port where nothing listens (a process that still used Redis would never get a job):
  * deliveries are processed once, the jobs are rows of `<QUEUE_PREFIX>_queue.ready` in the same
  * database while they wait, a repeated delivery adds no job, readiness names the queue, the
- * admin's jobs page lists the waiting jobs. The queue table's own behaviour (order, delays,
+ * admin's jobs page lists the waiting jobs (through the admin's own pool), and an upgrade from
+ * BullMQ's Postgres backend loses nothing. The queue table's own behaviour (order, delays,
  * two workers at once, retries, notifications): test/postgres-queue-table.test.ts.
  *
  * The crash tests, the chaos smoke and the queue-facing tests also run whole on this backend
@@ -12,8 +13,9 @@
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { deliver, freePort, killAllServices, paymentSucceeded, signStripe, spawnService, waitFor } from '@oncehook/harness';
 import { jobIdFor, queueSchemaFor } from '@oncehook/core';
+import { createPostgresBackend, Queue } from 'bullmq';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
-import { ingestUrl, ledgerSummary, onlyRun, testEnv, testPrefix } from './helpers/stack.js';
+import { claimStripe, dispatchJob, ingestUrl, ledgerSummary, onlyRun, testEnv, testPrefix } from './helpers/stack.js';
 
 const TOKEN = 'admin-token-0123456789abcdef';
 let db: TestDatabase;
@@ -109,4 +111,37 @@ it("the jobs page reads through the admin's own pool and budget: with the queue'
   }
   const jobs = async () => (await db.pool.query<{ id: string }>(`SELECT id FROM "${queueSchemaFor(prefix)}".ready`)).rows.map((r) => r.id);
   await waitFor(async () => (await jobs()).includes(jobIdFor({ source: 'stripe', eventId: 'evt_pg_locked', attempt: 0 })), { what: "the delivery's job added once the lock went" });
+});
+
+it("upgrading from BullMQ's Postgres backend: a job left waiting in BullMQ's tables is not read, and its event still finishes once (the reconciler); BullMQ's tables are left alone beside the new one", async () => {
+  const prefix = testPrefix();
+  const schema = queueSchemaFor(prefix);
+  const eventId = 'evt_pg_upgrade';
+  const rowId = await claimStripe(db.pool, eventId, 'payment_intent.succeeded', paymentSucceeded(eventId, { account: 'cus_upgrade', amount: 300 }));
+  // The release before: its dispatch job waits in BullMQ's own job table, in the same schema.
+  const old = new Queue('webhook-events', { connection: { connectionString: db.url, schema, migrate: true, max: 2 } }, createPostgresBackend);
+  try {
+    await old.add('event', dispatchJob(rowId, eventId), { jobId: jobIdFor(dispatchJob(rowId, eventId)) });
+    expect(await old.getJobCounts('waiting')).toEqual({ waiting: 1 });
+  } finally {
+    await old.close();
+  }
+  // This release starts on that database.
+  const env = testEnv({
+    databaseUrl: db.url,
+    prefix,
+    redisUrl: `redis://127.0.0.1:${await freePort()}`,
+    extra: { QUEUE_BACKEND: 'postgres', REQUEUE_AFTER_MS: '500', RECONCILE_INTERVAL_MS: '200' },
+  });
+  const worker = spawnService('worker', env);
+  await worker.waitFor(/worker ready/);
+  await waitFor(async () => (await onlyRun(db.pool, 'stripe', eventId).catch(() => null))?.event.state === 'done', {
+    timeoutMs: 20_000,
+    what: `${eventId} done through the reconciler`,
+  });
+  expect((await ledgerSummary(db.pool)).perEvent.get(eventId)).toBe(1);
+  const { rows } = await db.pool.query<{ job: number; ready: number }>(
+    `SELECT (SELECT count(*)::int FROM "${schema}".job) AS job, (SELECT count(*)::int FROM "${schema}".ready) AS ready`,
+  );
+  expect(rows[0]).toEqual({ job: 1, ready: 0 });
 });
