@@ -27,6 +27,7 @@ import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import { createPool } from '@oncehook/shared';
 import type { EventJobData } from './vocabulary.js';
+import type { EventJobOptions } from './queue.js';
 
 /** How many times a job whose processor threw (before a verdict) runs before it is dropped to the reconciler. */
 export const QUEUE_JOB_ATTEMPTS = 5;
@@ -55,13 +56,8 @@ export interface PostgresQueueStore {
   ready(): Promise<void>;
 }
 
-/** A quoted identifier (the schema comes from QUEUE_PREFIX, made an identifier by queueSchemaFor). */
-function ident(name: string): string {
-  return `"${name.replace(/"/g, '""')}"`;
-}
-
 function tableOf(store: Pick<PostgresQueueStore, 'schema'>): string {
-  return `${ident(store.schema)}.ready`;
+  return `${pg.escapeIdentifier(store.schema)}.ready`;
 }
 
 /**
@@ -70,9 +66,9 @@ function tableOf(store: Pick<PostgresQueueStore, 'schema'>): string {
  * delayed job becomes due. The take's index leads with the queue (one per shard) and the order.
  */
 function tableDdl(schema: string): string {
-  const table = `${ident(schema)}.ready`;
+  const table = `${pg.escapeIdentifier(schema)}.ready`;
   return `
-    CREATE SCHEMA IF NOT EXISTS ${ident(schema)};
+    CREATE SCHEMA IF NOT EXISTS ${pg.escapeIdentifier(schema)};
     CREATE TABLE IF NOT EXISTS ${table} (
       id text PRIMARY KEY,
       queue text NOT NULL,
@@ -123,19 +119,11 @@ export async function closePostgresQueueStore(store: PostgresQueueStore): Promis
   await store.pool.end();
 }
 
-/** What an enqueue may ask (the subset of BullMQ's JobsOptions that Oncehook uses). */
-export interface PostgresJobOptions {
-  jobId: string;
-  delay?: number;
-  priority?: number;
-  lifo?: boolean;
-}
-
 /**
  * Inserts jobs, and notifies the workers of the queues that got a job due now: one statement.
  * The notification is sent at commit (this statement's own), so a woken worker finds the rows.
  */
-async function insertJobs(store: PostgresQueueStore, queue: string, jobs: { data: EventJobData; opts: PostgresJobOptions }[], tries = 0): Promise<void> {
+async function insertJobs(store: PostgresQueueStore, queue: string, jobs: { data: EventJobData; opts: EventJobOptions }[], tries = 0): Promise<void> {
   if (jobs.length === 0) return;
   await store.ready();
   const nowMicros = BigInt(Date.now()) * 1000n;
@@ -207,11 +195,11 @@ export class PostgresEventQueue extends EventEmitter {
     await this.store.ready();
   }
 
-  async add(_name: string, data: EventJobData, opts: PostgresJobOptions): Promise<void> {
+  async add(_name: string, data: EventJobData, opts: EventJobOptions): Promise<void> {
     await insertJobs(this.store, this.name, [{ data, opts }]);
   }
 
-  async addBulk(jobs: { name: string; data: EventJobData; opts: PostgresJobOptions }[]): Promise<void> {
+  async addBulk(jobs: { name: string; data: EventJobData; opts: EventJobOptions }[]): Promise<void> {
     await insertJobs(this.store, this.name, jobs);
   }
 
@@ -386,10 +374,6 @@ export class PostgresQueueWorker<R = unknown> extends EventEmitter {
     return this.running;
   }
 
-  isRunning(): boolean {
-    return this.running !== undefined && !this.closing;
-  }
-
   /** Stops taking jobs, waits for the ones in flight, closes the listening connection. */
   async close(): Promise<void> {
     this.closing = true;
@@ -423,7 +407,7 @@ export class PostgresQueueWorker<R = unknown> extends EventEmitter {
       });
       try {
         await client.connect();
-        await client.query(`LISTEN ${ident(this.store.channel)}`);
+        await client.query(`LISTEN ${pg.escapeIdentifier(this.store.channel)}`);
         this.listener = client;
       } catch (error) {
         void client.end().catch(() => {});

@@ -80,7 +80,7 @@ export function createIngestMetrics(options: { defaultMetrics?: boolean } = {}):
  * webhook_events_by_state{state}                                      events received (not dispatched); runs processing and failed
  * webhook_events_stuck{kind}                                          processing_lease_expired | received_not_picked_up (older than REQUEUE_AFTER_MS)
  * webhook_dead_letters                                                handler runs in `failed`
- * webhook_queue_jobs{state}                                           BullMQ job counts (waiting, active, delayed, failed, completed)
+ * webhook_queue_jobs{state}                                           queue job counts (waiting, active, delayed, failed, completed)
  * webhook_queue_oldest_waiting_seconds                                age of the oldest waiting job (0 when none)
  * webhook_reconciler_recoveries_total{kind}                           reclaimed (expired lease) | requeued (lost job)
  * webhook_reconciler_leader                                           1 if this process ran the last reconciler pass
@@ -167,7 +167,7 @@ export function createWorkerMetrics(options: { defaultMetrics?: boolean } = {}):
       registers,
     }),
     deadLetters: new Gauge({ name: 'webhook_dead_letters', help: 'Handler runs in failed (dead letters)', registers }),
-    queueJobs: new Gauge({ name: 'webhook_queue_jobs', help: 'BullMQ jobs by state', labelNames: ['state'], registers }),
+    queueJobs: new Gauge({ name: 'webhook_queue_jobs', help: 'Queue jobs by state (BullMQ on Redis; the queue table on Postgres)', labelNames: ['state'], registers }),
     oldestWaitingSeconds: new Gauge({ name: 'webhook_queue_oldest_waiting_seconds', help: 'Age of the oldest waiting job', registers }),
     recoveriesTotal: new Counter({ name: 'webhook_reconciler_recoveries_total', help: 'Events and runs the reconciler recovered', labelNames: ['kind'], registers }),
     reconcilerLeader: new Gauge({ name: 'webhook_reconciler_leader', help: '1 if this process ran the last reconciler pass', registers }),

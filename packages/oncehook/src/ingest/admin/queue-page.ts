@@ -8,7 +8,7 @@
  * timeout bounds it, and it never takes a connection ingest enqueues through; its counts stop at
  * QUEUE_COUNT_CAP (shown as "100,000+").
  */
-import { jobIdFor, QUEUE_COUNT_CAP, type PostgresEventQueue } from '@oncehook/core';
+import { QUEUE_COUNT_CAP, type PostgresEventQueue } from '@oncehook/core';
 import type { Hono } from 'hono';
 import { html } from 'hono/html';
 import type { AdminEnv } from './auth.js';
@@ -46,7 +46,7 @@ ${
 ${queue.next.map(
   (
     job,
-  ) => html`<tr><td><code>${job.id ?? jobIdFor(job.data)}</code></td><td>${job.data.rowId ? html`<a href="/admin/events/${job.data.rowId}">${job.data.rowId}</a>` : ''} <code>${job.data.source}/${job.data.eventId}</code></td>
+  ) => html`<tr><td><code>${job.id}</code></td><td>${job.data.rowId ? html`<a href="/admin/events/${job.data.rowId}">${job.data.rowId}</a>` : ''} <code>${job.data.source}/${job.data.eventId}</code></td>
 <td>${job.data.handler ? `${job.data.handler}, attempt ${job.data.attempt ?? 1}` : 'dispatch'}</td><td>${new Date(job.timestamp + (job.opts.delay ?? 0)).toISOString()}</td><td>${job.opts.priority ?? '-'}</td></tr>`,
 )}</table>`
 }`,
