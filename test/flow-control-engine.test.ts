@@ -218,10 +218,17 @@ describe('concurrency', () => {
       await waitFor(async () => ((await run(b.rowId, 'handed'))?.waiting === 'concurrency' ? true : null), { timeoutMs: 5_000, what: 'b waits for the slot' });
       release();
       await waitFor(async () => ((await run(b.rowId, 'handed'))?.state === 'done' ? true : null), { timeoutMs: 10_000, what: 'b done, after its retry' });
+      // The run's commit comes before its report and its job's completion: wait for both.
+      await waitFor(() => (ended.length === 3 ? true : null), { timeoutMs: 5_000, what: 'three attempts reported' });
       expect(ended).toEqual(['handed done', 'handed retry', 'handed done']);
       // The jobs the queue ran: a's dispatch and b's; b's woken attempt had no job of its own (it
       // ran in a's job, which completed after it); its retry did, under b's own event.
-      const jobs = (await worker.queues.shards[0]!.getJobs(['completed'])).map((job) => job.data);
+      const completed = async () => (await worker.queues.shards[0]!.getJobs(['completed'])).map((job) => job.data);
+      await waitFor(async () => ((await completed()).some((job) => job.rowId === b.rowId && job.handler === 'handed') ? true : null), {
+        timeoutMs: 5_000,
+        what: "b's retry job completed",
+      });
+      const jobs = await completed();
       const ofB = jobs.filter((job) => job.rowId === b.rowId);
       expect(ofB.map((job) => job.handler ?? 'dispatch').sort()).toEqual(['dispatch', 'handed']);
       expect(ofB.find((job) => job.handler === 'handed')).toMatchObject({ eventId: b.eventId, attempt: 1 });

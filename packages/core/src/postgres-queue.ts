@@ -26,8 +26,7 @@
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import { createPool } from '@oncehook/shared';
-import type { EventJobData } from './vocabulary.js';
-import type { EventJobOptions } from './queue.js';
+import type { EventJobData, EventJobOptions } from './vocabulary.js';
 
 /** How many times a job whose processor threw (before a verdict) runs before it is dropped to the reconciler. */
 export const QUEUE_JOB_ATTEMPTS = 5;

@@ -13,7 +13,7 @@ import pg from 'pg';
 import { StartupError, TimeoutError } from '@oncehook/shared';
 import { EVENT_QUEUE_NAME, eventQueueNames, queueKey } from './queue-names.js';
 import { eventKeyDigest } from './event-key.js';
-import type { EventJobData } from './vocabulary.js';
+import type { EventJobData, EventJobOptions } from './vocabulary.js';
 import { closePostgresQueueStore, openPostgresQueueStore, PostgresEventQueue, PostgresQueueWorker, type PostgresQueueStore } from './postgres-queue.js';
 
 export { EVENT_QUEUE_NAME, eventQueueNames };
@@ -151,14 +151,6 @@ export type QueueConnection =
       /** A one-connection pool of our own, for readiness pings (never behind busy queue connections). */
       readonly pingPool: pg.Pool;
     };
-
-/** A job's options, as Oncehook gives them on either store. */
-export interface EventJobOptions {
-  jobId: string;
-  delay?: number;
-  priority?: number;
-  lifo?: boolean;
-}
 
 /** A job that waits in a queue, as either store answers it. */
 export interface QueuedJob {

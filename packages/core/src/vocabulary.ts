@@ -108,6 +108,14 @@ export interface RunRow {
 
 export type RunWaiting = 'paused' | 'concurrency' | 'rate-limit';
 
+/** A job's options, as Oncehook gives them to the queue on either store (queue.ts, postgres-queue.ts). */
+export interface EventJobOptions {
+  jobId: string;
+  delay?: number;
+  priority?: number;
+  lifo?: boolean;
+}
+
 /**
  * The payload of a BullMQ job: just enough to find the rows. Postgres is the truth.
  * Without `handler` it is a dispatch job (create the event's runs and run them); with it, a
