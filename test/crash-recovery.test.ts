@@ -2,15 +2,16 @@
  * Real crashes at the points that matter, with real processes:
  * - kill -9 of a worker in the middle of a handler (inside the step transaction, before
  *   COMMIT): another worker finishes the event after the lease expires; credited once.
- * - ingest killed between the claim's commit and the enqueue: the reconciler enqueues it.
+ * - ingest killed between the claim's commit and the enqueue: the reconciler enqueues it (on
+ *   QUEUE_BACKEND=postgres there is no such window: the claim's statement inserts the job).
  * - SIGTERM during a handler: the worker finishes the job, then exits 0.
  * Recovery times are printed (`[figure] ...`) for the issue notes.
  */
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { killAllServices, spawnService } from '@oncehook/harness';
-import { closeQueueConnection, jobIdFor } from '@oncehook/core';
-import { ingestUrl, ledgerSummary, q, testEnv, startIngest, testPrefix, testQueueStore, testQueues, T, onlyRun } from './helpers/stack.js';
+import { closeQueueConnection, jobIdFor, queueSchemaFor } from '@oncehook/core';
+import { ingestUrl, ledgerSummary, q, testEnv, startIngest, testPrefix, testQueueStore, testQueues, T, onlyRun, TEST_QUEUE_BACKEND } from './helpers/stack.js';
 import { deliver, paymentSucceeded, signStripe } from '@oncehook/harness';
 import { waitFor } from '@oncehook/harness';
 
@@ -75,7 +76,13 @@ it('kill -9 of a worker mid-handler: another worker finishes after the lease exp
   }
 });
 
-it('ingest killed between commit and enqueue: the event still finishes via the reconciler', async () => {
+/** The jobs waiting in the Postgres queue's table (QUEUE_BACKEND=postgres), by id. */
+async function readyJobIds(prefix: string): Promise<string[]> {
+  const { rows } = await db.pool.query<{ id: string }>(`SELECT id FROM "${queueSchemaFor(prefix)}".ready ORDER BY id`);
+  return rows.map((row) => row.id);
+}
+
+it('ingest killed between commit and enqueue: the event still finishes (Redis: via the reconciler; Postgres: its job committed with it)', async () => {
   const prefix = testPrefix();
   const ingest = spawnService('ingest', testEnv({ databaseUrl: db.url, prefix, extra: { ONCEHOOK_FAULTS: 'ingest.after-claim:crash' } }));
   const url = await ingestUrl(ingest);
@@ -84,8 +91,22 @@ it('ingest killed between commit and enqueue: the event still finishes via the r
   const { signal } = await ingest.exited;
   expect(signal).toBe('SIGKILL');
   const stored = await q.getEventByKey(db.pool, 'stripe', 'evt_ingest_crash');
-  expect(stored?.state).toBe('received'); // committed, never enqueued
+  expect(stored?.state).toBe('received'); // committed
+  const job = jobIdFor({ source: 'stripe', eventId: 'evt_ingest_crash', attempt: 0 });
 
+  if (TEST_QUEUE_BACKEND === 'postgres') {
+    // Insert on claim: the claim's statement wrote the dispatch job with the event, so the
+    // crash lost nothing, and a worker whose reconciler would re-enqueue only after 10 minutes
+    // runs it at once.
+    expect(await readyJobIds(prefix)).toEqual([job]);
+    const worker = spawnService('worker', testEnv({ databaseUrl: db.url, prefix, extra: { REQUEUE_AFTER_MS: '600000' } }));
+    await doneRun('evt_ingest_crash');
+    expect(worker.lines.join('\n')).not.toMatch(/re-enqueued/);
+    expect((await ledgerSummary(db.pool)).perEvent.get('evt_ingest_crash')).toBe(1);
+    await worker.stop();
+    return;
+  }
+  // Never enqueued: the reconciler's to find.
   const startedAt = Date.now();
   const worker = spawnService('worker', testEnv({ databaseUrl: db.url, prefix }));
   await doneRun('evt_ingest_crash');
@@ -95,13 +116,26 @@ it('ingest killed between commit and enqueue: the event still finishes via the r
   await worker.stop();
 });
 
-it('ingest killed after the answer, before the enqueue: acknowledged, and still finished via the reconciler', async () => {
+it('ingest killed after the answer, before the enqueue: acknowledged, and still finished (Redis: via the reconciler; Postgres: no relay to crash in, the job is there at the answer)', async () => {
   const prefix = testPrefix();
   const ingest = spawnService('ingest', testEnv({ databaseUrl: db.url, prefix, extra: { ONCEHOOK_FAULTS: 'ingest.before-enqueue:crash' } }));
   const url = await ingestUrl(ingest);
   // The answer goes out before the relay adds the job (Redis is not on the answer's path)...
   const answer = await deliver(url, signStripe(paymentSucceeded('evt_relay_crash', { account: 'cus_r', amount: 7 })));
   expect(answer.status).toBe(202);
+  if (TEST_QUEUE_BACKEND === 'postgres') {
+    // ...except on Postgres, where the claim inserted the job in its own statement: at the
+    // answer it is committed, and the relay has nothing to add (the fault in its add never
+    // fires: the process lives).
+    expect(await readyJobIds(prefix)).toEqual([jobIdFor({ source: 'stripe', eventId: 'evt_relay_crash', attempt: 0 })]);
+    const worker = spawnService('worker', testEnv({ databaseUrl: db.url, prefix, extra: { REQUEUE_AFTER_MS: '600000' } }));
+    await doneRun('evt_relay_crash');
+    expect(ingest.proc.exitCode).toBeNull();
+    expect(ingest.lines.join('\n')).not.toMatch(/oncehook-fault ingest.before-enqueue/);
+    expect((await ledgerSummary(db.pool)).perEvent.get('evt_relay_crash')).toBe(1);
+    await worker.stop();
+    return;
+  }
   // ...and the process dies right after, with the job never added.
   const { signal } = await ingest.exited;
   expect(signal).toBe('SIGKILL');

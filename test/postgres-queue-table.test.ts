@@ -5,13 +5,16 @@
  * taking at once never take the same job, and a row held by another's take is skipped; a job
  * whose processor threw runs again later, a dead letter does not; an idle worker wakes on the
  * enqueue's notification, and listens again after its listening connection is cut; close waits
- * for the jobs in flight; counts stop at their cap.
+ * for the jobs in flight; counts stop at their cap; a claim statement inserts its new events'
+ * jobs itself (insert on claim), routed to their shards, and notifies each shard once.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { waitFor } from '@oncehook/harness';
 import { UnrecoverableError } from 'bullmq';
 import {
+  claimJobsFor,
   closeQueueConnection,
+  createEventQueues,
   type EventJobData,
   openQueueConnection,
   type PostgresJob,
@@ -21,10 +24,13 @@ import {
   QUEUE_JOB_ATTEMPTS,
   type QueueConnection,
   queueSchemaFor,
+  jobIdFor,
+  shardOf,
 } from '@oncehook/core';
+import type { VerifiedEvent } from '@oncehook/shared';
 import type pg from 'pg';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
-import { testPrefix } from './helpers/stack.js';
+import { q, testPrefix } from './helpers/stack.js';
 
 let db: TestDatabase;
 let connection: Extract<QueueConnection, { backend: 'postgres' }>;
@@ -244,4 +250,50 @@ it('counts stop at QUEUE_COUNT_CAP: a gauge refresh or the jobs page is a bounde
   expect(await queue.getJobCounts('waiting', 'delayed')).toEqual({ waiting: QUEUE_COUNT_CAP, delayed: 0 });
   await queue.obliterate();
   expect(await queue.count()).toBe(0);
+});
+
+it("insert on claim: a batch's claim statement inserts a dispatch job for each event it created (none for a duplicate), on the event's shard, with the row id in its data, and notifies each shard that got one, once", async () => {
+  const shards = createEventQueues(connection, prefix, 3);
+  const event = (eventId: string): VerifiedEvent => ({ source: 'stripe', kind: 'stripe', eventId, type: 'payment_intent.succeeded', signedAt: null, rawBody: '{}', payload: {}, meta: {} });
+  const events = Array.from({ length: 12 }, (_, i) => event(`evt_claim_jobs_${i}`));
+  const dispatchOf = (e: VerifiedEvent) => ({ source: e.source, eventId: e.eventId, kind: e.kind, type: e.type, attempt: 0 });
+  const listener = await connection.store.pool.connect();
+  const heard: string[] = [];
+  listener.on('notification', (message) => heard.push(message.payload ?? ''));
+  try {
+    await listener.query(`LISTEN "${connection.store.channel}"`);
+    // Two events claimed before: the batch finds them (duplicates) and adds no job for them.
+    await q.claimEvents(db.pool, events.slice(0, 2));
+    const jobs = await claimJobsFor(shards, events.map(dispatchOf));
+    expect(jobs).toBeDefined();
+    const results = await q.claimEvents(db.pool, events, { jobs });
+    expect(results.map((r) => r.outcome)).toEqual([...Array(2).fill('duplicate'), ...Array(10).fill('new')]);
+
+    const { rows } = await db.pool.query<{ id: string; queue: string; data: EventJobData }>(
+      `SELECT id, queue, data FROM "${queueSchemaFor(prefix)}".ready WHERE data->>'eventId' LIKE 'evt_claim_jobs_%' ORDER BY ord`,
+    );
+    const expected = events.slice(2).map((e, i) => {
+      const rowId = (results[i + 2] as { rowId: number }).rowId;
+      return { id: jobIdFor(dispatchOf(e)), queue: shards.shards[shardOf(e, 3)]!.name, data: { rowId, ...dispatchOf(e) } };
+    });
+    // In the batch's order (its enqueue clock), each on its event's shard.
+    expect(rows).toEqual(expected);
+    // One notification per shard that got a job, delivered at the statement's commit.
+    await waitFor(async () => heard.length >= new Set(expected.map((e) => e.queue)).size, { timeoutMs: 5_000, what: 'the notifications' });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(heard.sort()).toEqual([...new Set(expected.map((e) => e.queue))].sort());
+
+    // The same batch again: every event a duplicate, no job added, no notification.
+    heard.length = 0;
+    const again = await q.claimEvents(db.pool, events, { jobs: await claimJobsFor(shards, events.map(dispatchOf)) });
+    expect(again.every((r) => r.outcome === 'duplicate')).toBe(true);
+    const { rows: after } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${queueSchemaFor(prefix)}".ready WHERE data->>'eventId' LIKE 'evt_claim_jobs_%'`);
+    expect(after[0]?.n).toBe(10);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(heard).toEqual([]);
+  } finally {
+    await listener.query('UNLISTEN *');
+    listener.release();
+    for (const shard of shards.shards) await shard.obliterate();
+  }
 });

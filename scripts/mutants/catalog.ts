@@ -876,6 +876,22 @@ export const MUTANTS: Mutant[] = [
     tests: ['test/postgres-queue-table.test.ts'],
   },
   {
+    id: 'claim-outbox-off',
+    guarantee: "on Postgres a claim's statement inserts its new events' jobs itself: a delivery answered 202 has its job, whatever happens to ingest after the commit",
+    marker: 'claim-outbox-off',
+    search: 'queueTable === undefined',
+    replace: 'true',
+    tests: ['test/postgres-queue-table.test.ts', 'test/postgres-queue.test.ts'],
+  },
+  {
+    id: 'claim-outbox-relayed-too',
+    guarantee: 'on Postgres the relay adds nothing for the events a claim statement already enqueued (no second statement per batch)',
+    marker: 'claim-outbox-relayed-too',
+    search: '  if (!claimed.enqueued) deps.relay.push(newEventJobs(folded.unique, claimed.results));',
+    replace: '  deps.relay.push(newEventJobs(folded.unique, claimed.results));',
+    tests: ['test/crash-recovery.test.ts'],
+  },
+  {
     id: 'admin-queue-page-on-queue-pool',
     guarantee: "the Postgres queue's jobs page reads through the admin's pool and budget, never ingest's queue connections",
     marker: 'admin-queue-page-on-queue-pool',

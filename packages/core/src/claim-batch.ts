@@ -86,14 +86,16 @@ export async function claimAndAnswer(deps: BatchDeps, batch: Waiting[], recordOu
     );
     for (const waiter of batch) waiter.reject(error);
     const late = await claiming;
-    deps.relay.push(newEventJobs(folded.unique, late.results));
+    if (!late.enqueued) deps.relay.push(newEventJobs(folded.unique, late.results));
     return;
   }
   recordOutcome(claimed.unavailable);
   // Committed: the rows are durable, the answers can go. The new events' jobs go to the
-  // relay, which adds them after the answers, in bulk (Redis is not on the answer's path).
+  // relay, which adds them after the answers, in bulk (Redis is not on the answer's path),
+  // unless the statement inserted them itself (Postgres: insert on claim).
   await deps.faults.hit('ingest.after-claim');
-  deps.relay.push(newEventJobs(folded.unique, claimed.results));
+  // mutant: claim-outbox-relayed-too
+  if (!claimed.enqueued) deps.relay.push(newEventJobs(folded.unique, claimed.results));
   answerBatch(batch, folded, claimed.results);
   logConcurrentDuplicates(deps, folded, claimed.results);
 }
@@ -123,22 +125,27 @@ function foldRepeats(batch: Waiting[]): FoldedBatch {
  * Claims the batch's distinct events in one statement. `unavailable` says the database could
  * not be reached (every delivery fails; the circuit counts it). Any other failure of a batch of
  * several means something in it poisoned the statement: claimed one by one, so only it fails.
+ * `enqueued`: the statement inserted the new events' jobs itself (QUEUE_BACKEND=postgres,
+ * insert on claim: the relay's `inClaim`); otherwise they go to the relay after the commit.
  */
-async function claimBatch(deps: BatchDeps, events: VerifiedEvent[], copies: number[]): Promise<{ results: Claimed; unavailable: boolean }> {
+async function claimBatch(deps: BatchDeps, events: VerifiedEvent[], copies: number[]): Promise<{ results: Claimed; unavailable: boolean; enqueued: boolean }> {
   // mutant: statement-cut-before-deadline
   const limit = { timeoutMs: deps.claimTimeoutMs + STATEMENT_CUT_AFTER_DEADLINE_MS, logDeliveries: deps.logDeliveries };
+  const jobs = await deps.relay.inClaim(events.map(dispatchJobOf));
   try {
-    return { results: await claimConflictsRetried(deps.log, () => deps.queries.claimEvents(deps.pool, events, { ...limit, copies })), unavailable: false };
+    const results = await claimConflictsRetried(deps.log, () => deps.queries.claimEvents(deps.pool, events, { ...limit, copies, jobs }));
+    return { results, unavailable: false, enqueued: jobs !== undefined };
   } catch (error) {
     const unavailable = isDatabaseUnavailableError(error);
     // mutant: poison-fails-batch
-    if (unavailable || events.length === 1) return { results: events.map(() => ({ error })), unavailable };
-    // Something in the batch poisoned the statement: claim one by one, so only it fails.
+    if (unavailable || events.length === 1) return { results: events.map(() => ({ error })), unavailable, enqueued: false };
+    // Something in the batch poisoned the statement: claim one by one, so only it fails (their
+    // jobs through the relay).
     deps.log.warn({ err: error, events: events.length }, 'a batch of claims failed; claiming its deliveries one by one');
     const results = await Promise.all(
       events.map((event) => claimConflictsRetried(deps.log, () => deps.queries.claimEvent(deps.pool, event, limit)).catch((e: unknown) => ({ error: e }))),
     );
-    return { results, unavailable: false };
+    return { results, unavailable: false, enqueued: false };
   }
 }
 
@@ -174,22 +181,23 @@ async function withinDeadline<T>(work: Promise<T>, ms: number): Promise<T | 'tim
   }
 }
 
-/** The dispatch jobs of the events a claim created (the worker creates each one's handler runs). */
+/** An event's dispatch job but its row id (the worker creates its handler runs). */
+function dispatchJobOf(event: VerifiedEvent): Omit<EventJobData, 'rowId'> {
+  return {
+    source: event.source,
+    eventId: event.eventId,
+    kind: event.kind,
+    type: event.type,
+    attempt: 0,
+    ...(event.traceparent ? { trace: event.traceparent } : {}),
+  };
+}
+
+/** The dispatch jobs of the events a claim created. */
 function newEventJobs(unique: VerifiedEvent[], results: Claimed): EventJobData[] {
   const fresh: EventJobData[] = [];
   results.forEach((result, i) => {
-    if ('outcome' in result && result.outcome === 'new') {
-      const event = unique[i]!;
-      fresh.push({
-        rowId: result.rowId,
-        source: event.source,
-        eventId: event.eventId,
-        kind: event.kind,
-        type: event.type,
-        attempt: 0,
-        ...(event.traceparent ? { trace: event.traceparent } : {}),
-      });
-    }
+    if ('outcome' in result && result.outcome === 'new') fresh.push({ rowId: result.rowId, ...dispatchJobOf(unique[i]!) });
   });
   return fresh;
 }

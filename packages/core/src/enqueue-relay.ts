@@ -19,11 +19,18 @@
  *   duplicate's answer like every other add (at most `maxPending` nudges wait; the reconciler
  *   covers the rest).
  *
+ * On QUEUE_BACKEND=postgres the queue is a table of the events' database, and there is nothing
+ * to relay for new events: the claim statement inserts their jobs itself (`inClaim`, insert on
+ * claim), in the transaction that records the events. The relay then only carries what falls
+ * outside a batch's statement: nudges, and the claims of a batch that fell back to one
+ * statement per delivery.
+ *
  * Exactly one add in flight per ingest process; several ingest processes relay their own
  * claims (never each other's), so no coordination is needed. `flush()` on shutdown adds what
  * is pending before the queue closes.
  */
-import { enqueueEvent, enqueueNewEvents, type JobTarget } from './queue.js';
+import { claimJobsFor, enqueueEvent, enqueueNewEvents, type JobTarget } from './queue.js';
+import type { ClaimJobs } from './postgres-queue.js';
 import { withTimeout, type Faults, type Logger } from '@oncehook/shared';
 import type { EventJobData } from './vocabulary.js';
 
@@ -42,6 +49,11 @@ export interface EnqueueRelayOptions {
 }
 
 export interface EnqueueRelay {
+  /**
+   * The new events' jobs for a claim statement to insert itself (QUEUE_BACKEND=postgres: insert
+   * on claim); undefined when they go through `push` after the commit (Redis). Never throws.
+   */
+  inClaim(jobs: Omit<EventJobData, 'rowId'>[]): Promise<ClaimJobs | undefined>;
   /** Hands over the dispatch jobs of newly committed events; never throws, never waits. */
   push(jobs: EventJobData[]): void;
   /**
@@ -106,6 +118,9 @@ export function createEnqueueRelay(options: EnqueueRelayOptions): EnqueueRelay {
   }
 
   return {
+    inClaim(jobs) {
+      return claimJobsFor(options.queue, jobs);
+    },
     push(jobs) {
       if (jobs.length === 0) return;
       // mutant: relay-unbounded

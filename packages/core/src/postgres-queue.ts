@@ -119,6 +119,40 @@ export async function closePostgresQueueStore(store: PostgresQueueStore): Promis
 }
 
 /**
+ * Insert on claim. The queue lives in the events' database here, so a claim batch's statement
+ * inserts its new events' dispatch jobs into this table itself (CLAIM_EVENTS's `queued`, in
+ * store/sql/claim.ts) and notifies the workers, as insertJobs does, at its own commit: a
+ * delivery answered 202 always has its job (no window between the commit and an enqueue that a
+ * crash could lose, which the reconciler had to close on REQUEUE_AFTER_MS), and ingest sends no
+ * second statement per batch. What the claim statement needs of the queue, per input position:
+ */
+export interface ClaimJobs {
+  /** The ready table, quoted: part of the statement's text (one text per table). */
+  readonly table: string;
+  readonly channel: string;
+  /** Each event's job id, queue, and data without its row id (the insert gives it). */
+  readonly ids: string[];
+  readonly queues: string[];
+  readonly datas: string[];
+  /** The batch's enqueue clock (microseconds): a job's `ord` is this plus its position. */
+  readonly ord: string;
+}
+
+/** The claim's jobs on a store (claimJobsFor in queue.ts routes and names them). */
+export async function claimJobsOn(store: PostgresQueueStore, jobs: { id: string; queue: string; data: Omit<EventJobData, 'rowId'> }[]): Promise<ClaimJobs> {
+  // The table exists before a claim writes into it (created at first use; one check after that).
+  await store.ready();
+  return {
+    table: tableOf(store),
+    channel: store.channel,
+    ids: jobs.map((job) => job.id),
+    queues: jobs.map((job) => job.queue),
+    datas: jobs.map((job) => JSON.stringify(job.data)),
+    ord: String(BigInt(Date.now()) * 1000n),
+  };
+}
+
+/**
  * Inserts jobs, and notifies the workers of the queues that got a job due now: one statement.
  * The notification is sent at commit (this statement's own), so a woken worker finds the rows.
  */
@@ -184,7 +218,8 @@ const READY_COLUMNS = `id, data, (extract(epoch FROM added_at) * 1000)::float8 A
  */
 export class PostgresEventQueue extends EventEmitter {
   constructor(
-    private readonly store: PostgresQueueStore,
+    /** The table's store (claimJobsFor reads its table and channel: insert on claim). */
+    readonly store: PostgresQueueStore,
     readonly name: string,
   ) {
     super();

@@ -14,7 +14,7 @@ import { StartupError, TimeoutError } from '@oncehook/shared';
 import { EVENT_QUEUE_NAME, eventQueueNames, queueKey } from './queue-names.js';
 import { eventKeyDigest } from './event-key.js';
 import type { EventJobData, EventJobOptions } from './vocabulary.js';
-import { closePostgresQueueStore, openPostgresQueueStore, PostgresEventQueue, PostgresQueueWorker, type PostgresQueueStore } from './postgres-queue.js';
+import { claimJobsOn, closePostgresQueueStore, openPostgresQueueStore, PostgresEventQueue, PostgresQueueWorker, type ClaimJobs, type PostgresQueueStore } from './postgres-queue.js';
 
 export { EVENT_QUEUE_NAME, eventQueueNames };
 
@@ -411,6 +411,21 @@ export interface EnqueueOptions {
   priority?: number;
   /** At the head of the waiting jobs (BullMQ `lifo`): a wake-up for a freed concurrency slot. */
   lifo?: boolean;
+}
+
+/**
+ * Insert on claim (QUEUE_BACKEND=postgres; postgres-queue.ts ClaimJobs): the dispatch jobs of a
+ * claim batch's events, routed and named as enqueueNewEvents would, for the claim statement to
+ * insert with the events. Undefined on Redis (the relay adds them after the commit), and when
+ * the queue's table cannot be made ready now (the same: the relay, then the reconciler).
+ */
+export async function claimJobsFor(target: JobTarget, jobs: Omit<EventJobData, 'rowId'>[]): Promise<ClaimJobs | undefined> {
+  const first = queuesOf(target)[0];
+  if (!(first instanceof PostgresEventQueue)) return undefined;
+  return claimJobsOn(
+    first.store,
+    jobs.map((data) => ({ id: jobIdFor(data), queue: queueFor(target, data).name, data })),
+  ).catch(() => undefined);
 }
 
 /**

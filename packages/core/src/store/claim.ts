@@ -8,6 +8,7 @@ import type { EventState } from '../vocabulary.js';
 import { readTimeout, type ClaimOptions, type ClaimResult, type Queryable } from './rows.js';
 import { CLAIM_BODY_STRIPES, claimStatements } from './sql/claim.js';
 import type { Tables } from './tables.js';
+import type { ClaimJobs } from '../postgres-queue.js';
 
 type ClaimRow = { id: number; inserted: boolean; state: EventState; updatedAt: Date; type: string; sameBody: boolean };
 
@@ -21,6 +22,17 @@ export function createClaimQueries(t: Tables, schemaName: string) {
   const sql = claimStatements(t);
   const CLAIM_EVENT = { logged: sql.CLAIM_EVENT(true), unlogged: sql.CLAIM_EVENT(false), backfill: sql.CLAIM_EVENT(false, true) };
   const CLAIM_EVENTS = { logged: sql.CLAIM_EVENTS(true), unlogged: sql.CLAIM_EVENTS(false) };
+  /** The texts that also insert the jobs (insert on claim), by queue table: one process has one. */
+  const withJobs = new Map<string, { logged: string; unlogged: string }>();
+  function claimEventsText(logDeliveries: boolean, jobs: ClaimJobs | undefined): string {
+    if (!jobs) return logDeliveries ? CLAIM_EVENTS.logged : CLAIM_EVENTS.unlogged;
+    let texts = withJobs.get(jobs.table);
+    if (!texts) {
+      texts = { logged: sql.CLAIM_EVENTS(true, jobs.table), unlogged: sql.CLAIM_EVENTS(false, jobs.table) };
+      withJobs.set(jobs.table, texts);
+    }
+    return logDeliveries ? texts.logged : texts.unlogged;
+  }
 
   /** Advisory lock key of each (source, stripe), computed once. */
   const stripeKeys = new Map<string, string[]>();
@@ -74,11 +86,14 @@ export function createClaimQueries(t: Tables, schemaName: string) {
    * its growth) one was seen looking duplicates up through the (provider, received_at) index,
    * reading every event of the source per duplicate. Unnamed, every batch gets a plan for its
    * values (~0.1 ms of planning), and the lookups stay on the unique indexes.
+   * With `jobs` (QUEUE_BACKEND=postgres), the new events' dispatch jobs are inserted by the same
+   * statement (insert on claim: ClaimJobs in postgres-queue.ts).
    */
-  async function claimEvents(db: Pool, events: VerifiedEvent[], options: ClaimOptions & { copies?: number[] } = {}): Promise<ClaimResult[]> {
+  async function claimEvents(db: Pool, events: VerifiedEvent[], options: ClaimOptions & { copies?: number[]; jobs?: ClaimJobs } = {}): Promise<ClaimResult[]> {
+    const { jobs } = options;
     const { rows } = await db.query<ClaimRow & { ord: number }>({
       ...readTimeout(options),
-      text: options.logDeliveries === false ? CLAIM_EVENTS.unlogged : CLAIM_EVENTS.logged,
+      text: claimEventsText(options.logDeliveries !== false, jobs),
       values: [
         events.map((e) => e.source),
         events.map((e) => e.kind),
@@ -91,6 +106,8 @@ export function createClaimQueries(t: Tables, schemaName: string) {
         // Deliveries of this key folded into the batch (the log records each one).
         events.map((_e, i) => options.copies?.[i] ?? 1),
         bodyStripeKeys(events),
+        // Insert on claim: the new events' jobs (sql CLAIM_EVENTS's `queued`).
+        ...(jobs ? [jobs.ids, jobs.queues, jobs.datas, jobs.ord, jobs.channel] : []),
       ],
     });
     const byOrd = new Map(rows.map((row) => [Number(row.ord), row]));

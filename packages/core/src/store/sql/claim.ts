@@ -120,9 +120,17 @@ export function claimStatements(t: Tables) {
      *   lock table is small: 64 x max_connections entries by default).
      * A single-row claim (CLAIM_EVENT) needs neither: it holds no key while it waits.
      */
+    /**
+     * With `queueTable` (QUEUE_BACKEND=postgres: insert on claim, postgres-queue.ts ClaimJobs),
+     * the statement also inserts each new event's dispatch job into the queue's table ($11-$13
+     * arrays by input position: job id, queue, data without the row id; $14 the enqueue clock,
+     * $15 the notification channel), and notifies each queue that got one, delivered at this
+     * statement's commit: the events and their jobs commit together, or neither does. A job id
+     * that waits already is left as it is, as an enqueue leaves it.
+     */
     // mutant: claim-check-then-act, claim-keys-unordered, claim-body-stripes-off
     // mutant: claim-same-body-in-batch-unmatched
-    CLAIM_EVENTS: (logDeliveries: boolean) => `WITH input AS (
+    CLAIM_EVENTS: (logDeliveries: boolean, queueTable?: string) => `WITH input AS (
                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::text[], $8::bytea[], $9::int[])
                  WITH ORDINALITY AS t(provider, kind, event_id, type, payload, signed_at, meta, body_hash, copies, ord)
              ), body_stripes AS (
@@ -158,8 +166,25 @@ export function claimStatements(t: Tables) {
                // The delivery log (the timeline's deliveries), in the same round trip: every
                // delivery, the repeats folded into this batch included.
                logDeliveries === false ? '' : `, ${DELIVERY_LOG('SELECT r.id, r.ord, r.inserted, r."sameBody" AS same_body, i.copies FROM result r JOIN input i ON i.ord = r.ord')}`
-             }
-             SELECT * FROM result`,
+             }${
+               // mutant: claim-outbox-off
+               queueTable === undefined
+                 ? `
+             SELECT * FROM result`
+                 : `, queued AS (
+               INSERT INTO ${queueTable} (id, queue, data, priority, ord, run_at)
+               SELECT j.id, j.queue, j.data || jsonb_build_object('rowId', r.id), 0, $14::bigint + j.ord, now()
+                 FROM result r JOIN unnest($11::text[], $12::text[], $13::jsonb[]) WITH ORDINALITY AS j(id, queue, data, ord) ON j.ord = r.ord
+                WHERE r.inserted
+               ON CONFLICT (id) DO NOTHING
+               RETURNING queue
+             ), notified AS (
+               -- Read by the final SELECT, so it runs (a plain CTE nothing reads does not); one
+               -- row whatever it notified.
+               SELECT count(pg_notify($15::text, q)) AS n FROM (SELECT DISTINCT queue AS q FROM queued) s
+             )
+             SELECT result.* FROM result CROSS JOIN notified`
+             }`,
 
     /**
      * Delivery-log rows for duplicates whose event the claim could not see (committed after its
