@@ -38,6 +38,9 @@
  *   header-crlf, paddle-next, worker-labels, backfill-unbounded, notify-stall, terminal-escapes,
  *   admin-logins (scripts/attack/round-three.ts says what each does)
  *
+ * Issue 66: queue-page (the Postgres queue's jobs page under a 1,000,000-job backlog, beside
+ *   deliveries; scripts/attack/queue-page.ts)
+ *
  * Exits 1 if a scenario could not run (the figures are for reading, not asserted; the
  * regression tests assert them: test/edge-bounds.alone.test.ts, test/backpressure.alone.test.ts).
  */
@@ -63,9 +66,11 @@ import {
 } from '@oncehook/harness';
 import { count, countRows, env, type ScenarioRun, sql, startIngest } from './attack/common.js';
 import { ROUND_THREE } from './attack/round-three.js';
+import { ISSUE_66 } from './attack/queue-page.js';
 
 const SCENARIOS = [
   ...(Object.keys(ROUND_THREE) as (keyof typeof ROUND_THREE)[]),
+  ...(Object.keys(ISSUE_66) as (keyof typeof ISSUE_66)[]),
   'slow-bodies',
   'blackhole',
   'labels',
@@ -405,6 +410,7 @@ async function main(): Promise<void> {
       if (code !== 0) throw new Error(`migrate exited ${code}:\n${migrate.lines.slice(-10).join('\n')}`);
       const run: ScenarioRun = {
         ...ROUND_THREE,
+        ...ISSUE_66,
         'slow-bodies': slowBodyScenario,
         blackhole: blackholeScenario,
         labels: labelScenario,

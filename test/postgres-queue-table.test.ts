@@ -238,6 +238,40 @@ it('close waits for the jobs in flight and takes no more', async () => {
   expect(await queue.count()).toBe(1);
 });
 
+it("the jobs page's read is bounded by the page, not the backlog: with 20,000 jobs waiting, the next 50 are read through the take's index (each statement the page sends reads under 500 rows, by EXPLAIN ANALYZE)", async () => {
+  const queue = freshQueue();
+  await queue.waitUntilReady();
+  const schema = queueSchemaFor(prefix);
+  // A backlog: most due (some with a priority), every seventh delayed.
+  await db.pool.query(
+    `INSERT INTO "${schema}".ready (id, queue, data, priority, ord, run_at)
+     SELECT $1 || '-' || g, $1, '{}'::jsonb, CASE WHEN g % 10 = 0 THEN 2 ELSE 0 END, g, now() + CASE WHEN g % 7 = 0 THEN interval '1 hour' ELSE interval '0' END
+       FROM generate_series(1, 20000) g`,
+    [queue.name],
+  );
+  await db.pool.query(`ANALYZE "${schema}".ready`);
+  const sent: { text: string; values: unknown[] }[] = [];
+  const recording = {
+    query: (text: string, values: unknown[]) => {
+      sent.push({ text, values });
+      return connection.store.pool.query(text, values);
+    },
+  } as unknown as pg.Pool;
+  const next = await queue.through(recording).nextJobs(50);
+  // Due jobs first, in the take's order: priority 0 before 2, then oldest (ord).
+  expect(next.map((j) => j.id).slice(0, 3)).toEqual([`${queue.name}-1`, `${queue.name}-2`, `${queue.name}-3`]);
+  expect(next).toHaveLength(50);
+  type PlanNode = { 'Node Type': string; 'Actual Rows': number; 'Actual Loops': number; Plans?: PlanNode[] };
+  const rowsRead = (node: PlanNode): number =>
+    (node['Node Type'].includes('Scan') ? node['Actual Rows'] * node['Actual Loops'] : 0) + (node.Plans ?? []).reduce((sum, child) => sum + rowsRead(child), 0);
+  expect(sent.length).toBeGreaterThan(0);
+  for (const statement of sent) {
+    const { rows } = await db.pool.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${statement.text}`, statement.values);
+    expect(rowsRead(rows[0]!['QUERY PLAN'][0].Plan), statement.text).toBeLessThan(500);
+  }
+  await queue.obliterate();
+});
+
 it('counts stop at QUEUE_COUNT_CAP: a gauge refresh or the jobs page is a bounded read under any backlog', async () => {
   const queue = freshQueue();
   await queue.add('event', job(1), { jobId: 'first' });
@@ -254,7 +288,16 @@ it('counts stop at QUEUE_COUNT_CAP: a gauge refresh or the jobs page is a bounde
 
 it("insert on claim: a batch's claim statement inserts a dispatch job for each event it created (none for a duplicate), on the event's shard, with the row id in its data, and notifies each shard that got one, once", async () => {
   const shards = createEventQueues(connection, prefix, 3);
-  const event = (eventId: string): VerifiedEvent => ({ source: 'stripe', kind: 'stripe', eventId, type: 'payment_intent.succeeded', signedAt: null, rawBody: '{}', payload: {}, meta: {} });
+  const event = (eventId: string): VerifiedEvent => ({
+    source: 'stripe',
+    kind: 'stripe',
+    eventId,
+    type: 'payment_intent.succeeded',
+    signedAt: null,
+    rawBody: '{}',
+    payload: {},
+    meta: {},
+  });
   const events = Array.from({ length: 12 }, (_, i) => event(`evt_claim_jobs_${i}`));
   const dispatchOf = (e: VerifiedEvent) => ({ source: e.source, eventId: e.eventId, kind: e.kind, type: e.type, attempt: 0 });
   const listener = await connection.store.pool.connect();

@@ -88,7 +88,7 @@ it("the jobs page reads through the admin's own pool and budget: with the queue'
   // Its statements ran on the admin's connections (their last statement is the page's read) and
   // on none of the queue's.
   const { rows: backends } = await db.pool.query<{ app: string }>(
-    `SELECT application_name AS app FROM pg_stat_activity WHERE datname = current_database() AND query LIKE '%ORDER BY run_at > now()%' AND pid <> pg_backend_pid()`,
+    `SELECT application_name AS app FROM pg_stat_activity WHERE datname = current_database() AND (query LIKE '%delayed ORDER BY run_at%' OR query LIKE '%run_at <= now() ORDER BY priority, ord LIMIT $2') AND pid <> pg_backend_pid()`,
   );
   expect(backends.map((b) => b.app)).toContain('oncehook-admin');
   expect(backends.map((b) => b.app)).not.toContain('oncehook-queue-producer');
@@ -99,7 +99,7 @@ it("the jobs page reads through the admin's own pool and budget: with the queue'
   // as the events table is; it is answered once the lock goes (or 503 at CLAIM_TIMEOUT_MS, which
   // a provider retries), its job committed with it.
   const holder = await db.pool.connect();
-  let delivered: Promise<Response> | undefined;
+  let delivered: ReturnType<typeof deliver> | undefined;
   try {
     await holder.query('BEGIN');
     await holder.query(`LOCK TABLE "${queueSchemaFor(prefix)}".ready IN ACCESS EXCLUSIVE MODE`);
@@ -113,7 +113,7 @@ it("the jobs page reads through the admin's own pool and budget: with the queue'
     await holder.query('ROLLBACK');
     holder.release();
   }
-  expect((await delivered).status).toBe(202);
+  expect((await delivered!).status).toBe(202);
   const jobs = async () => (await db.pool.query<{ id: string }>(`SELECT id FROM "${queueSchemaFor(prefix)}".ready`)).rows.map((r) => r.id);
   expect(await jobs()).toContain(jobIdFor({ source: 'stripe', eventId: 'evt_pg_locked', attempt: 0 }));
 });

@@ -892,6 +892,14 @@ export const MUTANTS: Mutant[] = [
     tests: ['test/crash-recovery.test.ts'],
   },
   {
+    id: 'pg-queue-page-sorts-backlog',
+    guarantee: "on Postgres the jobs page reads the next jobs through the take's index: a page load reads the page's rows, not the backlog",
+    marker: 'pg-queue-page-sorts-backlog',
+    search: "const due = await this.select('run_at <= now() ORDER BY priority, ord LIMIT $2', [limit]);",
+    replace: "const due = await this.select('run_at <= now() ORDER BY run_at > now(), priority, ord LIMIT $2', [limit]);",
+    tests: ['test/postgres-queue-table.test.ts'],
+  },
+  {
     id: 'admin-queue-page-on-queue-pool',
     guarantee: "the Postgres queue's jobs page reads through the admin's pool and budget, never ingest's queue connections",
     marker: 'admin-queue-page-on-queue-pool',

@@ -277,9 +277,22 @@ export class PostgresEventQueue extends EventEmitter {
     return this.select(`(($2 AND run_at <= now()) OR ($3 AND run_at > now())) ORDER BY added_at ${asc ? 'ASC' : 'DESC'}, id OFFSET $4 LIMIT $5`, [due, delayed, start, limit]);
   }
 
-  /** The next `limit` jobs a worker will take (due ones, best priority, then oldest), then the delayed ones by due time. */
-  nextJobs(limit: number): Promise<PostgresQueuedJob[]> {
-    return this.select('true ORDER BY run_at > now(), CASE WHEN run_at > now() THEN run_at END, priority, ord LIMIT $2', [limit]);
+  /**
+   * The next `limit` jobs a worker will take (due ones, best priority, then oldest: the take's
+   * own index order, so a backlog of any size reads `limit` rows), then, when fewer are due, the
+   * delayed ones by due time, among the first QUEUE_COUNT_CAP delayed rows read (a bounded read,
+   * as the counts are: under a larger backlog of delayed jobs they are the soonest of those).
+   * The jobs page's read (`npm run attack -- --scenario queue-page`).
+   */
+  async nextJobs(limit: number): Promise<PostgresQueuedJob[]> {
+    // mutant: pg-queue-page-sorts-backlog
+    const due = await this.select('run_at <= now() ORDER BY priority, ord LIMIT $2', [limit]);
+    if (due.length >= limit) return due;
+    const { rows } = await this.store.pool.query<ReadyRow>(
+      `SELECT ${READY_COLUMNS} FROM (SELECT * FROM ${tableOf(this.store)} WHERE queue = $1 AND run_at > now() LIMIT $3) delayed ORDER BY run_at, priority, ord LIMIT $2`,
+      [this.name, limit - due.length, QUEUE_COUNT_CAP],
+    );
+    return [...due, ...rows.map((row) => this.job(row))];
   }
 
   getDelayed(start = 0, end = -1): Promise<PostgresQueuedJob[]> {

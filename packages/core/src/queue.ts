@@ -14,7 +14,15 @@ import { StartupError, TimeoutError } from '@oncehook/shared';
 import { EVENT_QUEUE_NAME, eventQueueNames, queueKey } from './queue-names.js';
 import { eventKeyDigest } from './event-key.js';
 import type { EventJobData, EventJobOptions } from './vocabulary.js';
-import { claimJobsOn, closePostgresQueueStore, openPostgresQueueStore, PostgresEventQueue, PostgresQueueWorker, type ClaimJobs, type PostgresQueueStore } from './postgres-queue.js';
+import {
+  claimJobsOn,
+  closePostgresQueueStore,
+  openPostgresQueueStore,
+  PostgresEventQueue,
+  PostgresQueueWorker,
+  type ClaimJobs,
+  type PostgresQueueStore,
+} from './postgres-queue.js';
 
 export { EVENT_QUEUE_NAME, eventQueueNames };
 

@@ -119,8 +119,7 @@ export function claimStatements(t: Tables) {
      *   holds at most CLAIM_BODY_STRIPES locks per source, whatever its size (Postgres's shared
      *   lock table is small: 64 x max_connections entries by default).
      * A single-row claim (CLAIM_EVENT) needs neither: it holds no key while it waits.
-     */
-    /**
+     *
      * With `queueTable` (QUEUE_BACKEND=postgres: insert on claim, postgres-queue.ts ClaimJobs),
      * the statement also inserts each new event's dispatch job into the queue's table ($11-$13
      * arrays by input position: job id, queue, data without the row id; $14 the enqueue clock,
