@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- [--duration S] [--connections 10,50,100|none] [--rounds R] [--e2e-events N] [--e2e-rounds R] [--workers 1,2,4] [--profile DIR] [--tables]
+ * `npm run bench -- [--duration S] [--connections 10,50,100|none] [--rounds R] [--e2e-events N (0: none)] [--e2e-rounds R] [--workers 1,2,4] [--profile DIR] [--tables]
  *   [--baseline-root DIR] [--queue-backends redis|postgres|redis,postgres] [--queue-jobs N] [--peers graphile,bullmq,pgboss,inline|none]
  *   [--variants fanout,limited,external,external-final,destination,nolog|none] [--stats-wait S]`
  *
@@ -559,6 +559,11 @@ if (process.argv[1] && path.resolve(process.argv[1]) === import.meta.filename) {
     process.stderr.write(`--peers takes ${PEERS.join(', ')} (comma-separated) or none (got "${unknownPeer}")\n`);
     process.exit(2);
   }
+  const e2eEvents = Number(values['e2e-events']);
+  if (!Number.isInteger(e2eEvents) || e2eEvents < 0) {
+    process.stderr.write(`--e2e-events takes a whole number of events, or 0 to run no end-to-end pipeline (got "${values['e2e-events']}")\n`);
+    process.exit(2);
+  }
   const variants = values.variants === 'none' ? [] : values.variants.split(',').map((v) => v.trim());
   const unknownVariant = variants.find((v) => !Object.hasOwn(VARIANTS, v));
   if (unknownVariant !== undefined) {
@@ -568,8 +573,9 @@ if (process.argv[1] && path.resolve(process.argv[1]) === import.meta.filename) {
   const result = await runBench({
     durationSeconds: Number(values.duration),
     connections: values.connections === 'none' ? [] : values.connections.split(',').map(Number),
-    e2eEvents: Number(values['e2e-events']),
-    workers: values.workers.split(',').map(Number),
+    e2eEvents,
+    // --e2e-events 0: ingest alone (no end-to-end run at any worker count).
+    workers: e2eEvents === 0 ? [] : values.workers.split(',').map(Number),
     rounds: Number(values.rounds),
     e2eRounds,
     profileDir: values.profile ? path.resolve(values.profile) : undefined,
