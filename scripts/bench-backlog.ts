@@ -1,6 +1,6 @@
 /**
  * `npm run bench:backlog -- [--sizes 1000,10000,30000] [--variant topup|fanout|limited|external|external-final]
- *   [--baseline-root DIR] [--rounds N]`: what a backlog costs in memory, whether a worker's
+ *   [--baseline-root DIR] [--rounds N] [--stats-wait S]`: what a backlog costs in memory, whether a worker's
  * memory grows with the backlog it drains, and the worker's CPU and round trips per event
  * while it drains alone (the steadiest unit the benches have: two drains agree within ~5%).
  *
@@ -27,7 +27,7 @@ import { Redis } from 'ioredis';
 import { parseScriptArgs, REDIS_URL, spawnService, STRIPE_SECRET, type Service } from '@oncehook/harness';
 import { createPool, type Pool } from '@oncehook/shared';
 import { EVENT_QUEUE_NAME, queueKey } from '@oncehook/core';
-import { cpuMs, difference, rssMb, snapshot, type Subjects } from './bench/costs.js';
+import { cpuMs, rssMb, settledDifference, snapshot, type Subjects } from './bench/costs.js';
 import { createTestDatabaseOn, releaseAll } from './bench/databases.js';
 import { fireAll, listeningUrl, SHOP_ENV, topUp, VARIANTS } from './bench/e2e.js';
 import { ratioSpread } from './bench/rounds.js';
@@ -38,6 +38,8 @@ const { values } = parseScriptArgs(import.meta.url, {
     variant: { type: 'string', default: 'topup' },
     'baseline-root': { type: 'string' },
     rounds: { type: 'string', default: '1' },
+    /** Seconds to wait for Postgres's transaction counters after each drain (idle backends report within 10 s). */
+    'stats-wait': { type: 'string', default: '11' },
   },
 });
 const sizes = values.sizes.split(',').map(Number);
@@ -56,6 +58,11 @@ const variantWorkerEnv: Record<string, string> = variant === 'topup' ? {} : VARI
 const rounds = Number(values.rounds);
 if (!Number.isInteger(rounds) || rounds < 1) {
   process.stderr.write(`--rounds takes an integer >= 1 (got "${values.rounds}")\n`);
+  process.exit(2);
+}
+const statsWaitMs = Number(values['stats-wait']) * 1000;
+if (!Number.isFinite(statsWaitMs) || statsWaitMs < 0) {
+  process.stderr.write(`--stats-wait takes seconds >= 0 (got "${values['stats-wait']}")\n`);
   process.exit(2);
 }
 /** The checkouts that drain, alternating: a baseline (`--baseline-root`) first, then this one. */
@@ -153,7 +160,9 @@ async function measure(size: number, side: { label: string; root?: string }, rou
     }
     await sleep(250);
   }
-  const spent = difference(atReady, await snapshot(subjects));
+  // Postgres's transaction counters read again once every backend reported (settledDifference:
+  // a drain of a second or less ends before the backends' stats are flushed).
+  const spent = await settledDifference(atReady, subjects, statsWaitMs);
   const postgresMs = Object.entries(spent.cpuMs)
     .filter(([tier]) => tier.startsWith('postgres'))
     .reduce((sum, [, ms]) => sum + ms, 0);
