@@ -13,7 +13,7 @@ import { runExternalStep } from './steps/external-step.js';
 import { lock, ordered, runLocalStep } from './steps/local-step.js';
 import type { RunDeps, RunHandle, RunScope } from './steps/run-scope.js';
 
-export { currentStep, RunStoppedError, subscribeHooks, type CurrentStep, type EngineHooks, type RunHandle } from './steps/run-scope.js';
+export { currentStep, RunStoppedError, subscribeHooks, trackCurrentStep, type CurrentStep, type EngineHooks, type RunHandle } from './steps/run-scope.js';
 
 export interface RunContext extends HandlerContext {
   /** True once a `final` step committed the run's `done` transition. */
@@ -32,6 +32,7 @@ export function createRunContext(deps: RunDeps, run: RunHandle, recordedSteps: R
     used: new Set<string>(),
     completed: false,
     openLocalSteps: 0,
+    localStep: undefined,
   };
   return {
     log,

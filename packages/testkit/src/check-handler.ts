@@ -30,7 +30,19 @@
  */
 import { randomBytes } from 'node:crypto';
 import { createLogger, createPool, DEFAULT_SCHEMA, type Faults, type Logger, type Pool, type VerifiedEvent } from '@oncehook/shared';
-import { createEngine, createQueries, currentStep, HandlerRegistry, migrate, processJob, subscribeHooks, type CurrentStep, type EngineHooks, type Queries } from '@oncehook/core';
+import {
+  createEngine,
+  createQueries,
+  currentStep,
+  HandlerRegistry,
+  migrate,
+  processJob,
+  subscribeHooks,
+  trackCurrentStep,
+  type CurrentStep,
+  type EngineHooks,
+  type Queries,
+} from '@oncehook/core';
 import type { Handler } from '@oncehook/sdk';
 import { databasePrefix, openScratchDatabases, type ScratchDatabases, serverUrl } from './scratch-databases.js';
 
@@ -192,6 +204,10 @@ async function runCheck(handler: Handler, event: CheckEvent, options: CheckOptio
   const schema = options.schema ?? DEFAULT_SCHEMA;
   const requests: Request[] = [];
   const { scratch, removedLeftovers } = await openScratchDatabases(server, databasePrefix(options.databasePrefix), randomBytes(4).toString('hex'));
+  // Each request is attributed to the step it runs in (currentStep), which the engine tracks
+  // only when asked: the check's process pays an async hook per promise for it, a worker never.
+  // mutant: testkit-steps-untracked
+  trackCurrentStep();
   const uninstall = captureRequests(requests);
   try {
     const template = await scratch.create('tpl');

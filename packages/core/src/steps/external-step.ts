@@ -16,7 +16,7 @@ import { LeaseLostError, type StepInput, type StepOptions } from '@oncehook/sdk'
 import { toRecordedJson } from '@oncehook/sdk/internal';
 import { idempotencyKeyFor } from '../idempotency-key.js';
 import { checkLease } from './run-fence.js';
-import { currentStepStorage, RunStoppedError, type CurrentStep, type RunScope } from './run-scope.js';
+import { inStep, RunStoppedError, type CurrentStep, type RunScope } from './run-scope.js';
 import { checkSubject, claimName } from './step-rules.js';
 
 export async function runExternalStep<T>(scope: RunScope, name: string, fn: (input: StepInput) => Promise<T>, options: StepOptions = {}): Promise<T> {
@@ -62,7 +62,7 @@ async function callAndRecord<T>(scope: RunScope, name: string, fn: (input: StepI
   span.setAttribute('oncehook.idempotency_key', idempotencyKey);
   log.info({ step: name, kind: 'external', idempotencyKey }, 'calling external step');
   deps.events.emit('step:calling', info);
-  const returned = await currentStepStorage.run(info, () => fn({ idempotencyKey, signal, attempt: run.attempt }));
+  const returned = await inStep(info, () => fn({ idempotencyKey, signal, attempt: run.attempt }));
   await deps.faults.hit('worker.after-external-call', { step: name });
   const value = toRecordedJson(returned, name);
   checkLease(scope);

@@ -12,7 +12,7 @@ import { inSpan, type PoolClient } from '@oncehook/shared';
 import { StepUsageError, type Json, type Ordering, type TransactionOptions } from '@oncehook/sdk';
 import { toRecordedJson } from '@oncehook/sdk/internal';
 import { checkLease, commitRecord, finishRun, renewIfHeldLong, withFence } from './run-fence.js';
-import { currentStepStorage, localTransactionStorage, type CurrentStep, type RunScope } from './run-scope.js';
+import { inLocalStep, inStep, type CurrentStep, type RunScope } from './run-scope.js';
 import { claimName, localTransaction } from './step-rules.js';
 
 export async function runLocalStep<T>(scope: RunScope, name: string, fn: (tx: PoolClient) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
@@ -34,7 +34,7 @@ export async function runLocalStep<T>(scope: RunScope, name: string, fn: (tx: Po
   let renewedAt: number | null = null;
   const result = await inSpan('oncehook.step', { attributes: { 'oncehook.step': name, 'oncehook.step.kind': 'local' } }, () =>
     withFence(scope, async (tx, generation, fencedAt) => {
-      const value: Json = toRecordedJson(await currentStepStorage.run(info, () => localTransactionStorage.run({ tx, step: name, runId: run.runId }, () => fn(tx))), name);
+      const value: Json = toRecordedJson(await inStep(info, () => inLocalStep(scope, { tx, step: name }, () => fn(tx))), name);
       // Final: the record and the run's `done` in one statement (one round trip less per event).
       const record = options.final
         ? deps.queries.finalStepRecord({ runId: run.runId, generation, name, kind: 'local', result: value, idempotencyKey: null }, run.token)

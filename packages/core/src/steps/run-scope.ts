@@ -65,16 +65,73 @@ export interface RunScope {
   completed: boolean;
   /** Local step transactions of this run open now (a handler may run steps side by side). */
   openLocalSteps: number;
+  /**
+   * The run's local step whose function runs now, with its transaction: ctx.ordered and ctx.lock
+   * called by the run belong to it (inLocalStep).
+   */
+  localStep: LocalStepContext | undefined;
 }
 
-export const currentStepStorage = new AsyncLocalStorage<CurrentStep>();
+/** A local step's transaction, for ctx.ordered and ctx.lock (localTransaction in step-rules.ts). */
+export interface LocalStepContext {
+  tx: PoolClient;
+  step: string;
+}
 
-/** The transaction of the local step the calling code runs inside (ctx.ordered and ctx.lock use it). */
-export const localTransactionStorage = new AsyncLocalStorage<{ tx: PoolClient; step: string; runId: number }>();
+/*
+ * Why the engine keeps out of AsyncLocalStorage on its hot path: on Node 20 the first `run()` of
+ * any AsyncLocalStorage turns on an async hook that runs for EVERY promise the process creates
+ * from then on (pg, ioredis and BullMQ make thousands per event). Measured: a worker draining a
+ * backlog spends 0.87x the CPU per event without it (`npm run bench:backlog -- --sizes 6000
+ * --rounds 3`, docs/benchmarks.md). So the current step is stored only when a caller asked for
+ * it (trackCurrentStep), and a local step's transaction is the run's, not the async context's
+ * (inLocalStep).
+ */
+const currentStepStorage = new AsyncLocalStorage<CurrentStep>();
+let trackingSteps = false;
 
-/** The step the calling code runs inside, if any. */
+/**
+ * From now on, `currentStep()` answers inside every step of this process (the testkit's checks
+ * attribute each outbound request to its step). Costs the process an async hook on every
+ * promise (above): for tests and tools, not for a worker.
+ */
+export function trackCurrentStep(): void {
+  trackingSteps = true;
+}
+
+/** The step the calling code runs inside, once `trackCurrentStep()` was called; else undefined. */
 export function currentStep(): CurrentStep | undefined {
   return currentStepStorage.getStore();
+}
+
+/** Runs a step's user function with `currentStep()` answering `info` inside it (when tracked). */
+export function inStep<T>(info: CurrentStep, fn: () => Promise<T>): Promise<T> {
+  // mutant: step-always-tracked
+  return trackingSteps ? currentStepStorage.run(info, fn) : fn();
+}
+
+/**
+ * Runs a local step's user function as the run's local step: ctx.ordered and ctx.lock called
+ * by the run meanwhile use its transaction. At most one local step of a run is inside its
+ * function at a time: each takes the run row's lock (the fence, run-fence.ts) before it, and
+ * holds it until its COMMIT, so a step started beside another waits at its fence until the
+ * other has committed. What this does not catch (an async context would): ctx.ordered called by
+ * code of the run that runs beside the step but outside it (`Promise.all([ctx.transaction(..),
+ * ctx.ordered(..)])`) joins the open step's transaction instead of failing.
+ */
+export async function inLocalStep<T>(scope: RunScope, local: LocalStepContext, fn: () => Promise<T>): Promise<T> {
+  // mutant: local-step-not-the-runs
+  scope.localStep = local;
+  try {
+    return await fn();
+  } finally {
+    scope.localStep = undefined;
+  }
+}
+
+/** The run's local step whose function runs now, if any. */
+export function localStepOf(scope: RunScope): LocalStepContext | undefined {
+  return scope.localStep;
 }
 
 /**
