@@ -28,19 +28,18 @@
  *   admin-logins          F10: 100 wrong passwords from one address: answers, log lines; the
  *                         largest row id as `before`
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { paymentSucceeded, residentMb, sampleMax, type Service, signStripe, SOURCE_NODE_ARGS, spawnService } from '@oncehook/harness';
-import { count, env, type ScenarioRun, spread, sql, startIngest } from './common.js';
+import { paymentSucceeded, residentMb, sampleMax, type Service, signStripe, spawnService } from '@oncehook/harness';
+import { count, env, type ScenarioRun, sql, startIngest } from './common.js';
+import { deliveriesBesideAdmins, describeDeliveries, timedDeliveries } from './beside-admin.js';
 
 const METADATA = '169.254.169.254';
-const SEARCH_CLIENTS = fileURLToPath(new URL('./search-clients.ts', import.meta.url));
 const DESTINATION_SECRET = `whsec_${Buffer.from('attack-round-three-destination!!').toString('base64')}`;
 
 interface StandIn {
@@ -163,57 +162,15 @@ const adminSearches: ScenarioRun = async (root, databaseUrl) => {
   // client (what a per-user bound does not cover: only the admin's own pool does).
   const tokens = Array.from({ length: 50 }, (_, i) => `viewer${i}-readonly-attack-token-0123456789`);
   const { ingest, url } = await startIngest(root, databaseUrl, { ADMIN_TOKENS: tokens.map((t, i) => `viewer${i}=${t}`).join(','), ADMIN_READ_ONLY: 'true' });
-  const lines: string[] = [];
-  let n = 0;
-  const deliverOne = async () => {
-    n += 1;
-    const delivery = signStripe(paymentSucceeded(`evt_beside_${n}_${randomBytes(3).toString('hex')}`));
-    const started = performance.now();
-    const response = await fetch(`${url}/webhooks/stripe`, { method: 'POST', body: delivery.body, headers: delivery.headers }).catch(() => null);
-    await response?.arrayBuffer();
-    return { status: response?.status ?? 0, ms: performance.now() - started };
-  };
-  const deliveries = async () => {
-    const one: { status: number; ms: number }[] = [];
-    for (let i = 0; i < 20; i += 1) one.push(await deliverOne());
-    const bursts: { status: number; ms: number }[] = [];
-    for (let b = 0; b < 3; b += 1) bursts.push(...(await Promise.all(Array.from({ length: 50 }, deliverOne))));
-    return { one, bursts };
-  };
-  const quiet = await deliveries();
-  lines.push(
-    `admin-searches: ${filled} events stored; no search: one at a time ${JSON.stringify(count(quiet.one))} ${spread(quiet.one.map((a) => a.ms))}; bursts of 50 ${JSON.stringify(count(quiet.bursts))} ${spread(quiet.bursts.map((a) => a.ms))}`,
-  );
+  const lines: string[] = [`admin-searches: ${filled} events stored; no search: ${describeDeliveries(await timedDeliveries(url))}`];
   for (const [clients, users] of [
     [10, 1],
     [50, 1],
     [10, 10],
     [50, 50],
   ] as const) {
-    let running = true;
-    // The attackers in a process of their own: this one only times the deliveries.
-    const attackers = spawn(process.execPath, [...SOURCE_NODE_ARGS, SEARCH_CLIENTS, url, String(clients), tokens.slice(0, users).join(',')], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    let printed = '';
-    attackers.stdout.on('data', (chunk: Buffer) => (printed += chunk.toString()));
-    const ready: number[] = [];
-    const readyWatch = (async () => {
-      while (running) {
-        ready.push((await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(10_000) }).catch(() => null))?.status ?? 0);
-        await sleep(500);
-      }
-    })();
-    await sleep(2_000);
-    const during = await deliveries();
-    running = false;
-    const exited = new Promise((resolve) => attackers.once('close', resolve));
-    attackers.kill('SIGTERM');
-    await Promise.all([exited, readyWatch]);
-    const searches = printed.trim().split('\n').pop() ?? '{}';
-    lines.push(
-      `  ${clients} clients searching with ${users === 1 ? 'one token' : `${users} tokens`}: one at a time ${JSON.stringify(count(during.one))} ${spread(during.one.map((a) => a.ms))}; bursts of 50 ${JSON.stringify(count(during.bursts))} ${spread(during.bursts.map((a) => a.ms))}; /readyz ${ready.filter((s) => s !== 200).length} of ${ready.length} not 200; searches answered ${searches}`,
-    );
+    const during = await deliveriesBesideAdmins(url, clients, tokens.slice(0, users), 'search');
+    lines.push(`  ${clients} clients searching with ${users === 1 ? 'one token' : `${users} tokens`}: ${during}`);
   }
   await ingest.stop();
   return lines.join('\n');

@@ -1,16 +1,16 @@
 /**
- * The admin-searches scenario's attackers, in a process of their own (so the deliveries the
+ * The admin scenarios' attackers (beside-admin.ts), in a process of their own (so the deliveries the
  * scenario times are not slowed by its own event loop): `clients` loops, each repeating a slow
  * payload search (every fifth a bulk re-drive preview) with one of `tokens`, as fast as the
  * answers come (100 ms after an answer other than 200). On SIGTERM it prints the answers'
  * statuses as one JSON line and exits. With `queue-page` (the queue-page scenario), each loop
  * loads the Postgres queue's jobs page (/admin/queues) instead.
  *
- *   node ... scripts/attack/search-clients.ts <url> <clients> <token,token,...> [search|queue-page]
+ *   node ... scripts/attack/admin-clients.ts <url> <clients> <token,token,...> [search|queue-page]
  */
 const [url, clientsText, tokensText, mode = 'search'] = process.argv.slice(2);
 if (!url || !clientsText || !tokensText || (mode !== 'search' && mode !== 'queue-page')) {
-  process.stderr.write('usage: search-clients.ts <url> <clients> <token,token,...> [search|queue-page]\n');
+  process.stderr.write('usage: admin-clients.ts <url> <clients> <token,token,...> [search|queue-page]\n');
   process.exit(2);
 }
 const tokens = tokensText.split(',');
