@@ -607,8 +607,8 @@ export const MUTANTS: Mutant[] = [
     id: 'poison-fails-batch',
     guarantee: 'one payload Postgres refuses fails alone, not its whole batch',
     marker: 'poison-fails-batch',
-    search: '    if (unavailable || events.length === 1) return { results: events.map(() => ({ error })), unavailable };',
-    replace: '    return { results: events.map(() => ({ error })), unavailable };',
+    search: '    if (unavailable || events.length === 1) return { results: events.map(() => ({ error })), unavailable, enqueued: false };',
+    replace: '    return { results: events.map(() => ({ error })), unavailable, enqueued: false };',
     tests: ['test/backpressure.alone.test.ts', 'test/claim-batcher.test.ts'],
   },
   {
