@@ -18,6 +18,8 @@ import {
   type EventJobData,
   openQueueConnection,
   type PostgresJob,
+  openPostgresQueueStore,
+  closePostgresQueueStore,
   PostgresEventQueue,
   PostgresQueueWorker,
   QUEUE_COUNT_CAP,
@@ -339,4 +341,17 @@ it("insert on claim: a batch's claim statement inserts a dispatch job for each e
     listener.release();
     for (const shard of shards.shards) await shard.obliterate();
   }
+});
+
+it("insert on claim falls back to the relay when the queue's table cannot be made ready (Postgres unreachable at the first claim): no jobs for the statement, the batch's jobs go through the relay after the commit", async () => {
+  // A store whose database does not answer (a closed port): its table cannot be created.
+  const unreachable = openPostgresQueueStore('postgres://127.0.0.1:9/none', queueSchemaFor(prefix), { poolSize: 1, applicationName: 'test-unreachable' });
+  try {
+    const queue = new PostgresEventQueue(unreachable, 'webhook-events');
+    expect(await claimJobsFor(queue, [{ source: 'stripe', eventId: 'evt_unready', attempt: 0 }])).toBeUndefined();
+  } finally {
+    await closePostgresQueueStore(unreachable);
+  }
+  // And on Redis there is nothing to insert on claim.
+  expect(await claimJobsFor({ name: 'webhook-events' } as never, [{ source: 'stripe', eventId: 'evt_redis', attempt: 0 }])).toBeUndefined();
 });

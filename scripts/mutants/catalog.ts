@@ -884,6 +884,14 @@ export const MUTANTS: Mutant[] = [
     tests: ['test/postgres-queue-table.test.ts', 'test/postgres-queue.test.ts'],
   },
   {
+    id: 'claim-jobs-unready-fails',
+    guarantee: "on Postgres a claim whose queue table cannot be made ready still claims (its jobs through the relay), instead of failing the batch",
+    marker: 'claim-jobs-unready-fails',
+    search: '  ).catch(() => undefined);',
+    replace: '  );',
+    tests: ['test/postgres-queue-table.test.ts'],
+  },
+  {
     id: 'claim-outbox-relayed-too',
     guarantee: 'on Postgres the relay adds nothing for the events a claim statement already enqueued (no second statement per batch)',
     marker: 'claim-outbox-relayed-too',

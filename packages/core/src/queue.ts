@@ -430,6 +430,7 @@ export interface EnqueueOptions {
 export async function claimJobsFor(target: JobTarget, jobs: Omit<EventJobData, 'rowId'>[]): Promise<ClaimJobs | undefined> {
   const first = queuesOf(target)[0];
   if (!(first instanceof PostgresEventQueue)) return undefined;
+  // mutant: claim-jobs-unready-fails
   return claimJobsOn(
     first.store,
     jobs.map((data) => ({ id: jobIdFor(data), queue: queueFor(target, data).name, data })),
