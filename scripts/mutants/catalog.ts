@@ -885,7 +885,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: 'claim-jobs-unready-fails',
-    guarantee: "on Postgres a claim whose queue table cannot be made ready still claims (its jobs through the relay), instead of failing the batch",
+    guarantee: 'on Postgres a claim whose queue table cannot be made ready still claims (its jobs through the relay), instead of failing the batch',
     marker: 'claim-jobs-unready-fails',
     search: '  ).catch(() => undefined);',
     replace: '  );',
