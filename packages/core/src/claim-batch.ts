@@ -131,7 +131,7 @@ function foldRepeats(batch: Waiting[]): FoldedBatch {
 async function claimBatch(deps: BatchDeps, events: VerifiedEvent[], copies: number[]): Promise<{ results: Claimed; unavailable: boolean; enqueued: boolean }> {
   // mutant: statement-cut-before-deadline
   const limit = { timeoutMs: deps.claimTimeoutMs + STATEMENT_CUT_AFTER_DEADLINE_MS, logDeliveries: deps.logDeliveries };
-  const jobs = await deps.relay.inClaim(events.map(dispatchJobOf));
+  const jobs = await deps.relay.inClaim(() => events.map(dispatchJobOf));
   try {
     const results = await claimConflictsRetried(deps.log, () => deps.queries.claimEvents(deps.pool, events, { ...limit, copies, jobs }));
     return { results, unavailable: false, enqueued: jobs !== undefined };

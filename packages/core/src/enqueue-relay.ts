@@ -51,9 +51,10 @@ export interface EnqueueRelayOptions {
 export interface EnqueueRelay {
   /**
    * The new events' jobs for a claim statement to insert itself (QUEUE_BACKEND=postgres: insert
-   * on claim); undefined when they go through `push` after the commit (Redis). Never throws.
+   * on claim); undefined when they go through `push` after the commit (Redis, where `jobs` is
+   * not called). Never throws.
    */
-  inClaim(jobs: Omit<EventJobData, 'rowId'>[]): Promise<ClaimJobs | undefined>;
+  inClaim(jobs: () => Omit<EventJobData, 'rowId'>[]): Promise<ClaimJobs | undefined>;
   /** Hands over the dispatch jobs of newly committed events; never throws, never waits. */
   push(jobs: EventJobData[]): void;
   /**

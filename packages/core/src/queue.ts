@@ -424,16 +424,16 @@ export interface EnqueueOptions {
 /**
  * Insert on claim (QUEUE_BACKEND=postgres; postgres-queue.ts ClaimJobs): the dispatch jobs of a
  * claim batch's events, routed and named as enqueueNewEvents would, for the claim statement to
- * insert with the events. Undefined on Redis (the relay adds them after the commit), and when
+ * insert with the events (`jobs` is called only here). Undefined on Redis (the relay adds them after the commit), and when
  * the queue's table cannot be made ready now (the same: the relay, then the reconciler).
  */
-export async function claimJobsFor(target: JobTarget, jobs: Omit<EventJobData, 'rowId'>[]): Promise<ClaimJobs | undefined> {
+export async function claimJobsFor(target: JobTarget, jobs: () => Omit<EventJobData, 'rowId'>[]): Promise<ClaimJobs | undefined> {
   const first = queuesOf(target)[0];
   if (!(first instanceof PostgresEventQueue)) return undefined;
   // mutant: claim-jobs-unready-fails
   return claimJobsOn(
     first.store,
-    jobs.map((data) => ({ id: jobIdFor(data), queue: queueFor(target, data).name, data })),
+    jobs().map((data) => ({ id: jobIdFor(data), queue: queueFor(target, data).name, data })),
   ).catch(() => undefined);
 }
 

@@ -129,11 +129,6 @@ export async function inLocalStep<T>(scope: RunScope, local: LocalStepContext, f
   }
 }
 
-/** The run's local step whose function runs now, if any. */
-export function localStepOf(scope: RunScope): LocalStepContext | undefined {
-  return scope.localStep;
-}
-
 /**
  * Thrown at a step boundary when the run's handler or source was paused with `--now`: the step
  * does not run, the run is released to wait for the resume (process-event.ts). Not a failure.

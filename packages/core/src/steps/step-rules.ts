@@ -9,7 +9,7 @@ import type { PoolClient } from '@oncehook/shared';
 import type { StepKind } from '../vocabulary.js';
 import { StepUsageError, type StepOptions } from '@oncehook/sdk';
 import type { RecordedStep } from '../store/queries.js';
-import { localStepOf, type RunScope } from './run-scope.js';
+import type { RunScope } from './run-scope.js';
 
 const STEP_NAME = /^[^\x00-\x1f\x7f]{1,200}$/;
 const CONTROL = /[\u0000-\u001f\u007f]/;
@@ -51,7 +51,7 @@ export function checkSubject(scope: RunScope, name: string, options: StepOptions
 /** The run's open local step's transaction (inLocalStep); StepUsageError when none is open. */
 export function localTransaction(scope: RunScope, method: 'ordered' | 'lock', objectKey: unknown): { tx: PoolClient; step: string } {
   const { run } = scope;
-  const local = localStepOf(scope);
+  const local = scope.localStep;
   if (!local) {
     throw new StepUsageError(
       `ctx.${method}() in handler "${run.handler}" must be called inside a local step, where its effect commits with the step's writes: await ctx.transaction('apply', async (tx) => { ${method === 'ordered' ? "const { stale } = await ctx.ordered('customer:' + id, event.signedAt); if (stale) return { skipped: 'stale' };" : "await ctx.lock('order:' + id);"} ... })`,
