@@ -43,9 +43,9 @@ try {
        FROM generate_series(1, $1::int) g`,
     [events],
   );
-  await pool.query(`INSERT INTO ${S}.handler_runs (event_row_id, handler, state, attempts, finished_at) SELECT id, 'shop.payments', 'done', 1, now() FROM ${S}.events`);
+  // A done run's attempt is in its row (migrations/0019): no run_attempts row.
   await pool.query(
-    `INSERT INTO ${S}.run_attempts (run_id, lease_token, generation, attempt, ended_at, outcome) SELECT id, gen_random_uuid(), 0, 1, now(), 'done' FROM ${S}.handler_runs`,
+    `INSERT INTO ${S}.handler_runs (event_row_id, handler, state, attempts, attempt_started_at, finished_at) SELECT id, 'shop.payments', 'done', 1, now(), now() FROM ${S}.events`,
   );
   await pool.query(
     `INSERT INTO ${S}.steps (run_id, generation, name, kind, result) SELECT id, 0, 'credit-ledger', 'local', '{"entryId": 12345, "accountId": "cus_1", "amount": 1000}' FROM ${S}.handler_runs`,

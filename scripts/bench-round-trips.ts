@@ -36,7 +36,7 @@ const pool = createPool(db.url, { max: 1 });
 const queries = createQueries(S);
 const token = randomUUID();
 
-/** Every block's runs, leased to `token`, each with its attempt row (what a dispatch leaves). */
+/** Every block's runs, leased to `token`, each with its attempt started (what a dispatch leaves). */
 async function seedRuns(count: number): Promise<number[]> {
   await pool.query(
     `INSERT INTO ${S}.events (provider, kind, event_id, type, payload, state, runs_pending)
@@ -44,11 +44,10 @@ async function seedRuns(count: number): Promise<number[]> {
     [count],
   );
   const { rows } = await pool.query<{ id: number }>(
-    `INSERT INTO ${S}.handler_runs (event_row_id, handler, state, attempts, lease_token, lease_until)
-     SELECT id, 'shop.payments', 'processing', 1, $1::uuid, now() + interval '1 day' FROM ${S}.events ORDER BY id RETURNING id`,
+    `INSERT INTO ${S}.handler_runs (event_row_id, handler, state, attempts, lease_token, lease_until, attempt_started_at)
+     SELECT id, 'shop.payments', 'processing', 1, $1::uuid, now() + interval '1 day', now() FROM ${S}.events ORDER BY id RETURNING id`,
     [token],
   );
-  await pool.query(`INSERT INTO ${S}.run_attempts (run_id, lease_token, generation, attempt) SELECT id, $1::uuid, 0, 1 FROM ${S}.handler_runs`, [token]);
   return rows.map((r) => r.id);
 }
 

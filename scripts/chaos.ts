@@ -657,7 +657,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     if (pausedRunsAtResume < 0) violations.push('the paused handler was never resumed');
     const { rows: limitedRuns } = await db.query<{ mean: number | null }>(
       `SELECT avg(extract(epoch FROM a.ended_at - a.started_at))::float8 * 1000 AS mean
-         FROM oncehook.run_attempts a JOIN oncehook.handler_runs r ON r.id = a.run_id
+         FROM oncehook.attempt_history a JOIN oncehook.handler_runs r ON r.id = a.run_id
         WHERE r.handler = $1 AND a.outcome = 'done'`,
       [LIMITED.name],
     );

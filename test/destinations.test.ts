@@ -177,7 +177,7 @@ describe('receivers in other processes', () => {
       expect(applied).toEqual(keys.map((k) => ({ webhook_id: k.key, event_id: k.event_id })));
       // The crash made a webhook-id arrive twice, and the 503s made calls fail: more calls than events.
       const { rows: attempts } = await db.pool.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM oncehook.run_attempts a JOIN ${T.runs} r ON r.id = a.run_id WHERE r.handler = 'billing-service'`,
+        `SELECT count(*)::int AS n FROM oncehook.attempt_history a JOIN ${T.runs} r ON r.id = a.run_id WHERE r.handler = 'billing-service'`,
       );
       console.log(`[figure] destination: ${N} events x 3 deliveries -> ${proxy.calls} calls to the receiver over ${attempts[0]!.n} attempts, ${N} applied`);
       expect(proxy.calls).toBeGreaterThan(N);

@@ -103,7 +103,7 @@ it('concurrency: 3 across 3 workers x WORKER_CONCURRENCY=32: never more than 3 i
     await allDone('flow-limited', 60);
     // The dead worker's run kept its slot until its lease expired (not freed early, not leaked):
     // its next attempt started more than a second after the kill, and then it finished.
-    const { rows: retried } = await db.pool.query<{ at: Date }>(`SELECT started_at AS at FROM oncehook.run_attempts WHERE run_id = $1 AND attempt = 2`, [victim.runId]);
+    const { rows: retried } = await db.pool.query<{ at: Date }>(`SELECT started_at AS at FROM oncehook.attempt_history WHERE run_id = $1 AND attempt = 2`, [victim.runId]);
     expect(retried).toHaveLength(1);
     const heldFor = retried[0]!.at.getTime() - killedAt;
     expect(heldFor).toBeGreaterThan(1_000);
@@ -150,7 +150,7 @@ it('concurrency { key, limit: 1 }: a backlog of 200 runs over 10 keys drains; ru
     const { rows: use } = await db.pool.query<{ busy: number; span: number }>(
       `SELECT sum(extract(epoch FROM a.ended_at - a.started_at))::float8 * 1000 AS busy,
               extract(epoch FROM max(a.ended_at) - min(a.started_at))::float8 * 1000 AS span
-         FROM oncehook.run_attempts a JOIN ${T.runs} r ON r.id = a.run_id WHERE r.handler = 'flow-keyed'`,
+         FROM oncehook.attempt_history a JOIN ${T.runs} r ON r.id = a.run_id WHERE r.handler = 'flow-keyed'`,
     );
     const { busy, span } = use[0]!;
     const bound = (200 * 40) / 10;
@@ -199,7 +199,7 @@ it("rateLimit { limit: 20, period: '1s' }: starts never exceed 20 per second plu
     // Every attempt took one start, and waiting took none: as many starts as attempts (220, and
     // more if an attempt failed and its run was retried: a loaded machine may fail one).
     const { rows: attempts } = await db.pool.query<{ t: number; outcome: string | null; error: string | null }>(
-      `SELECT (extract(epoch FROM a.started_at) * 1000)::float8 AS t, a.outcome, a.error FROM oncehook.run_attempts a JOIN ${T.runs} r ON r.id = a.run_id WHERE r.handler = 'flow-rated' ORDER BY 1`,
+      `SELECT (extract(epoch FROM a.started_at) * 1000)::float8 AS t, a.outcome, a.error FROM oncehook.attempt_history a JOIN ${T.runs} r ON r.id = a.run_id WHERE r.handler = 'flow-rated' ORDER BY 1`,
     );
     expect(takes).toHaveLength(attempts.length);
     expect(takes.length).toBeGreaterThanOrEqual(220);

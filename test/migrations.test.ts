@@ -79,6 +79,7 @@ it('without the example named, npm run migrate creates no example table, and eve
     expect(await tablesBySchema(pool)).toEqual({
       oncehook: [
         'activity',
+        'attempt_history',
         'backfill_schedule',
         'deliveries',
         'delivery_counts',
@@ -187,6 +188,7 @@ it('upgrades a database from before the schema: tables moved, data kept, in-flig
         'oncehook/0016_backfill_schedule.sql',
         'oncehook/0017_lease_lost.sql',
         'oncehook/0018_error_shape_ids_and_statuses.sql',
+        'oncehook/0019_attempt_rows_on_end.sql',
         'shop/0001_shop.sql',
       ],
       upgradedLegacy: true,
@@ -194,6 +196,7 @@ it('upgrades a database from before the schema: tables moved, data kept, in-flig
     const tables = await tablesBySchema(pool);
     expect(tables.oncehook).toEqual([
       'activity',
+      'attempt_history',
       'backfill_schedule',
       'deliveries',
       'delivery_counts',

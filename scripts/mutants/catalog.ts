@@ -180,11 +180,11 @@ export const MUTANTS: Mutant[] = [
     guarantee: 'a worker that lost its lease cannot send the run back to received',
     marker: 'fence-retry-token',
     search: `          WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
-         RETURNING id
-       ), \${ATTEMPT_VERDICT('retry', '$3::text')}`,
+         RETURNING id, generation, attempts, attempt_started_at
+       ), \${ENDED_ATTEMPT('retry', '$3::text')}`,
     replace: `          WHERE id = $1::bigint AND $2::uuid IS NOT NULL AND state = 'processing'
-         RETURNING id
-       ), \${ATTEMPT_VERDICT('retry', '$3::text')}`,
+         RETURNING id, generation, attempts, attempt_started_at
+       ), \${ENDED_ATTEMPT('retry', '$3::text')}`,
     tests: ['test/lease-guards.test.ts'],
   },
   {
@@ -192,12 +192,63 @@ export const MUTANTS: Mutant[] = [
     guarantee: 'a worker that lost its lease cannot dead-letter the run',
     marker: 'fence-failed-token',
     search: `          WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
-         RETURNING id, event_row_id
-       ), \${ATTEMPT_VERDICT('failed'`,
+         RETURNING id, event_row_id, generation, attempts, attempt_started_at
+       ), \${ENDED_ATTEMPT('failed'`,
     replace: `          WHERE id = $1::bigint AND $2::uuid IS NOT NULL AND state = 'processing'
-         RETURNING id, event_row_id
-       ), \${ATTEMPT_VERDICT('failed'`,
+         RETURNING id, event_row_id, generation, attempts, attempt_started_at
+       ), \${ENDED_ATTEMPT('failed'`,
     tests: ['test/lease-guards.test.ts'],
+  },
+  // ---- the attempt log (store/sql/attempt-log.ts, migrations/0019) ------------------------
+  {
+    id: 'done-attempt-logged',
+    guarantee: 'an attempt that ends done writes no attempt row (the run row holds it)',
+    marker: 'done-attempt-logged',
+    search: `         UPDATE \${ATTEMPTS} a SET ended_at = now(), outcome = 'done', error = NULL
+           FROM run WHERE run.attempt_started_at IS NULL AND a.run_id = run.id AND a.lease_token = $2::uuid`,
+    replace: `         INSERT INTO \${ATTEMPTS} (run_id, lease_token, generation, attempt, ended_at, outcome)
+         SELECT id, $2::uuid, 0, 1, now(), 'done' FROM run`,
+    tests: ['test/attempt-log.test.ts'],
+  },
+  {
+    id: 'done-attempt-upgrade-open',
+    guarantee: 'an attempt leased before migration 0019 is closed by its done verdict',
+    marker: 'done-attempt-upgrade-open',
+    search: 'FROM run WHERE run.attempt_started_at IS NULL AND',
+    replace: 'FROM run WHERE run.attempt_started_at IS NOT NULL AND',
+    tests: ['test/attempt-log.test.ts'],
+  },
+  {
+    id: 'expired-attempt-unlogged',
+    guarantee: 'a lease or a wait that takes over an expired lease logs the attempt it ended',
+    marker: 'expired-attempt-unlogged',
+    search: `          WHERE \${where} AND state = 'processing' AND lease_until < now()`,
+    replace: `          WHERE \${where} AND false`,
+    tests: ['test/attempt-log.test.ts'],
+  },
+  {
+    id: 'reconciler-attempt-unlogged',
+    guarantee: 'the reconciler logs the attempt whose lease it releases',
+    marker: 'reconciler-attempt-unlogged',
+    search: 'FROM expired x JOIN moved m ON m.id = x.id',
+    replace: 'FROM expired x JOIN moved m ON m.id = x.id WHERE false',
+    tests: ['test/attempt-log.test.ts'],
+  },
+  {
+    id: 'redrive-attempt-unlogged',
+    guarantee: 'a re-drive of an expired lease logs the attempt it ended',
+    marker: 'redrive-attempt-unlogged',
+    search: "coalesce(attempt_started_at, now()) FROM target WHERE state = 'processing'",
+    replace: 'coalesce(attempt_started_at, now()) FROM target WHERE false',
+    tests: ['test/attempt-log.test.ts'],
+  },
+  {
+    id: 'replay-forgets-done-attempt',
+    guarantee: 'a replay keeps the done attempt of the generation it ends in the attempt log',
+    marker: 'replay-forgets-done-attempt',
+    search: "          WHERE state = 'done' AND attempt_started_at IS NOT NULL",
+    replace: '          WHERE false',
+    tests: ['test/attempt-log.test.ts'],
   },
   {
     id: 'acquire-steps-in-returning',
@@ -481,9 +532,9 @@ export const MUTANTS: Mutant[] = [
     id: 'cap-count',
     guarantee: 'every claim counts as an attempt (crashes included)',
     marker: 'cap-count',
-    search: `                attempts = r.attempts + 1, updated_at = now(),
+    search: `                attempts = r.attempts + 1, attempt_started_at = now(), updated_at = now(),
                 waiting = NULL, waiting_since = NULL, flow_key = $5::text`,
-    replace: `                attempts = r.attempts, updated_at = now(),
+    replace: `                attempts = r.attempts, attempt_started_at = now(), updated_at = now(),
                 waiting = NULL, waiting_since = NULL, flow_key = $5::text`,
     tests: ['test/state-machine.test.ts', 'test/lease-guards.test.ts'],
   },

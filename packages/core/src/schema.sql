@@ -55,6 +55,75 @@ CREATE TABLE oncehook.activity (
     buckets bigint[]
 );
 
+CREATE TABLE oncehook.handler_runs (
+    id bigint NOT NULL,
+    event_row_id bigint NOT NULL,
+    handler text NOT NULL,
+    state text DEFAULT 'received'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    generation integer DEFAULT 0 NOT NULL,
+    key_scheme smallint DEFAULT 2 NOT NULL,
+    lease_token uuid,
+    lease_until timestamp with time zone,
+    last_error text,
+    note text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    waiting text,
+    waiting_since timestamp with time zone,
+    waits integer DEFAULT 0 NOT NULL,
+    flow_key text,
+    flow_limit integer,
+    rate_key text,
+    error_shape text,
+    attempt_started_at timestamp with time zone,
+    CONSTRAINT handler_runs_key_scheme_check CHECK ((key_scheme = ANY (ARRAY[1, 2]))),
+    CONSTRAINT handler_runs_lease_iff_processing CHECK (((state = 'processing'::text) = ((lease_token IS NOT NULL) AND (lease_until IS NOT NULL)))),
+    CONSTRAINT handler_runs_state_check CHECK ((state = ANY (ARRAY['received'::text, 'processing'::text, 'done'::text, 'failed'::text]))),
+    CONSTRAINT handler_runs_waiting_check CHECK ((waiting = ANY (ARRAY['paused'::text, 'concurrency'::text, 'rate-limit'::text])))
+);
+
+CREATE TABLE oncehook.run_attempts (
+    run_id bigint NOT NULL,
+    lease_token uuid NOT NULL,
+    generation integer NOT NULL,
+    attempt integer NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    ended_at timestamp with time zone,
+    outcome text,
+    error text,
+    CONSTRAINT run_attempts_outcome_check CHECK ((outcome = ANY (ARRAY['done'::text, 'failed'::text, 'retry'::text])))
+);
+
+CREATE VIEW oncehook.attempt_history AS
+ SELECT run_attempts.run_id,
+    run_attempts.lease_token,
+    run_attempts.generation,
+    run_attempts.attempt,
+    run_attempts.started_at,
+    run_attempts.ended_at,
+    run_attempts.outcome,
+    run_attempts.error
+   FROM oncehook.run_attempts
+UNION ALL
+ SELECT handler_runs.id AS run_id,
+    handler_runs.lease_token,
+    handler_runs.generation,
+    handler_runs.attempts AS attempt,
+    handler_runs.attempt_started_at AS started_at,
+        CASE
+            WHEN (handler_runs.state = 'done'::text) THEN handler_runs.finished_at
+            ELSE NULL::timestamp with time zone
+        END AS ended_at,
+        CASE
+            WHEN (handler_runs.state = 'done'::text) THEN 'done'::text
+            ELSE NULL::text
+        END AS outcome,
+    NULL::text AS error
+   FROM oncehook.handler_runs
+  WHERE ((handler_runs.attempt_started_at IS NOT NULL) AND (handler_runs.state = ANY (ARRAY['processing'::text, 'done'::text])));
+
 CREATE TABLE oncehook.backfill_schedule (
     source text NOT NULL,
     next_at timestamp with time zone DEFAULT now() NOT NULL,
@@ -133,34 +202,6 @@ CREATE TABLE oncehook.handler_health (
     consecutive_failures integer NOT NULL,
     last_error text,
     updated_at timestamp with time zone DEFAULT now() NOT NULL
-);
-
-CREATE TABLE oncehook.handler_runs (
-    id bigint NOT NULL,
-    event_row_id bigint NOT NULL,
-    handler text NOT NULL,
-    state text DEFAULT 'received'::text NOT NULL,
-    attempts integer DEFAULT 0 NOT NULL,
-    generation integer DEFAULT 0 NOT NULL,
-    key_scheme smallint DEFAULT 2 NOT NULL,
-    lease_token uuid,
-    lease_until timestamp with time zone,
-    last_error text,
-    note text,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    finished_at timestamp with time zone,
-    waiting text,
-    waiting_since timestamp with time zone,
-    waits integer DEFAULT 0 NOT NULL,
-    flow_key text,
-    flow_limit integer,
-    rate_key text,
-    error_shape text,
-    CONSTRAINT handler_runs_key_scheme_check CHECK ((key_scheme = ANY (ARRAY[1, 2]))),
-    CONSTRAINT handler_runs_lease_iff_processing CHECK (((state = 'processing'::text) = ((lease_token IS NOT NULL) AND (lease_until IS NOT NULL)))),
-    CONSTRAINT handler_runs_state_check CHECK ((state = ANY (ARRAY['received'::text, 'processing'::text, 'done'::text, 'failed'::text]))),
-    CONSTRAINT handler_runs_waiting_check CHECK ((waiting = ANY (ARRAY['paused'::text, 'concurrency'::text, 'rate-limit'::text])))
 );
 
 ALTER TABLE oncehook.handler_runs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
@@ -244,18 +285,6 @@ CREATE TABLE oncehook.rate_windows (
     rate_key text NOT NULL,
     window_start timestamp with time zone NOT NULL,
     started integer NOT NULL
-);
-
-CREATE TABLE oncehook.run_attempts (
-    run_id bigint NOT NULL,
-    lease_token uuid NOT NULL,
-    generation integer NOT NULL,
-    attempt integer NOT NULL,
-    started_at timestamp with time zone DEFAULT now() NOT NULL,
-    ended_at timestamp with time zone,
-    outcome text,
-    error text,
-    CONSTRAINT run_attempts_outcome_check CHECK ((outcome = ANY (ARRAY['done'::text, 'failed'::text, 'retry'::text])))
 );
 
 CREATE TABLE oncehook.steps (

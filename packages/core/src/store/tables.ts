@@ -13,7 +13,10 @@ export interface Tables {
   ACTIONS: string;
   DELIVERIES: string;
   DELIVERY_COUNTS: string;
+  /** Attempts that ended other than done (migrations/0019); the whole log is ATTEMPT_HISTORY. */
   ATTEMPTS: string;
+  /** Every attempt: ATTEMPTS' rows and each run's current attempt, read from the run row (a view). */
+  ATTEMPT_HISTORY: string;
   VERSIONS: string;
   HANDLERS: string;
   PAUSES: string;
@@ -34,6 +37,7 @@ export function tablesFor(schemaName: string): Tables {
     DELIVERIES: `${SCHEMA}.deliveries`,
     DELIVERY_COUNTS: `${SCHEMA}.delivery_counts`,
     ATTEMPTS: `${SCHEMA}.run_attempts`,
+    ATTEMPT_HISTORY: `${SCHEMA}.attempt_history`,
     VERSIONS: `${SCHEMA}.object_versions`,
     HANDLERS: `${SCHEMA}.handlers`,
     PAUSES: `${SCHEMA}.pauses`,

@@ -5,9 +5,11 @@
  */
 import { PAUSED } from '../columns.js';
 import type { Tables } from '../tables.js';
+import { attemptLogStatements } from './attempt-log.js';
 
 export function flowStatements(t: Tables) {
   const { SCHEMA, EVENTS, RUNS, PAUSES, RATE_WINDOWS, HEALTH, ACTIONS } = t;
+  const { TAKEN_ATTEMPTS, LOG_TAKEN } = attemptLogStatements(t);
 
   /** A waiting run's job: what a resume or a wake-up enqueues (CTE `woken`, joined to its event `e`). */
   const WOKEN_JOB = `r.event_row_id AS "rowId", e.provider AS source, e.event_id AS "eventId", r.handler, r.generation, r.attempts AS attempt, r.waits AS wait`;
@@ -58,24 +60,27 @@ export function flowStatements(t: Tables) {
      * waiting for a slot gets none (a run of its handler and key that ends wakes it). Keeps
      * `waiting_since` across waits: a run woken and held back again keeps its place in line.
      * 0 rows = not ours to touch (leased by a live worker, finished, or a newer job owns the
-     * wait).
+     * wait). A run taken from an expired lease has that attempt logged (attempt-log.ts).
      */
     // mutant: flow-wait-unfenced
-    WAIT: `UPDATE ${RUNS} r
+    WAIT: `WITH ${TAKEN_ATTEMPTS('event_row_id = $1::bigint AND handler = $2::text')}, waited AS (
+       UPDATE ${RUNS} r
           SET state = 'received', lease_token = NULL, lease_until = NULL,
               waiting = $3::text, waiting_since = coalesce(r.waiting_since, now()),
               waits = r.waits + 1, flow_key = $4::text, flow_limit = $6::int, rate_key = $7::text, updated_at = now()
         WHERE r.event_row_id = $1::bigint AND r.handler = $2::text
           AND (r.state = 'received' OR (r.state = 'processing' AND r.lease_until < now()))
           AND ($5::int IS NULL OR r.waits = $5::int)
-       RETURNING r.waits, r.attempts, r.generation,
+       RETURNING r.id, r.waits, r.attempts, r.generation,
                  CASE WHEN $3::text = 'rate-limit' THEN (
                    SELECT count(*)::int FROM (
                      SELECT 1 FROM ${RUNS} w
                       WHERE w.handler = $2::text AND w.waiting = 'rate-limit' AND w.state = 'received'
                         AND w.rate_key IS NOT DISTINCT FROM $7::text AND w.waiting_since < coalesce(r.waiting_since, now())
                       LIMIT $8::int) ahead)
-                 END AS ahead`,
+                 END AS ahead
+       ), ${LOG_TAKEN('waited')}
+       SELECT waits, attempts, generation, ahead FROM waited`,
 
     /**
      * A run that found its handler or source paused is marked so (event row $1, handler $2):

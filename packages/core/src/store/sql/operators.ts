@@ -9,7 +9,7 @@ import { eventColumns, runColumns, SOURCES_STORED } from '../columns.js';
 import type { Tables } from '../tables.js';
 
 export function operatorStatements(t: Tables) {
-  const { EVENTS, RUNS, STEPS, ACTIONS, DELIVERIES, DELIVERY_COUNTS, ATTEMPTS, FAILURE_GROUPS, SCHEMA } = t;
+  const { EVENTS, RUNS, STEPS, ACTIONS, DELIVERIES, DELIVERY_COUNTS, ATTEMPTS, ATTEMPT_HISTORY, FAILURE_GROUPS, SCHEMA } = t;
 
   /** Deliveries of event `e`: its first (logged) and every duplicate (counted). */
   const DELIVERY_TOTAL = `((SELECT count(*) FROM ${DELIVERIES} d WHERE d.event_row_id = e.id AND NOT d.duplicate)
@@ -43,9 +43,9 @@ export function operatorStatements(t: Tables) {
      * from 0. The target rows are locked first (FOR UPDATE re-checks their state on the newest
      * version), so nothing returned comes from a stale snapshot.
      */
-    // mutant: redrive-live-lease
+    // mutant: redrive-live-lease, redrive-attempt-unlogged
     REDRIVE_RUNS: `WITH target AS (
-         SELECT id, state FROM ${RUNS}
+         SELECT id, state, lease_token, generation, attempts, attempt_started_at FROM ${RUNS}
           WHERE event_row_id = $1::bigint AND ($2::text IS NULL OR handler = $2::text)
             AND (state IN ('failed', 'received') OR (state = 'processing' AND lease_until < now()))
           FOR UPDATE
@@ -65,6 +65,11 @@ export function operatorStatements(t: Tables) {
        ), audit AS (
          INSERT INTO ${ACTIONS} (event_row_id, run_id, mode, from_state, generation, actor, reason)
          SELECT $1::bigint, id, 'redrive', from_state, generation, $3::text, $4::text FROM moved
+       ), lost AS (
+         -- A run taken from an expired lease: that attempt logged (sql/attempt-log.ts).
+         INSERT INTO ${ATTEMPTS} (run_id, lease_token, generation, attempt, started_at)
+         SELECT id, lease_token, generation, attempts, coalesce(attempt_started_at, now()) FROM target WHERE state = 'processing'
+         ON CONFLICT (run_id, lease_token) DO NOTHING
        )
        SELECT m.id AS "runId", m.handler, m.from_state AS "fromState", m.generation, ev.provider AS source, ev.event_id AS "eventId"
          FROM moved m, event ev`,
@@ -74,11 +79,13 @@ export function operatorStatements(t: Tables) {
      * again on purpose, as a NEW generation of one run (`done` or `failed`, never in flight). The
      * steps in $3 are copied into the new generation with their recorded results; every other
      * step runs again, and an external one gets a new idempotency key (the key includes the
-     * generation). 0 rows = the run is not finished (or does not exist).
+     * generation). 0 rows = the run is not finished (or does not exist). A done run's last
+     * attempt, which only its row held, is logged now (sql/attempt-log.ts), under a token of its
+     * own (the attempt's was cleared at done): the history keeps the generation it ends.
      */
-    // mutant: replay-reuses-nothing, replay-in-flight
+    // mutant: replay-reuses-nothing, replay-in-flight, replay-forgets-done-attempt
     REPLAY_RUN: `WITH target AS (
-         SELECT id, state, generation FROM ${RUNS}
+         SELECT id, state, generation, attempts, attempt_started_at, finished_at FROM ${RUNS}
           WHERE event_row_id = $1::bigint AND handler = $2::text AND state IN ('done', 'failed')
           FOR UPDATE
        ), moved AS (
@@ -102,6 +109,10 @@ export function operatorStatements(t: Tables) {
        ), audit AS (
          INSERT INTO ${ACTIONS} (event_row_id, run_id, mode, from_state, generation, actor, reason, detail)
          SELECT $1::bigint, id, 'replay', from_state, generation, $4::text, $5::text, $6::jsonb FROM moved
+       ), ended AS (
+         INSERT INTO ${ATTEMPTS} (run_id, lease_token, generation, attempt, started_at, ended_at, outcome)
+         SELECT id, gen_random_uuid(), generation, attempts, attempt_started_at, finished_at, 'done' FROM target
+          WHERE state = 'done' AND attempt_started_at IS NOT NULL
        )
        SELECT m.id AS "runId", m.handler, m.from_state AS "fromState", m.generation, ev.provider AS source, ev.event_id AS "eventId"
          FROM moved m, event ev`,
@@ -247,7 +258,7 @@ export function operatorStatements(t: Tables) {
     SHOW_DELIVERY_TOTAL: `SELECT ${DELIVERY_TOTAL} AS total, (SELECT dc.last_at FROM ${DELIVERY_COUNTS} dc WHERE dc.event_row_id = e.id) AS "lastAt"
          FROM ${EVENTS} e WHERE e.id = $1::bigint`,
     SHOW_ATTEMPTS: `SELECT a.run_id AS "runId", r.handler, a.generation, a.attempt, a.started_at AS "startedAt", a.ended_at AS "endedAt", a.outcome, a.error
-         FROM ${ATTEMPTS} a JOIN ${RUNS} r ON r.id = a.run_id
+         FROM ${ATTEMPT_HISTORY} a JOIN ${RUNS} r ON r.id = a.run_id
         WHERE r.event_row_id = $1::bigint ORDER BY a.started_at, a.attempt`,
 
     /** The gauges ($1 ms: stale; a run waiting for a pause or a slot is not stale, it waits on purpose). Each count is answered from a partial index, so the cost does not grow with the number of done events. */

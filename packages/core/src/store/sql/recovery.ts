@@ -8,28 +8,37 @@ import { SOURCES_STORED } from '../columns.js';
 import type { Tables } from '../tables.js';
 
 export function recoveryStatements(t: Tables) {
-  const { EVENTS, RUNS, DELIVERIES, DELIVERY_COUNTS, SCHEMA } = t;
+  const { EVENTS, RUNS, ATTEMPTS, DELIVERIES, DELIVERY_COUNTS, SCHEMA } = t;
   return {
     /**
      * processing -> received for runs whose lease expired ($1 limit): the worker died or hung.
      * Clearing the token fences the old holder out; the caller enqueues each run's next attempt.
      * The attempt the dead worker started stays counted, so a run that kills its worker every
-     * time still reaches `failed`.
+     * time still reaches `failed`, and is logged (the run row is no longer its attempt's).
      */
-    // mutant: reconciler-expired-leases
-    EXPIRED_LEASES: `UPDATE ${RUNS} r
-        SET state = 'received', lease_token = NULL, lease_until = NULL, updated_at = now(),
-            last_error = 'lease expired during attempt ' || r.attempts || ' (worker crashed or hung)',
-            error_shape = ${SCHEMA}.error_shape('lease expired during attempt ' || r.attempts || ' (worker crashed or hung)')
-       FROM ${EVENTS} e
-      WHERE r.id = ANY(ARRAY(
-        SELECT id FROM ${RUNS}
-         WHERE state = 'processing' AND lease_until < now()
-         ORDER BY lease_until
-         LIMIT $1::int
-         FOR UPDATE SKIP LOCKED))
-        AND r.state = 'processing' AND r.lease_until < now() AND e.id = r.event_row_id
-      RETURNING r.event_row_id AS "rowId", e.provider AS source, e.event_id AS "eventId", r.handler, r.generation, r.attempts AS attempt`,
+    // mutant: reconciler-expired-leases, reconciler-attempt-unlogged
+    EXPIRED_LEASES: `WITH expired AS MATERIALIZED (
+         SELECT id, lease_token, generation, attempts, attempt_started_at FROM ${RUNS}
+          WHERE state = 'processing' AND lease_until < now()
+          ORDER BY lease_until
+          LIMIT $1::int
+          FOR UPDATE SKIP LOCKED
+       ), moved AS (
+         UPDATE ${RUNS} r
+            SET state = 'received', lease_token = NULL, lease_until = NULL, updated_at = now(),
+                last_error = 'lease expired during attempt ' || r.attempts || ' (worker crashed or hung)',
+                error_shape = ${SCHEMA}.error_shape('lease expired during attempt ' || r.attempts || ' (worker crashed or hung)')
+           FROM expired x, ${EVENTS} e
+          WHERE r.id = x.id AND r.state = 'processing' AND r.lease_until < now() AND e.id = r.event_row_id
+         RETURNING r.id, r.event_row_id AS "rowId", e.provider AS source, e.event_id AS "eventId", r.handler, r.generation, r.attempts AS attempt
+       ), lost AS (
+         -- The attempt that died, logged (attempt-log.ts): the rows were locked by the CTE expired,
+         -- so its values are the newest. ON CONFLICT: leased before migrations/0019.
+         INSERT INTO ${ATTEMPTS} (run_id, lease_token, generation, attempt, started_at)
+         SELECT x.id, x.lease_token, x.generation, x.attempts, coalesce(x.attempt_started_at, now()) FROM expired x JOIN moved m ON m.id = x.id
+         ON CONFLICT (run_id, lease_token) DO NOTHING
+       )
+       SELECT "rowId", source, "eventId", handler, generation, attempt FROM moved`,
 
     /**
      * `received` runs untouched for $1 ms ($2 limit): their job was lost (Redis flushed or

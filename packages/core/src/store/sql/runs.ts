@@ -12,20 +12,12 @@
  */
 import { EVENT_STATE_AFTER, eventColumns, PAUSED, runColumns, STOP_NOW } from '../columns.js';
 import type { Tables } from '../tables.js';
+import { attemptLogStatements } from './attempt-log.js';
 
 export function runStatements(t: Tables) {
-  const { EVENTS, RUNS, STEPS, ATTEMPTS, VERSIONS, PAUSES, SCHEMA } = t;
+  const { EVENTS, RUNS, STEPS, VERSIONS, PAUSES, SCHEMA } = t;
 
-  /** The attempt log of a lease just taken (the CTE `leased`): one row per lease token. */
-  const ATTEMPT_LOG = `attempt AS (
-         INSERT INTO ${ATTEMPTS} (run_id, lease_token, generation, attempt)
-         SELECT id, "leaseToken", generation, attempts FROM leased
-       )`;
-  /** The verdict of our lease in the attempt log (CTE `run` returning id; $2 our token). */
-  const ATTEMPT_VERDICT = (outcome: string, error: string) => `verdict AS (
-         UPDATE ${ATTEMPTS} a SET ended_at = now(), outcome = '${outcome}', error = ${error}
-           FROM run WHERE a.run_id = run.id AND a.lease_token = $2::uuid
-       )`;
+  const { ENDED_ATTEMPT, DONE_ATTEMPT, TAKEN_ATTEMPTS, LOG_TAKEN } = attemptLogStatements(t);
 
   /**
    * What a lease statement returns: the run and its event. NOT its recorded steps: those are
@@ -49,44 +41,41 @@ export function runStatements(t: Tables) {
          UPDATE ${RUNS}
             SET state = 'done', lease_token = NULL, lease_until = NULL, finished_at = now(), updated_at = now()
           WHERE id = (SELECT run_id FROM step) AND lease_token = $2::uuid AND state = 'processing'
-         RETURNING id, event_row_id
-       ), ${ATTEMPT_VERDICT('done', 'NULL')}, event AS (
+         RETURNING id, event_row_id, attempt_started_at
+       ), ${DONE_ATTEMPT}, event AS (
          ${EVENT_AFTER_RUN_DONE}
          RETURNING e.id
        )`;
 
   /**
    * A dispatch's runs, from the CTE `planned` (event_row_id, handler, token, paused, leased):
-   * created (CTE `created`, returning each run), leased to their tokens or not, and each leased
-   * one's attempt logged (CTE `attempt`). `leaseMs`: the parameter holding the lease's length.
+   * created (CTE `created`, returning each run), leased to their tokens or not (a leased run's
+   * attempt starts now, in its row). `leaseMs`: the parameter holding the lease's length.
    */
   const DISPATCHED_RUNS = (leaseMs: string) => `created AS (
-         INSERT INTO ${RUNS} AS r (event_row_id, handler, state, attempts, lease_token, lease_until, waiting, waiting_since)
+         INSERT INTO ${RUNS} AS r (event_row_id, handler, state, attempts, lease_token, lease_until, attempt_started_at, waiting, waiting_since)
          SELECT event_row_id, handler, CASE WHEN leased THEN 'processing' ELSE 'received' END, CASE WHEN leased THEN 1 ELSE 0 END,
                 CASE WHEN leased THEN token END, CASE WHEN leased THEN now() + ${leaseMs}::int * interval '1 millisecond' END,
-                CASE WHEN paused THEN 'paused' END, CASE WHEN paused THEN now() END
+                CASE WHEN leased THEN now() END, CASE WHEN paused THEN 'paused' END, CASE WHEN paused THEN now() END
            FROM planned
          ON CONFLICT (event_row_id, handler) DO NOTHING
          RETURNING ${runColumns('r')}
-       ), attempt AS (
-         INSERT INTO ${ATTEMPTS} (run_id, lease_token, generation, attempt)
-         SELECT id, "leaseToken", generation, attempts FROM created WHERE state = 'processing'
        )`;
 
-  /** ACQUIRE_RUN's lease and attempt CTEs (`leased`, `attempt`), with `extra` (AND ...) added to its guard. */
+  /** ACQUIRE_RUN's lease CTEs (`taken`, `leased`, `lost`), with `extra` (AND ...) added to its guard. */
   // mutant: cap-count, pause-unchecked-lease
-  const LEASE_ONE_RUN = (extra: string) => `leased AS (
+  const LEASE_ONE_RUN = (extra: string) => `${TAKEN_ATTEMPTS('event_row_id = $1::bigint AND handler = $2::text')}, leased AS (
          UPDATE ${RUNS} r
             SET state = 'processing', lease_token = $3::uuid,
                 lease_until = now() + $4::int * interval '1 millisecond',
-                attempts = r.attempts + 1, updated_at = now(),
+                attempts = r.attempts + 1, attempt_started_at = now(), updated_at = now(),
                 waiting = NULL, waiting_since = NULL, flow_key = $5::text
            FROM ${EVENTS} e
           WHERE r.event_row_id = $1::bigint AND r.handler = $2::text AND e.id = r.event_row_id
             AND (r.state = 'received' OR (r.state = 'processing' AND r.lease_until < now()))
             AND NOT ${PAUSED(PAUSES, 'r', 'e')} ${extra}
          RETURNING ${LEASED_RUN_RETURNING}
-       ), ${ATTEMPT_LOG}`;
+       ), ${LOG_TAKEN('leased')}`;
 
   return {
     /**
@@ -215,18 +204,18 @@ export function runStatements(t: Tables) {
      * dispatch job; same guard, per run, except the handlers in $4 (limited or lower-priority:
      * the caller takes each through its own path).
      */
-    ACQUIRE_CLAIMABLE_RUNS: `WITH leased AS (
+    ACQUIRE_CLAIMABLE_RUNS: `WITH ${TAKEN_ATTEMPTS('event_row_id = $1::bigint AND handler <> ALL($4::text[])')}, leased AS (
          UPDATE ${RUNS} r
             SET state = 'processing', lease_token = $2::uuid,
                 lease_until = now() + $3::int * interval '1 millisecond',
-                attempts = r.attempts + 1, updated_at = now(), waiting = NULL, waiting_since = NULL
+                attempts = r.attempts + 1, attempt_started_at = now(), updated_at = now(), waiting = NULL, waiting_since = NULL
            FROM ${EVENTS} e
           WHERE r.event_row_id = $1::bigint AND e.id = r.event_row_id
             AND (r.state = 'received' OR (r.state = 'processing' AND r.lease_until < now()))
             AND r.handler <> ALL($4::text[])
             AND NOT ${PAUSED(PAUSES, 'r', 'e')}
          RETURNING ${LEASED_RUN_RETURNING}
-       ), ${ATTEMPT_LOG}
+       ), ${LOG_TAKEN('leased')}
        SELECT * FROM leased`,
 
     /** A run from before handler names (handler '') takes the one handler's name. 0 rows = bound meanwhile. */
@@ -283,8 +272,8 @@ export function runStatements(t: Tables) {
             SET state = 'done', lease_token = NULL, lease_until = NULL, finished_at = now(),
                 updated_at = now(), note = coalesce($3::text, note)
           WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
-         RETURNING id, event_row_id
-       ), ${ATTEMPT_VERDICT('done', 'NULL')}
+         RETURNING id, event_row_id, attempt_started_at
+       ), ${DONE_ATTEMPT}
        ${EVENT_AFTER_RUN_DONE}`,
 
     /** processing -> failed (the dead letter state), fenced ($1 run, $2 token, $3 error), with the event. 0 rows = lease lost. */
@@ -294,8 +283,8 @@ export function runStatements(t: Tables) {
             SET state = 'failed', lease_token = NULL, lease_until = NULL, finished_at = now(),
                 last_error = $3::text, error_shape = ${SCHEMA}.error_shape($3::text), updated_at = now()
           WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
-         RETURNING id, event_row_id
-       ), ${ATTEMPT_VERDICT('failed', '$3::text')}
+         RETURNING id, event_row_id, generation, attempts, attempt_started_at
+       ), ${ENDED_ATTEMPT('failed', '$3::text')}
        UPDATE ${EVENTS} e
           SET runs_pending = e.runs_pending - 1, runs_failed = e.runs_failed + 1, state = ${EVENT_STATE_AFTER('-1', '1')},
               finished_at = CASE WHEN e.runs_pending - 1 = 0 THEN now() END, updated_at = now()
@@ -356,8 +345,8 @@ export function runStatements(t: Tables) {
             SET state = 'received', lease_token = NULL, lease_until = NULL,
                 last_error = $3::text, error_shape = ${SCHEMA}.error_shape($3::text), updated_at = now()
           WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
-         RETURNING id
-       ), ${ATTEMPT_VERDICT('retry', '$3::text')}
+         RETURNING id, generation, attempts, attempt_started_at
+       ), ${ENDED_ATTEMPT('retry', '$3::text')}
        SELECT id FROM run`,
 
     /**
@@ -371,8 +360,8 @@ export function runStatements(t: Tables) {
             SET state = 'received', lease_token = NULL, lease_until = NULL, waiting = 'paused',
                 waiting_since = now(), attempts = greatest(attempts - 1, 0), updated_at = now()
           WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
-         RETURNING id
-       ), ${ATTEMPT_VERDICT('retry', "'stopped at a step boundary: paused with --now'")}
+         RETURNING id, generation, attempts, attempt_started_at
+       ), ${ENDED_ATTEMPT('retry', "'stopped at a step boundary: paused with --now'", 'run.attempts + 1')}
        SELECT id FROM run`,
 
     /**
