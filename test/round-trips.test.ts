@@ -88,6 +88,29 @@ it('four dispatch jobs at once: their dispatches take 2 statements, not 4 (the f
   });
 });
 
+// Mutant killed: done-batch-skipped (each run's done its own statement).
+it('four runs that finish at once: their dones take 2 statements, not 4 (the first alone, the three that arrived meanwhile in one: done-batcher.ts)', async () => {
+  const ids = ['evt_rt_done_0', 'evt_rt_done_1', 'evt_rt_done_2', 'evt_rt_done_3'];
+  const rows = await Promise.all(ids.map(topUp));
+  // A handler with no step: its run's done is the worker's own statement. All four return together.
+  let arrived = 0;
+  let release!: () => void;
+  const together = new Promise<void>((resolve) => (release = resolve));
+  const noStep = defineHandler({ name: 'rt-no-step', source: 'stripe', type: 'payment_intent.succeeded' }, async () => {
+    arrived += 1;
+    if (arrived === ids.length) release();
+    await together;
+  });
+  const shared = engine(counted, [noStep]);
+  const before = statements;
+  const outcomes = await Promise.all(ids.map((eventId, i) => processJob(shared, { ...dispatchJob(rows[i]!, eventId), kind: 'stripe', type: 'payment_intent.succeeded' })));
+  for (const outcome of outcomes) expect(outcome).toMatchObject({ kind: 'runs', runs: [{ kind: 'done' }] });
+  // 2 dispatches (1, then 3) and 2 dones (1, then 3).
+  expect(statements - before).toBe(2 + 2);
+  const { rows: states } = await db.pool.query<{ state: string; pending: number }>(`SELECT state, runs_pending AS pending FROM ${q.schema}.events WHERE id = ANY($1)`, [rows]);
+  expect(states).toEqual(ids.map(() => ({ state: 'done', pending: 0 })));
+});
+
 it('a dispatch job from an older version (no type) reads the event first: one statement more', async () => {
   const rowId = await topUp('evt_rt_untyped');
   expect(await countsFor(dispatchJob(rowId, 'evt_rt_untyped'))).toEqual({ statements: 6 + 3, roundTrips: 4 + 3 });
@@ -229,13 +252,29 @@ it('every named statement of the hot paths is planned once per connection: after
         batchIds.map((eventId, n) => processJob(shared, { ...dispatchJob(batchRows[n]!, eventId), kind: 'stripe', type: 'payment_intent.succeeded' })),
       );
       for (const outcome of outcomes) expect(outcome).toMatchObject({ kind: 'runs', runs: [{ kind: 'done' }] });
+      // Runs that finish together (no step: the worker's own done): the first alone, the next two in one statement.
+      const doneIds = [0, 1, 2].map((n) => `evt_rt_plan_done_${i}_${n}`);
+      const doneRows = await Promise.all(doneIds.map(topUp));
+      let arrived = 0;
+      let release!: () => void;
+      const together = new Promise<void>((resolve) => (release = resolve));
+      const noStep = defineHandler({ name: 'rt-plan-no-step', source: 'stripe', type: 'payment_intent.succeeded' }, async () => {
+        arrived += 1;
+        if (arrived === doneIds.length) release();
+        await together;
+      });
+      const finishing = engine(one, [noStep]);
+      const finished = await Promise.all(
+        doneIds.map((eventId, n) => processJob(finishing, { ...dispatchJob(doneRows[n]!, eventId), kind: 'stripe', type: 'payment_intent.succeeded' })),
+      );
+      for (const outcome of finished) expect(outcome).toMatchObject({ kind: 'runs', runs: [{ kind: 'done' }] });
     }
     const { rows } = await one.query<{ name: string; generic: number; custom: number }>(
       `SELECT name, generic_plans::int AS generic, custom_plans::int AS custom FROM pg_prepared_statements WHERE name LIKE 'oncehook\\_%'`,
     );
     const names = rows.map((r) => preparedBaseName(r.name));
     // The statements these paths run at least 8 times each (a sample that misses one would not
-    // check it): 14 of the 18 named ones; not run here: finishUnhandled, renewLease (the lease
+    // check it): 15 of the 19 named ones; not run here: finishUnhandled, renewLease (the lease
     // keeper's timer), markRunFailed and recordStep.
     expect(names).toEqual(
       expect.arrayContaining([
@@ -248,6 +287,7 @@ it('every named statement of the hot paths is planned once per connection: after
         'releaseRunForRetry',
         'acquireRun',
         'markRunDone',
+        'markRunsDone',
         'getEvent',
         'acquireClaimableRuns',
         'stepsOfLeasedRuns',

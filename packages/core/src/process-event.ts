@@ -17,6 +17,7 @@ import { createRunContext, RunStoppedError, type RunContext } from './handler-co
 import type { EngineEvents } from './engine-events.js';
 import { keepLease } from './lease-keeper.js';
 import type { DispatchBatcher } from './dispatch-batcher.js';
+import type { DoneBatcher } from './done-batcher.js';
 import type { HandlerRegistry } from './registry.js';
 import { gateRequest, isGated, needsEvent, priorityLevel, rateWaitMs } from './flow-control.js';
 
@@ -34,6 +35,8 @@ export interface ProcessDeps {
   registry: HandlerRegistry;
   /** Dispatches through group commit (dispatch-batcher.ts), on `pool`. */
   dispatcher: DispatchBatcher;
+  /** Marks runs done through group commit (done-batcher.ts), on `pool`. */
+  finisher: DoneBatcher;
   log: Logger;
   faults: Faults;
   settings: ProcessSettings;
@@ -498,7 +501,8 @@ async function runHandler(
     await deps.faults.hit('worker.in-handler');
     await ready.handler.handle(handlerEvent(event, leased, ready.payload), ctx);
     await deps.faults.hit('worker.before-done');
-    if (!ctx.completed && !(await queries.markRunDone(pool, run.id, token))) throw new LeaseLostError(run.id);
+    // mutant: done-batch-skipped
+    if (!ctx.completed && !(await deps.finisher.markDone({ runId: run.id, token }))) throw new LeaseLostError(run.id);
     log.info('run done');
     return end.outcome('done');
   } catch (error) {

@@ -61,6 +61,7 @@ export function createRunQueries(t: Tables, schemaName: string) {
   const LOCK_LEASED_RUN_SQL = prepared('lockLeasedRun', sql.LOCK_LEASED_RUN);
   const RENEW_LEASE_AT_STEP_SQL = prepared('renewLeaseAtStep', sql.RENEW_LEASE_AT_STEP);
   const MARK_RUN_DONE_SQL = prepared('markRunDone', sql.MARK_RUN_DONE);
+  const MARK_RUNS_DONE_SQL = prepared('markRunsDone', sql.MARK_RUNS_DONE);
   const MARK_RUN_FAILED_SQL = prepared('markRunFailed', sql.MARK_RUN_FAILED);
   const RECORD_FINAL_STEP_SQL = prepared('recordFinalStep', sql.RECORD_FINAL_STEP);
   const RELEASE_RUN_FOR_RETRY_SQL = prepared('releaseRunForRetry', sql.RELEASE_RUN_FOR_RETRY);
@@ -211,6 +212,12 @@ export function createRunQueries(t: Tables, schemaName: string) {
     return rowCount === 1;
   }
 
+  /** markRunDone for several runs in one statement (done-batcher.ts): the ids of the runs marked done; a run missing lost its lease. */
+  async function markRunsDone(db: Queryable, runs: readonly { runId: number; token: string }[]): Promise<Set<number>> {
+    const { rows } = await db.query<{ id: number | string }>(MARK_RUNS_DONE_SQL([runs.map((r) => r.runId), runs.map((r) => r.token)]));
+    return new Set(rows.map((row) => Number(row.id)));
+  }
+
   /**
    * A `final` step's record and the run's done, as one statement for the step to commit with
    * (commitWith). The lease lost fails it with LEASE_LOST (never 0 rows): the COMMIT behind it
@@ -287,6 +294,7 @@ export function createRunQueries(t: Tables, schemaName: string) {
     recordObjectVersion,
     finalStepRecord,
     markRunDone,
+    markRunsDone,
     markRunFailed,
     releaseRunForRetry,
     stepRecord,

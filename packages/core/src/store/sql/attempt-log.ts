@@ -23,11 +23,12 @@ export function attemptLogStatements(t: Tables) {
   /**
    * A done verdict writes no row: the run row holds the attempt. Only an attempt leased before
    * migrations/0019 (its run's attempt_started_at is NULL) has a row, closed here as before.
+   * `token`: the attempt's lease token (default $2, our token).
    */
   // mutant: done-attempt-logged, done-attempt-upgrade-open
-  const DONE_ATTEMPT = `verdict AS (
+  const DONE_ATTEMPT = (token = '$2::uuid') => `verdict AS (
          UPDATE ${ATTEMPTS} a SET ended_at = now(), outcome = 'done', error = NULL
-           FROM run WHERE run.attempt_started_at IS NULL AND a.run_id = run.id AND a.lease_token = $2::uuid
+           FROM run WHERE run.attempt_started_at IS NULL AND a.run_id = run.id AND a.lease_token = ${token}
        )`;
   /**
    * A lease taking over runs whose lease expired (their worker died or hung) logs the attempts it

@@ -42,7 +42,7 @@ export function runStatements(t: Tables) {
             SET state = 'done', lease_token = NULL, lease_until = NULL, finished_at = now(), updated_at = now()
           WHERE id = (SELECT run_id FROM step) AND lease_token = $2::uuid AND state = 'processing'
          RETURNING id, event_row_id, attempt_started_at
-       ), ${DONE_ATTEMPT}, event AS (
+       ), ${DONE_ATTEMPT()}, event AS (
          ${EVENT_AFTER_RUN_DONE}
          RETURNING e.id
        )`;
@@ -273,8 +273,41 @@ export function runStatements(t: Tables) {
                 updated_at = now(), note = coalesce($3::text, note)
           WHERE id = $1::bigint AND lease_token = $2::uuid AND state = 'processing'
          RETURNING id, event_row_id, attempt_started_at
-       ), ${DONE_ATTEMPT}
+       ), ${DONE_ATTEMPT()}
        ${EVENT_AFTER_RUN_DONE}`,
+
+    /**
+     * MARK_RUN_DONE for several runs in ONE statement (done-batcher.ts: the dones that arrived
+     * while an earlier one was in flight): $1 runs, $2 their tokens. Each run exactly as
+     * MARK_RUN_DONE would do it alone, fenced by its own token; one row per run marked done, and
+     * a run missing from the result lost its lease. An event's counters move by the number of its
+     * runs done here (two handlers of one event can finish in one batch). All or nothing: one
+     * commit for all.
+     *
+     * Lock order. The run rows are each held by one worker's lease, so two batches never share
+     * one; the event rows are shared (runs of one event on two workers, each in its own batch),
+     * so they are locked in id order (`locked`, FOR NO KEY UPDATE, the UPDATE's own lock) before
+     * any is updated: two batches wait for each other instead of deadlocking. Every statement
+     * that changes a run and its event locks the run first, as this one does.
+     */
+    // mutant: done-batch-counts-once, done-batch-lock-order
+    MARK_RUNS_DONE: `WITH run AS (
+         UPDATE ${RUNS} r
+            SET state = 'done', lease_token = NULL, lease_until = NULL, finished_at = now(), updated_at = now()
+           FROM unnest($1::bigint[], $2::uuid[]) AS x(id, token)
+          WHERE r.id = x.id AND r.lease_token = x.token AND r.state = 'processing'
+         RETURNING r.id, r.event_row_id, r.attempt_started_at, x.token
+       ), ${DONE_ATTEMPT('run.token')}, finished AS (
+         SELECT event_row_id, count(*)::int AS n FROM run GROUP BY event_row_id
+       ), locked AS (
+         SELECT e.id FROM ${EVENTS} e WHERE e.id IN (SELECT event_row_id FROM finished) ORDER BY e.id FOR NO KEY UPDATE
+       ), event AS (
+         UPDATE ${EVENTS} e
+            SET runs_pending = e.runs_pending - f.n, state = ${EVENT_STATE_AFTER('- f.n', '0')},
+                finished_at = CASE WHEN e.runs_pending - f.n = 0 THEN now() END, updated_at = now()
+           FROM finished f WHERE e.id = f.event_row_id AND e.id IN (SELECT id FROM locked)
+       )
+       SELECT id FROM run`,
 
     /** processing -> failed (the dead letter state), fenced ($1 run, $2 token, $3 error), with the event. 0 rows = lease lost. */
     // mutant: fence-failed-token, failure-shape-not-written

@@ -1,0 +1,122 @@
+/**
+ * Group commit of the run's done (packages/core/src/done-batcher.ts, MARK_RUNS_DONE), against
+ * real Postgres: dones that arrive while one is in flight go together in one statement, each
+ * fenced by its own token, each event's counters moved by its runs done there. (What every group
+ * commit does, one key per batch, the bound, a failed batch retried one at a time, is tested on
+ * the dispatch's: test/dispatch-batcher.test.ts.)
+ */
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
+import { createDoneBatcher } from '../packages/core/src/done-batcher.js';
+import { createTestDatabase, type TestDatabase, untilLockWaiters } from './helpers/db.js';
+import { claimStripe, q, T, TRUNCATE_ALL } from './helpers/stack.js';
+
+let db: TestDatabase;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await db.drop();
+});
+beforeEach(async () => {
+  await db.pool.query(TRUNCATE_ALL);
+});
+
+/** An event dispatched with one leased run per handler: the runs' ids and tokens by handler. */
+async function dispatched(eventId: string, handlers: string[]): Promise<{ rowId: number; runs: Map<string, { runId: number; token: string }> }> {
+  const rowId = await claimStripe(db.pool, eventId, 'payment_intent.succeeded');
+  const result = await q.dispatchAndLease(
+    db.pool,
+    rowId,
+    handlers.map((handler) => ({ handler, token: randomUUID() })),
+    60_000,
+    null,
+  );
+  if (!result) throw new Error(`${eventId} was not dispatched`);
+  return { rowId, runs: new Map(result.runs.map((run) => [run.handler, { runId: run.id, token: run.leaseToken! }])) };
+}
+
+async function eventState(rowId: number): Promise<{ state: string; pending: number; finished: boolean }> {
+  const { rows } = await db.pool.query<{ state: string; pending: number; finished: boolean }>(
+    `SELECT state, runs_pending AS pending, finished_at IS NOT NULL AS finished FROM ${T.events} WHERE id = $1`,
+    [rowId],
+  );
+  return rows[0]!;
+}
+
+// Mutant killed: done-batch-counts-once (an event's counters moved by one for all its runs in the batch).
+it('dones that arrive while one is in flight go together in one statement: each run done under its own token, two handlers of one event counted twice, a lost lease answered false', async () => {
+  const first = await dispatched('evt_done_first', ['ledger']);
+  const both = await dispatched('evt_done_both', ['ledger', 'email']);
+  const half = await dispatched('evt_done_half', ['ledger', 'email']);
+  const lost = await dispatched('evt_done_lost', ['ledger']);
+  // Another worker took `lost` over: the token this worker holds is stale.
+  const lostRun = lost.runs.get('ledger')!;
+  await db.pool.query(`UPDATE ${T.runs} SET lease_token = $2 WHERE id = $1`, [lostRun.runId, randomUUID()]);
+
+  const sizes: number[] = [];
+  const finisher = createDoneBatcher({ pool: db.pool, queries: q, onBatch: (n) => sizes.push(n) });
+  const answers = await Promise.all([
+    finisher.markDone(first.runs.get('ledger')!),
+    finisher.markDone(both.runs.get('ledger')!),
+    finisher.markDone(both.runs.get('email')!),
+    finisher.markDone(half.runs.get('ledger')!),
+    finisher.markDone(lostRun),
+  ]);
+  expect(sizes).toEqual([1, 4]);
+  expect(answers).toEqual([true, true, true, true, false]);
+  expect(await eventState(first.rowId)).toEqual({ state: 'done', pending: 0, finished: true });
+  expect(await eventState(both.rowId)).toEqual({ state: 'done', pending: 0, finished: true });
+  expect(await eventState(half.rowId)).toEqual({ state: 'processing', pending: 1, finished: false });
+  expect(await eventState(lost.rowId)).toEqual({ state: 'processing', pending: 1, finished: false });
+  expect((await q.getRuns(db.pool, lost.rowId))[0]).toMatchObject({ state: 'processing' });
+  // Each done attempt shows in the log, from its run row; none wrote an attempt row.
+  const { rows } = await db.pool.query<{ n: number; rowsWritten: number }>(
+    `SELECT (SELECT count(*)::int FROM ${q.schema}.attempt_history WHERE outcome = 'done') AS n, (SELECT count(*)::int FROM ${q.schema}.run_attempts) AS "rowsWritten"`,
+  );
+  expect(rows[0]).toEqual({ n: 4, rowsWritten: 0 });
+});
+
+it('an attempt leased before migration 0019 is closed by a batched done too', async () => {
+  const old = await dispatched('evt_done_old', ['ledger']);
+  const other = await dispatched('evt_done_other', ['ledger']);
+  const run = old.runs.get('ledger')!;
+  await db.pool.query(`UPDATE ${T.runs} SET attempt_started_at = NULL WHERE id = $1`, [run.runId]);
+  await db.pool.query(`INSERT INTO ${q.schema}.run_attempts (run_id, lease_token, generation, attempt) VALUES ($1, $2, 0, 1)`, [run.runId, run.token]);
+  expect(await q.markRunsDone(db.pool, [run, other.runs.get('ledger')!])).toEqual(new Set([run.runId, other.runs.get('ledger')!.runId]));
+  const { rows } = await db.pool.query(`SELECT outcome, ended_at IS NOT NULL AS ended FROM ${q.schema}.run_attempts WHERE run_id = $1`, [run.runId]);
+  expect(rows).toEqual([{ outcome: 'done', ended: true }]);
+});
+
+it('two batches finishing runs of the same events in opposite orders wait for each other instead of deadlocking: every event done once', async () => {
+  // Two workers each hold one handler's runs of the same 40 events (fan-out), and finish them in
+  // one batch each, in opposite orders. A third transaction holds the middle event, so both
+  // statements are inside their locking when it lets go.
+  const events = [];
+  for (let i = 0; i < 40; i += 1) events.push(await dispatched(`evt_done_order_${i}`, ['ledger', 'email']));
+  const holder = await db.pool.connect();
+  const [a, b] = [await db.pool.connect(), await db.pool.connect()];
+  try {
+    await holder.query('BEGIN');
+    await holder.query(`SELECT id FROM ${T.events} WHERE id = $1 FOR UPDATE`, [events[20]!.rowId]);
+    const ascending = q.markRunsDone(
+      a,
+      events.map((e) => e.runs.get('ledger')!),
+      // (the runs of one worker; the other's below, reversed)
+    );
+    const descending = q.markRunsDone(
+      b,
+      [...events].reverse().map((e) => e.runs.get('email')!),
+    );
+    await untilLockWaiters(db.pool, 2, 'both batches blocked');
+    await holder.query('COMMIT');
+    const [first, second] = await Promise.all([ascending, descending]);
+    expect(first.size + second.size).toBe(80);
+    const { rows } = await db.pool.query<{ state: string; pending: number }>(`SELECT state, runs_pending AS pending FROM ${T.events} ORDER BY id`);
+    expect(rows).toEqual(events.map(() => ({ state: 'done', pending: 0 })));
+  } finally {
+    await holder.query('ROLLBACK').catch(() => undefined);
+    for (const client of [holder, a, b]) client.release();
+  }
+});
