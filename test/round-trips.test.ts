@@ -111,6 +111,39 @@ it('four runs that finish at once: their dones take 2 statements, not 4 (the fir
   expect(states).toEqual(ids.map(() => ({ state: 'done', pending: 0 })));
 });
 
+// Mutant killed: external-batch-skipped (each external step's record its own statement).
+it('four runs whose external steps return at once: their records take 2 statements, not 4 (the first alone, the three that arrived meanwhile in one: step-record-batcher.ts)', async () => {
+  const ids = ['evt_rt_rec_0', 'evt_rt_rec_1', 'evt_rt_rec_2', 'evt_rt_rec_3'];
+  const rows = await Promise.all(ids.map(topUp));
+  const barrier = () => {
+    let arrived = 0;
+    let release!: () => void;
+    const all = new Promise<void>((resolve) => (release = resolve));
+    return () => {
+      arrived += 1;
+      if (arrived === ids.length) release();
+      return all;
+    };
+  };
+  const callsReturn = barrier();
+  const runsReturn = barrier();
+  const notify = defineHandler({ name: 'rt-notify', source: 'stripe', type: 'payment_intent.succeeded' }, async (_event, ctx) => {
+    await ctx.step('notify', async () => {
+      await callsReturn();
+      return { sent: true };
+    });
+    await runsReturn(); // the dones go together too, so the count below is exact
+  });
+  const shared = engine(counted, [notify]);
+  const before = statements;
+  const outcomes = await Promise.all(ids.map((eventId, i) => processJob(shared, { ...dispatchJob(rows[i]!, eventId), kind: 'stripe', type: 'payment_intent.succeeded' })));
+  for (const outcome of outcomes) expect(outcome).toMatchObject({ kind: 'runs', runs: [{ kind: 'done' }] });
+  // 2 dispatches (1, then 3); 4 lease proofs (one per call); 2 records (1, then 3); 2 dones (1, then 3).
+  expect(statements - before).toBe(2 + 4 + 2 + 2);
+  const { rows: steps } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${q.schema}.steps WHERE name = 'notify'`);
+  expect(steps[0]!.n).toBe(4);
+});
+
 it('a dispatch job from an older version (no type) reads the event first: one statement more', async () => {
   const rowId = await topUp('evt_rt_untyped');
   expect(await countsFor(dispatchJob(rowId, 'evt_rt_untyped'))).toEqual({ statements: 6 + 3, roundTrips: 4 + 3 });
@@ -258,7 +291,17 @@ it('every named statement of the hot paths is planned once per connection: after
       let arrived = 0;
       let release!: () => void;
       const together = new Promise<void>((resolve) => (release = resolve));
-      const noStep = defineHandler({ name: 'rt-plan-no-step', source: 'stripe', type: 'payment_intent.succeeded' }, async () => {
+      // (their external steps' calls return together too: the records go the same way.)
+      let called = 0;
+      let returnCalls!: () => void;
+      const calls = new Promise<void>((resolve) => (returnCalls = resolve));
+      const noStep = defineHandler({ name: 'rt-plan-no-step', source: 'stripe', type: 'payment_intent.succeeded' }, async (_event, ctx) => {
+        await ctx.step('notify', async () => {
+          called += 1;
+          if (called === doneIds.length) returnCalls();
+          await calls;
+          return { sent: true };
+        });
         arrived += 1;
         if (arrived === doneIds.length) release();
         await together;
@@ -274,7 +317,7 @@ it('every named statement of the hot paths is planned once per connection: after
     );
     const names = rows.map((r) => preparedBaseName(r.name));
     // The statements these paths run at least 8 times each (a sample that misses one would not
-    // check it): 15 of the 19 named ones; not run here: finishUnhandled, renewLease (the lease
+    // check it): 16 of the 20 named ones; not run here: finishUnhandled, renewLease (the lease
     // keeper's timer), markRunFailed and recordStep.
     expect(names).toEqual(
       expect.arrayContaining([
@@ -288,6 +331,7 @@ it('every named statement of the hot paths is planned once per connection: after
         'acquireRun',
         'markRunDone',
         'markRunsDone',
+        'recordExternalSteps',
         'getEvent',
         'acquireClaimableRuns',
         'stepsOfLeasedRuns',

@@ -160,7 +160,7 @@ export const MUTANTS: Mutant[] = [
     marker: 'done-batch-counts-once',
     search: `            SET runs_pending = e.runs_pending - f.n, state = \${EVENT_STATE_AFTER('- f.n', '0')},`,
     replace: `            SET runs_pending = e.runs_pending - 1, state = \${EVENT_STATE_AFTER('-1', '0')},`,
-    tests: ['test/done-batcher.test.ts'],
+    tests: ['test/run-group-commit.test.ts'],
   },
   {
     id: 'done-batch-lock-order',
@@ -171,7 +171,7 @@ export const MUTANTS: Mutant[] = [
     // came, two batches in opposite orders deadlock.
     search: `SELECT e.id FROM \${EVENTS} e WHERE e.id IN (SELECT event_row_id FROM finished) ORDER BY e.id FOR NO KEY UPDATE`,
     replace: `SELECT e.id FROM run JOIN \${EVENTS} e ON e.id = run.event_row_id FOR NO KEY UPDATE OF e`,
-    tests: ['test/done-batcher.test.ts'],
+    tests: ['test/run-group-commit.test.ts'],
   },
   {
     id: 'done-batch-skipped',
@@ -1829,9 +1829,25 @@ export const MUTANTS: Mutant[] = [
     id: 'external-final-not-final',
     guarantee: "a final external step's record commits the run's and the event's done with it (one statement, no separate done)",
     marker: 'external-final-not-final',
-    search: '  const fence = await deps.queries.recordExternalStep(deps.pool, step, run.token, final);',
-    replace: '  const fence = await deps.queries.recordExternalStep(deps.pool, step, run.token, false);',
+    search: '  const fence = final ? await deps.queries.recordExternalStep(deps.pool, step, run.token, true) : await deps.recorder.record({ step, token: run.token });',
+    replace: '  const fence = await deps.recorder.record({ step, token: run.token });',
     tests: ['test/state-machine.test.ts'],
+  },
+  {
+    id: 'external-batch-skipped',
+    guarantee: "external steps' records go through group commit (one statement for the records that arrive together)",
+    marker: 'external-batch-skipped',
+    search: '  const fence = final ? await deps.queries.recordExternalStep(deps.pool, step, run.token, true) : await deps.recorder.record({ step, token: run.token });',
+    replace: '  const fence = await deps.queries.recordExternalStep(deps.pool, step, run.token, final);',
+    tests: ['test/round-trips.test.ts'],
+  },
+  {
+    id: 'external-batch-unfenced',
+    guarantee: 'a batched external record commits nothing for a run whose lease was taken over (each fenced by its own token)',
+    marker: 'external-batch-unfenced',
+    search: `           FROM \${RUNS} r JOIN x ON x.run_id = r.id AND r.lease_token = x.token`,
+    replace: `           FROM \${RUNS} r JOIN x ON x.run_id = r.id AND x.token IS NOT NULL`,
+    tests: ['test/run-group-commit.test.ts'],
   },
   {
     id: 'external-record-unfenced',

@@ -18,6 +18,7 @@ import { processJob, type JobOutcome, type ProcessDeps, type ProcessSettings } f
 import { HandlerRegistry } from './registry.js';
 import { createDispatchBatcher } from './dispatch-batcher.js';
 import { createDoneBatcher } from './done-batcher.js';
+import { createStepRecordBatcher } from './step-record-batcher.js';
 import { createQueries } from './store/queries.js';
 
 /**
@@ -73,6 +74,7 @@ export function createEngine(options: EngineOptions): Engine {
       onBatch: (size) => events.emit('dispatch:batch', { events: size }),
     }),
     finisher: createDoneBatcher({ pool: options.pool, queries }),
+    recorder: createStepRecordBatcher({ pool: options.pool, queries }),
     log: options.log,
     faults: options.faults ?? noFaults,
     settings,

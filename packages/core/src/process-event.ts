@@ -18,6 +18,7 @@ import type { EngineEvents } from './engine-events.js';
 import { keepLease } from './lease-keeper.js';
 import type { DispatchBatcher } from './dispatch-batcher.js';
 import type { DoneBatcher } from './done-batcher.js';
+import type { StepRecordBatcher } from './step-record-batcher.js';
 import type { HandlerRegistry } from './registry.js';
 import { gateRequest, isGated, needsEvent, priorityLevel, rateWaitMs } from './flow-control.js';
 
@@ -37,6 +38,8 @@ export interface ProcessDeps {
   dispatcher: DispatchBatcher;
   /** Marks runs done through group commit (done-batcher.ts), on `pool`. */
   finisher: DoneBatcher;
+  /** External steps' records through group commit (step-record-batcher.ts), on `pool`. */
+  recorder: StepRecordBatcher;
   log: Logger;
   faults: Faults;
   settings: ProcessSettings;

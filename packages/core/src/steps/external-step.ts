@@ -5,7 +5,8 @@
  *   renewal that gives the call a full lease); fn({ idempotencyKey }) outside any transaction
  *   (no lock held over the network); check JSON; the record under the fence, one autocommit
  *   statement and one round trip (`final`: the record, the run's done and the event's in it;
- *   RECORD_EXTERNAL_STEP)
+ *   RECORD_EXTERNAL_STEP), shared with other runs' records that arrive meanwhile (not final:
+ *   RECORD_EXTERNAL_STEPS, step-record-batcher.ts)
  *
  * A crash between the call and the record re-runs the call on the next attempt with the SAME
  * key (idempotency-key.ts), and the downstream API applies nothing new.
@@ -68,8 +69,10 @@ async function callAndRecord<T>(scope: RunScope, name: string, fn: (input: StepI
   checkLease(scope);
   // The record under the fence (final: with the run's and the event's done), one statement.
   const step = { runId: run.runId, generation: run.generation, name, kind: 'external' as const, result: value, idempotencyKey, keySubject: subject };
-  // mutant: external-final-not-final
-  const fence = await deps.queries.recordExternalStep(deps.pool, step, run.token, final);
+  // A final record goes alone (its run's and event's done in it); the others through group
+  // commit with the records of other runs that arrive meanwhile (step-record-batcher.ts).
+  // mutant: external-final-not-final, external-batch-skipped
+  const fence = final ? await deps.queries.recordExternalStep(deps.pool, step, run.token, true) : await deps.recorder.record({ step, token: run.token });
   // Taken over, or replayed meanwhile (another generation): nothing was recorded.
   if (!fence?.recorded) throw new LeaseLostError(run.runId);
   if (final) scope.completed = true;

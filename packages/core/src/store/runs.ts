@@ -68,6 +68,7 @@ export function createRunQueries(t: Tables, schemaName: string) {
   const RECORD_STEP_SQL = prepared('recordStep', sql.RECORD_STEP);
   const RECORD_EXTERNAL_STEP_SQL = prepared('recordExternalStep', sql.RECORD_EXTERNAL_STEP(false));
   const RECORD_FINAL_EXTERNAL_STEP_SQL = prepared('recordFinalExternalStep', sql.RECORD_EXTERNAL_STEP(true));
+  const RECORD_EXTERNAL_STEPS_SQL = prepared('recordExternalSteps', sql.RECORD_EXTERNAL_STEPS);
 
   /**
    * Dispatch: received -> processing, one run per handler, each already leased to the caller
@@ -261,6 +262,25 @@ export function createRunQueries(t: Tables, schemaName: string) {
     return rows[0] ?? null;
   }
 
+  /**
+   * recordExternalStep (not final) for several runs in one statement (step-record-batcher.ts):
+   * each run's fence and record by its run id; a run missing lost its lease (nothing written).
+   */
+  async function recordExternalSteps(db: Queryable, records: readonly { step: StepRecord; token: string }[]): Promise<Map<number, { stop: boolean; recorded: boolean }>> {
+    const { rows } = await db.query<{ id: number | string; stop: boolean; recorded: boolean }>(
+      RECORD_EXTERNAL_STEPS_SQL([
+        records.map((r) => r.step.runId),
+        records.map((r) => r.token),
+        records.map((r) => r.step.generation),
+        records.map((r) => r.step.name),
+        records.map((r) => JSON.stringify(r.step.result ?? null)),
+        records.map((r) => r.step.idempotencyKey),
+        records.map((r) => r.step.keySubject ?? null),
+      ]),
+    );
+    return new Map(rows.map((row) => [Number(row.id), { stop: row.stop, recorded: row.recorded }]));
+  }
+
   /** ctx.lock: serialises local steps about one object until the step's COMMIT/ROLLBACK. */
   async function lockObject(tx: Queryable, objectKey: string): Promise<void> {
     await tx.query(sql.LOCK_OBJECT, [advisoryLockKey(schemaName, 'object', objectKey)]);
@@ -299,5 +319,6 @@ export function createRunQueries(t: Tables, schemaName: string) {
     releaseRunForRetry,
     stepRecord,
     recordExternalStep,
+    recordExternalSteps,
   };
 }

@@ -371,6 +371,37 @@ export function runStatements(t: Tables) {
        SELECT stop, EXISTS (SELECT 1 FROM step) AS recorded FROM fence`
        }`,
 
+    /**
+     * RECORD_EXTERNAL_STEP (not `final`) for several runs in ONE statement (step-record-batcher.ts:
+     * the records that arrived while an earlier one was in flight). Per record ($1 run, $2 token,
+     * $3 the generation the call was made for, $4 name, $5 result, $6 idempotency key, $7 key
+     * subject); one run at most once. Each exactly as RECORD_EXTERNAL_STEP alone: `fence` locks
+     * each run row under its own token (FOR NO KEY UPDATE, re-checked on the newest row), and a
+     * record goes in only under its fence and for its generation; the statement commits them
+     * together. One row per run whose fence held (stop, and whether its record went in); a run
+     * missing lost its lease: nothing written for it. The run rows are locked in id order (each is
+     * held by one worker's lease, so two batches never share one; the order is for a takeover
+     * locking several runs of one event at once).
+     */
+    // mutant: external-batch-unfenced
+    RECORD_EXTERNAL_STEPS: `WITH x AS MATERIALIZED (
+         SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::text[], $5::text[], $6::text[], $7::text[])
+           AS x(run_id, token, generation, name, result, idempotency_key, key_subject)
+       ), fence AS (
+         SELECT r.id, r.generation, ${STOP_NOW(PAUSES, EVENTS, 'r')} AS stop
+           FROM ${RUNS} r JOIN x ON x.run_id = r.id AND r.lease_token = x.token
+          WHERE r.state = 'processing'
+          ORDER BY r.id
+          FOR NO KEY UPDATE OF r
+       ), step AS (
+         INSERT INTO ${STEPS} (run_id, generation, name, kind, result, idempotency_key, key_subject)
+         SELECT x.run_id, x.generation, x.name, 'external', x.result::jsonb, x.idempotency_key, x.key_subject
+           FROM x JOIN fence f ON f.id = x.run_id
+          WHERE f.generation = x.generation
+         RETURNING run_id
+       )
+       SELECT f.id, f.stop, EXISTS (SELECT 1 FROM step s WHERE s.run_id = f.id) AS recorded FROM fence f`,
+
     /** processing -> received after a retryable error, fenced ($1 run, $2 token, $3 error). 0 rows = lease lost. */
     // mutant: fence-retry-token
     RELEASE_RUN_FOR_RETRY: `WITH run AS (

@@ -1,13 +1,15 @@
 /**
- * Group commit of the run's done (packages/core/src/done-batcher.ts, MARK_RUNS_DONE), against
- * real Postgres: dones that arrive while one is in flight go together in one statement, each
- * fenced by its own token, each event's counters moved by its runs done there. (What every group
- * commit does, one key per batch, the bound, a failed batch retried one at a time, is tested on
- * the dispatch's: test/dispatch-batcher.test.ts.)
+ * Group commit of the worker's statements about runs, against real Postgres: the run's done
+ * (packages/core/src/done-batcher.ts, MARK_RUNS_DONE) and external steps' records
+ * (step-record-batcher.ts, RECORD_EXTERNAL_STEPS). Requests that arrive while one is in flight go
+ * together in one statement, each fenced by its own token; a done moves each event's counters by
+ * its runs done there. (What every group commit does, one key per batch, the bound, a failed
+ * batch retried one at a time, is tested on the dispatch's: test/dispatch-batcher.test.ts.)
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { createDoneBatcher } from '../packages/core/src/done-batcher.js';
+import { createStepRecordBatcher } from '../packages/core/src/step-record-batcher.js';
 import { createTestDatabase, type TestDatabase, untilLockWaiters } from './helpers/db.js';
 import { claimStripe, q, T, TRUNCATE_ALL } from './helpers/stack.js';
 
@@ -119,4 +121,37 @@ it('two batches finishing runs of the same events in opposite orders wait for ea
     await holder.query('ROLLBACK').catch(() => undefined);
     for (const client of [holder, a, b]) client.release();
   }
+});
+
+// Mutant killed: external-batch-unfenced (a batched record written for a run another worker took over).
+it("external steps' records that arrive together go in one statement: each under its own run's fence and generation; a run taken over gets nothing written", async () => {
+  const runs = [];
+  for (let i = 0; i < 5; i += 1) runs.push((await dispatched(`evt_rec_${i}`, ['notify'])).runs.get('notify')!);
+  const [first, ok, taken, otherGeneration, last] = runs as [(typeof runs)[0], (typeof runs)[0], (typeof runs)[0], (typeof runs)[0], (typeof runs)[0]];
+  // Another worker took `taken` over during its call: this worker's token is stale.
+  await db.pool.query(`UPDATE ${T.runs} SET lease_token = $2 WHERE id = $1`, [taken.runId, randomUUID()]);
+  const step = (run: { runId: number }, generation = 0) => ({
+    runId: run.runId,
+    generation,
+    name: 'notify',
+    kind: 'external' as const,
+    result: { sent: run.runId },
+    idempotencyKey: `key-${run.runId}`,
+  });
+  const sizes: number[] = [];
+  const recorder = createStepRecordBatcher({ pool: db.pool, queries: q, onBatch: (n) => sizes.push(n) });
+  const answers = await Promise.all([
+    recorder.record({ step: step(first), token: first.token }),
+    recorder.record({ step: step(ok), token: ok.token }),
+    recorder.record({ step: step(taken), token: taken.token }),
+    // A call made for a generation the run is not at any more (replayed meanwhile): fence held, nothing recorded.
+    recorder.record({ step: step(otherGeneration, 1), token: otherGeneration.token }),
+    recorder.record({ step: step(last), token: last.token }),
+  ]);
+  expect(sizes).toEqual([1, 4]);
+  expect(answers).toEqual([{ stop: false, recorded: true }, { stop: false, recorded: true }, null, { stop: false, recorded: false }, { stop: false, recorded: true }]);
+  const { rows } = await db.pool.query<{ runId: number; key: string; result: unknown }>(
+    `SELECT run_id::int AS "runId", idempotency_key AS key, result FROM ${T.steps} ORDER BY run_id`,
+  );
+  expect(rows).toEqual([first, ok, last].map((r) => ({ runId: r.runId, key: `key-${r.runId}`, result: { sent: r.runId } })));
 });
