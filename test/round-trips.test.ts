@@ -111,8 +111,9 @@ it('four runs that finish at once: their dones take 2 statements, not 4 (the fir
   expect(states).toEqual(ids.map(() => ({ state: 'done', pending: 0 })));
 });
 
-// Mutant killed: external-batch-skipped (each external step's record its own statement).
-it('four runs whose external steps return at once: their records take 2 statements, not 4 (the first alone, the three that arrived meanwhile in one: step-record-batcher.ts)', async () => {
+// Mutants killed: external-batch-skipped, proof-batch-skipped (each external step's record, or
+// its lease proof, its own statement).
+it('four runs whose external steps start and return at once: their lease proofs take 2 statements, not 4, and so do their records (the first alone, the three that arrived meanwhile in one: lease-proof-batcher.ts, step-record-batcher.ts)', async () => {
   const ids = ['evt_rt_rec_0', 'evt_rt_rec_1', 'evt_rt_rec_2', 'evt_rt_rec_3'];
   const rows = await Promise.all(ids.map(topUp));
   const barrier = () => {
@@ -125,9 +126,11 @@ it('four runs whose external steps return at once: their records take 2 statemen
       return all;
     };
   };
+  const handlersIn = barrier();
   const callsReturn = barrier();
   const runsReturn = barrier();
   const notify = defineHandler({ name: 'rt-notify', source: 'stripe', type: 'payment_intent.succeeded' }, async (_event, ctx) => {
+    await handlersIn(); // the lease proofs before the calls go together
     await ctx.step('notify', async () => {
       await callsReturn();
       return { sent: true };
@@ -138,8 +141,8 @@ it('four runs whose external steps return at once: their records take 2 statemen
   const before = statements;
   const outcomes = await Promise.all(ids.map((eventId, i) => processJob(shared, { ...dispatchJob(rows[i]!, eventId), kind: 'stripe', type: 'payment_intent.succeeded' })));
   for (const outcome of outcomes) expect(outcome).toMatchObject({ kind: 'runs', runs: [{ kind: 'done' }] });
-  // 2 dispatches (1, then 3); 4 lease proofs (one per call); 2 records (1, then 3); 2 dones (1, then 3).
-  expect(statements - before).toBe(2 + 4 + 2 + 2);
+  // 2 dispatches (1, then 3); 2 lease proofs, 2 records and 2 dones (each 1, then 3).
+  expect(statements - before).toBe(2 + 2 + 2 + 2);
   const { rows: steps } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${q.schema}.steps WHERE name = 'notify'`);
   expect(steps[0]!.n).toBe(4);
 });
@@ -295,7 +298,13 @@ it('every named statement of the hot paths is planned once per connection: after
       let called = 0;
       let returnCalls!: () => void;
       const calls = new Promise<void>((resolve) => (returnCalls = resolve));
+      let entered = 0;
+      let startSteps!: () => void;
+      const steps = new Promise<void>((resolve) => (startSteps = resolve));
       const noStep = defineHandler({ name: 'rt-plan-no-step', source: 'stripe', type: 'payment_intent.succeeded' }, async (_event, ctx) => {
+        entered += 1;
+        if (entered === doneIds.length) startSteps();
+        await steps;
         await ctx.step('notify', async () => {
           called += 1;
           if (called === doneIds.length) returnCalls();
@@ -317,7 +326,7 @@ it('every named statement of the hot paths is planned once per connection: after
     );
     const names = rows.map((r) => preparedBaseName(r.name));
     // The statements these paths run at least 8 times each (a sample that misses one would not
-    // check it): 16 of the 20 named ones; not run here: finishUnhandled, renewLease (the lease
+    // check it): 17 of the 21 named ones; not run here: finishUnhandled, renewLease (the lease
     // keeper's timer), markRunFailed and recordStep.
     expect(names).toEqual(
       expect.arrayContaining([
@@ -332,6 +341,7 @@ it('every named statement of the hot paths is planned once per connection: after
         'markRunDone',
         'markRunsDone',
         'recordExternalSteps',
+        'renewLeasesAtStep',
         'getEvent',
         'acquireClaimableRuns',
         'stepsOfLeasedRuns',

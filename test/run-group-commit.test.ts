@@ -3,12 +3,14 @@
  * (packages/core/src/done-batcher.ts, MARK_RUNS_DONE) and external steps' records
  * (step-record-batcher.ts, RECORD_EXTERNAL_STEPS). Requests that arrive while one is in flight go
  * together in one statement, each fenced by its own token; a done moves each event's counters by
- * its runs done there. (What every group commit does, one key per batch, the bound, a failed
+ * its runs done there; the lease proofs before external calls (lease-proof-batcher.ts,
+ * RENEW_LEASES_AT_STEP) read where the lease has the call's time left and renew where not. (What every group commit does, one key per batch, the bound, a failed
  * batch retried one at a time, is tested on the dispatch's: test/dispatch-batcher.test.ts.)
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { createDoneBatcher } from '../packages/core/src/done-batcher.js';
+import { createLeaseProofBatcher } from '../packages/core/src/lease-proof-batcher.js';
 import { createStepRecordBatcher } from '../packages/core/src/step-record-batcher.js';
 import { createTestDatabase, type TestDatabase, untilLockWaiters } from './helpers/db.js';
 import { claimStripe, q, T, TRUNCATE_ALL } from './helpers/stack.js';
@@ -154,4 +156,31 @@ it("external steps' records that arrive together go in one statement: each under
     `SELECT run_id::int AS "runId", idempotency_key AS key, result FROM ${T.steps} ORDER BY run_id`,
   );
   expect(rows).toEqual([first, ok, last].map((r) => ({ runId: r.runId, key: `key-${r.runId}`, result: { sent: r.runId } })));
+});
+
+// Mutants killed: proof-batch-never-renews, proof-batch-unfenced.
+it("lease proofs that arrive together go in one statement: a read where the lease has the call's time left, a renewal where not, no for a run taken over, stop for a paused handler", async () => {
+  const first = (await dispatched('evt_proof_first', ['notify'])).runs.get('notify')!;
+  const fresh = (await dispatched('evt_proof_fresh', ['notify'])).runs.get('notify')!;
+  const short = (await dispatched('evt_proof_short', ['notify'])).runs.get('notify')!;
+  const taken = (await dispatched('evt_proof_taken', ['notify'])).runs.get('notify')!;
+  const stopped = (await dispatched('evt_proof_stopped', ['stopping'])).runs.get('stopping')!;
+  // `short` has 2 s of its lease left, under the 30 s the call needs: it must be renewed.
+  await db.pool.query(`UPDATE ${T.runs} SET lease_until = clock_timestamp() + interval '2 seconds' WHERE id = $1`, [short.runId]);
+  await db.pool.query(`UPDATE ${T.runs} SET lease_token = $2 WHERE id = $1`, [taken.runId, randomUUID()]);
+  await q.pause(db.pool, 'handler', 'stopping', 'test', 'stop at the next step', true);
+  try {
+    const sizes: number[] = [];
+    const prover = createLeaseProofBatcher({ pool: db.pool, queries: q, onBatch: (n) => sizes.push(n) });
+    const prove = (run: { runId: number; token: string }) => prover.prove({ runId: run.runId, token: run.token, leaseMs: 60_000, needMs: 30_000 });
+    const answers = await Promise.all([prove(first), prove(fresh), prove(short), prove(taken), prove(stopped)]);
+    expect(sizes).toEqual([1, 4]);
+    expect(answers).toEqual([{ stop: false, renewed: false }, { stop: false, renewed: false }, { stop: false, renewed: true }, null, { stop: true, renewed: false }]);
+    const { rows } = await db.pool.query<{ left: number }>(`SELECT extract(epoch FROM lease_until - clock_timestamp())::float8 AS left FROM ${T.runs} WHERE id = $1`, [
+      short.runId,
+    ]);
+    expect(rows[0]!.left).toBeGreaterThan(50);
+  } finally {
+    await db.pool.query(`DELETE FROM ${q.schema}.pauses`);
+  }
 });

@@ -348,7 +348,7 @@ export const MUTANTS: Mutant[] = [
     id: 'external-call-without-lease',
     guarantee: 'a worker that lost its lease makes no external call',
     marker: 'external-call-without-lease',
-    search: `  const renewed = await deps.queries.renewLeaseAtStep(deps.pool, run.runId, run.token, run.leaseMs, run.leaseMs / 2);
+    search: `  const renewed = await deps.prover.prove({ runId: run.runId, token: run.token, leaseMs: run.leaseMs, needMs: run.leaseMs / 2 });
   if (!renewed) throw new LeaseLostError(run.runId);`,
     replace: '  const renewed = { stop: false, renewed: false };',
     tests: ['test/lease-guards.test.ts'],
@@ -1832,6 +1832,34 @@ export const MUTANTS: Mutant[] = [
     search: '  const fence = final ? await deps.queries.recordExternalStep(deps.pool, step, run.token, true) : await deps.recorder.record({ step, token: run.token });',
     replace: '  const fence = await deps.recorder.record({ step, token: run.token });',
     tests: ['test/state-machine.test.ts'],
+  },
+  {
+    id: 'proof-batch-skipped',
+    guarantee: 'the lease proofs before external calls go through group commit (one statement for the proofs that arrive together)',
+    marker: 'proof-batch-skipped',
+    search: '  const renewed = await deps.prover.prove({ runId: run.runId, token: run.token, leaseMs: run.leaseMs, needMs: run.leaseMs / 2 });',
+    replace: '  const renewed = await deps.queries.renewLeaseAtStep(deps.pool, run.runId, run.token, run.leaseMs, run.leaseMs / 2);',
+    tests: ['test/round-trips.test.ts'],
+  },
+  {
+    id: 'proof-batch-never-renews',
+    guarantee: 'a batched proof renews a lease with less than the call needs left (the call gets a full lease)',
+    marker: 'proof-batch-never-renews',
+    search: `SELECT r.id FROM \${RUNS} r WHERE r.id IN (SELECT id FROM held WHERE NOT fresh) ORDER BY r.id FOR NO KEY UPDATE`,
+    replace: `SELECT r.id FROM \${RUNS} r WHERE false`,
+    tests: ['test/run-group-commit.test.ts'],
+  },
+  {
+    id: 'proof-batch-unfenced',
+    guarantee: 'a batched proof answers no for a run whose lease was taken over (no call made)',
+    marker: 'proof-batch-unfenced',
+    search: `           FROM \${RUNS} r JOIN x ON x.run_id = r.id AND r.lease_token = x.token
+          WHERE r.state = 'processing'
+       ), stale AS (`,
+    replace: `           FROM \${RUNS} r JOIN x ON x.run_id = r.id AND x.token IS NOT NULL
+          WHERE r.state = 'processing'
+       ), stale AS (`,
+    tests: ['test/run-group-commit.test.ts'],
   },
   {
     id: 'external-batch-skipped',

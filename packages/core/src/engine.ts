@@ -18,6 +18,7 @@ import { processJob, type JobOutcome, type ProcessDeps, type ProcessSettings } f
 import { HandlerRegistry } from './registry.js';
 import { createDispatchBatcher } from './dispatch-batcher.js';
 import { createDoneBatcher } from './done-batcher.js';
+import { createLeaseProofBatcher } from './lease-proof-batcher.js';
 import { createStepRecordBatcher } from './step-record-batcher.js';
 import { createQueries } from './store/queries.js';
 
@@ -75,6 +76,7 @@ export function createEngine(options: EngineOptions): Engine {
     }),
     finisher: createDoneBatcher({ pool: options.pool, queries }),
     recorder: createStepRecordBatcher({ pool: options.pool, queries }),
+    prover: createLeaseProofBatcher({ pool: options.pool, queries }),
     log: options.log,
     faults: options.faults ?? noFaults,
     settings,

@@ -18,6 +18,7 @@ import type { EngineEvents } from './engine-events.js';
 import { keepLease } from './lease-keeper.js';
 import type { DispatchBatcher } from './dispatch-batcher.js';
 import type { DoneBatcher } from './done-batcher.js';
+import type { LeaseProofBatcher } from './lease-proof-batcher.js';
 import type { StepRecordBatcher } from './step-record-batcher.js';
 import type { HandlerRegistry } from './registry.js';
 import { gateRequest, isGated, needsEvent, priorityLevel, rateWaitMs } from './flow-control.js';
@@ -40,6 +41,8 @@ export interface ProcessDeps {
   finisher: DoneBatcher;
   /** External steps' records through group commit (step-record-batcher.ts), on `pool`. */
   recorder: StepRecordBatcher;
+  /** The lease proofs before external calls through group commit (lease-proof-batcher.ts), on `pool`. */
+  prover: LeaseProofBatcher;
   log: Logger;
   faults: Faults;
   settings: ProcessSettings;

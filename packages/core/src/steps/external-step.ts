@@ -43,8 +43,9 @@ async function callAndRecord<T>(scope: RunScope, name: string, fn: (input: StepI
   // the call has all of it. The lease keeper renews it during the call either way.
   checkLease(scope);
   const sentAt = performance.now();
-  // mutant: external-call-without-lease
-  const renewed = await deps.queries.renewLeaseAtStep(deps.pool, run.runId, run.token, run.leaseMs, run.leaseMs / 2);
+  // Through group commit with the proofs of other runs that arrive meanwhile (lease-proof-batcher.ts).
+  // mutant: external-call-without-lease, proof-batch-skipped
+  const renewed = await deps.prover.prove({ runId: run.runId, token: run.token, leaseMs: run.leaseMs, needMs: run.leaseMs / 2 });
   if (!renewed) throw new LeaseLostError(run.runId);
   if (renewed.renewed) run.onLeaseRenewed?.(sentAt);
   // mutant: stop-now-ignored-external

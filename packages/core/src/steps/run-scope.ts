@@ -6,6 +6,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Faults, Logger, Pool, PoolClient } from '@oncehook/shared';
 import type { CurrentStep, EngineEvents } from '../engine-events.js';
+import type { LeaseProofBatcher } from '../lease-proof-batcher.js';
 import type { StepRecordBatcher } from '../step-record-batcher.js';
 import type { Queries, RecordedStep } from '../store/queries.js';
 
@@ -49,6 +50,8 @@ export interface RunDeps {
   queries: Queries;
   /** External steps' records through group commit (step-record-batcher.ts), on `pool`. */
   recorder: StepRecordBatcher;
+  /** The lease proofs before external calls through group commit (lease-proof-batcher.ts), on `pool`. */
+  prover: LeaseProofBatcher;
   faults: Faults;
   /** The engine's observation surface: a step about to call out, a step committed. */
   events: EngineEvents;

@@ -60,6 +60,7 @@ export function createRunQueries(t: Tables, schemaName: string) {
   const RENEW_LEASE_SQL = prepared('renewLease', sql.RENEW_LEASE);
   const LOCK_LEASED_RUN_SQL = prepared('lockLeasedRun', sql.LOCK_LEASED_RUN);
   const RENEW_LEASE_AT_STEP_SQL = prepared('renewLeaseAtStep', sql.RENEW_LEASE_AT_STEP);
+  const RENEW_LEASES_AT_STEP_SQL = prepared('renewLeasesAtStep', sql.RENEW_LEASES_AT_STEP);
   const MARK_RUN_DONE_SQL = prepared('markRunDone', sql.MARK_RUN_DONE);
   const MARK_RUNS_DONE_SQL = prepared('markRunsDone', sql.MARK_RUNS_DONE);
   const MARK_RUN_FAILED_SQL = prepared('markRunFailed', sql.MARK_RUN_FAILED);
@@ -201,6 +202,20 @@ export function createRunQueries(t: Tables, schemaName: string) {
     return { stop: held.stop, renewed: held.renewed };
   }
 
+  /**
+   * renewLeaseAtStep for several runs in one statement (lease-proof-batcher.ts): each run's
+   * answer by its run id, as alone; a run missing is no longer ours.
+   */
+  async function renewLeasesAtStep(
+    db: Queryable,
+    proofs: readonly { runId: number; token: string; leaseMs: number; needMs: number }[],
+  ): Promise<Map<number, { stop: boolean; renewed: boolean } | null>> {
+    const { rows } = await db.query<{ id: number | string; stop: boolean; fresh: boolean; renewed: boolean }>(
+      RENEW_LEASES_AT_STEP_SQL([proofs.map((p) => p.runId), proofs.map((p) => p.token), proofs.map((p) => p.leaseMs), proofs.map((p) => Math.trunc(p.needMs))]),
+    );
+    return new Map(rows.map((held) => [Number(held.id), !held.fresh && !held.renewed ? null : { stop: held.stop, renewed: held.renewed }]));
+  }
+
   /** A run stopped by `pause --now`: back to received, waiting paused, its attempt given back. false = lease lost. */
   async function releaseRunPaused(db: Queryable, runId: number, token: string): Promise<boolean> {
     const { rowCount } = await db.query(sql.RELEASE_RUN_PAUSED, [runId, token]);
@@ -309,6 +324,7 @@ export function createRunQueries(t: Tables, schemaName: string) {
     renewLease,
     fenceStatement,
     renewLeaseAtStep,
+    renewLeasesAtStep,
     releaseRunPaused,
     lockObject,
     recordObjectVersion,

@@ -254,6 +254,34 @@ export function runStatements(t: Tables) {
        SELECT held.stop, held.fresh, EXISTS (SELECT 1 FROM renewed) AS renewed FROM held`,
 
     /**
+     * RENEW_LEASE_AT_STEP for several runs in ONE statement (lease-proof-batcher.ts: the proofs
+     * that arrived while an earlier one was in flight): per run $1 run, $2 token, $3 lease ms, $4
+     * ms the call needs left; one run at most once. Each exactly as alone: a READ where the lease
+     * still has its ms by Postgres's clock, else a renewal under its own token. One row per run
+     * still ours (stop, fresh, renewed); a run missing, or a renewal that found the lease gone,
+     * = no longer ours. The runs to renew are locked in id order first (`stale`), so this
+     * statement never holds one run row while waiting for another in an order of its own.
+     */
+    // mutant: proof-batch-never-renews, proof-batch-unfenced
+    RENEW_LEASES_AT_STEP: `WITH x AS MATERIALIZED (
+         SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::int[]) AS x(run_id, token, lease_ms, need_ms)
+       ), held AS (
+         SELECT r.id, x.token, x.lease_ms, r.lease_until >= clock_timestamp() + x.need_ms * interval '1 millisecond' AS fresh,
+                ${STOP_NOW(PAUSES, EVENTS, 'r')} AS stop
+           FROM ${RUNS} r JOIN x ON x.run_id = r.id AND r.lease_token = x.token
+          WHERE r.state = 'processing'
+       ), stale AS (
+         SELECT r.id FROM ${RUNS} r WHERE r.id IN (SELECT id FROM held WHERE NOT fresh) ORDER BY r.id FOR NO KEY UPDATE
+       ), renewed AS (
+         UPDATE ${RUNS} r
+            SET lease_until = clock_timestamp() + held.lease_ms * interval '1 millisecond'
+           FROM held
+          WHERE r.id = held.id AND r.id IN (SELECT id FROM stale) AND r.lease_token = held.token AND r.state = 'processing'
+         RETURNING r.id
+       )
+       SELECT held.id, held.stop, held.fresh, EXISTS (SELECT 1 FROM renewed WHERE renewed.id = held.id) AS renewed FROM held`,
+
+    /**
      * The fence, the first statement of every step transaction ($1 run, $2 token): locks the
      * run row (FOR NO KEY UPDATE, the same lock an UPDATE of it takes) and proves we still hold
      * the lease. While we hold this lock no one can take the lease over; 0 rows = someone
