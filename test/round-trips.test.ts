@@ -89,7 +89,7 @@ it('four dispatch jobs at once: their dispatches take 2 statements, not 4 (the f
 });
 
 // Mutant killed: done-batch-skipped (each run's done its own statement).
-it('four runs that finish at once: their dones take 2 statements, not 4 (the first alone, the three that arrived meanwhile in one: done-batcher.ts)', async () => {
+it('four runs that finish at once: their dones take 2 statements, not 4 (the first alone, the three that arrived meanwhile in one: run-batchers.ts)', async () => {
   const ids = ['evt_rt_done_0', 'evt_rt_done_1', 'evt_rt_done_2', 'evt_rt_done_3'];
   const rows = await Promise.all(ids.map(topUp));
   // A handler with no step: its run's done is the worker's own statement. All four return together.
@@ -113,7 +113,7 @@ it('four runs that finish at once: their dones take 2 statements, not 4 (the fir
 
 // Mutants killed: external-batch-skipped, proof-batch-skipped (each external step's record, or
 // its lease proof, its own statement).
-it('four runs whose external steps start and return at once: their lease proofs take 2 statements, not 4, and so do their records (the first alone, the three that arrived meanwhile in one: lease-proof-batcher.ts, step-record-batcher.ts)', async () => {
+it('four runs whose external steps start and return at once: their lease proofs take 2 statements, not 4, and so do their records (the first alone, the three that arrived meanwhile in one: run-batchers.ts, run-batchers.ts)', async () => {
   const ids = ['evt_rt_rec_0', 'evt_rt_rec_1', 'evt_rt_rec_2', 'evt_rt_rec_3'];
   const rows = await Promise.all(ids.map(topUp));
   const barrier = () => {

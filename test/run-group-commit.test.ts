@@ -1,17 +1,14 @@
 /**
- * Group commit of the worker's statements about runs, against real Postgres: the run's done
- * (packages/core/src/done-batcher.ts, MARK_RUNS_DONE) and external steps' records
- * (step-record-batcher.ts, RECORD_EXTERNAL_STEPS). Requests that arrive while one is in flight go
+ * Group commit of the worker's statements about runs (packages/core/src/run-batchers.ts), against
+ * real Postgres: the run's done (MARK_RUNS_DONE) and external steps' records
+ * (RECORD_EXTERNAL_STEPS). Requests that arrive while one is in flight go
  * together in one statement, each fenced by its own token; a done moves each event's counters by
- * its runs done there; the lease proofs before external calls (lease-proof-batcher.ts,
- * RENEW_LEASES_AT_STEP) read where the lease has the call's time left and renew where not. (What every group commit does, one key per batch, the bound, a failed
+ * its runs done there; the lease proofs before external calls (RENEW_LEASES_AT_STEP) read where the lease has the call's time left and renew where not. (What every group commit does, one key per batch, the bound, a failed
  * batch retried one at a time, is tested on the dispatch's: test/dispatch-batcher.test.ts.)
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
-import { createDoneBatcher } from '../packages/core/src/done-batcher.js';
-import { createLeaseProofBatcher } from '../packages/core/src/lease-proof-batcher.js';
-import { createStepRecordBatcher } from '../packages/core/src/step-record-batcher.js';
+import { createRunBatchers } from '../packages/core/src/run-batchers.js';
 import { createTestDatabase, type TestDatabase, untilLockWaiters } from './helpers/db.js';
 import { claimStripe, q, T, TRUNCATE_ALL } from './helpers/stack.js';
 
@@ -60,7 +57,7 @@ it('dones that arrive while one is in flight go together in one statement: each 
   await db.pool.query(`UPDATE ${T.runs} SET lease_token = $2 WHERE id = $1`, [lostRun.runId, randomUUID()]);
 
   const sizes: number[] = [];
-  const finisher = createDoneBatcher({ pool: db.pool, queries: q, onBatch: (n) => sizes.push(n) });
+  const finisher = createRunBatchers({ pool: db.pool, queries: q, onBatch: (_statement, n) => sizes.push(n) });
   const answers = await Promise.all([
     finisher.markDone(first.runs.get('ledger')!),
     finisher.markDone(both.runs.get('ledger')!),
@@ -141,7 +138,7 @@ it("external steps' records that arrive together go in one statement: each under
     idempotencyKey: `key-${run.runId}`,
   });
   const sizes: number[] = [];
-  const recorder = createStepRecordBatcher({ pool: db.pool, queries: q, onBatch: (n) => sizes.push(n) });
+  const recorder = createRunBatchers({ pool: db.pool, queries: q, onBatch: (_statement, n) => sizes.push(n) });
   const answers = await Promise.all([
     recorder.record({ step: step(first), token: first.token }),
     recorder.record({ step: step(ok), token: ok.token }),
@@ -171,7 +168,7 @@ it("lease proofs that arrive together go in one statement: a read where the leas
   await q.pause(db.pool, 'handler', 'stopping', 'test', 'stop at the next step', true);
   try {
     const sizes: number[] = [];
-    const prover = createLeaseProofBatcher({ pool: db.pool, queries: q, onBatch: (n) => sizes.push(n) });
+    const prover = createRunBatchers({ pool: db.pool, queries: q, onBatch: (_statement, n) => sizes.push(n) });
     const prove = (run: { runId: number; token: string }) => prover.prove({ runId: run.runId, token: run.token, leaseMs: 60_000, needMs: 30_000 });
     const answers = await Promise.all([prove(first), prove(fresh), prove(short), prove(taken), prove(stopped)]);
     expect(sizes).toEqual([1, 4]);

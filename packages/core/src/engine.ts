@@ -17,9 +17,7 @@ import { createEngineEvents, type EngineEvents } from './engine-events.js';
 import { processJob, type JobOutcome, type ProcessDeps, type ProcessSettings } from './process-event.js';
 import { HandlerRegistry } from './registry.js';
 import { createDispatchBatcher } from './dispatch-batcher.js';
-import { createDoneBatcher } from './done-batcher.js';
-import { createLeaseProofBatcher } from './lease-proof-batcher.js';
-import { createStepRecordBatcher } from './step-record-batcher.js';
+import { createRunBatchers } from './run-batchers.js';
 import { createQueries } from './store/queries.js';
 
 /**
@@ -74,9 +72,7 @@ export function createEngine(options: EngineOptions): Engine {
       leaseMs: settings.leaseMs,
       onBatch: (size) => events.emit('dispatch:batch', { events: size }),
     }),
-    finisher: createDoneBatcher({ pool: options.pool, queries }),
-    recorder: createStepRecordBatcher({ pool: options.pool, queries }),
-    prover: createLeaseProofBatcher({ pool: options.pool, queries }),
+    batched: createRunBatchers({ pool: options.pool, queries }),
     log: options.log,
     faults: options.faults ?? noFaults,
     settings,

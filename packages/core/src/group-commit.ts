@@ -4,8 +4,8 @@
  * through its one-request statement; requests that arrive while one is in flight wait for it and
  * then go together, in ONE statement and one commit. Under light load nothing waits; under load
  * the batches grow by themselves, and the work costs one round trip and one commit per batch
- * instead of per request. Used by the dispatch (dispatch-batcher.ts) and the run's done
- * (done-batcher.ts).
+ * instead of per request. Used by the dispatch (dispatch-batcher.ts) and by the run's done,
+ * lease proofs and external records (run-batchers.ts).
  *
  * Every request gets exactly the answer its one-request statement would have given it:
  * - its own result, once the batch's statement committed (`missing` when the statement returned

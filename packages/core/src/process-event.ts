@@ -17,9 +17,7 @@ import { createRunContext, RunStoppedError, type RunContext } from './handler-co
 import type { EngineEvents } from './engine-events.js';
 import { keepLease } from './lease-keeper.js';
 import type { DispatchBatcher } from './dispatch-batcher.js';
-import type { DoneBatcher } from './done-batcher.js';
-import type { LeaseProofBatcher } from './lease-proof-batcher.js';
-import type { StepRecordBatcher } from './step-record-batcher.js';
+import type { RunBatchers } from './run-batchers.js';
 import type { HandlerRegistry } from './registry.js';
 import { gateRequest, isGated, needsEvent, priorityLevel, rateWaitMs } from './flow-control.js';
 
@@ -37,12 +35,8 @@ export interface ProcessDeps {
   registry: HandlerRegistry;
   /** Dispatches through group commit (dispatch-batcher.ts), on `pool`. */
   dispatcher: DispatchBatcher;
-  /** Marks runs done through group commit (done-batcher.ts), on `pool`. */
-  finisher: DoneBatcher;
-  /** External steps' records through group commit (step-record-batcher.ts), on `pool`. */
-  recorder: StepRecordBatcher;
-  /** The lease proofs before external calls through group commit (lease-proof-batcher.ts), on `pool`. */
-  prover: LeaseProofBatcher;
+  /** The run statements group-committed across runs: done, lease proofs, records (run-batchers.ts), on `pool`. */
+  batched: RunBatchers;
   log: Logger;
   faults: Faults;
   settings: ProcessSettings;
@@ -508,7 +502,7 @@ async function runHandler(
     await ready.handler.handle(handlerEvent(event, leased, ready.payload), ctx);
     await deps.faults.hit('worker.before-done');
     // mutant: done-batch-skipped
-    if (!ctx.completed && !(await deps.finisher.markDone({ runId: run.id, token }))) throw new LeaseLostError(run.id);
+    if (!ctx.completed && !(await deps.batched.markDone({ runId: run.id, token }))) throw new LeaseLostError(run.id);
     log.info('run done');
     return end.outcome('done');
   } catch (error) {

@@ -6,7 +6,7 @@
  *   (no lock held over the network); check JSON; the record under the fence, one autocommit
  *   statement and one round trip (`final`: the record, the run's done and the event's in it;
  *   RECORD_EXTERNAL_STEP), shared with other runs' records that arrive meanwhile (not final:
- *   RECORD_EXTERNAL_STEPS, step-record-batcher.ts)
+ *   RECORD_EXTERNAL_STEPS, run-batchers.ts)
  *
  * A crash between the call and the record re-runs the call on the next attempt with the SAME
  * key (idempotency-key.ts), and the downstream API applies nothing new.
@@ -43,9 +43,9 @@ async function callAndRecord<T>(scope: RunScope, name: string, fn: (input: StepI
   // the call has all of it. The lease keeper renews it during the call either way.
   checkLease(scope);
   const sentAt = performance.now();
-  // Through group commit with the proofs of other runs that arrive meanwhile (lease-proof-batcher.ts).
+  // Through group commit with the proofs of other runs that arrive meanwhile (run-batchers.ts).
   // mutant: external-call-without-lease, proof-batch-skipped
-  const renewed = await deps.prover.prove({ runId: run.runId, token: run.token, leaseMs: run.leaseMs, needMs: run.leaseMs / 2 });
+  const renewed = await deps.batched.prove({ runId: run.runId, token: run.token, leaseMs: run.leaseMs, needMs: run.leaseMs / 2 });
   if (!renewed) throw new LeaseLostError(run.runId);
   if (renewed.renewed) run.onLeaseRenewed?.(sentAt);
   // mutant: stop-now-ignored-external
@@ -71,9 +71,9 @@ async function callAndRecord<T>(scope: RunScope, name: string, fn: (input: StepI
   // The record under the fence (final: with the run's and the event's done), one statement.
   const step = { runId: run.runId, generation: run.generation, name, kind: 'external' as const, result: value, idempotencyKey, keySubject: subject };
   // A final record goes alone (its run's and event's done in it); the others through group
-  // commit with the records of other runs that arrive meanwhile (step-record-batcher.ts).
+  // commit with the records of other runs that arrive meanwhile (run-batchers.ts).
   // mutant: external-final-not-final, external-batch-skipped
-  const fence = final ? await deps.queries.recordExternalStep(deps.pool, step, run.token, true) : await deps.recorder.record({ step, token: run.token });
+  const fence = final ? await deps.queries.recordExternalStep(deps.pool, step, run.token, true) : await deps.batched.record({ step, token: run.token });
   // Taken over, or replayed meanwhile (another generation): nothing was recorded.
   if (!fence?.recorded) throw new LeaseLostError(run.runId);
   if (final) scope.completed = true;

@@ -6,8 +6,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Faults, Logger, Pool, PoolClient } from '@oncehook/shared';
 import type { CurrentStep, EngineEvents } from '../engine-events.js';
-import type { LeaseProofBatcher } from '../lease-proof-batcher.js';
-import type { StepRecordBatcher } from '../step-record-batcher.js';
+import type { RunBatchers } from '../run-batchers.js';
 import type { Queries, RecordedStep } from '../store/queries.js';
 
 export type { CurrentStep } from '../engine-events.js';
@@ -48,10 +47,8 @@ export function subscribeHooks(events: EngineEvents, hooks: EngineHooks): void {
 export interface RunDeps {
   pool: Pool;
   queries: Queries;
-  /** External steps' records through group commit (step-record-batcher.ts), on `pool`. */
-  recorder: StepRecordBatcher;
-  /** The lease proofs before external calls through group commit (lease-proof-batcher.ts), on `pool`. */
-  prover: LeaseProofBatcher;
+  /** The run statements group-committed across runs (run-batchers.ts), on `pool`. */
+  batched: RunBatchers;
   faults: Faults;
   /** The engine's observation surface: a step about to call out, a step committed. */
   events: EngineEvents;

@@ -203,7 +203,7 @@ export function createRunQueries(t: Tables, schemaName: string) {
   }
 
   /**
-   * renewLeaseAtStep for several runs in one statement (lease-proof-batcher.ts): each run's
+   * renewLeaseAtStep for several runs in one statement (run-batchers.ts): each run's
    * answer by its run id, as alone; a run missing is no longer ours.
    */
   async function renewLeasesAtStep(
@@ -228,7 +228,7 @@ export function createRunQueries(t: Tables, schemaName: string) {
     return rowCount === 1;
   }
 
-  /** markRunDone for several runs in one statement (done-batcher.ts): the ids of the runs marked done; a run missing lost its lease. */
+  /** markRunDone for several runs in one statement (run-batchers.ts): the ids of the runs marked done; a run missing lost its lease. */
   async function markRunsDone(db: Queryable, runs: readonly { runId: number; token: string }[]): Promise<Set<number>> {
     const { rows } = await db.query<{ id: number | string }>(MARK_RUNS_DONE_SQL([runs.map((r) => r.runId), runs.map((r) => r.token)]));
     return new Set(rows.map((row) => Number(row.id)));
@@ -278,7 +278,7 @@ export function createRunQueries(t: Tables, schemaName: string) {
   }
 
   /**
-   * recordExternalStep (not final) for several runs in one statement (step-record-batcher.ts):
+   * recordExternalStep (not final) for several runs in one statement (run-batchers.ts):
    * each run's fence and record by its run id; a run missing lost its lease (nothing written).
    */
   async function recordExternalSteps(db: Queryable, records: readonly { step: StepRecord; token: string }[]): Promise<Map<number, { stop: boolean; recorded: boolean }>> {

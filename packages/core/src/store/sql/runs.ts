@@ -254,7 +254,7 @@ export function runStatements(t: Tables) {
        SELECT held.stop, held.fresh, EXISTS (SELECT 1 FROM renewed) AS renewed FROM held`,
 
     /**
-     * RENEW_LEASE_AT_STEP for several runs in ONE statement (lease-proof-batcher.ts: the proofs
+     * RENEW_LEASE_AT_STEP for several runs in ONE statement (run-batchers.ts: the proofs
      * that arrived while an earlier one was in flight): per run $1 run, $2 token, $3 lease ms, $4
      * ms the call needs left; one run at most once. Each exactly as alone: a READ where the lease
      * still has its ms by Postgres's clock, else a renewal under its own token. One row per run
@@ -305,7 +305,7 @@ export function runStatements(t: Tables) {
        ${EVENT_AFTER_RUN_DONE}`,
 
     /**
-     * MARK_RUN_DONE for several runs in ONE statement (done-batcher.ts: the dones that arrived
+     * MARK_RUN_DONE for several runs in ONE statement (run-batchers.ts: the dones that arrived
      * while an earlier one was in flight): $1 runs, $2 their tokens. Each run exactly as
      * MARK_RUN_DONE would do it alone, fenced by its own token; one row per run marked done, and
      * a run missing from the result lost its lease. An event's counters move by the number of its
@@ -400,7 +400,7 @@ export function runStatements(t: Tables) {
        }`,
 
     /**
-     * RECORD_EXTERNAL_STEP (not `final`) for several runs in ONE statement (step-record-batcher.ts:
+     * RECORD_EXTERNAL_STEP (not `final`) for several runs in ONE statement (run-batchers.ts:
      * the records that arrived while an earlier one was in flight). Per record ($1 run, $2 token,
      * $3 the generation the call was made for, $4 name, $5 result, $6 idempotency key, $7 key
      * subject); one run at most once. Each exactly as RECORD_EXTERNAL_STEP alone: `fence` locks
