@@ -113,7 +113,7 @@ it('four runs that finish at once: their dones take 2 statements, not 4 (the fir
 
 // Mutants killed: external-batch-skipped, proof-batch-skipped (each external step's record, or
 // its lease proof, its own statement).
-it('four runs whose external steps start and return at once: their lease proofs take 2 statements, not 4, and so do their records (the first alone, the three that arrived meanwhile in one: run-batchers.ts, run-batchers.ts)', async () => {
+it('four runs whose external steps start and return at once: their lease proofs take 2 statements, not 4, and so do their records (the first alone, the three that arrived meanwhile in one: run-batchers.ts)', async () => {
   const ids = ['evt_rt_rec_0', 'evt_rt_rec_1', 'evt_rt_rec_2', 'evt_rt_rec_3'];
   const rows = await Promise.all(ids.map(topUp));
   const barrier = () => {
