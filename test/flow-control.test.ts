@@ -80,8 +80,15 @@ it('concurrency: 3 across 3 workers x WORKER_CONCURRENCY=32: never more than 3 i
     // sent once it has logged a call lands inside that call (a 300 ms call could end between
     // the look and the kill: that run then finished at its first attempt, and a run of the
     // test once failed so).
-    const [slow] = await Promise.all([startWorkers(1, { ...env, FLOW_WORK_MS: '1500' }), startWorkers(2, env)]);
-    await deliverMany(ingest.url, 'evt_lim', 60);
+    // The slow one starts first and takes the first slots: a worker that frees a slot runs the
+    // next waiter itself (the hand-over), so two fast workers that took all three slots first
+    // could keep them for the whole backlog, and no run of the slow one would be there to kill
+    // (a CI run failed so).
+    const slow = await startWorkers(1, { ...env, FLOW_WORK_MS: '1500' });
+    await deliverMany(ingest.url, 'evt_lim', 20);
+    await waitFor(async () => (slow[0]!.lines.some((l) => l.includes('calling external step')) ? true : null), { timeoutMs: 30_000, what: 'the slow worker calling' });
+    await startWorkers(2, env);
+    await deliverMany(ingest.url, 'evt_lim_more', 40);
     // Kill the slow worker while it holds a slot: it logged the external call of a run in
     // progress (each worker's log lines carry the event's row id).
     const victim = await waitFor(
