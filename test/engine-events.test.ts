@@ -1,6 +1,6 @@
 /**
  * The engine's one observation surface (core/src/engine-events.ts), against the real
- * database: every run, step, unhandled event and dispatch batch is reported on
+ * database: every run, step, unhandled event, dispatch batch and batch of runs' statements is reported on
  * `engine.events`; a listener that throws or rejects never changes a run, its error is logged
  * (a bounded number of lines), and the other listeners still hear the event.
  */
@@ -31,10 +31,10 @@ const refuses = defineHandler({ name: 'refuses', source: 'stripe', type: 'invoic
   throw new PermanentError('no ledger account');
 });
 
-it('reports each run, step, unhandled event and dispatch batch, in the order they happen', async () => {
+it("reports each run, step, unhandled event, dispatch batch and batch of runs' statements, in the order they happen", async () => {
   const events = createEngineEvents(testLog);
   const heard: string[] = [];
-  const names: EngineEventName[] = ['run:ended', 'run:waiting', 'event:unhandled', 'step:calling', 'step:committed', 'dispatch:batch'];
+  const names: EngineEventName[] = ['run:ended', 'run:waiting', 'event:unhandled', 'step:calling', 'step:committed', 'dispatch:batch', 'runs:batch'];
   for (const name of names) {
     events.on(name, (payload: EngineEventMap[typeof name]) => {
       if (name === 'run:ended') {
@@ -52,8 +52,12 @@ it('reports each run, step, unhandled event and dispatch batch, in the order the
   expect(heard).toEqual([
     'dispatch:batch {"events":1}',
     'step:committed record local',
+    // The lease proof before the call, the call's record, the run's done: each a group commit of one.
+    'runs:batch {"statement":"proof","runs":1}',
     'step:calling charge external keyed',
+    'runs:batch {"statement":"record","runs":1}',
     'step:committed charge external keyed',
+    'runs:batch {"statement":"done","runs":1}',
     'run:ended pays done stripe invoice.paid',
     'dispatch:batch {"events":1}',
     'run:ended refuses failed stripe invoice.voided',
@@ -140,6 +144,10 @@ it("a worker reports on worker.events and counts from there (under `source` and 
       expect.objectContaining({ value: 1, labels: { source: 'stripe', provider: 'stripe', type: 'invoice.paid', handler: 'pays', outcome: 'done' } }),
       expect.objectContaining({ value: 1, labels: { source: 'stripe', provider: 'stripe', type: 'invoice.created', handler: 'flaky', outcome: 'retry' } }),
     ]);
+    // The run's statements that went through group commit, by statement: `pays`'s proof before
+    // its call, its record and its done, one run each (a retry's verdict is not batched).
+    const batches = (await metrics.runBatchSize.get()).values.filter((v) => v.metricName === 'oncehook_run_batch_size_count');
+    expect(batches.map((v) => `${v.labels.statement} ${v.value}`).sort()).toEqual(['done 1', 'proof 1', 'record 1']);
   } finally {
     await worker.close();
   }

@@ -12,6 +12,7 @@
  * one that has slow work to do starts it and returns (the failure notifier wakes its own loop).
  */
 import { createLogLimiter, type Logger } from '@oncehook/shared';
+import type { RunStatement } from './run-batchers.js';
 import type { OpenedGroup } from './store/queries.js';
 import type { RunWaiting, StepKind } from './vocabulary.js';
 
@@ -50,6 +51,12 @@ export interface EngineEventMap {
   'step:committed': CurrentStep;
   /** One dispatch statement committed for this many events (group commit). */
   'dispatch:batch': { events: number };
+  /**
+   * One statement of the worker's own about runs sent for this many runs (group commit,
+   * run-batchers.ts): `done` (a run's done), `proof` (the lease proof before an external call),
+   * `record` (an external step's record, not final).
+   */
+  'runs:batch': { statement: RunStatement; runs: number };
   /**
    * A reconciler pass this process led committed: what it took back, and the failure groups it
    * opened (their notifications are stored rows; the notifier sends them).

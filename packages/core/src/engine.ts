@@ -72,7 +72,7 @@ export function createEngine(options: EngineOptions): Engine {
       leaseMs: settings.leaseMs,
       onBatch: (size) => events.emit('dispatch:batch', { events: size }),
     }),
-    batched: createRunBatchers({ pool: options.pool, queries }),
+    batched: createRunBatchers({ pool: options.pool, queries, onBatch: (statement, runs) => events.emit('runs:batch', { statement, runs }) }),
     log: options.log,
     faults: options.faults ?? noFaults,
     settings,

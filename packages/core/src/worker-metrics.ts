@@ -43,6 +43,7 @@ export function subscribeWorkerMetrics(events: EngineEvents, metrics: WorkerMetr
     events.on('run:waiting', (run) => metrics.runsDelayedTotal.inc({ handler: run.handler, reason: run.reason })),
     events.on('event:unhandled', ({ source, type }) => metrics.unhandledTotal.inc({ ...sourceFields(source), type: unhandledType('', type) })),
     events.on('dispatch:batch', ({ events: size }) => metrics.dispatchBatchSize.observe(size)),
+    events.on('runs:batch', ({ statement, runs }) => metrics.runBatchSize.observe({ statement }, runs)),
     events.on('reconciler:led', (pass) => {
       metrics.recoveriesTotal.inc({ kind: 'reclaimed' }, pass.reclaimed);
       metrics.recoveriesTotal.inc({ kind: 'requeued' }, pass.requeued);

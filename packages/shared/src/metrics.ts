@@ -87,6 +87,7 @@ export function createIngestMetrics(options: { defaultMetrics?: boolean } = {}):
  * webhook_outbound_calls_total{api,outcome}                           ok | retryable | permanent | network_error | timeout
  * oncehook_db_statements_total                                        statements sent to Postgres (BEGIN/COMMIT included)
  * oncehook_dispatch_batch_size                                        events dispatched per statement (dispatch-batcher.ts's group commit)
+ * oncehook_run_batch_size{statement}                                  runs per statement of the worker's own about runs: done | proof | record (run-batchers.ts)
  * oncehook_runs_delayed_total{handler,reason}                         runs that did not start: paused | concurrency | rate-limit
  * oncehook_runs_waiting{handler,reason}                               runs waiting now, by reason (flow control)
  * oncehook_paused{scope,name,by}                                      1 while a handler or a source is paused (by: operator | circuit-breaker)
@@ -110,6 +111,8 @@ export interface WorkerMetrics {
   dbRoundTrips: Counter;
   /** Events per dispatch statement (group commit): 1 under light load, more as jobs arrive faster than one statement takes. */
   dispatchBatchSize: Histogram;
+  /** Runs per statement of the worker's own about runs (group commit), by statement: done, proof, record. */
+  runBatchSize: Histogram<'statement'>;
   runsDelayedTotal: Counter<'handler' | 'reason'>;
   failureGroupsOpened: Counter<'handler'>;
   failureGroups: Gauge<'handler'>;
@@ -177,6 +180,13 @@ export function createWorkerMetrics(options: { defaultMetrics?: boolean } = {}):
     dispatchBatchSize: new Histogram({
       name: 'oncehook_dispatch_batch_size',
       help: 'Events dispatched per statement (group commit of the dispatches that arrive while one is in flight)',
+      buckets: [1, 2, 4, 8, 16, 32, 64],
+      registers,
+    }),
+    runBatchSize: new Histogram({
+      name: 'oncehook_run_batch_size',
+      help: "Runs per statement of the worker's own about its runs (group commit): done (a run's done), proof (the lease proof before an external call), record (an external step's record)",
+      labelNames: ['statement'],
       buckets: [1, 2, 4, 8, 16, 32, 64],
       registers,
     }),
