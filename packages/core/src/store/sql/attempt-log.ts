@@ -1,6 +1,7 @@
 /**
  * The attempt log's statement fragments (migrations/0019), shared by the worker's statements
- * (runs.ts), flow control's wait (flow.ts) and the reconciler (recovery.ts): an attempt writes
+ * (runs.ts), flow control's wait (flow.ts), the reconciler (recovery.ts) and the re-drive
+ * (operators.ts): an attempt writes
  * its row only when it ends other than done. The run row describes its current attempt (token,
  * `attempts`, `attempt_started_at` set by every lease, and `finished_at` once done);
  * `attempt_history` (a view) reads both.
@@ -31,26 +32,35 @@ export function attemptLogStatements(t: Tables) {
            FROM run WHERE run.attempt_started_at IS NULL AND a.run_id = run.id AND a.lease_token = ${token}
        )`;
   /**
-   * A lease taking over runs whose lease expired (their worker died or hung) logs the attempts it
-   * ends: the run row is about to describe the new one. `taken` (the runs matching `where` that
-   * are `processing` with an expired lease, with their token and start) is read from the
-   * statement's snapshot; `moved` (a CTE returning `id`) holds the runs the statement changed.
-   * What the snapshot read is the attempt the guard ended: had the row changed after the
-   * snapshot, its holder or the reconciler ended that attempt (and logged it: ON CONFLICT below),
-   * or another lease took it, whose lease is live when this statement re-checks its guard on the
-   * newest row (right after that lease's commit), so the guard no longer matches. ON CONFLICT:
-   * the attempt was logged already (by them, or leased before migrations/0019).
+   * An attempt whose lease expired (its worker died or hung), logged by whatever ends it: the run
+   * row is about to describe a new attempt, or none. `rows`: a FROM clause over a relation `x`
+   * with the runs' id, lease_token, generation, attempts and attempt_started_at as they were
+   * before the statement changed them, restricted to the runs it moved. Used by the takeovers
+   * below, the reconciler (EXPIRED_LEASES) and a re-drive (REDRIVE_RUNS). ON CONFLICT: the
+   * attempt was logged already (by its holder, by another of these, or leased before
+   * migrations/0019).
+   */
+  const LOG_EXPIRED = (rows: string) => `lost AS (
+         INSERT INTO ${ATTEMPTS} (run_id, lease_token, generation, attempt, started_at)
+         SELECT x.id, x.lease_token, x.generation, x.attempts, coalesce(x.attempt_started_at, now()) FROM ${rows}
+         ON CONFLICT (run_id, lease_token) DO NOTHING
+       )`;
+  /**
+   * A lease taking over runs whose lease expired logs the attempts it ends. `taken` (the runs
+   * matching `where` that are `processing` with an expired lease, with their token and start) is
+   * read from the statement's snapshot; `moved` (a CTE returning `id`) holds the runs the
+   * statement changed. What the snapshot read is the attempt the guard ended: had the row changed
+   * after the snapshot, its holder or the reconciler ended that attempt (and logged it: ON
+   * CONFLICT in LOG_EXPIRED), or another lease took it, whose lease is live when this statement
+   * re-checks its guard on the newest row (right after that lease's commit), so the guard no
+   * longer matches.
    */
   // mutant: expired-attempt-unlogged
   const TAKEN_ATTEMPTS = (where: string) => `taken AS (
          SELECT id, lease_token, generation, attempts, attempt_started_at FROM ${RUNS}
           WHERE ${where} AND state = 'processing' AND lease_until < now()
        )`;
-  const LOG_TAKEN = (moved: string) => `lost AS (
-         INSERT INTO ${ATTEMPTS} (run_id, lease_token, generation, attempt, started_at)
-         SELECT t.id, t.lease_token, t.generation, t.attempts, coalesce(t.attempt_started_at, now()) FROM taken t JOIN ${moved} m ON m.id = t.id
-         ON CONFLICT (run_id, lease_token) DO NOTHING
-       )`;
+  const LOG_TAKEN = (moved: string) => LOG_EXPIRED(`taken x JOIN ${moved} m ON m.id = x.id`);
 
-  return { ENDED_ATTEMPT, DONE_ATTEMPT, TAKEN_ATTEMPTS, LOG_TAKEN };
+  return { ENDED_ATTEMPT, DONE_ATTEMPT, LOG_EXPIRED, TAKEN_ATTEMPTS, LOG_TAKEN };
 }

@@ -7,9 +7,11 @@
 import { DELIVERY_LOG_ROWS } from './claim.js';
 import { eventColumns, runColumns, SOURCES_STORED } from '../columns.js';
 import type { Tables } from '../tables.js';
+import { attemptLogStatements } from './attempt-log.js';
 
 export function operatorStatements(t: Tables) {
   const { EVENTS, RUNS, STEPS, ACTIONS, DELIVERIES, DELIVERY_COUNTS, ATTEMPTS, ATTEMPT_HISTORY, FAILURE_GROUPS, SCHEMA } = t;
+  const { LOG_EXPIRED } = attemptLogStatements(t);
 
   /** Deliveries of event `e`: its first (logged) and every duplicate (counted). */
   const DELIVERY_TOTAL = `((SELECT count(*) FROM ${DELIVERIES} d WHERE d.event_row_id = e.id AND NOT d.duplicate)
@@ -65,12 +67,10 @@ export function operatorStatements(t: Tables) {
        ), audit AS (
          INSERT INTO ${ACTIONS} (event_row_id, run_id, mode, from_state, generation, actor, reason)
          SELECT $1::bigint, id, 'redrive', from_state, generation, $3::text, $4::text FROM moved
-       ), lost AS (
-         -- A run taken from an expired lease: that attempt logged (sql/attempt-log.ts).
-         INSERT INTO ${ATTEMPTS} (run_id, lease_token, generation, attempt, started_at)
-         SELECT id, lease_token, generation, attempts, coalesce(attempt_started_at, now()) FROM target WHERE state = 'processing'
-         ON CONFLICT (run_id, lease_token) DO NOTHING
-       )
+       ), ${
+         // A run taken from an expired lease: that attempt logged (sql/attempt-log.ts).
+         LOG_EXPIRED("target x WHERE x.state = 'processing'")
+       }
        SELECT m.id AS "runId", m.handler, m.from_state AS "fromState", m.generation, ev.provider AS source, ev.event_id AS "eventId"
          FROM moved m, event ev`,
 

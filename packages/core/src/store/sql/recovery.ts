@@ -6,9 +6,11 @@
  */
 import { SOURCES_STORED } from '../columns.js';
 import type { Tables } from '../tables.js';
+import { attemptLogStatements } from './attempt-log.js';
 
 export function recoveryStatements(t: Tables) {
-  const { EVENTS, RUNS, ATTEMPTS, DELIVERIES, DELIVERY_COUNTS, SCHEMA } = t;
+  const { EVENTS, RUNS, DELIVERIES, DELIVERY_COUNTS, SCHEMA } = t;
+  const { LOG_EXPIRED } = attemptLogStatements(t);
   return {
     /**
      * processing -> received for runs whose lease expired ($1 limit): the worker died or hung.
@@ -31,13 +33,11 @@ export function recoveryStatements(t: Tables) {
            FROM expired x, ${EVENTS} e
           WHERE r.id = x.id AND r.state = 'processing' AND r.lease_until < now() AND e.id = r.event_row_id
          RETURNING r.id, r.event_row_id AS "rowId", e.provider AS source, e.event_id AS "eventId", r.handler, r.generation, r.attempts AS attempt
-       ), lost AS (
-         -- The attempt that died, logged (attempt-log.ts): the rows were locked by the CTE expired,
-         -- so its values are the newest. ON CONFLICT: leased before migrations/0019.
-         INSERT INTO ${ATTEMPTS} (run_id, lease_token, generation, attempt, started_at)
-         SELECT x.id, x.lease_token, x.generation, x.attempts, coalesce(x.attempt_started_at, now()) FROM expired x JOIN moved m ON m.id = x.id
-         ON CONFLICT (run_id, lease_token) DO NOTHING
-       )
+       ), ${
+         // The attempt that died, logged (attempt-log.ts): the rows were locked by the CTE
+         // expired, so its values are the newest.
+         LOG_EXPIRED('expired x JOIN moved m ON m.id = x.id')
+       }
        SELECT "rowId", source, "eventId", handler, generation, attempt FROM moved`,
 
     /**
