@@ -113,39 +113,50 @@ it('four runs that finish at once: their dones take 2 statements, not 4 (the fir
 
 // Mutants killed: external-batch-skipped, proof-batch-skipped (each external step's record, or
 // its lease proof, its own statement).
-it('four runs whose external steps start and return at once: their lease proofs take 2 statements, not 4, and so do their records (the first alone, the three that arrived meanwhile in one: run-batchers.ts)', async () => {
-  const ids = ['evt_rt_rec_0', 'evt_rt_rec_1', 'evt_rt_rec_2', 'evt_rt_rec_3'];
-  const rows = await Promise.all(ids.map(topUp));
-  const barrier = () => {
-    let arrived = 0;
-    let release!: () => void;
-    const all = new Promise<void>((resolve) => (release = resolve));
-    return () => {
-      arrived += 1;
-      if (arrived === ids.length) release();
-      return all;
+it.each([
+  { final: false, title: 'and so do their records, then their dones' },
+  { final: true, title: 'and so do their final records, each with its run’s done (no done statement)' },
+])(
+  'four runs whose external steps start and return at once: their lease proofs take 2 statements, not 4, $title (the first alone, the three that arrived meanwhile in one: run-batchers.ts)',
+  async ({ final }) => {
+    const ids = [0, 1, 2, 3].map((n) => `evt_rt_rec_${final ? 'final_' : ''}${n}`);
+    const rows = await Promise.all(ids.map(topUp));
+    const barrier = () => {
+      let arrived = 0;
+      let release!: () => void;
+      const all = new Promise<void>((resolve) => (release = resolve));
+      return () => {
+        arrived += 1;
+        if (arrived === ids.length) release();
+        return all;
+      };
     };
-  };
-  const handlersIn = barrier();
-  const callsReturn = barrier();
-  const runsReturn = barrier();
-  const notify = defineHandler({ name: 'rt-notify', source: 'stripe', type: 'payment_intent.succeeded' }, async (_event, ctx) => {
-    await handlersIn(); // the lease proofs before the calls go together
-    await ctx.step('notify', async () => {
-      await callsReturn();
-      return { sent: true };
+    const handlersIn = barrier();
+    const callsReturn = barrier();
+    const runsReturn = barrier();
+    const notify = defineHandler({ name: 'rt-notify', source: 'stripe', type: 'payment_intent.succeeded' }, async (_event, ctx) => {
+      await handlersIn(); // the lease proofs before the calls go together
+      await ctx.step(
+        'notify',
+        async () => {
+          await callsReturn();
+          return { sent: true };
+        },
+        { final },
+      );
+      if (!final) await runsReturn(); // the dones go together too, so the count below is exact
     });
-    await runsReturn(); // the dones go together too, so the count below is exact
-  });
-  const shared = engine(counted, [notify]);
-  const before = statements;
-  const outcomes = await Promise.all(ids.map((eventId, i) => processJob(shared, { ...dispatchJob(rows[i]!, eventId), kind: 'stripe', type: 'payment_intent.succeeded' })));
-  for (const outcome of outcomes) expect(outcome).toMatchObject({ kind: 'runs', runs: [{ kind: 'done' }] });
-  // 2 dispatches (1, then 3); 2 lease proofs, 2 records and 2 dones (each 1, then 3).
-  expect(statements - before).toBe(2 + 2 + 2 + 2);
-  const { rows: steps } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${q.schema}.steps WHERE name = 'notify'`);
-  expect(steps[0]!.n).toBe(4);
-});
+    const shared = engine(counted, [notify]);
+    const before = statements;
+    const outcomes = await Promise.all(ids.map((eventId, i) => processJob(shared, { ...dispatchJob(rows[i]!, eventId), kind: 'stripe', type: 'payment_intent.succeeded' })));
+    for (const outcome of outcomes) expect(outcome).toMatchObject({ kind: 'runs', runs: [{ kind: 'done' }] });
+    // 2 dispatches (1, then 3); 2 lease proofs, 2 records and, not final, 2 dones (each 1, then 3).
+    expect(statements - before).toBe(2 + 2 + 2 + (final ? 0 : 2));
+    for (const rowId of rows) expect((await q.getEvent(db.pool, rowId))?.state).toBe('done');
+    const { rows: steps } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${q.schema}.steps WHERE name = 'notify'`);
+    expect(steps[0]!.n).toBe(4);
+  },
+);
 
 it('a dispatch job from an older version (no type) reads the event first: one statement more', async () => {
   const rowId = await topUp('evt_rt_untyped');

@@ -1,7 +1,7 @@
 /**
  * Group commit of the worker's statements about runs (packages/core/src/run-batchers.ts), against
- * real Postgres: the run's done (MARK_RUNS_DONE) and external steps' records
- * (RECORD_EXTERNAL_STEPS). Requests that arrive while one is in flight go
+ * real Postgres: the run's done (MARK_RUNS_DONE) and external steps' records, final ones with
+ * their run's and event's done (RECORD_EXTERNAL_STEPS). Requests that arrive while one is in flight go
  * together in one statement, each fenced by its own token; a done moves each event's counters by
  * its runs done there; the lease proofs before external calls (RENEW_LEASES_AT_STEP) read where the lease has the call's time left and renew where not. (What every group commit does, one key per batch, the bound, a failed
  * batch retried one at a time, is tested on the dispatch's: test/dispatch-batcher.test.ts.)
@@ -140,12 +140,12 @@ it("external steps' records that arrive together go in one statement: each under
   const sizes: number[] = [];
   const recorder = createRunBatchers({ pool: db.pool, queries: q, onBatch: (_statement, n) => sizes.push(n) });
   const answers = await Promise.all([
-    recorder.record({ step: step(first), token: first.token }),
-    recorder.record({ step: step(ok), token: ok.token }),
-    recorder.record({ step: step(taken), token: taken.token }),
+    recorder.record({ step: step(first), token: first.token, final: false }),
+    recorder.record({ step: step(ok), token: ok.token, final: false }),
+    recorder.record({ step: step(taken), token: taken.token, final: false }),
     // A call made for a generation the run is not at any more (replayed meanwhile): fence held, nothing recorded.
-    recorder.record({ step: step(otherGeneration, 1), token: otherGeneration.token }),
-    recorder.record({ step: step(last), token: last.token }),
+    recorder.record({ step: step(otherGeneration, 1), token: otherGeneration.token, final: false }),
+    recorder.record({ step: step(last), token: last.token, final: false }),
   ]);
   expect(sizes).toEqual([1, 4]);
   expect(answers).toEqual([{ stop: false, recorded: true }, { stop: false, recorded: true }, null, { stop: false, recorded: false }, { stop: false, recorded: true }]);
@@ -153,6 +153,58 @@ it("external steps' records that arrive together go in one statement: each under
     `SELECT run_id::int AS "runId", idempotency_key AS key, result FROM ${T.steps} ORDER BY run_id`,
   );
   expect(rows).toEqual([first, ok, last].map((r) => ({ runId: r.runId, key: `key-${r.runId}`, result: { sent: r.runId } })));
+});
+
+// Mutant killed: external-final-batch-not-done (a batched final record that leaves its run and event processing).
+it('final external records that arrive together go in the same statement as the others: each run done with its record, two handlers of one event counted twice, nothing for a run taken over or a call for another generation', async () => {
+  const single = await dispatched('evt_final_single', ['notify']);
+  const pair = await dispatched('evt_final_pair', ['ledger', 'notify']);
+  const mixed = await dispatched('evt_final_mixed', ['notify']);
+  const lost = await dispatched('evt_final_lost', ['notify']);
+  const replayed = await dispatched('evt_final_replayed', ['notify']);
+  const lostRun = lost.runs.get('notify')!;
+  await db.pool.query(`UPDATE ${T.runs} SET lease_token = $2 WHERE id = $1`, [lostRun.runId, randomUUID()]);
+  const step = (run: { runId: number }, generation = 0) => ({
+    runId: run.runId,
+    generation,
+    name: 'notify',
+    kind: 'external' as const,
+    result: { sent: run.runId },
+    idempotencyKey: `key-${run.runId}`,
+  });
+  const sizes: number[] = [];
+  const recorder = createRunBatchers({ pool: db.pool, queries: q, onBatch: (_statement, n) => sizes.push(n) });
+  const record = (run: { runId: number; token: string }, final: boolean, generation = 0) => recorder.record({ step: step(run, generation), token: run.token, final });
+  const answers = await Promise.all([
+    record(single.runs.get('notify')!, true),
+    record(pair.runs.get('ledger')!, true),
+    record(pair.runs.get('notify')!, true),
+    // Not final: recorded, its run still processing (the worker's done follows).
+    record(mixed.runs.get('notify')!, false),
+    record(lostRun, true),
+    record(replayed.runs.get('notify')!, true, 1),
+  ]);
+  expect(sizes).toEqual([1, 5]);
+  expect(answers).toEqual([
+    { stop: false, recorded: true },
+    { stop: false, recorded: true },
+    { stop: false, recorded: true },
+    { stop: false, recorded: true },
+    null,
+    { stop: false, recorded: false },
+  ]);
+  expect(await eventState(single.rowId)).toEqual({ state: 'done', pending: 0, finished: true });
+  expect(await eventState(pair.rowId)).toEqual({ state: 'done', pending: 0, finished: true });
+  for (const open of [mixed, lost, replayed]) {
+    expect(await eventState(open.rowId)).toEqual({ state: 'processing', pending: 1, finished: false });
+    expect((await q.getRuns(db.pool, open.rowId))[0]).toMatchObject({ state: 'processing' });
+  }
+  const { rows } = await db.pool.query<{ runId: number }>(`SELECT run_id::int AS "runId" FROM ${T.steps} ORDER BY run_id`);
+  const recorded = [single.runs.get('notify')!, pair.runs.get('ledger')!, pair.runs.get('notify')!, mixed.runs.get('notify')!].map((r) => r.runId);
+  expect(rows.map((r) => r.runId)).toEqual(recorded.sort((a, b) => a - b));
+  // Each final run's done attempt shows in the log, from its run row.
+  const history = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${q.schema}.attempt_history WHERE outcome = 'done'`);
+  expect(history.rows[0]!.n).toBe(3);
 });
 
 // Mutants killed: proof-batch-never-renews, proof-batch-unfenced.

@@ -10,9 +10,9 @@
  * - `prove`: the lease proof before an external step's call (RENEW_LEASE_AT_STEP,
  *   RENEW_LEASES_AT_STEP): a read where the lease has the call's time left by Postgres's clock, a
  *   renewal under its own token where not; null = no longer ours (the call is not made);
- * - `record`: an external step's record, not `final` (RECORD_EXTERNAL_STEP, RECORD_EXTERNAL_STEPS:
- *   under its run's fence, for the generation its call was made for); null = the lease was lost,
- *   nothing written. A `final` step's record (with its run's and event's done) goes alone.
+ * - `record`: an external step's record (RECORD_EXTERNAL_STEP, RECORD_EXTERNAL_STEPS: under its
+ *   run's fence, for the generation its call was made for; a `final` one with its run's done and
+ *   its event's counters, in the same statement); null = the lease was lost, nothing written.
  *
  * Two requests of one run (steps side by side) never share a batch. A batch that fails for
  * another reason than an unavailable database (a deadlock with a takeover of an expired lease,
@@ -44,8 +44,8 @@ export interface RunBatchers {
   markDone(run: RunLease): Promise<boolean>;
   /** The lease proven (a read) or renewed (`leaseMs`) with `needMs` left for the call, and whether the run must stop here; null = no longer ours. */
   prove(proof: RunLease & { leaseMs: number; needMs: number }): Promise<{ stop: boolean; renewed: boolean } | null>;
-  /** An external step's record under its run's fence (not final); null = the lease was lost. Resolves after its commit. */
-  record(record: { step: StepRecord; token: string }): Promise<{ stop: boolean; recorded: boolean } | null>;
+  /** An external step's record under its run's fence (`final`: with the run's and the event's done); null = the lease was lost. Resolves after its commit. */
+  record(record: { step: StepRecord; token: string; final: boolean }): Promise<{ stop: boolean; recorded: boolean } | null>;
 }
 
 export function createRunBatchers(options: RunBatchersOptions): RunBatchers {
@@ -74,7 +74,7 @@ export function createRunBatchers(options: RunBatchersOptions): RunBatchers {
     }),
     record: createGroupCommit({
       keyOf: (r) => r.step.runId,
-      one: (r) => queries.recordExternalStep(pool, r.step, r.token, false),
+      one: (r) => queries.recordExternalStep(pool, r.step, r.token, r.final),
       many: (records) => queries.recordExternalSteps(pool, records),
       missing: null,
       ...limits('record'),

@@ -70,10 +70,10 @@ async function callAndRecord<T>(scope: RunScope, name: string, fn: (input: StepI
   checkLease(scope);
   // The record under the fence (final: with the run's and the event's done), one statement.
   const step = { runId: run.runId, generation: run.generation, name, kind: 'external' as const, result: value, idempotencyKey, keySubject: subject };
-  // A final record goes alone (its run's and event's done in it); the others through group
-  // commit with the records of other runs that arrive meanwhile (run-batchers.ts).
+  // Through group commit with the records of other runs that arrive meanwhile (run-batchers.ts);
+  // a final one with its run's and event's done, in the same statement.
   // mutant: external-final-not-final, external-batch-skipped
-  const fence = final ? await deps.queries.recordExternalStep(deps.pool, step, run.token, true) : await deps.batched.record({ step, token: run.token });
+  const fence = await deps.batched.record({ step, token: run.token, final });
   // Taken over, or replayed meanwhile (another generation): nothing was recorded.
   if (!fence?.recorded) throw new LeaseLostError(run.runId);
   if (final) scope.completed = true;

@@ -278,10 +278,14 @@ export function createRunQueries(t: Tables, schemaName: string) {
   }
 
   /**
-   * recordExternalStep (not final) for several runs in one statement (run-batchers.ts):
-   * each run's fence and record by its run id; a run missing lost its lease (nothing written).
+   * recordExternalStep for several runs in one statement (run-batchers.ts): each run's fence and
+   * record (a final one: with its run's and event's done) by its run id; a run missing lost its
+   * lease (nothing written).
    */
-  async function recordExternalSteps(db: Queryable, records: readonly { step: StepRecord; token: string }[]): Promise<Map<number, { stop: boolean; recorded: boolean }>> {
+  async function recordExternalSteps(
+    db: Queryable,
+    records: readonly { step: StepRecord; token: string; final: boolean }[],
+  ): Promise<Map<number, { stop: boolean; recorded: boolean }>> {
     const { rows } = await db.query<{ id: number | string; stop: boolean; recorded: boolean }>(
       RECORD_EXTERNAL_STEPS_SQL([
         records.map((r) => r.step.runId),
@@ -291,6 +295,7 @@ export function createRunQueries(t: Tables, schemaName: string) {
         records.map((r) => JSON.stringify(r.step.result ?? null)),
         records.map((r) => r.step.idempotencyKey),
         records.map((r) => r.step.keySubject ?? null),
+        records.map((r) => r.final),
       ]),
     );
     return new Map(rows.map((row) => [Number(row.id), { stop: row.stop, recorded: row.recorded }]));

@@ -48,6 +48,30 @@ export function runStatements(t: Tables) {
        )`;
 
   /**
+   * The events of the runs a batch just marked done (CTE `run` returning event_row_id), as CTEs
+   * `finished`, `locked`, `event`: each event's counters moved by the number of its runs done
+   * there (two handlers of one event can finish in one batch). Shared by MARK_RUNS_DONE and
+   * RECORD_EXTERNAL_STEPS (their `final` records).
+   *
+   * Lock order. The run rows are each held by one worker's lease, so two batches never share
+   * one; the event rows are shared (runs of one event on two workers, each in its own batch),
+   * so they are locked in id order (`locked`, FOR NO KEY UPDATE, the UPDATE's own lock) before
+   * any is updated: two batches wait for each other instead of deadlocking. Every statement
+   * that changes a run and its event locks the run first, as these do.
+   */
+  // mutant: done-batch-counts-once, done-batch-lock-order
+  const EVENTS_AFTER_RUNS_DONE = `finished AS (
+         SELECT event_row_id, count(*)::int AS n FROM run GROUP BY event_row_id
+       ), locked AS (
+         SELECT e.id FROM ${EVENTS} e WHERE e.id IN (SELECT event_row_id FROM finished) ORDER BY e.id FOR NO KEY UPDATE
+       ), event AS (
+         UPDATE ${EVENTS} e
+            SET runs_pending = e.runs_pending - f.n, state = ${EVENT_STATE_AFTER('- f.n', '0')},
+                finished_at = CASE WHEN e.runs_pending - f.n = 0 THEN now() END, updated_at = now()
+           FROM finished f WHERE e.id = f.event_row_id AND e.id IN (SELECT id FROM locked)
+       )`;
+
+  /**
    * A dispatch's runs, from the CTE `planned` (event_row_id, handler, token, paused, leased):
    * created (CTE `created`, returning each run), leased to their tokens or not (a leased run's
    * attempt starts now, in its row). `leaseMs`: the parameter holding the lease's length.
@@ -308,33 +332,16 @@ export function runStatements(t: Tables) {
      * MARK_RUN_DONE for several runs in ONE statement (run-batchers.ts: the dones that arrived
      * while an earlier one was in flight): $1 runs, $2 their tokens. Each run exactly as
      * MARK_RUN_DONE would do it alone, fenced by its own token; one row per run marked done, and
-     * a run missing from the result lost its lease. An event's counters move by the number of its
-     * runs done here (two handlers of one event can finish in one batch). All or nothing: one
-     * commit for all.
-     *
-     * Lock order. The run rows are each held by one worker's lease, so two batches never share
-     * one; the event rows are shared (runs of one event on two workers, each in its own batch),
-     * so they are locked in id order (`locked`, FOR NO KEY UPDATE, the UPDATE's own lock) before
-     * any is updated: two batches wait for each other instead of deadlocking. Every statement
-     * that changes a run and its event locks the run first, as this one does.
+     * a run missing from the result lost its lease. The events' counters and their lock order:
+     * EVENTS_AFTER_RUNS_DONE. All or nothing: one commit for all.
      */
-    // mutant: done-batch-counts-once, done-batch-lock-order
     MARK_RUNS_DONE: `WITH run AS (
          UPDATE ${RUNS} r
             SET state = 'done', lease_token = NULL, lease_until = NULL, finished_at = now(), updated_at = now()
            FROM unnest($1::bigint[], $2::uuid[]) AS x(id, token)
           WHERE r.id = x.id AND r.lease_token = x.token AND r.state = 'processing'
          RETURNING r.id, r.event_row_id, r.attempt_started_at, x.token
-       ), ${DONE_ATTEMPT('run.token')}, finished AS (
-         SELECT event_row_id, count(*)::int AS n FROM run GROUP BY event_row_id
-       ), locked AS (
-         SELECT e.id FROM ${EVENTS} e WHERE e.id IN (SELECT event_row_id FROM finished) ORDER BY e.id FOR NO KEY UPDATE
-       ), event AS (
-         UPDATE ${EVENTS} e
-            SET runs_pending = e.runs_pending - f.n, state = ${EVENT_STATE_AFTER('- f.n', '0')},
-                finished_at = CASE WHEN e.runs_pending - f.n = 0 THEN now() END, updated_at = now()
-           FROM finished f WHERE e.id = f.event_row_id AND e.id IN (SELECT id FROM locked)
-       )
+       ), ${DONE_ATTEMPT('run.token')}, ${EVENTS_AFTER_RUNS_DONE}
        SELECT id FROM run`,
 
     /** processing -> failed (the dead letter state), fenced ($1 run, $2 token, $3 error), with the event. 0 rows = lease lost. */
@@ -400,21 +407,23 @@ export function runStatements(t: Tables) {
        }`,
 
     /**
-     * RECORD_EXTERNAL_STEP (not `final`) for several runs in ONE statement (run-batchers.ts:
-     * the records that arrived while an earlier one was in flight). Per record ($1 run, $2 token,
-     * $3 the generation the call was made for, $4 name, $5 result, $6 idempotency key, $7 key
-     * subject); one run at most once. Each exactly as RECORD_EXTERNAL_STEP alone: `fence` locks
+     * RECORD_EXTERNAL_STEP for several runs in ONE statement (run-batchers.ts: the records that
+     * arrived while an earlier one was in flight). Per record ($1 run, $2 token, $3 the
+     * generation the call was made for, $4 name, $5 result, $6 idempotency key, $7 key subject,
+     * $8 final); one run at most once. Each exactly as RECORD_EXTERNAL_STEP alone: `fence` locks
      * each run row under its own token (FOR NO KEY UPDATE, re-checked on the newest row), and a
-     * record goes in only under its fence and for its generation; the statement commits them
-     * together. One row per run whose fence held (stop, and whether its record went in); a run
-     * missing lost its lease: nothing written for it. The run rows are locked in id order (each is
-     * held by one worker's lease, so two batches never share one; the order is for a takeover
-     * locking several runs of one event at once).
+     * record goes in only under its fence and for its generation; a `final` record's run is
+     * done with it (`run`, only where its record went in) and its event's counters move
+     * (EVENTS_AFTER_RUNS_DONE: by its runs done here, events locked in id order). The statement
+     * commits them together. One row per run whose fence held (stop, and whether its record, and
+     * for a final one its done, went in); a run missing lost its lease: nothing written for it.
+     * The run rows are locked in id order (each is held by one worker's lease, so two batches
+     * never share one; the order is for a takeover locking several runs of one event at once).
      */
-    // mutant: external-batch-unfenced
+    // mutant: external-batch-unfenced, external-final-batch-not-done
     RECORD_EXTERNAL_STEPS: `WITH x AS MATERIALIZED (
-         SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::text[], $5::text[], $6::text[], $7::text[])
-           AS x(run_id, token, generation, name, result, idempotency_key, key_subject)
+         SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bool[])
+           AS x(run_id, token, generation, name, result, idempotency_key, key_subject, final)
        ), fence AS (
          SELECT r.id, r.generation, ${STOP_NOW(PAUSES, EVENTS, 'r')} AS stop
            FROM ${RUNS} r JOIN x ON x.run_id = r.id AND r.lease_token = x.token
@@ -427,8 +436,16 @@ export function runStatements(t: Tables) {
            FROM x JOIN fence f ON f.id = x.run_id
           WHERE f.generation = x.generation
          RETURNING run_id
-       )
-       SELECT f.id, f.stop, EXISTS (SELECT 1 FROM step s WHERE s.run_id = f.id) AS recorded FROM fence f`,
+       ), run AS (
+         UPDATE ${RUNS} r
+            SET state = 'done', lease_token = NULL, lease_until = NULL, finished_at = now(), updated_at = now()
+           FROM x JOIN step s ON s.run_id = x.run_id
+          WHERE r.id = x.run_id AND x.final AND r.lease_token = x.token AND r.state = 'processing'
+         RETURNING r.id, r.event_row_id, r.attempt_started_at, x.token
+       ), ${DONE_ATTEMPT('run.token')}, ${EVENTS_AFTER_RUNS_DONE}
+       SELECT f.id, f.stop,
+              CASE WHEN x.final THEN EXISTS (SELECT 1 FROM run WHERE run.id = f.id) ELSE EXISTS (SELECT 1 FROM step s WHERE s.run_id = f.id) END AS recorded
+         FROM fence f JOIN x ON x.run_id = f.id`,
 
     /** processing -> received after a retryable error, fenced ($1 run, $2 token, $3 error). 0 rows = lease lost. */
     // mutant: fence-retry-token
