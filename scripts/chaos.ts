@@ -134,7 +134,17 @@ export interface ChaosReport {
   kills: { workers: number; ingest: number; redisRestarts: number; postgresRestarts: number; primaryFailovers: number; slotsMoved: number };
   /** reenqueued: the reconciler's adds, by reason; workerStartFailures: workers that exited before they were ready (started again). */
   recoveries: { reenqueued: Record<string, number>; workerStartFailures: number };
-  effects: { charges: number; emails: number; shipments: number; ledgerEntries: number; fanoutIndex: number; fanoutNotify: number; sandboxFaults: number; sandboxReplays: number };
+  effects: {
+    charges: number;
+    emails: number;
+    shipments: number;
+    ledgerEntries: number;
+    fanoutIndex: number;
+    fanoutNotify: number;
+    fanoutPinged: number;
+    sandboxFaults: number;
+    sandboxReplays: number;
+  };
   /** Flow control: runs of the limited handler, its slots (and the most the sandbox saw in flight), of the paused-then-resumed one, and how many waited for the resume. */
   flow: { limited: number; limitedSlots: number; limitedMaxInFlight: number; paused: number; waitingAtResume: number; limitedUse: LimitedUse | null; destination: number };
   /** With `networkFaults`: what was applied and how fast the processes recovered. */
@@ -651,6 +661,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     // Flow control: the limited handler never had more calls in flight than its slots (the sandbox
     // measured), each applied once; the paused one did not start before its resume (checked then).
     const limitedWork = sandbox.sandbox.workStats()['chaos-limited'];
+    // chaos.issue-notify's final external step: each done event's call applied once, under the key
+    // its step recorded (the record, the run's done and the event's in one statement).
+    const pingWork = sandbox.sandbox.workStats()['chaos-ping'];
+    const { rows: pingRows } = await db.query<{ event_id: string; key: string }>(
+      `SELECT e.event_id, s.idempotency_key AS key FROM oncehook.steps s
+         JOIN oncehook.handler_runs r ON r.id = s.run_id JOIN oncehook.events e ON e.id = r.event_row_id
+        WHERE r.handler = 'chaos.issue-notify' AND s.name = 'ping'`,
+    );
+    const pingKeys = new Map(pingRows.map((r) => [r.event_id, r.key]));
+    const pingsApplied = Object.keys(pingWork?.appliedByKey ?? {}).length;
+    if (pingsApplied !== pingRows.length) violations.push(`chaos.issue-notify: ${pingsApplied} final calls applied, ${pingRows.length} recorded`);
     if (limitedWork && limitedWork.maxInFlight > limitedSlots)
       violations.push(`chaos.issue-limited (concurrency ${limitedSlots}): the sandbox saw ${limitedWork.maxInFlight} calls in flight at once`);
     if (limitedWork && Object.values(limitedWork.appliedByKey).some((n) => n > 1)) violations.push('chaos.issue-limited: a work call was applied twice');
@@ -697,6 +718,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           const n = fanout.get(`${handler}/${storedIdOf(event)}`) ?? 0;
           if (n !== expected) violations.push(`${event.key}: ${n} ${handler} rows (expected ${expected}; fan-out handler chaos.issue-${handler})`);
         }
+        const pingKey = pingKeys.get(storedIdOf(event));
+        const pinged = pingKey === undefined ? 0 : (pingWork?.appliedByKey[pingKey] ?? 0);
+        if (pinged !== expected) violations.push(`${event.key}: chaos.issue-notify's final call applied ${pinged} times under its recorded key (expected ${expected})`);
         const received = credits.get(storedIdOf(event)) ?? 0;
         if (received !== expected) violations.push(`${event.key}: applied ${received} times by the destination's receiver (expected ${expected})`);
       }
@@ -726,6 +750,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         ledgerEntries: ledgerRows.reduce((n, r) => n + r.n, 0),
         fanoutIndex: fanoutRows.filter((r) => r.handler === 'index').reduce((n, r) => n + r.n, 0),
         fanoutNotify: fanoutRows.filter((r) => r.handler === 'notify').reduce((n, r) => n + r.n, 0),
+        fanoutPinged: pingsApplied,
         sandboxFaults: stats.payment.faults + stats.email.faults + stats.fulfilment.faults,
         sandboxReplays: stats.payment.replays + stats.email.replays + stats.fulfilment.replays,
       },
@@ -795,7 +820,7 @@ export function formatReport(report: ChaosReport): string {
         .map(([why, n]) => `${n} ${why}`)
         .join(', ') || 'none'
     }), ${report.recoveries.workerStartFailures} worker start(s) failed and retried`,
-    `effects applied: ${report.effects.charges} charges, ${report.effects.emails} emails, ${report.effects.shipments} shipments, ${report.effects.ledgerEntries} ledger entries, fan-out ${report.effects.fanoutIndex} + ${report.effects.fanoutNotify} (sandbox faults injected: ${report.effects.sandboxFaults}, answered from idempotency stores: ${report.effects.sandboxReplays})`,
+    `effects applied: ${report.effects.charges} charges, ${report.effects.emails} emails, ${report.effects.shipments} shipments, ${report.effects.ledgerEntries} ledger entries, fan-out ${report.effects.fanoutIndex} + ${report.effects.fanoutNotify} (+ ${report.effects.fanoutPinged} final calls) (sandbox faults injected: ${report.effects.sandboxFaults}, answered from idempotency stores: ${report.effects.sandboxReplays})`,
     `destination: ${report.flow.destination} GitHub events applied by the receiver (examples/receivers/typescript, deduplicating on webhook-id)`,
     `flow control: ${report.flow.limited} runs of chaos.issue-limited (concurrency ${report.flow.limitedSlots}; the sandbox saw at most ${report.flow.limitedMaxInFlight} in flight), ${report.flow.paused} of chaos.issue-paused (${report.flow.waitingAtResume} waiting when it was resumed)`,
     report.flow.limitedUse

@@ -77,8 +77,9 @@ it('survives the chaos run with zero violations', { timeout: 240_000 }, async ()
     expect(report.network.recoveryAfterStallMs.length).toBe(report.network.episodes.stall);
   }
   // 60 Stripe order payments (receipt + shipment) and 60 renewals (charge); 30 GitHub issues,
-  // each fanned out to two handlers (one of them failing the first attempt of a third).
-  expect(report.effects).toMatchObject({ charges: 60, emails: 60, shipments: 60, ledgerEntries: 120, fanoutIndex: 30, fanoutNotify: 30 });
+  // each fanned out to two handlers (one of them failing the first attempt of a third, and
+  // ending with a final external call).
+  expect(report.effects).toMatchObject({ charges: 60, emails: 60, shipments: 60, ledgerEntries: 120, fanoutIndex: 30, fanoutNotify: 30, fanoutPinged: 30 });
   // Flow control: a concurrency-2 handler and a handler paused from the start, resumed mid-way.
   expect(report.flow).toMatchObject({ limited: 30, paused: 30 });
   expect(report.flow.limitedMaxInFlight).toBeLessThanOrEqual(2);

@@ -5,7 +5,9 @@
  * exactly one row per handler. `chaos.issue-notify` also fails the first attempt of a third of
  * the events (a transient error), so the two handlers' runs retry independently while workers
  * are killed and Redis and Postgres restart around them: one handler's retries must never
- * re-run the other's step.
+ * re-run the other's step. It ends with a `final` external step (`ping`, the sandbox's work
+ * API, task `chaos-ping`): the run checks each done event's call was applied once, under the
+ * key its step recorded.
  *
  * Two more, for flow control (docs/flow-control.md): `chaos.issue-limited` has `concurrency: 2` (CHAOS_LIMITED_SLOTS)
  * and calls the sandbox's work API (CHAOS_WORK_URL), which measures in flight itself (the run
@@ -27,20 +29,30 @@ const index = defineHandler({ name: 'chaos.issue-index', source: 'github', type:
   );
 });
 
+const workUrl = process.env.CHAOS_WORK_URL ?? 'http://127.0.0.1:9';
+
+/** One call to the sandbox's work API (CHAOS_WORK_URL), keyed: it applies each key once and counts. */
+async function work(task: string, key: string, ms: number, idempotencyKey: string, signal: AbortSignal): Promise<void> {
+  const response = await fetch(`${workUrl}/work/tasks`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'idempotency-key': idempotencyKey },
+    body: JSON.stringify({ task, key, ms }),
+    signal,
+  });
+  if (!response.ok) throw new Error(`work API answered ${response.status}`);
+}
+
 const notify = defineHandler({ name: 'chaos.issue-notify', source: 'github', type: 'issues.opened', description: 'chaos: fan-out, second handler (flaky)' }, async (event, ctx) => {
   const flaky = createHash('sha256').update(event.eventId).digest()[0]! % 3 === 0;
   if (flaky && event.attempt === 1) throw new Error('notification service unavailable (chaos: first attempt of a third of the events)');
-  await ctx.transaction(
-    'notify',
-    async (tx) => {
-      await tx.query(`INSERT INTO chaos_fanout (handler, event_id) VALUES ('notify', $1::text)`, [event.eventId]);
-      return { notified: event.eventId };
-    },
-    { final: true },
-  );
+  await ctx.transaction('notify', async (tx) => {
+    await tx.query(`INSERT INTO chaos_fanout (handler, event_id) VALUES ('notify', $1::text)`, [event.eventId]);
+    return { notified: event.eventId };
+  });
+  // A final external step: its record, the run's done and the event's in one statement, shared
+  // with the records of other runs that return together (group commit).
+  await ctx.step('ping', ({ idempotencyKey, signal }) => work('chaos-ping', event.eventId, 0, idempotencyKey, signal).then(() => ({ pinged: true })), { final: true });
 });
-
-const workUrl = process.env.CHAOS_WORK_URL ?? 'http://127.0.0.1:9';
 
 /** Its limit: 2 unless the chaos run asks for more (`--limited-slots`, for a run 2 slots cannot keep up with). */
 const limitedSlots = Number(process.env.CHAOS_LIMITED_SLOTS ?? '2');
@@ -48,16 +60,7 @@ const limitedSlots = Number(process.env.CHAOS_LIMITED_SLOTS ?? '2');
 const limited = defineHandler(
   { name: 'chaos.issue-limited', source: 'github', type: 'issues.opened', concurrency: limitedSlots, description: `chaos: at most ${limitedSlots} in flight` },
   async (event, ctx) => {
-    await ctx.step('work', async ({ idempotencyKey, signal }) => {
-      const response = await fetch(`${workUrl}/work/tasks`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'idempotency-key': idempotencyKey },
-        body: JSON.stringify({ task: 'chaos-limited', key: event.eventId, ms: 30 }),
-        signal,
-      });
-      if (!response.ok) throw new Error(`work API answered ${response.status}`);
-      return { worked: true };
-    });
+    await ctx.step('work', ({ idempotencyKey, signal }) => work('chaos-limited', event.eventId, 30, idempotencyKey, signal).then(() => ({ worked: true })));
     await ctx.transaction(
       'record',
       async (tx) => {
