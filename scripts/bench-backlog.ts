@@ -1,5 +1,5 @@
 /**
- * `npm run bench:backlog -- [--sizes 1000,10000,30000] [--variant topup|fanout|limited|external|external-final]
+ * `npm run bench:backlog -- [--sizes 1000,10000,30000] [--variant topup|fanout|limited|external|external-final|flow]
  *   [--baseline-root DIR] [--rounds N] [--stats-wait S]`: what a backlog costs in memory, whether a worker's
  * memory grows with the backlog it drains, and the worker's CPU and round trips per event
  * while it drains alone (the steadiest unit the benches have: two drains agree within ~5%).
@@ -18,7 +18,9 @@
  * database's transactions per event.
  *
  * `--variant`: the workers' handlers as the end-to-end bench's variant of that name (external:
- * one more handler with a local and an external step). `--baseline-root`: another checkout
+ * one more handler with a local and an external step; flow: one more handler limited to 2
+ * runs at once, each holding its slot 30 ms in a step: the drain also prints the share of its
+ * slots' capacity it got, from its first lease to its last done). `--baseline-root`: another checkout
  * (a git worktree with node_modules) drains the same backlog, alternating with this one,
  * `--rounds` times each: before and after in one run, in the drain's units.
  */
@@ -31,6 +33,7 @@ import { cpuMs, rssMb, settledDifference, snapshot, type Subjects } from './benc
 import { createTestDatabaseOn, releaseAll } from './bench/databases.js';
 import { fireAll, listeningUrl, SHOP_ENV, topUp, VARIANTS } from './bench/e2e.js';
 import { ratioSpread } from './bench/rounds.js';
+import { FLOW_CALL_MS, FLOW_SLOTS } from './bench/variant-handlers.js';
 
 const { values } = parseScriptArgs(import.meta.url, {
   options: {
@@ -48,7 +51,7 @@ if (sizes.some((n) => !Number.isInteger(n) || n < 100)) {
   process.exit(2);
 }
 /** The variants a drain can run: those that need nothing but the worker's environment. */
-const DRAIN_VARIANTS = ['fanout', 'limited', 'external', 'external-final'] as const;
+const DRAIN_VARIANTS = ['fanout', 'limited', 'external', 'external-final', 'flow'] as const;
 const variant = values.variant;
 if (variant !== 'topup' && !(DRAIN_VARIANTS as readonly string[]).includes(variant)) {
   process.stderr.write(`--variant takes topup, ${DRAIN_VARIANTS.join(', ')} (got "${variant}")\n`);
@@ -95,6 +98,8 @@ interface Row {
   statementsPerEvent: number;
   /** The database's commits (and rollbacks), same span, per event: every process's, the worker's nearly all. */
   transactionsPerEvent: number;
+  /** The flow variant: the limited handler's runs, their mean time from lease to done, the share of its slots' time a run held them, and the share its calls used. */
+  flow?: { runs: number; meanRunMs: number; held: number; share: number };
 }
 
 async function measure(size: number, side: { label: string; root?: string }, round: number, services: Service[], pools: Pool[], databases: string[]): Promise<Row> {
@@ -183,11 +188,30 @@ async function measure(size: number, side: { label: string; root?: string }, rou
     statementsPerEvent: Math.round(((spent.statements.worker ?? 0) / size) * 100) / 100,
     transactionsPerEvent: Math.round((spent.transactions / size) * 100) / 100,
   };
+  if (variant === 'flow') row.flow = await flowShare(pool);
   await Promise.all([ingest.kill9(), worker.kill9()]);
   // Done jobs are removed by the worker; what is left of the prefix goes.
   const keys = await redis.keys(`${prefix}:*`);
   if (keys.length > 0) await redis.del(...keys);
   return row;
+}
+
+/**
+ * The flow variant's limited handler (scripts/bench/variant-handlers.ts): its slots' capacity is
+ * FLOW_SLOTS calls of FLOW_CALL_MS at a time; its share is the calls' time over that capacity
+ * from its first lease to its last done (1.0: a slot never idle and never held but by a call).
+ */
+async function flowShare(pool: Pool): Promise<Row['flow']> {
+  const { rows } = await pool.query<{ runs: number; mean: number; span: number }>(
+    `SELECT count(*)::int AS runs, avg(extract(epoch FROM ended_at - started_at))::float8 * 1000 AS mean,
+            extract(epoch FROM max(ended_at) - min(started_at))::float8 * 1000 AS span
+       FROM oncehook.attempt_history a JOIN oncehook.handler_runs r ON r.id = a.run_id
+      WHERE r.handler = 'bench.topup-limited' AND a.outcome = 'done'`,
+  );
+  const { runs, mean, span } = rows[0]!;
+  const round = (x: number) => Math.round(x * 1000) / 1000;
+  // held: the slots' time with a run in them (lease to done); share: with a call in them.
+  return { runs, meanRunMs: Math.round(mean * 10) / 10, held: round((runs * mean) / FLOW_SLOTS / span), share: round((runs * FLOW_CALL_MS) / FLOW_SLOTS / span) };
 }
 
 const services: Service[] = [];
@@ -212,6 +236,14 @@ for (const r of rows)
   process.stdout.write(
     `${r.side.padEnd(13)} | ${String(r.backlog).padStart(7)} | ${String(r.redisBytesPerEvent).padStart(28)} | ${String(r.ingestRssMb).padStart(13)} | ${`${r.workerReadyMb}, ${r.workerPeakMb}, ${r.workerEndMb}`.padStart(31)} | ${String(r.drainSeconds).padStart(7)} | ${String(Math.round(r.backlog / r.drainSeconds)).padStart(8)} | ${r.workerCpuMsPerEvent}, ${r.postgresCpuMsPerEvent}, ${r.redisCpuMsPerEvent} | ${r.roundTripsPerEvent}, ${r.statementsPerEvent} | ${r.transactionsPerEvent}\n`,
   );
+if (variant === 'flow') {
+  process.stdout.write(`\nthe limited handler (${FLOW_SLOTS} slots, a ${FLOW_CALL_MS} ms step each, beside the top-ups): share of its slots' capacity, first lease to last done\n`);
+  for (const r of rows)
+    if (r.flow)
+      process.stdout.write(
+        `${r.side.padEnd(13)} | ${r.flow.runs} runs | mean run ${r.flow.meanRunMs} ms lease to done | slots held a run ${Math.round(r.flow.held * 100)}% of the time | share of capacity (calls) ${Math.round(r.flow.share * 100)}%\n`,
+      );
+}
 if (sides.length === 2) {
   // Before and after, per size: the means over the rounds, and their ratio.
   process.stdout.write('\nthis checkout against the baseline (means over the rounds)\nbacklog | worker CPU ms/event | Postgres CPU ms/event | worker round trips per event\n');

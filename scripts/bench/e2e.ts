@@ -244,6 +244,8 @@ export const VARIANTS = {
   external: { workers: { ONCEHOOK_HANDLERS: 'examples/shop,scripts/bench/variant-handlers.ts', BENCH_VARIANT: 'external' } },
   /** The same, its external step `final` (record, run done and event done in one statement). */
   'external-final': { workers: { ONCEHOOK_HANDLERS: 'examples/shop,scripts/bench/variant-handlers.ts', BENCH_VARIANT: 'external-final' } },
+  /** A limited handler that reaches its limit (2 slots, a 30 ms step, then a final local step): its share of capacity. */
+  flow: { workers: { ONCEHOOK_HANDLERS: 'examples/shop,scripts/bench/variant-handlers.ts', BENCH_VARIANT: 'flow' } },
   /** One destination: every event POSTed, signed, to a receiver in the bench process (variantEnv adds its DESTINATION_URL). */
   destination: { workers: { DESTINATION_NAME: 'bench-receiver', DESTINATION_SECRET: `whsec_${Buffer.from('oncehook-bench-destination-secret').toString('base64')}` } },
   /** The delivery log off (an ingest setting): its delta is minus what the log costs. */

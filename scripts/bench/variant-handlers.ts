@@ -8,8 +8,12 @@
  * flow control's bookkeeping costs, not waiting. BENCH_VARIANT=external: `bench.topup-notify`
  * instead, one local step then one external step (a keyed call that answers at once: the row
  * measures Oncehook's side of the call, not a network); BENCH_VARIANT=external-final: the same
- * with the external step `final`.
+ * with the external step `final`. BENCH_VARIANT=flow: `bench.topup-limited`, the chaos run's
+ * limited handler on the top-ups: `concurrency: 2` (a limit it always reaches), an external step
+ * that holds its slot for 30 ms (BENCH_FLOW_CALL_MS; a timer, not a network), then a final local
+ * step: what share of its slots' capacity a limited handler gets (bench:backlog prints it).
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { defineHandler } from '@oncehook/sdk';
 
 const variant = process.env.BENCH_VARIANT;
@@ -36,4 +40,19 @@ const notify = defineHandler(
   },
 );
 
-export default variant === 'external' || variant === 'external-final' ? [notify] : [audit];
+/** The flow variant's limit and call time (bench-backlog.ts reads the same two). */
+export const FLOW_SLOTS = 2;
+export const FLOW_CALL_MS = Number(process.env.BENCH_FLOW_CALL_MS ?? '30');
+
+const limitedCall = defineHandler(
+  { name: 'bench.topup-limited', source: 'stripe', type: 'payment_intent.succeeded', concurrency: FLOW_SLOTS, description: 'bench: a limited handler that reaches its limit' },
+  async (event, ctx) => {
+    await ctx.step('work', async () => {
+      await sleep(FLOW_CALL_MS);
+      return { worked: true };
+    });
+    await ctx.transaction('record', async (tx) => ({ recorded: (await tx.query<{ id: string }>('SELECT $1::text AS id', [event.eventId])).rows[0]?.id }), { final: true });
+  },
+);
+
+export default variant === 'external' || variant === 'external-final' ? [notify] : variant === 'flow' ? [limitedCall] : [audit];
