@@ -147,9 +147,10 @@ describe('concurrency', () => {
     const waiter = settled === 'a' ? a : b;
     const waited = await (settled === 'a' ? first : second);
     expect(runsOf(waited)).toEqual([{ kind: 'waiting', handler: 'one-at-a-time-rated', reason: 'concurrency' }]);
-    expect(await run(waiter.rowId, 'one-at-a-time-rated')).toMatchObject({ state: 'received', waiting: 'concurrency', attempts: 0 });
     // It joined without counting, so it looked again after its commit: the slot looked free (the
-    // holder had not committed its lease), and the longest waiter (itself) was woken for it.
+    // holder had not committed its lease), and the longest waiter (itself) was woken for it: no
+    // longer waiting (a second wake-up would wake the next waiter, not this one again).
+    expect(await run(waiter.rowId, 'one-at-a-time-rated')).toMatchObject({ state: 'received', waiting: null, attempts: 0 });
     const kick = followOf(waited);
     expect(kick).toEqual([{ job: expect.objectContaining({ rowId: waiter.rowId, handler: 'one-at-a-time-rated', wait: 2 }), lifo: true }]);
     await waitFor(async () => (held.state.entered === 1 ? true : null), { timeoutMs: 5_000, what: 'the holder running' });
@@ -157,6 +158,7 @@ describe('concurrency', () => {
     const again = await e2.processJob(kick[0]!.job);
     expect(runsOf(again)).toEqual([{ kind: 'waiting', handler: 'one-at-a-time-rated', reason: 'concurrency' }]);
     expect(followOf(again)).toEqual([]);
+    expect(await run(waiter.rowId, 'one-at-a-time-rated')).toMatchObject({ state: 'received', waiting: 'concurrency', attempts: 0 });
 
     held.release();
     const done = await (settled === 'a' ? second : first);
@@ -195,6 +197,35 @@ describe('concurrency', () => {
     const duplicate = await e.processJob(wake[0]!.job);
     expect(runsOf(duplicate)).toEqual([{ kind: 'skipped', handler: 'slot' }]);
     expect(followOf(duplicate)).toEqual([]);
+  });
+
+  // Mutant killed: flow-woken-twice (a woken run still a waiter: the second slot's run woke it again, and that slot's chain of hand-overs ended).
+  it('two slots freed one after the other wake two different waiters: a woken run is no longer waiting, so the second wake-up takes the next in line', async () => {
+    const holds = new Map<string, () => void>();
+    const h = defineHandler({ name: 'two-chains', source: 'stripe', type: TYPE, concurrency: 2 }, async (event) => {
+      await new Promise<void>((resolve) => holds.set(event.eventId, resolve));
+    });
+    const e = engine(db.pool, [h]);
+    const [a, b] = [await newEvent(), await newEvent()];
+    const holding = [a, b].map((x) => e.processJob(dispatchJob(x.rowId, x.eventId)));
+    await waitFor(() => (holds.size === 2 ? true : null), { timeoutMs: 5_000, what: 'both slots taken' });
+    const waiters = [await newEvent(), await newEvent(), await newEvent()];
+    for (const w of waiters) expect(runsOf(await e.processJob(dispatchJob(w.rowId, w.eventId)))).toEqual([{ kind: 'waiting', handler: 'two-chains', reason: 'concurrency' }]);
+    // a's slot frees: the longest waiter is woken; its job is not run yet (the woken run has not
+    // reached its gate) when b's slot frees.
+    holds.get(a.eventId)!();
+    const first = followOf(await holding[0]!);
+    expect(first.map((f) => f.job.rowId)).toEqual([waiters[0]!.rowId]);
+    expect(await run(waiters[0]!.rowId, 'two-chains')).toMatchObject({ state: 'received', waiting: null, waits: 2 });
+    holds.get(b.eventId)!();
+    const second = followOf(await holding[1]!);
+    expect(second.map((f) => f.job.rowId)).toEqual([waiters[1]!.rowId]);
+    // Both woken runs take the two slots; the third waits on.
+    const woken = Promise.all([...first, ...second].map((f) => e.processJob(f.job)));
+    await waitFor(() => (holds.size === 4 ? true : null), { timeoutMs: 5_000, what: 'both woken runs in their slots' });
+    expect(await runStates('two-chains')).toEqual({ done: 2, processing: 2, received: 1 });
+    for (const w of waiters.slice(0, 2)) holds.get(w.eventId)!();
+    expect((await woken).flatMap(runsOf).map((r) => r.kind)).toEqual(['done', 'done']);
   });
 
   it("the worker that frees a slot runs its woken waiter in the same job, not through the queue; the woken run's retry is its own event's job", async () => {
@@ -255,7 +286,7 @@ describe('concurrency', () => {
         const taken = running.length;
         await waitFor(async () => ((await runStates('two-slots')).processing === taken ? true : null), { timeoutMs: 5_000, what: `${taken} slot(s) taken` });
       }
-      const waiters = [await newEvent(), await newEvent(), await newEvent()];
+      const waiters = [await newEvent(), await newEvent(), await newEvent(), await newEvent(), await newEvent()];
       for (const w of waiters) expect(runsOf(await e.processJob(dispatchJob(w.rowId, w.eventId)))).toEqual([{ kind: 'waiting', handler: 'two-slots', reason: 'concurrency' }]);
       // Long untouched, but both slots are taken: they wait on purpose.
       await db.pool.query(`UPDATE ${T.runs} SET updated_at = now() - interval '1 hour' WHERE state = 'received'`);
@@ -263,14 +294,25 @@ describe('concurrency', () => {
       const before = await touched();
       expect(await reconciler.runOnce()).toMatchObject({ leader: true, requeued: 0 });
       expect(await touched()).toBe(before);
-      // Both holders end, and their wake-ups are lost (the jobs they return are dropped here, as
-      // Redis restarted empty would): the two longest waiters are woken by the reconciler.
+      // Both holders end and wake the two longest waiters, and those wake-ups are lost (the jobs
+      // they return are dropped here, as Redis restarted empty would). The woken runs are no
+      // longer waiting: the reconciler re-enqueues them as runs whose job was lost. The group's
+      // slots look free (a woken run holds none until its gate), so it wakes as many of the
+      // waiters as there are free slots too, the longest first, and leaves the last alone: two
+      // runs more than the slots, which their gates hold back (the limit is the gate's).
       release();
       await Promise.all(running);
+      expect((await run(waiters[0]!.rowId, 'two-slots')).waiting).toBeNull();
       await db.pool.query(`UPDATE ${T.runs} SET updated_at = now() - interval '1 hour' WHERE state = 'received'`);
-      expect(await reconciler.runOnce()).toMatchObject({ requeued: 2 });
+      expect(await reconciler.runOnce()).toMatchObject({ requeued: 4 });
       const jobs = (await Promise.all(queue.shards.map((shard) => shard.getJobs(['waiting', 'prioritized'])))).flat();
-      expect(jobs.map((j) => j.data.rowId).sort()).toEqual([waiters[0]!.rowId, waiters[1]!.rowId].sort());
+      expect(jobs.map((j) => j.data.rowId).sort()).toEqual(
+        waiters
+          .slice(0, 4)
+          .map((w) => w.rowId)
+          .sort(),
+      );
+      expect(await run(waiters[4]!.rowId, 'two-slots')).toMatchObject({ state: 'received', waiting: 'concurrency' });
       for (const job of jobs) expect(runsOf(await e.processJob(job.data))).toMatchObject([{ kind: 'done' }]);
     } finally {
       release();

@@ -1431,6 +1431,14 @@ export const MUTANTS: Mutant[] = [
     tests: ['test/flow-control-engine.test.ts'],
   },
   {
+    id: 'flow-woken-twice',
+    guarantee: 'a woken run is no longer waiting: two slots freed one after the other wake two different waiters (each slot keeps its chain of hand-overs)',
+    marker: 'flow-woken-twice',
+    search: 'r SET waits = r.waits + 1, waiting = NULL, updated_at = now()',
+    replace: 'r SET waits = r.waits + 1, updated_at = now()',
+    tests: ['test/flow-control-engine.test.ts'],
+  },
+  {
     id: 'flow-hand-over-through-queue',
     guarantee: 'the worker that frees a flow slot runs its woken waiter in the same job (the slot does not wait for a trip through the queue)',
     marker: 'flow-hand-over-through-queue',

@@ -95,11 +95,18 @@ export function flowStatements(t: Tables) {
 
     /**
      * The next run waiting for a slot of (handler $1, key $2), the longest-waiting first: its
-     * fence is bumped and its job is returned for the caller to enqueue now, at the front of the
-     * queue (a slot was just freed, or looked free). SKIP LOCKED: two finishing runs wake two
-     * different waiters. 0 rows = none waits.
+     * fence is bumped and its job is returned for the caller to run or enqueue now, at the front
+     * of the queue (a slot was just freed, or looked free). SKIP LOCKED: two finishing runs wake
+     * two different waiters at once. The woken run is no longer waiting (`waiting` NULL; it keeps
+     * `waiting_since`, its place in line if its gate holds it back again): a run that frees the
+     * other slot right after this commit, before the woken run's gate, wakes the NEXT waiter, not
+     * this one a second time (whose second job would find it leased by the first and end that
+     * slot's chain of hand-overs: measured, a 2-slot handler ran one run at a time). A woken run
+     * whose job is lost is `received` and no longer a waiter: the reconciler re-enqueues it as a
+     * run whose job was lost (STALE_RUNS). 0 rows = none waits.
      */
-    WAKE_NEXT: `UPDATE ${RUNS} r SET waits = r.waits + 1, updated_at = now()
+    // mutant: flow-woken-twice
+    WAKE_NEXT: `UPDATE ${RUNS} r SET waits = r.waits + 1, waiting = NULL, updated_at = now()
          FROM ${EVENTS} e
         WHERE r.id = (SELECT id FROM ${RUNS}
                        WHERE handler = $1::text AND waiting = 'concurrency' AND state = 'received'
