@@ -17,7 +17,7 @@ function runScript(file: string, args: string[]): Promise<{ code: number | null;
 
 it('bench:backlog and bench:peer-faults run end to end and print their tables', { timeout: 180_000 }, async () => {
   const [backlog, faults] = await Promise.all([
-    runScript('scripts/bench-backlog.ts', ['--sizes', '100', '--variant', 'external']),
+    runScript('scripts/bench-backlog.ts', ['--sizes', '100', '--variant', 'flow']),
     runScript('scripts/bench-peer-faults.ts', ['--events', '20', '--wait', '2', '--pipelines', 'bullmq']),
   ]);
   console.log(`[figure] bench scripts smoke (tiny sizes; use the commands for real figures)\n${backlog.output.trim()}\n${faults.output.trim()}`);
@@ -30,11 +30,19 @@ it('bench:backlog and bench:peer-faults run end to end and print their tables', 
   // A drain costs the worker and the database CPU: a column stuck at 0 read nothing.
   expect(Number(row![1])).toBeGreaterThan(0);
   expect(Number(row![2])).toBeGreaterThan(0);
-  // The external variant's second handler ran (its external step's round trips): the top-up
-  // alone drains in about 5 round trips per event, with the variant about 11.
+  // The flow variant's second handler ran (its gate, waits and wake-ups, its external step and
+  // final local step): the top-up alone drains in about 5 round trips per event.
   expect(Number(row![4])).toBeGreaterThan(8);
   expect(Number(row![5])).toBeGreaterThanOrEqual(Number(row![4]));
-  expect(Number(row![6])).toBeGreaterThan(1); // the dispatch, the local step's, the external record's
+  expect(Number(row![6])).toBeGreaterThan(1); // the dispatch, the gate's, the local step's
+  // Its limited handler's slots, read from its 100 runs: shares, never speed.
+  const flow = /\nthis checkout +\| 100 runs \| mean run [\d.]+ ms lease to done \| slots held a run (\d+)% of the time \| share of capacity \(calls\) (\d+)%\n/.exec(
+    backlog.output,
+  );
+  expect(flow, backlog.output).not.toBeNull();
+  expect(Number(flow![2])).toBeGreaterThan(0);
+  expect(Number(flow![2])).toBeLessThanOrEqual(Number(flow![1]));
+  expect(Number(flow![1])).toBeLessThanOrEqual(100);
   expect(faults.code, faults.output.slice(-2000)).toBe(0);
   expect(faults.output).toMatch(/BullMQ alone +\| +\d+ \| +\d+ \|/);
 });
