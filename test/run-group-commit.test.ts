@@ -38,6 +38,11 @@ async function dispatched(eventId: string, handlers: string[]): Promise<{ rowId:
   return { rowId, runs: new Map(result.runs.map((run) => [run.handler, { runId: run.id, token: run.leaseToken! }])) };
 }
 
+/** The record of run's external step `notify`, its call made for `generation` (0: the run's own). */
+function step(run: { runId: number }, generation = 0) {
+  return { runId: run.runId, generation, name: 'notify', kind: 'external' as const, result: { sent: run.runId }, idempotencyKey: `key-${run.runId}` };
+}
+
 async function eventState(rowId: number): Promise<{ state: string; pending: number; finished: boolean }> {
   const { rows } = await db.pool.query<{ state: string; pending: number; finished: boolean }>(
     `SELECT state, runs_pending AS pending, finished_at IS NOT NULL AS finished FROM ${T.events} WHERE id = $1`,
@@ -129,14 +134,6 @@ it("external steps' records that arrive together go in one statement: each under
   const [first, ok, taken, otherGeneration, last] = runs as [(typeof runs)[0], (typeof runs)[0], (typeof runs)[0], (typeof runs)[0], (typeof runs)[0]];
   // Another worker took `taken` over during its call: this worker's token is stale.
   await db.pool.query(`UPDATE ${T.runs} SET lease_token = $2 WHERE id = $1`, [taken.runId, randomUUID()]);
-  const step = (run: { runId: number }, generation = 0) => ({
-    runId: run.runId,
-    generation,
-    name: 'notify',
-    kind: 'external' as const,
-    result: { sent: run.runId },
-    idempotencyKey: `key-${run.runId}`,
-  });
   const sizes: number[] = [];
   const recorder = createRunBatchers({ pool: db.pool, queries: q, onBatch: (_statement, n) => sizes.push(n) });
   const answers = await Promise.all([
@@ -164,14 +161,6 @@ it('final external records that arrive together go in the same statement as the 
   const replayed = await dispatched('evt_final_replayed', ['notify']);
   const lostRun = lost.runs.get('notify')!;
   await db.pool.query(`UPDATE ${T.runs} SET lease_token = $2 WHERE id = $1`, [lostRun.runId, randomUUID()]);
-  const step = (run: { runId: number }, generation = 0) => ({
-    runId: run.runId,
-    generation,
-    name: 'notify',
-    kind: 'external' as const,
-    result: { sent: run.runId },
-    idempotencyKey: `key-${run.runId}`,
-  });
   const sizes: number[] = [];
   const recorder = createRunBatchers({ pool: db.pool, queries: q, onBatch: (_statement, n) => sizes.push(n) });
   const record = (run: { runId: number; token: string }, final: boolean, generation = 0) => recorder.record({ step: step(run, generation), token: run.token, final });

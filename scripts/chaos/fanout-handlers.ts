@@ -16,6 +16,7 @@
  * each once.
  */
 import { createHash } from 'node:crypto';
+import { callWork } from '@oncehook/sandbox/work-client';
 import { defineHandler } from '@oncehook/sdk';
 
 const index = defineHandler({ name: 'chaos.issue-index', source: 'github', type: 'issues.opened', description: 'chaos: fan-out, first handler' }, async (event, ctx) => {
@@ -32,15 +33,7 @@ const index = defineHandler({ name: 'chaos.issue-index', source: 'github', type:
 const workUrl = process.env.CHAOS_WORK_URL ?? 'http://127.0.0.1:9';
 
 /** One call to the sandbox's work API (CHAOS_WORK_URL), keyed: it applies each key once and counts. */
-async function work(task: string, key: string, ms: number, idempotencyKey: string, signal: AbortSignal): Promise<void> {
-  const response = await fetch(`${workUrl}/work/tasks`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'idempotency-key': idempotencyKey },
-    body: JSON.stringify({ task, key, ms }),
-    signal,
-  });
-  if (!response.ok) throw new Error(`work API answered ${response.status}`);
-}
+const work = (task: string, key: string, ms: number, idempotencyKey: string, signal: AbortSignal) => callWork(workUrl, { task, key, ms, idempotencyKey, signal });
 
 const notify = defineHandler({ name: 'chaos.issue-notify', source: 'github', type: 'issues.opened', description: 'chaos: fan-out, second handler (flaky)' }, async (event, ctx) => {
   const flaky = createHash('sha256').update(event.eventId).digest()[0]! % 3 === 0;
