@@ -54,7 +54,7 @@ export interface EngineEventMap {
   /**
    * One statement of the worker's own about runs sent for this many runs (group commit,
    * run-batchers.ts): `done` (a run's done), `proof` (the lease proof before an external call),
-   * `record` (an external step's record, not final).
+   * `record` (an external step's record; a `final` one with its run's done).
    */
   'runs:batch': { statement: RunStatement; runs: number };
   /**
