@@ -228,6 +228,102 @@ describe('concurrency', () => {
     expect((await woken).flatMap(runsOf).map((r) => r.kind)).toEqual(['done', 'done']);
   });
 
+  // Mutant killed: flow-hand-over-not-leased (the wake-up only wakes: the woken run's gate is a statement of its own).
+  it('a job that runs its woken waiter itself has it leased in the wake-up: the follow-up carries the lease, the run is processing before it starts, and its own end hands the next one over', async () => {
+    const holds = new Map<string, () => void>();
+    const h = defineHandler({ name: 'lease-handed', source: 'stripe', type: TYPE, concurrency: 1 }, async (event) => {
+      await new Promise<void>((resolve) => holds.set(event.eventId, resolve));
+    });
+    const e = engine(db.pool, [h]);
+    const a = await newEvent();
+    const holding = e.processJob(dispatchJob(a.rowId, a.eventId), { leaseWakeUp: true });
+    await waitFor(() => (holds.has(a.eventId) ? true : null), { timeoutMs: 5_000, what: 'a holds the slot' });
+    const [b, c] = [await newEvent(), await newEvent()];
+    for (const w of [b, c]) expect(runsOf(await e.processJob(dispatchJob(w.rowId, w.eventId)))).toEqual([{ kind: 'waiting', handler: 'lease-handed', reason: 'concurrency' }]);
+    holds.get(a.eventId)!();
+    const [wake] = followOf(await holding);
+    // b leased by the wake-up itself: no job to enqueue, no gate of its own to pass.
+    expect(wake).toMatchObject({ job: { rowId: b.rowId, handler: 'lease-handed', attempt: 0, wait: 2 }, lifo: true, handedOver: { flowKey: null } });
+    expect(await run(b.rowId, 'lease-handed')).toMatchObject({ state: 'processing', waiting: null, attempts: 1, waits: 2 });
+    expect(await run(c.rowId, 'lease-handed')).toMatchObject({ state: 'received', waiting: 'concurrency', attempts: 0 });
+    // A job of b (a stale wake-up, a redelivery) finds it leased: nothing to run, nothing scheduled.
+    expect(runsOf(await e.processJob({ ...wake!.job, wait: 1 }))).toEqual([{ kind: 'skipped', handler: 'lease-handed' }]);
+    const running = e.runHandedOver(wake!.handedOver!, { leaseWakeUp: true });
+    await waitFor(() => (holds.has(b.eventId) ? true : null), { timeoutMs: 5_000, what: 'b running' });
+    holds.get(b.eventId)!();
+    const ran = await running;
+    expect(runsOf(ran)).toMatchObject([{ kind: 'done', handler: 'lease-handed' }]);
+    // b's end hands its slot to c, leased too; without `leaseWakeUp` a wake-up is a job, as before.
+    expect(followOf(ran)).toMatchObject([{ job: { rowId: c.rowId }, handedOver: {} }]);
+    expect(await run(c.rowId, 'lease-handed')).toMatchObject({ state: 'processing', attempts: 1 });
+    const last = e.runHandedOver(followOf(ran)[0]!.handedOver!);
+    await waitFor(() => (holds.has(c.eventId) ? true : null), { timeoutMs: 5_000, what: 'c running' });
+    holds.get(c.eventId)!();
+    expect(runsOf(await last)).toMatchObject([{ kind: 'done' }]);
+    expect(followOf(await last)).toEqual([]);
+    expect(await runStates('lease-handed')).toEqual({ done: 3 });
+  });
+
+  // Mutant killed: flow-hand-over-over-limit (the wake-up leased a waiter beside the run that took the slot first).
+  it('a new run that takes a freed slot before its hand-over: the hand-over leases nobody (the slot is not free) and the waiter waits on, with no job, until that run hands the slot over', async () => {
+    let lateHandOver!: () => void;
+    const handOverHeld = new Promise<void>((resolve) => (lateHandOver = resolve));
+    let atHandOver!: () => void;
+    const reached = new Promise<void>((resolve) => (atHandOver = resolve));
+    // The first engine stops between its run's end and its hand-over, once.
+    let stopped = false;
+    const faults = {
+      async hit(point: string) {
+        if (point !== 'worker.before-hand-over' || stopped) return;
+        stopped = true;
+        atHandOver();
+        await handOverHeld;
+      },
+    };
+    const held = heldHandler({ name: 'slot-taken-first', source: 'stripe', type: TYPE, concurrency: 1 });
+    const e1 = engine(db.pool, [held.handler], {}, { faults });
+    const e2 = engine(db.pool, [held.handler]);
+    const [a, b, c] = [await newEvent(), await newEvent(), await newEvent()];
+    const holding = e1.processJob(dispatchJob(a.rowId, a.eventId), { leaseWakeUp: true });
+    await waitFor(() => (held.state.entered === 1 ? true : null), { timeoutMs: 5_000, what: 'a holds the slot' });
+    expect(runsOf(await e2.processJob(dispatchJob(b.rowId, b.eventId)))).toEqual([{ kind: 'waiting', handler: 'slot-taken-first', reason: 'concurrency' }]);
+    held.release();
+    await reached; // a is done; its slot not yet handed over
+    // c, new, takes the free slot through its gate (it holds: the release above let a go, not c).
+    const second = heldHandler({ name: 'slot-taken-first', source: 'stripe', type: TYPE, concurrency: 1 });
+    const e3 = engine(db.pool, [second.handler]);
+    const taking = e3.processJob(dispatchJob(c.rowId, c.eventId), { leaseWakeUp: true });
+    await waitFor(() => (second.state.entered === 1 ? true : null), { timeoutMs: 5_000, what: 'c took the slot' });
+    lateHandOver();
+    const ended = await holding;
+    expect(runsOf(ended)).toMatchObject([{ kind: 'done' }]);
+    expect(followOf(ended)).toEqual([]);
+    expect(await run(b.rowId, 'slot-taken-first')).toMatchObject({ state: 'received', waiting: 'concurrency', attempts: 0 });
+    // c's end hands the slot to b.
+    second.release();
+    const [wake] = followOf(await taking);
+    expect(wake).toMatchObject({ job: { rowId: b.rowId }, handedOver: {} });
+    const woken = await e3.runHandedOver(wake!.handedOver!);
+    expect(runsOf(woken)).toMatchObject([{ kind: 'done' }]);
+    expect(held.state.most + second.state.most).toBe(2); // one run in the slot at a time: a, then c, then b (b ran in e3's handler)
+    expect(await runStates('slot-taken-first')).toEqual({ done: 3 });
+  });
+
+  it('a waiter whose handler is paused is not leased by the hand-over: it is woken with a job, as before, and that job marks it paused', async () => {
+    const held = heldHandler({ name: 'handed-paused', source: 'stripe', type: TYPE, concurrency: 1 });
+    const e = engine(db.pool, [held.handler]);
+    const [a, b] = [await newEvent(), await newEvent()];
+    const holding = e.processJob(dispatchJob(a.rowId, a.eventId), { leaseWakeUp: true });
+    await waitFor(() => (held.state.entered === 1 ? true : null), { timeoutMs: 5_000, what: 'a holds the slot' });
+    expect(runsOf(await e.processJob(dispatchJob(b.rowId, b.eventId)))).toEqual([{ kind: 'waiting', handler: 'handed-paused', reason: 'concurrency' }]);
+    await q.pause(db.pool, 'handler', 'handed-paused', 'test', 'paused while a runs');
+    held.release();
+    const wake = followOf(await holding);
+    expect(wake).toEqual([{ job: expect.objectContaining({ rowId: b.rowId, handler: 'handed-paused' }), lifo: true }]);
+    expect(runsOf(await e.processJob(wake[0]!.job))).toEqual([{ kind: 'waiting', handler: 'handed-paused', reason: 'paused' }]);
+    expect(await run(b.rowId, 'handed-paused')).toMatchObject({ state: 'received', waiting: 'paused', attempts: 0 });
+  });
+
   it("the worker that frees a slot runs its woken waiter in the same job, not through the queue; the woken run's retry is its own event's job", async () => {
     let release!: () => void;
     const hold = new Promise<void>((resolve) => (release = resolve));

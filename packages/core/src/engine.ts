@@ -14,7 +14,7 @@ import type { Handler } from '@oncehook/sdk';
 import { noFaults, type Faults, type Logger, type Pool } from '@oncehook/shared';
 import type { EventJobData } from './vocabulary.js';
 import { createEngineEvents, type EngineEvents } from './engine-events.js';
-import { processJob, type JobOutcome, type ProcessDeps, type ProcessSettings } from './process-event.js';
+import { processJob, runHandedOver, type HandedOverRun, type JobOptions, type JobOutcome, type ProcessDeps, type ProcessSettings } from './process-event.js';
 import { HandlerRegistry } from './registry.js';
 import { createDispatchBatcher } from './dispatch-batcher.js';
 import { createRunBatchers } from './run-batchers.js';
@@ -55,7 +55,9 @@ export interface EngineOptions {
 
 export interface Engine extends ProcessDeps {
   /** Runs one job through the state machine (processJob). */
-  processJob(job: EventJobData): Promise<JobOutcome>;
+  processJob(job: EventJobData, options?: JobOptions): Promise<JobOutcome>;
+  /** Runs a woken run leased in its wake-up (a follow-up's `handedOver`, asked for with `leaseWakeUp`). */
+  runHandedOver(handedOver: HandedOverRun, options?: JobOptions): Promise<JobOutcome>;
 }
 
 export function createEngine(options: EngineOptions): Engine {
@@ -80,9 +82,15 @@ export function createEngine(options: EngineOptions): Engine {
   };
   return {
     ...deps,
-    async processJob(job) {
+    async processJob(job, options) {
       const started = process.hrtime.bigint();
-      const outcome = await processJob(deps, job);
+      const outcome = await processJob(deps, job, options);
+      if (outcome.kind === 'runs') reportRuns(events, outcome, Number(process.hrtime.bigint() - started) / 1e9);
+      return outcome;
+    },
+    async runHandedOver(handedOver, options) {
+      const started = process.hrtime.bigint();
+      const outcome = await runHandedOver(deps, handedOver, options);
       if (outcome.kind === 'runs') reportRuns(events, outcome, Number(process.hrtime.bigint() - started) / 1e9);
       return outcome;
     },

@@ -108,35 +108,42 @@ export const MAX_RUNS_HANDED_OVER_PER_JOB = 50;
  * `lifo` follow-up). That run is run HERE, next, in this job's worker slot, instead of being
  * enqueued at the front of the queue and fetched by whichever worker slot frees first: the
  * freed flow slot goes to its waiter without a trip through the queue (issue 66, item 4;
- * docs/flow-control.md). The woken run still takes its slot through the gate like any run (a
- * new run may have taken it first: then it waits again, first in line), and it is reported,
- * retried and followed up as its own job would have been. Up to MAX_RUNS_HANDED_OVER_PER_JOB per
- * job, and none once the worker is closing: then the wake-up is enqueued as before.
+ * docs/flow-control.md). While this job will run the woken run (below the cap, not closing), the
+ * wake-up leases it through the slot's gate in the same statement (`leaseWakeUp`: the follow-up
+ * carries the lease, and it is run with runHandedOver); it is reported, retried and followed up
+ * as its own job would have been. Up to MAX_RUNS_HANDED_OVER_PER_JOB per job, and none once the
+ * worker is closing: then the wake-up is not leased and is enqueued as before. A wake-up already
+ * leased is always run here (its job would find the run leased and do nothing).
  */
 function jobProcessor(deps: EventWorkerDeps, closing: () => boolean): (job: { data: EventJobData }) => Promise<JobOutcome['kind']> {
   const { engine } = deps;
   return async (job) => {
     const data = readJobData(job.data);
-    const outcome = await engine.processJob(data);
+    let handedOver = 0;
+    /** Whether this job will run the next woken run itself (then its wake-up leases it). */
+    // mutant: flow-hand-over-through-queue
+    const runsNextHere = () => handedOver < MAX_RUNS_HANDED_OVER_PER_JOB && !closing();
+    const outcome = await engine.processJob(data, { leaseWakeUp: runsNextHere() });
     if (outcome.kind === 'unhandled' && outcome.state === 'failed') {
       throw new UnrecoverableError(`dead letter: no handler for ${outcome.source} ${outcome.type} (UNHANDLED_EVENTS=fail)`);
     }
     if (outcome.kind !== 'runs') return outcome.kind;
     let woken = takeWakeUp(outcome);
     const dead = await afterRuns(deps, data, outcome);
-    let handedOver = 0;
-    // mutant: flow-hand-over-through-queue
-    while (woken && handedOver < MAX_RUNS_HANDED_OVER_PER_JOB && !closing()) {
+    while (woken && (woken.handedOver !== undefined || runsNextHere())) {
       handedOver += 1;
       const wokenJob = woken.job;
+      const leased = woken.handedOver;
       let next: JobOutcome;
       try {
-        next = await engine.processJob(wokenJob);
+        next = leased ? await engine.runHandedOver(leased, { leaseWakeUp: runsNextHere() }) : await engine.processJob(wokenJob, { leaseWakeUp: runsNextHere() });
       } catch (error) {
         // Thrown before a verdict (Postgres unreachable): not this job's failure. The woken run
-        // gets its job through the queue, as without the hand-over; if that add fails too, the
-        // reconciler wakes the group (WAKE_STALLED).
+        // gets its job through the queue, as without the hand-over (one leased here is taken
+        // by that job, or by the reconciler, once its lease has run out); if that add fails
+        // too, the reconciler finds the run (WAKE_STALLED, or its expired lease).
         deps.log.warn({ err: error, rowId: wokenJob.rowId, handler: wokenJob.handler }, 'the woken run could not be run here; enqueued instead');
+        woken = { job: wokenJob, lifo: true };
         break;
       }
       woken = next.kind === 'runs' ? takeWakeUp(next) : undefined;
@@ -153,9 +160,14 @@ function jobProcessor(deps: EventWorkerDeps, closing: () => boolean): (job: { da
   };
 }
 
-/** The wake-up a finished limited run made for its slot's longest waiter (handOver in process-event.ts), taken out of the follow-ups. */
+/**
+ * The wake-up a finished limited run made for its slot's longest waiter (handOver in
+ * process-event.ts), taken out of the follow-ups: the one leased already first (it must run
+ * here), else the first.
+ */
 function takeWakeUp(outcome: Extract<JobOutcome, { kind: 'runs' }>): FollowUp | undefined {
-  const i = outcome.follow.findIndex((next) => next.lifo);
+  const leased = outcome.follow.findIndex((next) => next.handedOver !== undefined);
+  const i = leased >= 0 ? leased : outcome.follow.findIndex((next) => next.lifo);
   return i < 0 ? undefined : outcome.follow.splice(i, 1)[0];
 }
 

@@ -65,18 +65,61 @@ export interface FollowUp {
   priority?: number;
   /** At the front of the queue: a wake-up for a slot that is free now (the slot waits for it). */
   lifo?: boolean;
+  /**
+   * A wake-up whose run is leased already (asked for with `leaseWakeUp`): the caller runs it at
+   * once (runHandedOver), never enqueues it (its job would find the run leased and do nothing;
+   * the run would wait for its lease to run out).
+   */
+  handedOver?: HandedOverRun;
+}
+
+/** A woken run leased in its wake-up (sql LEASE_NEXT_WAITER), with what runHandedOver needs. */
+export interface HandedOverRun {
+  leased: LeasedRun;
+  token: string;
+  /** The slot's concurrency key (the run's own). */
+  flowKey: string | null;
+}
+
+/** How the caller runs a job (processJob). */
+export interface JobOptions {
+  /**
+   * The caller runs the run a freed slot wakes at once, in this job (event-worker.ts): the
+   * wake-up leases it (one statement for the wake-up and the woken run's gate), and its
+   * follow-up carries the lease (`handedOver`). At most one per job; other wake-ups are jobs.
+   */
+  leaseWakeUp?: boolean;
+}
+
+/** One job's follow-ups, and whether its next wake-up may be leased (JobOptions.leaseWakeUp, taken once). */
+interface JobScope {
+  follow: FollowUp[];
+  leaseWakeUp: boolean;
 }
 
 export type JobOutcome =
   /** `follow`: the jobs to enqueue now (lost ones are found again by the reconciler). */
   { kind: 'runs'; source: string; runs: RunOutcome[]; follow: FollowUp[] } | { kind: 'unhandled'; source: string; type: string; state: 'done' | 'failed' } | { kind: 'skipped' };
 
-export async function processJob(deps: ProcessDeps, job: EventJobData): Promise<JobOutcome> {
+export async function processJob(deps: ProcessDeps, job: EventJobData, options: JobOptions = {}): Promise<JobOutcome> {
+  const scope: JobScope = { follow: [], leaseWakeUp: options.leaseWakeUp === true };
   if (job.handler !== undefined) {
-    const follow: FollowUp[] = [];
-    return { kind: 'runs', source: job.source, runs: [await runJob(deps, job, job.handler, null, follow)], follow };
+    return { kind: 'runs', source: job.source, runs: [await runJob(deps, job, job.handler, null, scope)], follow: scope.follow };
   }
-  return dispatch(deps, job);
+  return dispatch(deps, job, scope);
+}
+
+/**
+ * A run leased in its wake-up (FollowUp.handedOver), run now: the rest of what its job would
+ * have done after its gate (gatedRun), its own freed slot handed over in turn.
+ */
+export async function runHandedOver(deps: ProcessDeps, handedOver: HandedOverRun, options: JobOptions = {}): Promise<JobOutcome> {
+  const { leased, token, flowKey } = handedOver;
+  const scope: JobScope = { follow: [], leaseWakeUp: options.leaseWakeUp === true };
+  const handler = deps.registry.byName(leased.run.handler);
+  const outcome = await afterRun(deps, handler, await runLeased(deps, leased, token));
+  await handOver(deps, handler, leased.run.handler, flowKey, scope);
+  return { kind: 'runs', source: leased.event.source, runs: [outcome], follow: scope.follow };
 }
 
 /** BullMQ priority of a handler's run jobs: 1 (high) to 3 (low); dispatch jobs have none and go first. */
@@ -85,9 +128,9 @@ function jobPriority(handler: Handler | undefined): number | undefined {
 }
 
 /** One handler's run, from its job: through the gate when the handler is limited. */
-async function runJob(deps: ProcessDeps, job: EventJobData, handlerName: string, event: EventRow | null, follow: FollowUp[]): Promise<RunOutcome> {
+async function runJob(deps: ProcessDeps, job: EventJobData, handlerName: string, event: EventRow | null, scope: JobScope): Promise<RunOutcome> {
   const handler = deps.registry.byName(handlerName);
-  if (isGated(handler)) return gatedRun(deps, job, handler, event, follow);
+  if (isGated(handler)) return gatedRun(deps, job, handler, event, scope);
   const token = randomUUID();
   const leased = await deps.queries.acquireRun(deps.pool, job.rowId, handlerName, token, deps.settings.leaseMs);
   if (!leased) return notClaimable(deps, job.rowId, handlerName);
@@ -117,7 +160,7 @@ async function gatedRun(
   job: EventJobData,
   handler: Handler & { limits: NonNullable<Handler['limits']> },
   known: EventRow | null,
-  follow: FollowUp[],
+  scope: JobScope,
 ): Promise<RunOutcome> {
   const { pool, queries, settings } = deps;
   let event = known;
@@ -142,7 +185,7 @@ async function gatedRun(
       // transactions per window, starving the pool of the runs that did start).
       const { limit, periodMs } = handler.limits.rateLimit!;
       const delayMs = rateWaitMs(periodMs) + Math.floor(result.ahead / limit) * periodMs;
-      follow.push({ job: result.job, delayMs, priority: jobPriority(handler) });
+      scope.follow.push({ job: result.job, delayMs, priority: jobPriority(handler) });
       deps.log.debug({ rowId: job.rowId, handler: handler.name, reason: result.reason, delayMs }, 'run waits for its rate');
     } else if (request.concurrency) {
       // It waits for a slot, its wait committed after the gate's lock was released (or, when
@@ -151,29 +194,64 @@ async function gatedRun(
       // that this wait is visible to every later hand-over. A free slot: the longest waiter
       // (perhaps this run) is woken for it.
       // mutant: flow-contended-no-second-look
-      if ((await queries.slotsInUse(pool, handler.name, request.concurrency.key)) < request.concurrency.limit) await handOver(deps, handler.name, request.concurrency.key, follow);
+      if ((await queries.slotsInUse(pool, handler.name, request.concurrency.key)) < request.concurrency.limit)
+        await handOver(deps, undefined, handler.name, request.concurrency.key, scope);
     }
     return { kind: 'waiting', handler: handler.name, reason: result.reason };
   }
   const outcome = await afterRun(deps, handler, await runLeased(deps, result.leased, request.token));
+  // The fault point worker.before-hand-over: tests let a new run take the freed slot here.
+  await deps.faults.hit('worker.before-hand-over');
   // mutant: flow-no-hand-over
-  if (request.concurrency) await handOver(deps, handler.name, request.concurrency.key, follow);
+  if (request.concurrency) await handOver(deps, handler, handler.name, request.concurrency.key, scope);
   return outcome;
 }
 
 /**
- * A slot of (handler, key) was freed (or looked free): the run waiting longest for it is woken,
- * its job enqueued at the FRONT of the queue (lifo), so it starts at the next free worker slot
- * instead of behind a backlog of dispatches. Not leased here: its job takes the slot through the
- * gate like any other (if a new run took it first, the woken one waits again, first in line).
+ * A slot of (handler, key) was freed (or looked free): the run waiting longest for it is woken.
+ *
+ * - `freed` (a run of this handler just ended in the slot), when the caller runs the woken run
+ *   at once (scope.leaseWakeUp, taken once per job) and the handler has a concurrency limit
+ *   only: the wake-up LEASES the waiter through the slot's gate (LEASE_NEXT_WAITER), and its
+ *   follow-up carries the lease. Slots full (a new run took this one first): nobody is woken
+ *   (the run in the slot hands it over when it ends).
+ * - Otherwise (a rate limit too: its gate is a transaction; a wait's second look; the caller
+ *   enqueues its follow-ups; the waiter's handler paused): its job is enqueued at the FRONT of
+ *   the queue (lifo), so it starts at the next free worker slot instead of behind a backlog of
+ *   dispatches. Not leased: its job takes the slot through the gate like any other (if a new
+ *   run took it first, the woken one waits again, first in line).
  * A failure is logged: the reconciler wakes the group's waiters later (WAKE_STALLED).
  */
-async function handOver(deps: ProcessDeps, handler: string, flowKey: string | null, follow: FollowUp[]): Promise<void> {
-  const woken = await deps.queries.wakeNext(deps.pool, handler, flowKey).catch((error: unknown) => {
+async function handOver(deps: ProcessDeps, freed: Handler | undefined, handler: string, flowKey: string | null, scope: JobScope): Promise<void> {
+  try {
+    const limit = freed?.limits?.concurrency?.limit;
+    // mutant: flow-hand-over-not-leased
+    if (scope.leaseWakeUp && limit !== undefined && freed?.limits?.rateLimit === undefined) {
+      scope.leaseWakeUp = false;
+      const token = randomUUID();
+      const slot = await deps.queries.leaseNextWaiter(deps.pool, { handler, flowKey, token, leaseMs: deps.settings.leaseMs }, limit);
+      if (slot.leased) {
+        const { run, event } = slot.leased;
+        const job: EventJobData = {
+          rowId: run.eventRowId,
+          source: event.source,
+          eventId: event.eventId,
+          handler,
+          generation: run.generation,
+          attempt: run.attempts - 1,
+          wait: run.waits,
+        };
+        scope.follow.push({ job, lifo: true, handedOver: { leased: slot.leased, token, flowKey } });
+        return;
+      }
+      // None waits, or the slots are full: nothing to wake. A waiter not leased (paused): woken below.
+      if (slot.waiterId === null) return;
+    }
+    const woken = await deps.queries.wakeNext(deps.pool, handler, flowKey);
+    if (woken) scope.follow.push({ job: woken, lifo: true });
+  } catch (error) {
     deps.log.warn({ err: error, handler }, 'could not wake the next waiting run; the reconciler will');
-    return null;
-  });
-  if (woken) follow.push({ job: woken, lifo: true });
+  }
 }
 
 /** A run no limit can be applied to (its key function failed): leased without the gate and failed with the reason. */
@@ -215,9 +293,9 @@ async function afterRun(deps: ProcessDeps, handler: Handler | undefined, outcome
   return outcome;
 }
 
-async function dispatch(deps: ProcessDeps, job: EventJobData): Promise<JobOutcome> {
+async function dispatch(deps: ProcessDeps, job: EventJobData, scope: JobScope): Promise<JobOutcome> {
   const { queries, pool, settings } = deps;
-  const follow: FollowUp[] = [];
+  const { follow } = scope;
   // The job carries the event's kind and type (jobs from older versions do not: read the event).
   let target: { id: number; source: string; eventId: string; kind: string; type: string; state: string } | null =
     // mutant: dispatch-reads-event
@@ -236,7 +314,7 @@ async function dispatch(deps: ProcessDeps, job: EventJobData): Promise<JobOutcom
       follow.push({ job: runJobOf(h.name), priority: jobPriority(h) });
       return { kind: 'deferred', handler: h.name };
     }
-    return runJob(deps, runJobOf(h.name), h.name, known, follow);
+    return runJob(deps, runJobOf(h.name), h.name, known, scope);
   };
   // `received` is a guess when it came from the job: every statement below is guarded by the
   // row's real state, and a repeated job falls through to the claimable runs.

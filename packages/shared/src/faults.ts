@@ -13,6 +13,8 @@
  * (answered, the relay about to add the job), worker.in-handler, worker.step-before-commit,
  * worker.after-external-call, worker.before-done, worker.gate-after-count (the slots of a
  * handler with a concurrency and a rate limit counted, its lease not yet taken: store/flow.ts),
+ * worker.before-hand-over (a limited handler's run ended, its slot not yet handed over:
+ * process-event.ts),
  * worker.before-renew (each background
  * renewal of a running handler's lease: delay it to stall renewals, as a stalled connection
  * would).

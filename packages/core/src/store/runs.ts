@@ -56,6 +56,7 @@ export function createRunQueries(t: Tables, schemaName: string) {
   const STEPS_OF_LEASED_RUNS_SQL = prepared('stepsOfLeasedRuns', sql.STEPS_OF_LEASED_RUNS);
   const ACQUIRE_RUN_SQL = prepared('acquireRun', sql.ACQUIRE_RUN);
   const ACQUIRE_GATED_RUN_SQL = prepared('acquireGatedRun', sql.ACQUIRE_GATED_RUN);
+  const LEASE_NEXT_WAITER_SQL = prepared('leaseNextWaiter', sql.LEASE_NEXT_WAITER);
   const ACQUIRE_CLAIMABLE_RUNS_SQL = prepared('acquireClaimableRuns', sql.ACQUIRE_CLAIMABLE_RUNS);
   const RENEW_LEASE_SQL = prepared('renewLease', sql.RENEW_LEASE);
   const LOCK_LEASED_RUN_SQL = prepared('lockLeasedRun', sql.LOCK_LEASED_RUN);
@@ -160,6 +161,28 @@ export function createRunQueries(t: Tables, schemaName: string) {
     const { slotsInUse, ...row } = rows[0]!;
     if (row.id === null) return { slotsInUse, leased: null };
     return { slotsInUse, leased: (await stepsOfLeasedRuns(db, [row], run.token, leasedAt))[0] ?? null };
+  }
+
+  /**
+   * A freed slot of (handler, key) handed to its longest waiter, leased in the wake-up (sql
+   * LEASE_NEXT_WAITER), for a caller that runs it at once. `leased` null: none waits
+   * (`waiterId` null; also when the slots are full), or the waiter was not leased (its handler
+   * or source is paused: `waiterId` is its run; the caller wakes it the usual way).
+   */
+  async function leaseNextWaiter(
+    db: Queryable,
+    slot: { handler: string; flowKey: string | null; token: string; leaseMs: number },
+    limit: number,
+  ): Promise<{ slotsInUse: number; waiterId: number | null; leased: LeasedRun | null }> {
+    const leasedAt = performance.now();
+    const lockKey = flowLockKey(schemaName, slot.handler, slot.flowKey);
+    const { rows } = await db.query<RunRow & { event: EventRow; slotsInUse: number; waiterId: number | string | null }>(
+      LEASE_NEXT_WAITER_SQL([slot.handler, slot.flowKey, lockKey, limit, slot.token, slot.leaseMs]),
+    );
+    const { slotsInUse, waiterId, ...row } = rows[0]!;
+    const waiter = waiterId === null ? null : Number(waiterId);
+    if (row.id === null) return { slotsInUse, waiterId: waiter, leased: null };
+    return { slotsInUse, waiterId: waiter, leased: (await stepsOfLeasedRuns(db, [row], slot.token, leasedAt))[0] ?? null };
   }
 
   /** Every claimable run of an event, leased to the caller at once (a repeated dispatch job). */
@@ -324,6 +347,7 @@ export function createRunQueries(t: Tables, schemaName: string) {
     finishUnhandled,
     acquireRun,
     acquireGatedRun,
+    leaseNextWaiter,
     acquireClaimableRuns,
     bindLegacyRun,
     renewLease,

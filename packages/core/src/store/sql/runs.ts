@@ -224,6 +224,49 @@ export function runStatements(t: Tables) {
        SELECT g.in_use AS "slotsInUse", leased.* FROM gate g LEFT JOIN leased ON true`,
 
     /**
+     * A freed slot handed over: the run waiting longest for a slot of (handler $1, key $2) is
+     * leased in the wake-up itself ($3 the (handler, key) advisory lock, $4 the limit, $5 token,
+     * $6 lease ms), for a worker that runs it at once in the job that freed the slot
+     * (event-worker.ts). One statement where the wake-up (WAKE_NEXT) and the woken run's gate
+     * (ACQUIRE_GATED_RUN) were two, and one row version of the run where they wrote two. The
+     * gate is ACQUIRE_GATED_RUN's: the lock queued for, the slots counted in a snapshot taken
+     * after it was granted, held until this statement's commit makes the lease visible.
+     * - Full (a new run took the freed slot first): no waiter is touched. Every run in a slot
+     *   hands it over when it ends, and the reconciler wakes a group whose hand-over was lost
+     *   (WAKE_STALLED).
+     * - The longest waiter (FOR UPDATE SKIP LOCKED: re-checked on its newest version, so one
+     *   woken or leased since this statement's snapshot is passed over) is leased as the gate's
+     *   lease would (an attempt; no longer waiting; `waits` bumped: any job it had is stale).
+     *   Not while its handler or source is paused: `waiterId` is returned without a lease, and
+     *   the caller wakes it as before (WAKE_NEXT; its job finds the pause and marks it).
+     * A waiter whose wait committed after this statement's snapshot is not seen: its own second
+     * look at the slots after its commit (process-event.ts gatedRun) finds the slot free.
+     * One row always: `slotsInUse` (before this lease), `waiterId` (NULL: none waits, or full)
+     * and the leased run's columns (NULL when none was leased).
+     */
+    // mutant: flow-hand-over-over-limit
+    LEASE_NEXT_WAITER: `WITH gate AS MATERIALIZED (
+         SELECT ${SCHEMA}.flow_gate($3::bigint, $1::text, $2::text, true) AS in_use
+       ), next AS MATERIALIZED (
+         SELECT x.id FROM ${RUNS} x
+          WHERE x.handler = $1::text AND x.waiting = 'concurrency' AND x.state = 'received'
+            AND x.flow_key IS NOT DISTINCT FROM $2::text
+            AND (SELECT in_use FROM gate) < $4::int
+          ORDER BY x.waiting_since LIMIT 1 FOR UPDATE SKIP LOCKED
+       ), leased AS (
+         UPDATE ${RUNS} r
+            SET state = 'processing', lease_token = $5::uuid,
+                lease_until = now() + $6::int * interval '1 millisecond',
+                attempts = r.attempts + 1, attempt_started_at = now(), updated_at = now(),
+                waiting = NULL, waiting_since = NULL, waits = r.waits + 1
+           FROM ${EVENTS} e
+          WHERE r.id = (SELECT id FROM next) AND e.id = r.event_row_id AND r.state = 'received'
+            AND NOT ${PAUSED(PAUSES, 'r', 'e')}
+         RETURNING ${LEASED_RUN_RETURNING}
+       )
+       SELECT g.in_use AS "slotsInUse", (SELECT id FROM next) AS "waiterId", leased.* FROM gate g LEFT JOIN leased ON true`,
+
+    /**
      * Every claimable run of an event ($1 event row, $2 token, $3 lease ms), for a repeated
      * dispatch job; same guard, per run, except the handlers in $4 (limited or lower-priority:
      * the caller takes each through its own path).
