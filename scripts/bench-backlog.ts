@@ -165,6 +165,7 @@ async function measure(size: number, side: { label: string; root?: string }, rou
     }
     await sleep(250);
   }
+  const drainSeconds = Math.round((performance.now() - started) / 100) / 10;
   // Postgres's transaction counters read again once every backend reported (settledDifference:
   // a drain of a second or less ends before the backends' stats are flushed).
   const spent = await settledDifference(atReady, subjects, statsWaitMs);
@@ -180,7 +181,7 @@ async function measure(size: number, side: { label: string; root?: string }, rou
     workerReadyMb,
     workerPeakMb,
     workerEndMb: rssMb(worker.pid),
-    drainSeconds: Math.round((performance.now() - started) / 100) / 10,
+    drainSeconds,
     workerCpuMsPerEvent: perEvent(cpuMs(worker.pid) - cpuAtReady),
     postgresCpuMsPerEvent: perEvent(postgresMs),
     redisCpuMsPerEvent: perEvent(spent.cpuMs.redis ?? 0),

@@ -6,14 +6,14 @@
  * (createPool's onStatement and onRoundTrip: oncehook_db_statements_total and
  * oncehook_db_round_trips_total).
  */
-import { paymentSucceeded } from '@oncehook/harness';
+import { paymentSucceeded, waitFor } from '@oncehook/harness';
 import { createPool, type Pool } from '@oncehook/shared';
 import { createEngineEvents, processJob } from '@oncehook/core';
 import { defineHandler } from '@oncehook/sdk';
 import { preparedBaseName } from '../packages/core/src/store/prepared.js';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
-import { claimStripe, dispatchJob, engine, exampleHandlers, q, testLog, TRUNCATE_ALL } from './helpers/stack.js';
+import { claimStripe, dispatchJob, engine, exampleHandlers, q, T, testLog, TRUNCATE_ALL } from './helpers/stack.js';
 
 let db: TestDatabase;
 let counted: Pool;
@@ -371,4 +371,31 @@ it('every named statement of the hot paths is planned once per connection: after
   } finally {
     await one.end();
   }
+});
+
+it('a freed flow slot handed over: the woken run is leased in the wake-up, so the hand-over and the woken run take 5 statements, where a wake-up and the woken run’s own gate took 6', async () => {
+  let release!: () => void;
+  const hold = new Promise<void>((resolve) => (release = resolve));
+  const limited = defineHandler({ name: 'rt-handed-over', source: 'stripe', type: 'payment_intent.succeeded', concurrency: 1 }, async (event) => {
+    if (event.eventId === 'evt_rt_hand_a') await hold;
+  });
+  const [a, b] = [await topUp('evt_rt_hand_a'), await topUp('evt_rt_hand_b')];
+  const e = engine(counted, [limited]);
+  const holding = processJob(e, { ...dispatchJob(a, 'evt_rt_hand_a'), kind: 'stripe', type: 'payment_intent.succeeded' }, { leaseWakeUp: true });
+  // b waits for the slot a holds (a's lease is committed before its handler is called).
+  await waitFor(async () => ((await db.pool.query(`SELECT 1 FROM ${T.runs} WHERE event_row_id = $1 AND state = 'processing'`, [a])).rowCount ? true : null), {
+    timeoutMs: 5_000,
+    what: 'a holds the slot',
+  });
+  const waited = await processJob(e, { ...dispatchJob(b, 'evt_rt_hand_b'), kind: 'stripe', type: 'payment_intent.succeeded' });
+  expect(waited).toMatchObject({ kind: 'runs', runs: [{ kind: 'waiting', reason: 'concurrency' }] });
+  const before = statements;
+  release();
+  const ended = await holding;
+  expect(ended).toMatchObject({ kind: 'runs', runs: [{ kind: 'done' }] });
+  const wake = ended.kind === 'runs' ? ended.follow[0] : undefined;
+  expect(wake?.handedOver).toBeDefined();
+  expect(await e.runHandedOver(wake!.handedOver!)).toMatchObject({ kind: 'runs', runs: [{ kind: 'done' }], follow: [] });
+  // a's done, the wake-up that leases b, b's recorded steps; b's done, its own hand-over (none waits).
+  expect(statements - before).toBe(5);
 });

@@ -1452,7 +1452,7 @@ export const MUTANTS: Mutant[] = [
     marker: 'flow-hand-over-not-leased',
     search: '    if (scope.leaseWakeUp && limit !== undefined && freed?.limits?.rateLimit === undefined) {',
     replace: '    if (false && scope.leaseWakeUp && limit !== undefined && freed?.limits?.rateLimit === undefined) {',
-    tests: ['test/flow-control-engine.test.ts'],
+    tests: ['test/flow-control-engine.test.ts', 'test/round-trips.test.ts'],
   },
   {
     id: 'flow-hand-over-over-limit',
