@@ -1104,6 +1104,14 @@ export const MUTANTS: Mutant[] = [
     tests: ['test/hardening.test.ts'],
   },
   {
+    id: 'delivery-log-count-unlocked',
+    guarantee: "concurrent duplicates of one event keep its delivery log within DELIVERY_LOG_ROWS: each claim counts the log under the event's lock",
+    file: 'packages/core/src/migrations/0020_delivery_counts_past_the_log.sql',
+    search: "  perform pg_advisory_xact_lock(hashtextextended('oncehook-delivery-log::ONCEHOOK_SCHEMA', p_event));",
+    replace: '  perform 1;',
+    tests: ['test/claim-race.test.ts'],
+  },
+  {
     id: 'body-budget-reserves-declared',
     guarantee: 'sockets that declare large bodies and trickle do not hold the body budget (it counts what arrived)',
     marker: 'body-budget-reserves-declared',

@@ -50,6 +50,7 @@ export const T = {
   actions: `${DEFAULT_SCHEMA}.operator_actions`,
   versions: `${DEFAULT_SCHEMA}.object_versions`,
   deliveries: `${DEFAULT_SCHEMA}.deliveries`,
+  deliveryCounts: `${DEFAULT_SCHEMA}.delivery_counts`,
 } as const;
 
 /**

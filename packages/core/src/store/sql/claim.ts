@@ -14,41 +14,44 @@ export const CLAIM_BODY_STRIPES = 16;
 
 /**
  * Deliveries of one event the delivery log keeps in full (the first, and the 99 duplicates
- * after it); every later one is counted (delivery_counts: how many, and when the last came).
+ * after it); past them, every duplicate is counted (delivery_counts: how many, and when the
+ * last came; migrations/0020).
  * Enough for any timeline a person reads (a provider's retry schedule is under 30 deliveries),
  * and a bound on what a replayed capture can add for one event: 100 rows, not one per replay.
  */
 export const DELIVERY_LOG_ROWS = 100;
 
 export function claimStatements(t: Tables) {
-  const { EVENTS, DELIVERIES, DELIVERY_COUNTS } = t;
+  const { EVENTS, DELIVERIES, SCHEMA } = t;
 
   /**
    * The delivery log, as CTEs that follow a claim in its own statement. `source` is a relation
    * with one row per input of the statement: (id: the event row, ord: its place in the input,
    * inserted: this input created the event, same_body, copies: deliveries of it folded into the
-   * input). Every duplicate is counted (delivery_counts, an upsert ordered by event row, so two
-   * statements wait for each other on it, never deadlock); a delivery gets a row of its own
-   * only while its event has fewer than DELIVERY_LOG_ROWS. The count comes back from the
-   * upsert under its row lock, so the bound holds under any concurrency.
+   * input). A delivery gets a row of its own while its event has fewer than DELIVERY_LOG_ROWS;
+   * past them its duplicates are counted (delivery_counts; migrations/0020 says why the counter
+   * is not written before). Each event with duplicates here has its log counted, and its counter
+   * kept up, under its log's lock (delivery_log_count: snapshots taken after the lock, in event
+   * id order, so two statements wait for each other, never deadlock, and neither counts without
+   * the other's rows): the bound holds under any concurrency.
    */
   // mutant: delivery-log-unbounded
   const DELIVERY_LOG = (source: string) => `log_in AS (
          ${source}
        ), log_dups AS (
          SELECT id, sum(copies - inserted::int)::int AS n FROM log_in GROUP BY id
-       ), log_counted AS (
-         INSERT INTO ${DELIVERY_COUNTS} AS dc (event_row_id, duplicates, last_at)
-         SELECT id, n, now() FROM log_dups WHERE n > 0 ORDER BY id
-         ON CONFLICT (event_row_id) DO UPDATE SET duplicates = dc.duplicates + excluded.duplicates, last_at = excluded.last_at
-         RETURNING event_row_id AS id, duplicates
+       ), log_before AS (
+         -- Each event's deliveries before this statement's, counted (and its counter kept up)
+         -- under its log's lock, in event id order (migrations/0020, delivery_log_count).
+         SELECT d.id, ${SCHEMA}.delivery_log_count(d.id, d.n, ${DELIVERY_LOG_ROWS}) AS before
+           FROM (SELECT id, n FROM log_dups WHERE n > 0 ORDER BY id) d
        ), log_rows AS (
-         -- Deliveries of the event before each input's duplicates: the first, those counted
-         -- before this statement, and this statement's earlier inputs.
+         -- Deliveries of the event before each input's duplicates: those before this
+         -- statement, and this statement's earlier inputs.
          SELECT l.id, l.inserted, l.same_body, l.copies - l.inserted::int AS dups,
-                1 + coalesce(c.duplicates - d.n, 0)
+                coalesce(b.before, 1)
                   + coalesce(sum(l.copies - l.inserted::int) OVER (PARTITION BY l.id ORDER BY l.ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
-           FROM log_in l JOIN log_dups d ON d.id = l.id LEFT JOIN log_counted c ON c.id = l.id
+           FROM log_in l LEFT JOIN log_before b ON b.id = l.id
        ), logged AS (
          INSERT INTO ${DELIVERIES} (event_row_id, duplicate, same_body)
          SELECT id, false, false FROM log_rows WHERE inserted

@@ -13,9 +13,15 @@ export function operatorStatements(t: Tables) {
   const { EVENTS, RUNS, STEPS, ACTIONS, DELIVERIES, DELIVERY_COUNTS, ATTEMPTS, ATTEMPT_HISTORY, FAILURE_GROUPS, SCHEMA } = t;
   const { LOG_EXPIRED } = attemptLogStatements(t);
 
-  /** Deliveries of event `e`: its first (logged) and every duplicate (counted). */
-  const DELIVERY_TOTAL = `((SELECT count(*) FROM ${DELIVERIES} d WHERE d.event_row_id = e.id AND NOT d.duplicate)
-      + coalesce((SELECT dc.duplicates FROM ${DELIVERY_COUNTS} dc WHERE dc.event_row_id = e.id), 0))::int`;
+  /**
+   * Deliveries of event `e`: with a counter row (its duplicates outgrew the log, or were
+   * counted before migration 0020), its first (logged) and every duplicate (counted); else its
+   * log's rows, every delivery.
+   */
+  const DELIVERY_TOTAL = `coalesce(
+      (SELECT (SELECT count(*) FROM ${DELIVERIES} d WHERE d.event_row_id = e.id AND NOT d.duplicate) + dc.duplicates
+         FROM ${DELIVERY_COUNTS} dc WHERE dc.event_row_id = e.id),
+      (SELECT count(*) FROM ${DELIVERIES} d WHERE d.event_row_id = e.id))::int`;
   const DELIVERY_COUNT = `${DELIVERY_TOTAL} AS deliveries`;
   const RUNS_SUMMARY = `(SELECT coalesce(json_agg(json_build_object('id', r.id, 'handler', r.handler, 'state', r.state, 'attempts', r.attempts,
         'generation', r.generation, 'lastError', r.last_error, 'updatedAt', r.updated_at, 'waiting', r.waiting) ORDER BY r.handler), '[]')
@@ -255,7 +261,9 @@ export function operatorStatements(t: Tables) {
     SHOW_DELIVERIES: `SELECT received_at AS "receivedAt", duplicate,
               CASE WHEN NOT duplicate THEN NULL WHEN same_body THEN 'body' ELSE 'id' END AS "matchedBy", same_body AS "sameBody"
          FROM ${DELIVERIES} WHERE event_row_id = $1::bigint ORDER BY received_at LIMIT ${DELIVERY_LOG_ROWS}`,
-    SHOW_DELIVERY_TOTAL: `SELECT ${DELIVERY_TOTAL} AS total, (SELECT dc.last_at FROM ${DELIVERY_COUNTS} dc WHERE dc.event_row_id = e.id) AS "lastAt"
+    SHOW_DELIVERY_TOTAL: `SELECT ${DELIVERY_TOTAL} AS total,
+              coalesce((SELECT dc.last_at FROM ${DELIVERY_COUNTS} dc WHERE dc.event_row_id = e.id),
+                       (SELECT max(d.received_at) FROM ${DELIVERIES} d WHERE d.event_row_id = e.id AND d.duplicate)) AS "lastAt"
          FROM ${EVENTS} e WHERE e.id = $1::bigint`,
     SHOW_ATTEMPTS: `SELECT a.run_id AS "runId", r.handler, a.generation, a.attempt, a.started_at AS "startedAt", a.ended_at AS "endedAt", a.outcome, a.error
          FROM ${ATTEMPT_HISTORY} a JOIN ${RUNS} r ON r.id = a.run_id
