@@ -268,22 +268,18 @@ end_idle:
          :: runState == RECEIVED || (runState == PROCESSING && expired) ->
             runState = PROCESSING; leases++; tok = leases; token = tok; holder = me; expired = false;
             attempts++; attempt = attempts;
-            printf("W%d ACQUIRE_RUN: leased with token %d, attempt %d\n", me, tok, attempt)
+#ifndef SNAPSHOT_STEPS
+            /* its RETURNING's leased_steps (migration 0021): a VOLATILE function, so a snapshot
+               taken after the row lock was granted: every step committed before this lease */
+            seen[EXT] = recorded[EXT]; seen[LOC] = recorded[LOC];
+#endif
+            printf("W%d ACQUIRE_RUN: leased with token %d, attempt %d, its steps: external %d, local %d\n", me, tok, attempt, seen[EXT], seen[LOC])
          :: else -> printf("W%d ACQUIRE_RUN: 0 rows, not ours to run\n", me); goto finished
          fi
        };
 #ifdef SNAPSHOT_STEPS
        seen[EXT] = snap[EXT]; seen[LOC] = snap[LOC];
        printf("W%d reads the steps from the lease statement's snapshot: external %d, local %d\n", me, seen[EXT], seen[LOC]);
-#else
-       /* STEPS_OF_LEASED_RUNS: a statement of its own, so a snapshot taken after the lease */
-       atomic {
-         if
-         :: token == tok -> seen[EXT] = recorded[EXT]; seen[LOC] = recorded[LOC]
-         :: else -> skip
-         fi;
-         printf("W%d STEPS_OF_LEASED_RUNS: external %d, local %d\n", me, seen[EXT], seen[LOC])
-       };
 #endif
        if
        :: attempt > MAX_ATTEMPTS -> goto giveUp

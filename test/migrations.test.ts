@@ -190,6 +190,7 @@ it('upgrades a database from before the schema: tables moved, data kept, in-flig
         'oncehook/0018_error_shape_ids_and_statuses.sql',
         'oncehook/0019_attempt_rows_on_end.sql',
         'oncehook/0020_delivery_counts_past_the_log.sql',
+        'oncehook/0021_leased_steps.sql',
         'shop/0001_shop.sql',
       ],
       upgradedLegacy: true,

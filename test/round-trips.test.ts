@@ -174,15 +174,15 @@ it('the job’s type is only a hint: a repeated dispatch job for a finished even
   expect(rows[0]?.n).toBe(1);
 });
 
-it('a concurrency-limited handler with a free slot takes its slot and lease in one statement: 5 statements for a run with no step (9 when the gate was a transaction: BEGIN, lock, count, lease, COMMIT)', async () => {
+it('a concurrency-limited handler with a free slot takes its slot, its lease and its recorded steps in one statement: 4 statements for a run with no step (9 when the gate was a transaction: BEGIN, lock, count, lease, COMMIT, and the steps read after it)', async () => {
   const rowId = await topUp('evt_rt_limited');
   const limited = defineHandler({ name: 'rt-limited', source: 'stripe', type: 'payment_intent.succeeded', concurrency: 2 }, async () => {});
   const before = statements;
   const outcome = await processJob(engine(counted, [limited]), { ...dispatchJob(rowId, 'evt_rt_limited'), kind: 'stripe', type: 'payment_intent.succeeded' });
   expect(outcome).toMatchObject({ kind: 'runs', runs: [{ kind: 'done', handler: 'rt-limited' }] });
-  // dispatch (the run created, not leased); the gated lease (lock, count, lease: one
-  // statement); its recorded steps; done (no step: one statement); the hand-over (no waiter).
-  expect(statements - before).toBe(5);
+  // dispatch (the run created, not leased); the gated lease (lock, count, lease and the
+  // recorded steps: one statement); done (no step: one statement); the hand-over (no waiter).
+  expect(statements - before).toBe(4);
 });
 
 it('an external step: the lease proof before the call, then the record under the fence in one statement: 2 statements in 2 round trips (with the dispatch and the run’s done: 4 in 4; `final`: 3 in 3)', async () => {
@@ -342,7 +342,7 @@ it('every named statement of the hot paths is planned once per connection: after
     );
     const names = rows.map((r) => preparedBaseName(r.name));
     // The statements these paths run at least 8 times each (a sample that misses one would not
-    // check it): 18 of the 22 named ones; not run here: finishUnhandled, renewLease (the lease
+    // check it): 17 of the 21 named ones; not run here: finishUnhandled, renewLease (the lease
     // keeper's timer), markRunFailed and recordStep.
     expect(names).toEqual(
       expect.arrayContaining([
@@ -361,7 +361,6 @@ it('every named statement of the hot paths is planned once per connection: after
         'renewLeasesAtStep',
         'getEvent',
         'acquireClaimableRuns',
-        'stepsOfLeasedRuns',
         'recordExternalStep',
         'recordFinalExternalStep',
       ]),
@@ -373,7 +372,7 @@ it('every named statement of the hot paths is planned once per connection: after
   }
 });
 
-it('a freed flow slot handed over: the woken run is leased in the wake-up, so the hand-over and the woken run take 5 statements, where a wake-up and the woken run’s own gate took 6', async () => {
+it('a freed flow slot handed over: the woken run is leased in the wake-up, so the hand-over and the woken run take 4 statements, where a wake-up and the woken run’s own gate took 5', async () => {
   let release!: () => void;
   const hold = new Promise<void>((resolve) => (release = resolve));
   const limited = defineHandler({ name: 'rt-handed-over', source: 'stripe', type: 'payment_intent.succeeded', concurrency: 1 }, async (event) => {
@@ -396,6 +395,6 @@ it('a freed flow slot handed over: the woken run is leased in the wake-up, so th
   const wake = ended.kind === 'runs' ? ended.follow[0] : undefined;
   expect(wake?.handedOver).toBeDefined();
   expect(await e.runHandedOver(wake!.handedOver!)).toMatchObject({ kind: 'runs', runs: [{ kind: 'done' }], follow: [] });
-  // a's done, the wake-up that leases b, b's recorded steps; b's done, its own hand-over (none waits).
-  expect(statements - before).toBe(5);
+  // a's done, the wake-up that leases b (with its recorded steps); b's done, its own hand-over (none waits).
+  expect(statements - before).toBe(4);
 });

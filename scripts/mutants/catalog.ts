@@ -33,8 +33,6 @@ export interface Mutant {
   tests: string[];
 }
 
-const RUN_QUERIES = 'packages/core/src/store/runs.ts';
-
 export const MUTANTS: Mutant[] = [
   // ---- the claim ------------------------------------------------------------------------
   {
@@ -279,25 +277,21 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: 'acquire-steps-in-returning',
-    guarantee: 'a takeover that waited on the old owner sees the step it committed (never runs it again)',
+    guarantee: 'a takeover that waited on the old owner sees the step it committed (never runs it again): the lease reads the steps in a snapshot taken after its row lock',
     marker: 'acquire-steps-in-returning',
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the search text is source code containing a template literal
-    search: "  const LEASED_RUN_RETURNING = `${runColumns('r')}, row_to_json((SELECT x FROM (SELECT ${eventColumns('e')}) x)) AS event`;",
+    search: '${SCHEMA}.leased_steps(r.id, r.generation) AS steps`;',
     replace:
       // biome-ignore lint/suspicious/noTemplateCurlyInString: the replacement is source code containing a template literal
-      "  const LEASED_RUN_RETURNING = `${runColumns('r')}, row_to_json((SELECT x FROM (SELECT ${eventColumns('e')}) x)) AS event, (SELECT coalesce(json_agg(json_build_object('runId', s.run_id, 'name', s.name, 'kind', s.kind, 'result', s.result, 'idempotencyKey', s.idempotency_key, 'keySubject', s.key_subject)), '[]') FROM ${STEPS} s WHERE s.run_id = r.id AND s.generation = r.generation) AS steps`;",
-    also: [
-      {
-        file: RUN_QUERIES,
-        search: '    const { rows: steps } = await db.query<RecordedStep & { runId: number }>(STEPS_OF_LEASED_RUNS_SQL([rows.map((r) => r.id), token]));',
-        replace: '    const steps = rows.flatMap((r) => (r as unknown as { steps: (RecordedStep & { runId: number })[] }).steps);',
-      },
-      {
-        file: RUN_QUERIES,
-        search: '    return rows.map(({ event, ...run }) => ({',
-        replace: '    return rows.map(({ event, steps: _s, ...run }: RunRow & { event: EventRow; steps?: unknown }) => ({',
-      },
-    ],
+      "(SELECT coalesce(json_agg(json_build_object('name', s.name, 'kind', s.kind, 'result', s.result, 'idempotencyKey', s.idempotency_key, 'keySubject', s.key_subject)), '[]') FROM ${STEPS} s WHERE s.run_id = r.id AND s.generation = r.generation) AS steps`;",
+    tests: ['test/core-races.test.ts'],
+  },
+  {
+    id: 'leased-steps-stable',
+    guarantee: "the lease's steps read takes a snapshot of its own (a VOLATILE function), not the lease statement's",
+    file: 'packages/core/src/migrations/0021_leased_steps.sql',
+    search: 'returns json language plpgsql volatile as $$',
+    replace: 'returns json language plpgsql stable as $$',
     tests: ['test/core-races.test.ts'],
   },
   {

@@ -69,6 +69,20 @@ begin
     using errcode = 'OH001';
 end $$;
 
+CREATE FUNCTION oncehook.leased_steps(p_run bigint, p_generation integer) RETURNS json
+    LANGUAGE plpgsql
+    AS $$
+declare
+  v_steps json;
+begin
+  select coalesce(json_agg(json_build_object('name', s.name, 'kind', s.kind, 'result', s.result,
+                                             'idempotencyKey', s.idempotency_key, 'keySubject', s.key_subject)), '[]'::json)
+    into v_steps
+    from oncehook.steps s
+   where s.run_id = p_run and s.generation = p_generation;
+  return v_steps;
+end $$;
+
 CREATE TABLE oncehook.activity (
     minute timestamp with time zone NOT NULL,
     kind text NOT NULL,

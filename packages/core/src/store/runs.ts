@@ -53,7 +53,6 @@ export function createRunQueries(t: Tables, schemaName: string) {
   const DISPATCH_AND_LEASE_SQL = prepared('dispatchAndLease', sql.DISPATCH_AND_LEASE);
   const DISPATCH_AND_LEASE_MANY_SQL = prepared('dispatchAndLeaseMany', sql.DISPATCH_AND_LEASE_MANY);
   const FINISH_UNHANDLED_SQL = prepared('finishUnhandled', sql.FINISH_UNHANDLED);
-  const STEPS_OF_LEASED_RUNS_SQL = prepared('stepsOfLeasedRuns', sql.STEPS_OF_LEASED_RUNS);
   const ACQUIRE_RUN_SQL = prepared('acquireRun', sql.ACQUIRE_RUN);
   const ACQUIRE_GATED_RUN_SQL = prepared('acquireGatedRun', sql.ACQUIRE_GATED_RUN);
   const LEASE_NEXT_WAITER_SQL = prepared('leaseNextWaiter', sql.LEASE_NEXT_WAITER);
@@ -120,27 +119,20 @@ export function createRunQueries(t: Tables, schemaName: string) {
     return rowCount === 1;
   }
 
-  /** The leased runs with their recorded steps, read after the lease (sql STEPS_OF_LEASED_RUNS says why). */
-  async function stepsOfLeasedRuns(db: Queryable, rows: (RunRow & { event: EventRow })[], token: string, leasedAt: number): Promise<LeasedRun[]> {
-    if (rows.length === 0) return [];
-    const { rows: steps } = await db.query<RecordedStep & { runId: number }>(STEPS_OF_LEASED_RUNS_SQL([rows.map((r) => r.id), token]));
-    return rows.map(({ event, ...run }) => ({
-      run: run as RunRow,
-      event: reviveEvent(event),
-      steps: steps.filter((s) => s.runId === run.id).map(({ runId: _runId, ...step }) => step),
-      leasedAt,
-    }));
+  /** The leased runs as the lease statement returned them, with their recorded steps (sql LEASED_RUN_RETURNING says how). */
+  function leasedRuns(rows: (RunRow & { event: EventRow; steps: RecordedStep[] })[], leasedAt: number): LeasedRun[] {
+    return rows.map(({ event, steps, ...run }) => ({ run: run as RunRow, event: reviveEvent(event), steps, leasedAt }));
   }
 
   /**
    * The guarded claim of one run: received -> processing, or take over an expired lease, with
-   * its event, then its recorded steps. null = not ours to run (done or failed, leased by a live
+   * its event and its recorded steps, in one statement. null = not ours to run (done or failed, leased by a live
    * worker, or no such run): the caller acknowledges the job and does nothing else.
    */
   async function acquireRun(db: Queryable, rowId: number, handler: string, token: string, leaseMs: number, flowKey: string | null = null): Promise<LeasedRun | null> {
     const leasedAt = performance.now();
-    const { rows } = await db.query<RunRow & { event: EventRow }>(ACQUIRE_RUN_SQL([rowId, handler, token, leaseMs, flowKey]));
-    return (await stepsOfLeasedRuns(db, rows, token, leasedAt))[0] ?? null;
+    const { rows } = await db.query<RunRow & { event: EventRow; steps: RecordedStep[] }>(ACQUIRE_RUN_SQL([rowId, handler, token, leaseMs, flowKey]));
+    return leasedRuns(rows, leasedAt)[0] ?? null;
   }
 
   /**
@@ -155,12 +147,12 @@ export function createRunQueries(t: Tables, schemaName: string) {
   ): Promise<{ slotsInUse: number; leased: LeasedRun | null }> {
     const leasedAt = performance.now();
     const lockKey = flowLockKey(schemaName, run.handler, run.flowKey);
-    const { rows } = await db.query<RunRow & { event: EventRow; slotsInUse: number }>(
+    const { rows } = await db.query<RunRow & { event: EventRow; steps: RecordedStep[]; slotsInUse: number }>(
       ACQUIRE_GATED_RUN_SQL([run.rowId, run.handler, run.token, run.leaseMs, run.flowKey, lockKey, limit]),
     );
     const { slotsInUse, ...row } = rows[0]!;
     if (row.id === null) return { slotsInUse, leased: null };
-    return { slotsInUse, leased: (await stepsOfLeasedRuns(db, [row], run.token, leasedAt))[0] ?? null };
+    return { slotsInUse, leased: leasedRuns([row], leasedAt)[0] ?? null };
   }
 
   /**
@@ -176,20 +168,20 @@ export function createRunQueries(t: Tables, schemaName: string) {
   ): Promise<{ slotsInUse: number; waiterId: number | null; leased: LeasedRun | null }> {
     const leasedAt = performance.now();
     const lockKey = flowLockKey(schemaName, slot.handler, slot.flowKey);
-    const { rows } = await db.query<RunRow & { event: EventRow; slotsInUse: number; waiterId: number | string | null }>(
+    const { rows } = await db.query<RunRow & { event: EventRow; steps: RecordedStep[]; slotsInUse: number; waiterId: number | string | null }>(
       LEASE_NEXT_WAITER_SQL([slot.handler, slot.flowKey, lockKey, limit, slot.token, slot.leaseMs]),
     );
     const { slotsInUse, waiterId, ...row } = rows[0]!;
     const waiter = waiterId === null ? null : Number(waiterId);
     if (row.id === null) return { slotsInUse, waiterId: waiter, leased: null };
-    return { slotsInUse, waiterId: waiter, leased: (await stepsOfLeasedRuns(db, [row], slot.token, leasedAt))[0] ?? null };
+    return { slotsInUse, waiterId: waiter, leased: leasedRuns([row], leasedAt)[0] ?? null };
   }
 
   /** Every claimable run of an event, leased to the caller at once (a repeated dispatch job). */
   async function acquireClaimableRuns(db: Queryable, rowId: number, token: string, leaseMs: number, except: string[] = []): Promise<LeasedRun[]> {
     const leasedAt = performance.now();
-    const { rows } = await db.query<RunRow & { event: EventRow }>(ACQUIRE_CLAIMABLE_RUNS_SQL([rowId, token, leaseMs, except]));
-    return stepsOfLeasedRuns(db, rows, token, leasedAt);
+    const { rows } = await db.query<RunRow & { event: EventRow; steps: RecordedStep[] }>(ACQUIRE_CLAIMABLE_RUNS_SQL([rowId, token, leaseMs, except]));
+    return leasedRuns(rows, leasedAt);
   }
 
   /** A run from before handler names takes the one handler's name. false = bound meanwhile (or gone). */

@@ -20,11 +20,20 @@ export function runStatements(t: Tables) {
   const { ENDED_ATTEMPT, DONE_ATTEMPT, TAKEN_ATTEMPTS, LOG_TAKEN } = attemptLogStatements(t);
 
   /**
-   * What a lease statement returns: the run and its event. NOT its recorded steps: those are
-   * read by a statement of their own once the lease is ours (STEPS_OF_LEASED_RUNS says why).
+   * What a lease statement returns: the run, its event and its recorded steps (of its current
+   * generation). The steps through `leased_steps` (migrations/0021), a VOLATILE function: its
+   * query takes a snapshot of its own when the RETURNING runs, after the run row's lock was
+   * granted. Never a subquery of the statement: the UPDATE that takes an expired lease may have
+   * waited on the row lock of the previous owner's step transaction (the fence, FOR NO KEY
+   * UPDATE); when that transaction commits, the UPDATE re-checks its WHERE on the newest row
+   * version and takes the lease, but a subquery still reads with the statement's snapshot, taken
+   * BEFORE that commit: the step just committed is invisible, and the new owner would run it
+   * again (an external call made twice). The function's snapshot sees every step committed
+   * before our lease, and none can be committed after it: the old owner's fence now fails on the
+   * token.
    */
   // mutant: acquire-steps-in-returning
-  const LEASED_RUN_RETURNING = `${runColumns('r')}, row_to_json((SELECT x FROM (SELECT ${eventColumns('e')}) x)) AS event`;
+  const LEASED_RUN_RETURNING = `${runColumns('r')}, row_to_json((SELECT x FROM (SELECT ${eventColumns('e')}) x)) AS event, ${SCHEMA}.leased_steps(r.id, r.generation) AS steps`;
 
   /** The event's counters and state after one of its runs finished `done` (CTE `run` returning event_row_id). */
   // mutant: event-state-counters
@@ -180,22 +189,6 @@ export function runStatements(t: Tables) {
     /** An event with no handler: received -> done or failed with a note. 0 rows = dispatched or finished meanwhile. */
     FINISH_UNHANDLED: `UPDATE ${EVENTS} SET state = $2::text, note = $3::text, finished_at = now(), updated_at = now()
         WHERE id = $1::bigint AND state = 'received'`,
-
-    /**
-     * The recorded steps of runs just leased (ids $1, our token $2), read by a SECOND statement,
-     * after the lease statement returned. Why not in the lease statement's RETURNING: the UPDATE
-     * that takes an expired lease may have waited on the row lock of the previous owner's step
-     * transaction (the fence, FOR NO KEY UPDATE). When that transaction commits, the UPDATE
-     * re-checks its WHERE on the newest row version and takes the lease, but a subquery in its
-     * RETURNING still reads with the statement's snapshot, taken BEFORE that commit: the step
-     * just committed is invisible, and the new owner would run it again (an external call made
-     * twice). A new statement (READ COMMITTED: a new snapshot) sees every step committed before
-     * our lease was taken, and none can be committed after it: the old owner's fence now fails
-     * on the token. Off the hot path: a dispatch creates its runs leased, with no steps to read.
-     */
-    STEPS_OF_LEASED_RUNS: `SELECT s.run_id AS "runId", s.name, s.kind, s.result, s.idempotency_key AS "idempotencyKey", s.key_subject AS "keySubject"
-       FROM ${STEPS} s JOIN ${RUNS} r ON r.id = s.run_id AND s.generation = r.generation
-      WHERE s.run_id = ANY($1::bigint[]) AND r.lease_token = $2::uuid`,
 
     /**
      * The guarded claim of one run ($1 event row, $2 handler, $3 token, $4 lease ms, $5 its
