@@ -79,6 +79,11 @@ it(`duplicates of one event from concurrent claims, forced to interleave between
   const counter = async () => (await db.pool.query<{ duplicates: string }>(`SELECT duplicates FROM ${T.deliveryCounts} WHERE event_row_id = $1`, [rowId])).rows[0]?.duplicates;
   expect(await logRows()).toBe(95);
   expect(await counter()).toBeUndefined();
+  // Without a counter row its deliveries are its log's rows (the event page and the lists).
+  const shown = await q.showEvent(db.pool, Number(rowId));
+  expect(shown?.deliveryCount).toBe(95);
+  expect(shown?.lastDeliveryAt).toBeInstanceOf(Date);
+  expect((await q.listEvents(db.pool, { source: 'stripe', limit: 50 })).find((e) => e.eventId === 'evt_log_bound')?.deliveries).toBe(95);
   // Six claims of 5 duplicates each park at their first log row, after their count.
   await db.pool.query(`CREATE FUNCTION test_log_gate() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN PERFORM pg_advisory_xact_lock_shared(${LOG_GATE}); RETURN NEW; END $$`);

@@ -118,7 +118,8 @@ export async function runHandedOver(deps: ProcessDeps, handedOver: HandedOverRun
   const scope: JobScope = { follow: [], leaseWakeUp: options.leaseWakeUp === true };
   const handler = deps.registry.byName(leased.run.handler);
   const outcome = await afterRun(deps, handler, await runLeased(deps, leased, token));
-  await handOver(deps, handler, leased.run.handler, flowKey, scope);
+  // (Always registered: it was woken for a slot of a run of this handler that this worker ran.)
+  if (handler) await handOver(deps, handler, flowKey, scope, true);
   return { kind: 'runs', source: leased.event.source, runs: [outcome], follow: scope.follow };
 }
 
@@ -194,8 +195,7 @@ async function gatedRun(
       // that this wait is visible to every later hand-over. A free slot: the longest waiter
       // (perhaps this run) is woken for it.
       // mutant: flow-contended-no-second-look
-      if ((await queries.slotsInUse(pool, handler.name, request.concurrency.key)) < request.concurrency.limit)
-        await handOver(deps, undefined, handler.name, request.concurrency.key, scope);
+      if ((await queries.slotsInUse(pool, handler.name, request.concurrency.key)) < request.concurrency.limit) await handOver(deps, handler, request.concurrency.key, scope, false);
     }
     return { kind: 'waiting', handler: handler.name, reason: result.reason };
   }
@@ -203,7 +203,7 @@ async function gatedRun(
   // The fault point worker.before-hand-over: tests let a new run take the freed slot here.
   await deps.faults.hit('worker.before-hand-over');
   // mutant: flow-no-hand-over
-  if (request.concurrency) await handOver(deps, handler, handler.name, request.concurrency.key, scope);
+  if (request.concurrency) await handOver(deps, handler, request.concurrency.key, scope, true);
   return outcome;
 }
 
@@ -222,11 +222,12 @@ async function gatedRun(
  *   run took it first, the woken one waits again, first in line).
  * A failure is logged: the reconciler wakes the group's waiters later (WAKE_STALLED).
  */
-async function handOver(deps: ProcessDeps, freed: Handler | undefined, handler: string, flowKey: string | null, scope: JobScope): Promise<void> {
+async function handOver(deps: ProcessDeps, of: Handler, flowKey: string | null, scope: JobScope, freed: boolean): Promise<void> {
+  const handler = of.name;
   try {
-    const limit = freed?.limits?.concurrency?.limit;
+    const limit = of.limits?.concurrency?.limit;
     // mutant: flow-hand-over-not-leased
-    if (scope.leaseWakeUp && limit !== undefined && freed?.limits?.rateLimit === undefined) {
+    if (freed && scope.leaseWakeUp && limit !== undefined && of.limits?.rateLimit === undefined) {
       scope.leaseWakeUp = false;
       const token = randomUUID();
       const slot = await deps.queries.leaseNextWaiter(deps.pool, { handler, flowKey, token, leaseMs: deps.settings.leaseMs }, limit);

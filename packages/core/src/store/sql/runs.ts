@@ -95,14 +95,21 @@ export function runStatements(t: Tables) {
          RETURNING ${runColumns('r')}
        )`;
 
+  /**
+   * What every lease of an existing run writes (run `r`; `token` and `leaseMs` its parameters):
+   * processing under a fresh token, an attempt counted and started, no longer waiting.
+   */
+  // mutant: cap-count
+  const LEASE_SET = (token: string, leaseMs: string) => `state = 'processing', lease_token = ${token}::uuid,
+                lease_until = now() + ${leaseMs}::int * interval '1 millisecond',
+                attempts = r.attempts + 1, attempt_started_at = now(), updated_at = now(),
+                waiting = NULL, waiting_since = NULL`;
+
   /** ACQUIRE_RUN's lease CTEs (`taken`, `leased`, `lost`), with `extra` (AND ...) added to its guard. */
-  // mutant: cap-count, pause-unchecked-lease
+  // mutant: pause-unchecked-lease
   const LEASE_ONE_RUN = (extra: string) => `${TAKEN_ATTEMPTS('event_row_id = $1::bigint AND handler = $2::text')}, leased AS (
          UPDATE ${RUNS} r
-            SET state = 'processing', lease_token = $3::uuid,
-                lease_until = now() + $4::int * interval '1 millisecond',
-                attempts = r.attempts + 1, attempt_started_at = now(), updated_at = now(),
-                waiting = NULL, waiting_since = NULL, flow_key = $5::text
+            SET ${LEASE_SET('$3', '$4')}, flow_key = $5::text
            FROM ${EVENTS} e
           WHERE r.event_row_id = $1::bigint AND r.handler = $2::text AND e.id = r.event_row_id
             AND (r.state = 'received' OR (r.state = 'processing' AND r.lease_until < now()))
@@ -248,10 +255,7 @@ export function runStatements(t: Tables) {
           ORDER BY x.waiting_since LIMIT 1 FOR UPDATE SKIP LOCKED
        ), leased AS (
          UPDATE ${RUNS} r
-            SET state = 'processing', lease_token = $5::uuid,
-                lease_until = now() + $6::int * interval '1 millisecond',
-                attempts = r.attempts + 1, attempt_started_at = now(), updated_at = now(),
-                waiting = NULL, waiting_since = NULL, waits = r.waits + 1
+            SET ${LEASE_SET('$5', '$6')}, waits = r.waits + 1
            FROM ${EVENTS} e
           WHERE r.id = (SELECT id FROM next) AND e.id = r.event_row_id AND r.state = 'received'
             AND NOT ${PAUSED(PAUSES, 'r', 'e')}
@@ -266,9 +270,7 @@ export function runStatements(t: Tables) {
      */
     ACQUIRE_CLAIMABLE_RUNS: `WITH ${TAKEN_ATTEMPTS('event_row_id = $1::bigint AND handler <> ALL($4::text[])')}, leased AS (
          UPDATE ${RUNS} r
-            SET state = 'processing', lease_token = $2::uuid,
-                lease_until = now() + $3::int * interval '1 millisecond',
-                attempts = r.attempts + 1, attempt_started_at = now(), updated_at = now(), waiting = NULL, waiting_since = NULL
+            SET ${LEASE_SET('$2', '$3')}
            FROM ${EVENTS} e
           WHERE r.event_row_id = $1::bigint AND e.id = r.event_row_id
             AND (r.state = 'received' OR (r.state = 'processing' AND r.lease_until < now()))
